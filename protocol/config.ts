@@ -1,0 +1,101 @@
+/**
+ * Session configuration: every limit the engine enforces, with its default. Validated once when a
+ * session is created so the hot path can trust the numbers.
+ *
+ * @module
+ */
+
+import { INITIAL_STREAM_WINDOW, MAX_UINT32 } from "./constants.ts";
+
+/** Tunables of a session. All sizes in bytes, all durations in milliseconds. */
+export interface SessionConfig {
+  /** Incoming streams waiting for `accept()`; more are reset. Default 256. */
+  acceptBacklog: number;
+  /** Outbound streams whose SYN is not yet ACKed; further opens wait to send their SYN. Default 256. */
+  maxUnackedOpens: number;
+  /** Open streams per session, both directions; a peer's SYN past it is reset, `open()` throws. Default 4096. */
+  maxStreams: number;
+  /** Largest receive window a stream can grow to by auto-tuning. Default 16 MiB. */
+  maxStreamWindow: number;
+  /** Total window growth (above the fixed 256 KiB each) all streams of a session may hold. Default 64 MiB. */
+  sessionReceiveBudget: number;
+  /** Grow a stream's window while its reader keeps up within about a round trip. Default true. */
+  autoTuneWindow: boolean;
+  /** Largest Data frame this side sends; bigger writes are split. Default 64 KiB. */
+  maxDataFrameSize: number;
+  /** Largest declared Data frame length accepted from the peer. Default 16 MiB. */
+  maxFrameLength: number;
+  /** A stream's `write()` returns false once this much is queued. Default 256 KiB. */
+  writeHighWaterMark: number;
+  /** The most bytes one coalesced transport write carries. Default 256 KiB. */
+  maxWriteBatch: number;
+  /** Send keepalive pings. Default true. */
+  enableKeepAlive: boolean;
+  /** Idle time (no inbound frame) before a keepalive ping. Default 30 s. */
+  keepAliveInterval: number;
+  /** Time without any inbound frame after a keepalive ping before the session is closed. Default 30 s. */
+  keepAliveTimeout: number;
+  /** Time an opened stream may wait for its ACK before it is reset. Default 75 s. */
+  openTimeout: number;
+  /** Time after our FIN that we wait for the peer's FIN before resetting the stream. Default 5 min. */
+  closeTimeout: number;
+  /** Ping replies queued while the transport is backed up; extra pings go unanswered. Default 16. */
+  maxPendingPingReplies: number;
+  /** Unanswered `ping()` calls at once. Default 64. */
+  maxOutstandingPings: number;
+  /** Control frames (RST, GoAway, pings) queued while the transport is backed up; past it the session fails. Default 4096. */
+  maxQueuedControlFrames: number;
+}
+
+/** The defaults of every tunable; see {@linkcode SessionConfig} for what each means. */
+export const DEFAULT_SESSION_CONFIG: Readonly<SessionConfig> = Object.freeze({
+  acceptBacklog: 256,
+  maxUnackedOpens: 256,
+  maxStreams: 4096,
+  maxStreamWindow: 16 * 1024 * 1024,
+  sessionReceiveBudget: 64 * 1024 * 1024,
+  autoTuneWindow: true,
+  maxDataFrameSize: 64 * 1024,
+  maxFrameLength: 16 * 1024 * 1024,
+  writeHighWaterMark: 256 * 1024,
+  maxWriteBatch: 256 * 1024,
+  enableKeepAlive: true,
+  keepAliveInterval: 30_000,
+  keepAliveTimeout: 30_000,
+  openTimeout: 75_000,
+  closeTimeout: 300_000,
+  maxPendingPingReplies: 16,
+  maxOutstandingPings: 64,
+  maxQueuedControlFrames: 4096,
+});
+
+const LOWER_BOUNDS: Partial<Record<keyof SessionConfig, number>> = {
+  maxStreamWindow: INITIAL_STREAM_WINDOW,
+  maxFrameLength: INITIAL_STREAM_WINDOW,
+};
+
+/**
+ * Fills in defaults and checks every value, throwing a `RangeError` that names the bad field.
+ *
+ * @example
+ * ```ts
+ * import { resolveSessionConfig } from "./config.ts";
+ * const config = resolveSessionConfig({ acceptBacklog: 16 });
+ * console.assert(config.maxStreamWindow === 16 * 1024 * 1024);
+ * ```
+ */
+export function resolveSessionConfig(overrides: Partial<SessionConfig> = {}): SessionConfig {
+  const config = { ...DEFAULT_SESSION_CONFIG, ...overrides };
+  for (const [key, value] of Object.entries(config) as [keyof SessionConfig, unknown][]) {
+    if (!(key in DEFAULT_SESSION_CONFIG)) throw new RangeError(`unknown session option "${key}"`);
+    if (typeof DEFAULT_SESSION_CONFIG[key] === "boolean") {
+      if (typeof value !== "boolean") throw new RangeError(`${key} must be a boolean`);
+      continue;
+    }
+    const min = LOWER_BOUNDS[key] ?? 1;
+    if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > MAX_UINT32) {
+      throw new RangeError(`${key} must be an integer from ${min} to ${MAX_UINT32}, got ${value}`);
+    }
+  }
+  return config;
+}

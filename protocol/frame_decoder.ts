@@ -1,0 +1,117 @@
+/**
+ * Incremental, synchronous frame parser. Transport chunks go in as they arrive; headers come out as
+ * plain numbers and Data payloads as zero-copy views of the chunks (a payload split across chunks
+ * arrives as several views). No promise, closure or copy per frame: only a header that straddles
+ * two chunks is copied, into a reused 12-byte buffer.
+ *
+ * @module
+ */
+
+import { FrameType, HEADER_LENGTH, PROTOCOL_VERSION } from "./constants.ts";
+import { readUint32 } from "./header.ts";
+
+/** Receives what {@linkcode FrameDecoder} parses. */
+export interface FrameSink {
+  /**
+   * A header arrived. For a Data frame its payload follows through {@linkcode payload} and
+   * {@linkcode payloadEnd}; call {@linkcode FrameDecoder.stop} from here to reject the frame before
+   * any payload byte is looked at.
+   */
+  frame(type: number, flags: number, streamId: number, length: number): void;
+  /** A piece of the current Data frame's payload (a view into a transport chunk). */
+  payload(view: Uint8Array): void;
+  /** The current Data frame's payload is complete (called at once for an empty Data frame). */
+  payloadEnd(): void;
+  /** The byte stream is not yamux: a bad version or an unknown frame type. Decoding has stopped. */
+  malformed(reason: "bad_version" | "unknown_type", detail: string): void;
+}
+
+/**
+ * Splits a yamux byte stream into frames for a {@linkcode FrameSink}.
+ *
+ * @example
+ * ```ts
+ * import { FrameDecoder } from "./frame_decoder.ts";
+ * const seen: number[] = [];
+ * const decoder = new FrameDecoder({
+ *   frame: (type) => seen.push(type),
+ *   payload: () => {},
+ *   payloadEnd: () => {},
+ *   malformed: () => {},
+ * });
+ * decoder.push(new Uint8Array([0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7])); // a ping
+ * console.assert(seen[0] === 2);
+ * ```
+ */
+export class FrameDecoder {
+  readonly #sink: FrameSink;
+  readonly #header = new Uint8Array(HEADER_LENGTH);
+  #headerFill = 0;
+  #payloadRemaining = 0;
+  #stopped = false;
+
+  /** Creates a decoder that reports to `sink`. */
+  constructor(sink: FrameSink) {
+    this.#sink = sink;
+  }
+
+  /** True once {@linkcode stop} was called or the input was malformed. */
+  get stopped(): boolean {
+    return this.#stopped;
+  }
+
+  /** Stops decoding for good; the rest of the current chunk and all later ones are ignored. */
+  stop(): void {
+    this.#stopped = true;
+  }
+
+  /** Feeds the next chunk of the byte stream. */
+  push(chunk: Uint8Array): void {
+    const sink = this.#sink;
+    const end = chunk.length;
+    let pos = 0;
+    while (pos < end && !this.#stopped) {
+      if (this.#payloadRemaining > 0) {
+        const n = Math.min(this.#payloadRemaining, end - pos);
+        this.#payloadRemaining -= n;
+        sink.payload(n === end && pos === 0 ? chunk : chunk.subarray(pos, pos + n));
+        pos += n;
+        if (this.#payloadRemaining === 0 && !this.#stopped) sink.payloadEnd();
+        continue;
+      }
+      let source = chunk;
+      let at = pos;
+      if (this.#headerFill > 0 || end - pos < HEADER_LENGTH) {
+        const n = Math.min(HEADER_LENGTH - this.#headerFill, end - pos);
+        this.#header.set(chunk.subarray(pos, pos + n), this.#headerFill);
+        this.#headerFill += n;
+        pos += n;
+        if (this.#headerFill < HEADER_LENGTH) return;
+        this.#headerFill = 0;
+        source = this.#header;
+        at = 0;
+      } else {
+        pos += HEADER_LENGTH;
+      }
+      if (source[at] !== PROTOCOL_VERSION) {
+        this.#stopped = true;
+        sink.malformed("bad_version", `unsupported protocol version ${source[at]}`);
+        return;
+      }
+      const type = source[at + 1];
+      if (type > FrameType.GoAway) {
+        this.#stopped = true;
+        sink.malformed("unknown_type", `unknown frame type ${type}`);
+        return;
+      }
+      const flags = (source[at + 2] << 8) | source[at + 3];
+      const streamId = readUint32(source, at + 4);
+      const length = readUint32(source, at + 8);
+      sink.frame(type, flags, streamId, length);
+      if (type === FrameType.Data && !this.#stopped) {
+        if (length === 0) sink.payloadEnd();
+        else this.#payloadRemaining = length;
+      }
+    }
+  }
+}

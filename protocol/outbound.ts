@@ -1,0 +1,224 @@
+/**
+ * The session's writer. Everything produced in one tick (control frames, window updates, flags and
+ * stream data) is assembled into a single buffer and handed to the transport in one write, control
+ * frames first. Stream data is shared out round-robin so one busy stream cannot starve the others.
+ *
+ * Memory is bounded: while the transport pushes back, data stays in the streams' own queues (which
+ * report backpressure to their writers) and only control frames queue here, up to a fixed count.
+ *
+ * @module
+ */
+
+import { Flag, FrameType, HEADER_LENGTH } from "./constants.ts";
+import { writeHeader } from "./header.ts";
+import type { SessionConfig } from "./config.ts";
+import type { Transport } from "./transport.ts";
+import type { Stream } from "./stream.ts";
+import { countFrame, type SessionStats } from "./stats.ts";
+
+/** Assembles and writes frames for one session. */
+export class Outbound {
+  readonly #transport: Transport;
+  readonly #config: SessionConfig;
+  readonly #stats: SessionStats;
+  #control = new Uint8Array(HEADER_LENGTH * 8);
+  #controlLength = 0;
+  #queuedPingReplies = 0;
+  #pending = new Set<Stream>();
+  #scheduled = false;
+  #writable = true;
+  #closed = false;
+  readonly #flushCallback = () => this.flush();
+
+  // Plan of the batch being assembled, reused between batches.
+  #planStreams: Stream[] = [];
+  #planCredit: number[] = [];
+  #planData: number[] = [];
+
+  /** Writes to `transport`, counting into `stats`. */
+  constructor(transport: Transport, config: SessionConfig, stats: SessionStats) {
+    this.#transport = transport;
+    this.#config = config;
+    this.#stats = stats;
+  }
+
+  /** Whether the transport accepted the last write without pushing back. */
+  get writable(): boolean {
+    return this.#writable;
+  }
+
+  /**
+   * Queues a header-only control frame (RST, GoAway, ping, refusals). Returns false when the control
+   * queue is full, which only happens when the peer stopped reading while making us answer.
+   */
+  control(type: number, flags: number, streamId: number, length: number): boolean {
+    if (this.#closed) return true;
+    if (this.#controlLength >= this.#config.maxQueuedControlFrames * HEADER_LENGTH) return false;
+    if (this.#controlLength === this.#control.length) {
+      const grown = new Uint8Array(this.#control.length * 2);
+      grown.set(this.#control);
+      this.#control = grown;
+    }
+    writeHeader(this.#control, this.#controlLength, type, flags, streamId, length);
+    this.#controlLength += HEADER_LENGTH;
+    countFrame(this.#stats.framesOut, type);
+    this.#schedule();
+    return true;
+  }
+
+  /** Queues the answer to a ping, unless too many answers already wait (a flood is not answered). */
+  pingReply(value: number): boolean {
+    if (this.#queuedPingReplies >= this.#config.maxPendingPingReplies) return false;
+    this.#queuedPingReplies++;
+    return this.control(FrameType.Ping, Flag.ACK, 0, value);
+  }
+
+  /** The stream has something to send; it joins the next batch. */
+  schedule(stream: Stream): void {
+    if (this.#closed) return;
+    this.#pending.add(stream);
+    this.#schedule();
+  }
+
+  /** The transport drained: resume writing. */
+  drained(): void {
+    this.#writable = true;
+    if (this.#controlLength > 0 || this.#pending.size > 0) this.#schedule();
+  }
+
+  /** Stops writing for good; queued frames are dropped. */
+  close(): void {
+    this.#closed = true;
+    this.#pending.clear();
+    this.#controlLength = 0;
+  }
+
+  /** Writes everything that may go out now. Normally runs once per tick on its own. */
+  flush(): void {
+    this.#scheduled = false;
+    while (this.#writable && !this.#closed) {
+      const batch = this.#assemble();
+      if (batch === null) return;
+      this.#stats.bytesOut += batch.length;
+      this.#writable = this.#transport.write(batch);
+      this.#notifyDrains();
+    }
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    queueMicrotask(this.#flushCallback);
+  }
+
+  /** Plans one batch, allocates it exactly, and fills it. Returns null when nothing may go out. */
+  #assemble(): Uint8Array | null {
+    const streams = this.#planStreams;
+    const credits = this.#planCredit;
+    const data = this.#planData;
+    streams.length = 0;
+    credits.length = 0;
+    data.length = 0;
+    const now = performance.now();
+
+    // Plan: the credit each stream returns and how much data it may send.
+    let headerOnly = 0;
+    let sendableTotal = 0;
+    for (const stream of this.#pending) {
+      const credit = stream._takeCredit(now);
+      const sendable = stream._sendable();
+      if (credit === 0 && sendable === 0 && !stream._hasFlags && !stream._finDue()) {
+        this.#pending.delete(stream); // blocked on credit or a SYN slot; it is scheduled again then
+        continue;
+      }
+      streams.push(stream);
+      credits.push(credit);
+      data.push(sendable);
+      sendableTotal += sendable;
+    }
+    if (streams.length === 0 && this.#controlLength === 0) return null;
+
+    // Share the batch's data budget out round-robin, a frame's worth at a time.
+    const maxFrame = this.#config.maxDataFrameSize;
+    let budget = this.#config.maxWriteBatch;
+    if (sendableTotal > budget) {
+      const wants = data.slice();
+      data.fill(0);
+      let progress = true;
+      while (budget > 0 && progress) {
+        progress = false;
+        for (let i = 0; i < wants.length && budget > 0; i++) {
+          const n = Math.min(wants[i] - data[i], maxFrame, budget);
+          if (n > 0) {
+            data[i] += n;
+            budget -= n;
+            progress = true;
+          }
+        }
+      }
+    }
+
+    // Size it exactly so the batch is one allocation and needs no copy afterwards.
+    let size = this.#controlLength;
+    for (let i = 0; i < streams.length; i++) {
+      const n = data[i];
+      if (this.#needsHeaderFrame(i)) headerOnly++;
+      if (n > 0) size += n + Math.ceil(n / maxFrame) * HEADER_LENGTH;
+    }
+    size += headerOnly * HEADER_LENGTH;
+    const out = new Uint8Array(size);
+
+    // Control frames first: queued control, then window updates and flag-only frames.
+    out.set(this.#control.subarray(0, this.#controlLength));
+    let at = this.#controlLength;
+    this.#controlLength = 0;
+    this.#queuedPingReplies = 0;
+    for (let i = 0; i < streams.length; i++) {
+      const stream = streams[i];
+      if (!this.#needsHeaderFrame(i)) continue;
+      let flags = stream._takeFlags();
+      if (data[i] === 0 && stream._finDue()) flags |= Flag.FIN;
+      writeHeader(out, at, FrameType.WindowUpdate, flags, stream.id, credits[i]);
+      at += HEADER_LENGTH;
+      this.#stats.framesOut.windowUpdate++;
+      if (flags & Flag.FIN) stream._finSent();
+    }
+
+    // Then data, each stream's share as consecutive frames; SYN/ACK ride on the first, FIN on the last.
+    for (let i = 0; i < streams.length; i++) {
+      let remaining = data[i];
+      const stream = streams[i];
+      while (remaining > 0) {
+        const n = remaining < maxFrame ? remaining : maxFrame;
+        remaining -= n;
+        let flags = stream._takeFlags();
+        stream._copyOut(out, at + HEADER_LENGTH, n);
+        if (remaining === 0 && stream._finDue()) flags |= Flag.FIN;
+        writeHeader(out, at, FrameType.Data, flags, stream.id, n);
+        at += HEADER_LENGTH + n;
+        this.#stats.framesOut.data++;
+        if (flags & Flag.FIN) stream._finSent();
+      }
+      if (stream._sendable() === 0 && !stream._finDue() && !stream._creditDue) {
+        this.#pending.delete(stream);
+      }
+    }
+    return out;
+  }
+
+  /** A stream needs a header-only frame: credit to return, or flags/FIN that no data frame carries. */
+  #needsHeaderFrame(i: number): boolean {
+    if (this.#planCredit[i] > 0) return true;
+    if (this.#planData[i] > 0) return false;
+    const stream = this.#planStreams[i];
+    return stream._hasFlags || stream._finDue();
+  }
+
+  #notifyDrains(): void {
+    const streams = this.#planStreams;
+    for (let i = 0; i < streams.length; i++) {
+      const stream = streams[i];
+      if (stream._drainDue()) stream.onDrain?.();
+    }
+  }
+}

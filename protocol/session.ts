@@ -1,0 +1,602 @@
+/**
+ * A yamux session over one transport: stream ids, frame handling, flow-control bookkeeping,
+ * keepalive, pings and GoAway. Pure logic: it only sees the {@linkcode Transport} interface.
+ *
+ * Every check on peer input happens on the 12-byte header, before any payload is buffered. A broken
+ * peer gets GoAway(protocol error); a fault confined to one stream resets only that stream; frames
+ * for unknown or closed streams are drained and ignored.
+ *
+ * @module
+ */
+
+import { Flag, FrameType, GoAwayCode, MAX_UINT32 } from "./constants.ts";
+import { resolveSessionConfig, type SessionConfig } from "./config.ts";
+import { YamuxError, type YamuxErrorCode } from "./errors.ts";
+import { FrameDecoder, type FrameSink } from "./frame_decoder.ts";
+import { Lifecycle } from "./lifecycle.ts";
+import { Outbound } from "./outbound.ts";
+import { countFrame, createSessionStats, type SessionStats } from "./stats.ts";
+import { Stream, type StreamHost } from "./stream.ts";
+import { StreamState } from "./stream_state.ts";
+import type { Transport } from "./transport.ts";
+
+/** How long a session that said its last words waits for the peer to close before closing itself. */
+const LINGER_MS = 2_000;
+
+/** Session lifecycle states. */
+export type SessionState = "open" | "draining" | "closed";
+
+/** What moves a session between lifecycle states. */
+export type SessionEvent = "go_away" | "close";
+
+/** The session lifecycle: GoAway (sent or received) drains, close ends. */
+export const SESSION_TRANSITIONS = {
+  open: { go_away: "draining", close: "closed" },
+  draining: { close: "closed" },
+  closed: {},
+} as const satisfies Record<SessionState, Partial<Record<SessionEvent, SessionState>>>;
+
+/** How to create a session. */
+export interface SessionOptions {
+  /** True on the side that dialed: it opens odd stream ids, the other side even ones. */
+  client: boolean;
+  /** Overrides of {@linkcode SessionConfig} defaults. */
+  config?: Partial<SessionConfig>;
+  /** Takes each stream the peer opens; without it streams wait for {@linkcode Session.accept}. */
+  onStream?: (stream: Stream) => void;
+  /** Told about every protocol, stream and timeout error, for logging. */
+  onError?: (error: YamuxError, reason: string) => void;
+}
+
+interface PendingPing {
+  sentAt: number;
+  resolve?: (rtt: number) => void;
+  reject?: (error: Error) => void;
+}
+
+/**
+ * One end of a yamux connection.
+ *
+ * @example A client opening a stream over an in-memory transport pair
+ * ```ts ignore
+ * import { Session } from "./session.ts";
+ * const client = new Session(transportA, { client: true });
+ * const server = new Session(transportB, { client: false, onStream: (s) => s.end() });
+ * const stream = client.open();
+ * stream.write(new TextEncoder().encode("hello"));
+ * stream.end();
+ * ```
+ */
+export class Session implements FrameSink, StreamHost {
+  /** The validated configuration. */
+  readonly config: SessionConfig;
+  /** Live counters. */
+  readonly stats: SessionStats = createSessionStats();
+  /** Whether this is the dialing side (odd stream ids). */
+  readonly client: boolean;
+  /** Resolves when the session has closed: with the error that ended it, or undefined. */
+  readonly closed: Promise<Error | undefined>;
+  /** Takes each stream the peer opens (see {@linkcode SessionOptions.onStream}). */
+  onStream: ((stream: Stream) => void) | null;
+  /** Told about errors, for logging (see {@linkcode SessionOptions.onError}). */
+  onError: ((error: YamuxError, reason: string) => void) | null;
+
+  readonly #transport: Transport;
+  readonly #outbound: Outbound;
+  readonly #decoder: FrameDecoder;
+  readonly #lifecycle = new Lifecycle<SessionState, SessionEvent>(SESSION_TRANSITIONS, "open");
+  readonly #streams = new Map<number, Stream>();
+  #resolveClosed!: (error: Error | undefined) => void;
+  #nextStreamId: number;
+  #localGoAway = false;
+  #remoteGoAway = false;
+  #closeRequested = false;
+  #closeError: Error | undefined;
+
+  #backlog: Stream[] = [];
+  #acceptWaiters: { resolve: (stream: Stream) => void; reject: (error: Error) => void }[] = [];
+  /** Outbound streams not yet ACKed, with their open deadline, oldest first. */
+  #awaitingAck = new Map<Stream, number>();
+  #synSlotsUsed = 0;
+  #waitingForSyn: Stream[] = [];
+  /** Streams we half-closed, with the deadline for the peer's FIN, oldest first. */
+  #awaitingFin = new Map<Stream, number>();
+  #timeoutTimer: ReturnType<typeof setTimeout> | undefined;
+
+  #windowGrowth = 0;
+  #rtt = 0;
+  #pings = new Map<number, PendingPing>();
+  #nextPingId = 1;
+  #lastInbound = performance.now();
+  #keepAliveTimer: ReturnType<typeof setTimeout> | undefined;
+  #keepAlivePingAt = 0;
+  #lingerTimer: ReturnType<typeof setTimeout> | undefined;
+
+  /** The stream the current Data frame's payload goes to (null: drain it). */
+  #target: Stream | null = null;
+  #targetFlags = 0;
+
+  /** Starts a session on `transport` at once. */
+  constructor(transport: Transport, options: SessionOptions) {
+    this.config = resolveSessionConfig(options.config);
+    this.client = options.client;
+    this.onStream = options.onStream ?? null;
+    this.onError = options.onError ?? null;
+    this.#nextStreamId = options.client ? 1 : 2;
+    this.closed = new Promise((resolve) => this.#resolveClosed = resolve);
+    this.#transport = transport;
+    this.#outbound = new Outbound(transport, this.config, this.stats);
+    this.#decoder = new FrameDecoder(this);
+    transport.start({
+      data: (chunk) => {
+        this.#lastInbound = performance.now();
+        this.stats.bytesIn += chunk.length;
+        this.#decoder.push(chunk);
+      },
+      drain: () => this.#outbound.drained(),
+      end: () => this.#onTransportGone(undefined),
+      close: (error) => this.#onTransportGone(error),
+    });
+    if (this.config.enableKeepAlive) this.#armKeepAlive();
+    // One ping at the start measures the round trip that window auto-tuning compares against.
+    if (this.config.autoTuneWindow) this.#sendPing();
+  }
+
+  /** The lifecycle state: open, draining (GoAway sent or received) or closed. */
+  get state(): SessionState {
+    return this.#lifecycle.state;
+  }
+
+  /** Smoothed round-trip time in milliseconds, from pings; 0 until measured. */
+  get rtt(): number {
+    return this.#rtt;
+  }
+
+  /** Number of open streams (both directions, including those waiting to be accepted). */
+  get streamCount(): number {
+    return this.#streams.size;
+  }
+
+  /** True once we sent GoAway. */
+  get localGoAway(): boolean {
+    return this.#localGoAway;
+  }
+
+  /** True once the peer sent GoAway. */
+  get remoteGoAway(): boolean {
+    return this.#remoteGoAway;
+  }
+
+  /** The transport's peer address. */
+  get remoteAddress(): string {
+    return this.#transport.remoteAddress;
+  }
+
+  /** The open streams. */
+  streams(): IterableIterator<Stream> {
+    return this.#streams.values();
+  }
+
+  /** The open stream with `id`, if any. */
+  stream(id: number): Stream | undefined {
+    return this.#streams.get(id);
+  }
+
+  /**
+   * Opens a stream. It is usable at once: its SYN goes out with the first data written in the same
+   * tick (or alone). Throws a {@linkcode YamuxError} when the session is closed or going away, the
+   * stream limit is reached, or stream ids are exhausted.
+   */
+  open(): Stream {
+    if (this.#lifecycle.state === "closed") throw this.#error("session_closed", "session is closed");
+    if (this.#remoteGoAway) throw this.#error("remote_goaway", "peer sent GoAway");
+    if (this.#localGoAway) throw this.#error("session_closed", "session is going away");
+    if (this.#streams.size >= this.config.maxStreams) {
+      throw this.#error("too_many_streams", `stream limit ${this.config.maxStreams} reached`);
+    }
+    const id = this.#nextStreamId;
+    if (id > MAX_UINT32) {
+      this.goAway(GoAwayCode.Normal);
+      throw this.#error("streams_exhausted", "stream ids exhausted");
+    }
+    this.#nextStreamId += 2;
+    const synAllowed = this.#synSlotsUsed < this.config.maxUnackedOpens;
+    const stream = new Stream(this, id, StreamState.Init, Flag.SYN, synAllowed);
+    this.#streams.set(id, stream);
+    this.#awaitingAck.set(stream, performance.now() + this.config.openTimeout);
+    this.#armTimeouts();
+    if (synAllowed) {
+      this.#synSlotsUsed++;
+      this.#outbound.schedule(stream);
+    } else {
+      this.#waitingForSyn.push(stream);
+    }
+    this.stats.streamsOpened++;
+    return stream;
+  }
+
+  /** Waits for the next stream the peer opens (only when no `onStream` handler is set). */
+  accept(): Promise<Stream> {
+    const stream = this.#backlog.shift();
+    if (stream) return Promise.resolve(this.#acknowledge(stream));
+    if (this.#lifecycle.state === "closed") {
+      return Promise.reject(this.#closeError ?? this.#error("session_closed", "session is closed"));
+    }
+    return new Promise((resolve, reject) => this.#acceptWaiters.push({ resolve, reject }));
+  }
+
+  /** Sends a ping and resolves with the round-trip time in milliseconds. */
+  ping(): Promise<number> {
+    if (this.#lifecycle.state === "closed") {
+      return Promise.reject(this.#error("session_closed", "session is closed"));
+    }
+    if (this.#pings.size >= this.config.maxOutstandingPings) {
+      return Promise.reject(new RangeError("too many outstanding pings"));
+    }
+    return new Promise((resolve, reject) => {
+      const id = this.#sendPing();
+      const pending = this.#pings.get(id)!;
+      pending.resolve = resolve;
+      pending.reject = reject;
+    });
+  }
+
+  /** Sends GoAway: the peer may open no more streams; existing ones continue. Idempotent. */
+  goAway(code: GoAwayCode = GoAwayCode.Normal): void {
+    if (this.#localGoAway || this.#lifecycle.state === "closed") return;
+    this.#localGoAway = true;
+    this.#outbound.control(FrameType.GoAway, 0, 0, code);
+    this.#lifecycle.fire("go_away");
+  }
+
+  /** Graceful close: GoAway, then the transport closes once every stream has finished. */
+  close(): Promise<Error | undefined> {
+    this.#closeRequested = true;
+    this.goAway(GoAwayCode.Normal);
+    if (this.#streams.size === 0) this.#shutdown(undefined, true);
+    return this.closed;
+  }
+
+  /** Closes at once: streams fail with `error` (or "session closed") and the transport is closed. */
+  destroy(error?: Error): void {
+    this.#shutdown(error, false);
+  }
+
+  // ---- FrameSink: called by the decoder for each frame ----
+
+  /** @internal */
+  frame(type: number, flags: number, streamId: number, length: number): void {
+    countFrame(this.stats.framesIn, type);
+    if (type === FrameType.Data || type === FrameType.WindowUpdate) {
+      this.#target = null;
+      if (streamId === 0) {
+        return this.#fail("bad_stream_id", "data or window update on stream 0");
+      }
+      if (type === FrameType.Data && length > this.config.maxFrameLength) {
+        return this.#fail("frame_too_large", `frame length ${length} above ${this.config.maxFrameLength}`);
+      }
+      let stream = this.#streams.get(streamId);
+      if (flags & Flag.SYN) {
+        if (stream !== undefined) return this.#fail("duplicate_syn", `SYN on open stream ${streamId}`);
+        if ((streamId & 1) === (this.client ? 1 : 0)) {
+          return this.#fail("syn_parity", `peer opened stream ${streamId} with our parity`);
+        }
+        stream = this.#incoming(streamId);
+        if (stream === undefined) return;
+      }
+      if (stream === undefined) {
+        this.stats.framesForUnknownStreams++;
+        return;
+      }
+      if (flags & Flag.ACK) this.#acked(stream);
+      if (type === FrameType.WindowUpdate) {
+        if (!stream._credit(length)) {
+          return this.#resetStream(stream, "window_overflow", "send window would exceed 2^32-1");
+        }
+        this.#applyEndFlags(stream, flags);
+        return;
+      }
+      if (length > 0 && stream._remoteEnded) {
+        return this.#resetStream(stream, "data_after_fin", "data after FIN");
+      }
+      if (!stream._expect(length)) {
+        return this.#fail("window_exceeded", `stream ${streamId} sent ${length} bytes beyond its window`);
+      }
+      this.#target = stream;
+      this.#targetFlags = flags;
+      return;
+    }
+    if (streamId !== 0) return this.#fail("bad_stream_id", `ping or GoAway on stream ${streamId}`);
+    if (type === FrameType.Ping) {
+      if (flags & Flag.SYN) {
+        if (!this.#outbound.pingReply(length)) this.stats.pingRepliesDropped++;
+      } else if (flags & Flag.ACK) {
+        this.#pong(length);
+      }
+      return;
+    }
+    this.#onGoAway(length);
+  }
+
+  /** @internal */
+  payload(view: Uint8Array): void {
+    if (this.#target !== null) this.#target._receive(view);
+  }
+
+  /** @internal */
+  payloadEnd(): void {
+    const stream = this.#target;
+    if (stream === null) return;
+    this.#target = null;
+    this.#applyEndFlags(stream, this.#targetFlags);
+  }
+
+  /** @internal */
+  malformed(reason: string, detail: string): void {
+    this.#fail(reason, detail);
+  }
+
+  // ---- StreamHost: called by streams ----
+
+  /** @internal */
+  schedule(stream: Stream): void {
+    this.#outbound.schedule(stream);
+  }
+
+  /** @internal */
+  sendReset(stream: Stream): void {
+    this.stats.resetsSent++;
+    if (!this.#outbound.control(FrameType.WindowUpdate, Flag.RST, stream.id, 0)) {
+      this.#controlOverflow();
+    }
+  }
+
+  /** @internal */
+  reserveWindow(bytes: number): number {
+    const granted = Math.max(0, Math.min(bytes, this.config.sessionReceiveBudget - this.#windowGrowth));
+    this.#windowGrowth += granted;
+    return granted;
+  }
+
+  /** @internal */
+  halfClosed(stream: Stream): void {
+    this.#awaitingFin.set(stream, performance.now() + this.config.closeTimeout);
+    this.#armTimeouts();
+  }
+
+  /** @internal */
+  finished(stream: Stream, windowGrowth: number): void {
+    if (this.#streams.get(stream.id) !== stream) return;
+    this.#streams.delete(stream.id);
+    this.#windowGrowth -= windowGrowth;
+    this.#awaitingFin.delete(stream);
+    if (this.#awaitingAck.delete(stream) && !stream._synBlocked) this.#releaseSynSlot();
+    if (this.#closeRequested && this.#streams.size === 0) this.#shutdown(undefined, true);
+  }
+
+  // ---- Private ----
+
+  #incoming(streamId: number): Stream | undefined {
+    let reason: string | undefined;
+    if (this.#localGoAway) reason = "going_away";
+    else if (this.#streams.size >= this.config.maxStreams) reason = "too_many_streams";
+    else if (this.onStream === null && this.#backlog.length >= this.config.acceptBacklog) {
+      reason = "backlog_full";
+    }
+    if (reason !== undefined) {
+      this.stats.streamsRefused++;
+      this.#count(reason);
+      this.stats.resetsSent++;
+      if (!this.#outbound.control(FrameType.WindowUpdate, Flag.RST, streamId, 0)) {
+        this.#controlOverflow();
+      }
+      return undefined;
+    }
+    const stream = new Stream(this, streamId, StreamState.SynReceived, Flag.ACK, true);
+    this.#streams.set(streamId, stream);
+    this.stats.streamsAccepted++;
+    if (this.onStream !== null) {
+      this.onStream(this.#acknowledge(stream));
+    } else {
+      const waiter = this.#acceptWaiters.shift();
+      if (waiter) waiter.resolve(this.#acknowledge(stream));
+      else this.#backlog.push(stream);
+    }
+    return stream;
+  }
+
+  /** Hands a stream to the application; its ACK goes out with the next write. */
+  #acknowledge(stream: Stream): Stream {
+    this.#outbound.schedule(stream);
+    return stream;
+  }
+
+  #acked(stream: Stream): void {
+    stream._ack();
+    if (this.#awaitingAck.delete(stream)) this.#releaseSynSlot();
+  }
+
+  #releaseSynSlot(): void {
+    this.#synSlotsUsed--;
+    while (this.#waitingForSyn.length > 0 && this.#synSlotsUsed < this.config.maxUnackedOpens) {
+      const next = this.#waitingForSyn.shift()!;
+      if (next.state !== StreamState.Init) continue;
+      this.#synSlotsUsed++;
+      next._allowSyn();
+    }
+  }
+
+  #applyEndFlags(stream: Stream, flags: number): void {
+    if (flags & Flag.FIN) stream._remoteFin();
+    if (flags & Flag.RST) {
+      this.stats.resetsReceived++;
+      stream._terminate(new YamuxError("stream_reset", `stream ${stream.id} reset by peer`));
+    }
+  }
+
+  #resetStream(stream: Stream, reason: string, detail: string): void {
+    this.#count(reason);
+    const error = new YamuxError("stream_reset", `stream ${stream.id}: ${detail}`);
+    this.onError?.(error, reason);
+    this.sendReset(stream);
+    stream._terminate(error);
+  }
+
+  #onGoAway(code: number): void {
+    this.#remoteGoAway = true;
+    if (code !== GoAwayCode.Normal) {
+      const name = code === GoAwayCode.ProtocolError
+        ? "protocol error"
+        : code === GoAwayCode.InternalError
+        ? "internal error"
+        : `code ${code}`;
+      const error = new YamuxError("remote_goaway", `peer sent GoAway (${name})`);
+      this.#count(`remote_goaway_${code <= 2 ? code : "unknown"}`);
+      this.onError?.(error, "remote_goaway");
+      return this.#shutdown(error, false);
+    }
+    this.#lifecycle.fire("go_away");
+    // Streams that never got to send their SYN cannot be opened any more.
+    for (const stream of this.#waitingForSyn) {
+      stream._terminate(new YamuxError("remote_goaway", "peer sent GoAway before the stream opened"));
+    }
+    this.#waitingForSyn = [];
+  }
+
+  #sendPing(): number {
+    const id = this.#nextPingId;
+    this.#nextPingId = id === MAX_UINT32 ? 1 : id + 1;
+    this.#pings.set(id, { sentAt: performance.now() });
+    if (!this.#outbound.control(FrameType.Ping, Flag.SYN, 0, id)) this.#controlOverflow();
+    return id;
+  }
+
+  #pong(id: number): void {
+    const pending = this.#pings.get(id);
+    if (pending === undefined) return;
+    this.#pings.delete(id);
+    const sample = performance.now() - pending.sentAt;
+    this.#rtt = this.#rtt === 0 ? sample : this.#rtt * 0.875 + sample * 0.125;
+    pending.resolve?.(sample);
+  }
+
+  #armKeepAlive(): void {
+    const { keepAliveInterval, keepAliveTimeout } = this.config;
+    const tick = Math.max(5, Math.min(keepAliveInterval, keepAliveTimeout) / 4);
+    this.#keepAliveTimer = setTimeout(() => {
+      const now = performance.now();
+      if (this.#keepAlivePingAt > 0) {
+        if (this.#lastInbound >= this.#keepAlivePingAt) this.#keepAlivePingAt = 0;
+        else if (now - this.#keepAlivePingAt >= keepAliveTimeout) {
+          this.#count("keepalive_timeout");
+          const error = new YamuxError("keepalive_timeout", "no frame from the peer within the keepalive timeout");
+          this.onError?.(error, "keepalive_timeout");
+          return this.#shutdown(error, false);
+        }
+      }
+      if (this.#keepAlivePingAt === 0 && now - this.#lastInbound >= keepAliveInterval) {
+        this.#keepAlivePingAt = now;
+        this.#sendPing();
+      }
+      this.#armKeepAlive();
+    }, tick);
+  }
+
+  /** Runs the open/close timeout sweep while any stream waits for an ACK or a FIN. */
+  #armTimeouts(): void {
+    if (this.#timeoutTimer !== undefined) return;
+    const tick = Math.max(5, Math.min(this.config.openTimeout, this.config.closeTimeout) / 4);
+    this.#timeoutTimer = setTimeout(() => {
+      this.#timeoutTimer = undefined;
+      const now = performance.now();
+      this.#expire(this.#awaitingAck, now, "open_timeout", "no ACK within the open timeout");
+      this.#expire(this.#awaitingFin, now, "close_timeout", "no FIN within the close timeout");
+      if (this.#awaitingAck.size > 0 || this.#awaitingFin.size > 0) this.#armTimeouts();
+    }, tick);
+  }
+
+  #expire(waiting: Map<Stream, number>, now: number, code: YamuxErrorCode, detail: string): void {
+    for (const [stream, deadline] of waiting) {
+      if (deadline > now) break;
+      waiting.delete(stream);
+      this.#resetStream(stream, code, detail);
+    }
+  }
+
+  #controlOverflow(): void {
+    this.#fail("control_overflow", "peer does not read while making us send control frames", GoAwayCode.InternalError);
+  }
+
+  /** Ends the session because the peer broke the protocol: GoAway, reason logged, transport closed. */
+  #fail(reason: string, detail: string, code: GoAwayCode = GoAwayCode.ProtocolError): void {
+    if (this.#lifecycle.state === "closed") return;
+    this.#decoder.stop();
+    this.#count(reason);
+    const error = new YamuxError("protocol_error", detail);
+    this.onError?.(error, reason);
+    this.#localGoAway = true;
+    this.#outbound.close();
+    // Bypass the (possibly full) queue: the GoAway is the last thing this session says.
+    const goAway = new Uint8Array(12);
+    goAway[1] = FrameType.GoAway;
+    goAway[11] = code;
+    countFrame(this.stats.framesOut, FrameType.GoAway);
+    this.#transport.write(goAway);
+    this.#shutdown(error, true);
+  }
+
+  #onTransportGone(error: Error | undefined): void {
+    if (this.#lifecycle.state === "closed") {
+      // The peer answered our last words by closing (or hit an error): stop lingering.
+      if (this.#lingerTimer !== undefined) {
+        clearTimeout(this.#lingerTimer);
+        this.#lingerTimer = undefined;
+        this.#transport.close();
+      }
+      return;
+    }
+    const clean = error === undefined && (this.#localGoAway || this.#remoteGoAway) &&
+      this.#streams.size === 0;
+    this.#shutdown(
+      clean ? undefined : new YamuxError("session_closed", error ? `transport failed: ${error.message}` : "connection closed by peer", { cause: error }),
+      false,
+    );
+  }
+
+  /** Closes everything once. `flushFirst` lets queued bytes reach the peer before the transport closes. */
+  #shutdown(error: Error | undefined, flushFirst: boolean): void {
+    if (!this.#lifecycle.fire("close")) return;
+    this.#closeError = error;
+    clearTimeout(this.#keepAliveTimer);
+    clearTimeout(this.#timeoutTimer);
+    this.#decoder.stop();
+    if (flushFirst) {
+      this.#outbound.flush();
+      this.#transport.end();
+      // The peer should close in answer to our end; if it does not, close anyway.
+      this.#lingerTimer = setTimeout(() => {
+        this.#lingerTimer = undefined;
+        this.#transport.close();
+      }, LINGER_MS);
+    } else {
+      this.#transport.close();
+    }
+    this.#outbound.close();
+    const streamError = error ?? new YamuxError("session_closed", "session closed");
+    for (const stream of Array.from(this.#streams.values())) stream._terminate(streamError);
+    this.#backlog = [];
+    for (const waiter of this.#acceptWaiters) waiter.reject(streamError);
+    this.#acceptWaiters = [];
+    for (const ping of this.#pings.values()) ping.reject?.(streamError);
+    this.#pings.clear();
+    this.#resolveClosed(error);
+  }
+
+  #count(reason: string): void {
+    this.stats.errors[reason] = (this.stats.errors[reason] ?? 0) + 1;
+  }
+
+  #error(code: YamuxErrorCode, message: string): YamuxError {
+    return new YamuxError(code, message);
+  }
+}

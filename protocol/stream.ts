@@ -1,0 +1,441 @@
+/**
+ * One yamux stream: a reliable, ordered, flow-controlled byte pipe inside a session.
+ *
+ * The fast interface is callbacks plus a boolean `write()`, in the style of a Node socket: no
+ * promise or Web Stream per chunk. `readable`, `writable` and async iteration are adapters built on
+ * top (see `web_streams.ts`) and cost nothing unless used.
+ *
+ * @module
+ */
+
+import { INITIAL_STREAM_WINDOW, MAX_UINT32 } from "./constants.ts";
+import { YamuxError } from "./errors.ts";
+import { nextStreamState, type StreamEvent, StreamState } from "./stream_state.ts";
+import type { SessionConfig } from "./config.ts";
+import { toReadable, toWritable } from "./web_streams.ts";
+
+/** What a stream needs from its session. Implemented by `Session`; not for applications. */
+export interface StreamHost {
+  /** The session's validated configuration. */
+  readonly config: SessionConfig;
+  /** Smoothed round-trip time in milliseconds, 0 until measured. */
+  readonly rtt: number;
+  /** The stream has something to send (data, flags or credit): include it in the next write. */
+  schedule(stream: Stream): void;
+  /** Queues an RST frame for the stream. */
+  sendReset(stream: Stream): void;
+  /** Asks for up to `bytes` of window growth within the session budget; returns what was granted. */
+  reserveWindow(bytes: number): number;
+  /** We sent FIN while the peer has not: start the close timeout. */
+  halfClosed(stream: Stream): void;
+  /** The stream reached a final state: forget it and give back its window growth. */
+  finished(stream: Stream, windowGrowth: number): void;
+}
+
+/** Called with each chunk of received data. The chunk may be kept: it is never reused. */
+export type DataHandler = (chunk: Uint8Array) => void;
+
+const TERMINAL = new Set([StreamState.Closed, StreamState.Reset]);
+
+/**
+ * A multiplexed stream. Created by `Session.open()` or handed out by `Session.accept()` /
+ * `Session.onStream`; never constructed by applications.
+ *
+ * @example Echo every stream back, with backpressure in both directions
+ * ```ts ignore
+ * session.onStream = (stream) => {
+ *   stream.onData = (chunk) => {
+ *     if (!stream.write(chunk)) stream.pause();
+ *   };
+ *   stream.onDrain = () => stream.resume();
+ *   stream.onEnd = () => stream.end();
+ * };
+ * ```
+ */
+export class Stream {
+  /** The stream id: odd when the client side opened it, even for the server side. */
+  readonly id: number;
+  /** When the stream was created (ms since the epoch). */
+  readonly createdAt: number = Date.now();
+  /** Payload bytes received. */
+  bytesIn = 0;
+  /** Payload bytes sent. */
+  bytesOut = 0;
+  /** Called when the stream is done for good; `error` is set if it was reset or failed. */
+  onClose: ((error?: Error) => void) | null = null;
+  /** Called when queued writes fell to half the high-water mark after `write()` returned false. */
+  onDrain: (() => void) | null = null;
+
+  readonly #host: StreamHost;
+  #state: StreamState;
+  #error: Error | undefined;
+
+  // Receive side. Invariant: #recvCredit + #buffered + #owed === #windowSize.
+  #windowSize = INITIAL_STREAM_WINDOW;
+  #recvCredit = INITIAL_STREAM_WINDOW;
+  #owed = 0;
+  #lastCreditAt = 0;
+  #buffer: Uint8Array[] = [];
+  #buffered = 0;
+  #paused = false;
+  #delivering = false;
+  #remoteEnded = false;
+  #endDelivered = false;
+  #onData: DataHandler | null = null;
+  #onEnd: (() => void) | null = null;
+
+  // Send side.
+  #sendWindow = INITIAL_STREAM_WINDOW;
+  #queue: Uint8Array[] = [];
+  #queueOffset = 0;
+  #queued = 0;
+  #needDrain = false;
+  #endRequested = false;
+  #finSent = false;
+  #pendingFlags = 0;
+  #synAllowed: boolean;
+  #closeNotified = false;
+  #readable: ReadableStream<Uint8Array> | undefined;
+  #writable: WritableStream<Uint8Array> | undefined;
+
+  /** @internal Created by the session. */
+  constructor(host: StreamHost, id: number, state: StreamState, pendingFlags: number, synAllowed: boolean) {
+    this.#host = host;
+    this.id = id;
+    this.#state = state;
+    this.#pendingFlags = pendingFlags;
+    this.#synAllowed = synAllowed;
+  }
+
+  /** The current state (see {@linkcode StreamState}). */
+  get state(): StreamState {
+    return this.#state;
+  }
+
+  /** The error that ended the stream, if any. */
+  get error(): Error | undefined {
+    return this.#error;
+  }
+
+  /** Bytes received and not yet consumed by the application. Never more than the window. */
+  get bufferedBytes(): number {
+    return this.#buffered;
+  }
+
+  /** Bytes written and not yet sent. */
+  get queuedBytes(): number {
+    return this.#queued;
+  }
+
+  /** Credit we may still send with. */
+  get sendWindow(): number {
+    return this.#sendWindow;
+  }
+
+  /** The current receive window (grows by auto-tuning). */
+  get receiveWindow(): number {
+    return this.#windowSize;
+  }
+
+  /** True while reading is paused. */
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  /** The data handler. Setting it delivers anything already buffered, on the next microtask. */
+  get onData(): DataHandler | null {
+    return this.#onData;
+  }
+
+  set onData(handler: DataHandler | null) {
+    this.#onData = handler;
+    if (handler && (this.#buffered > 0 || this.#remoteEnded)) queueMicrotask(() => this.#deliver());
+  }
+
+  /** Called once the peer half-closed and all its data was delivered. */
+  get onEnd(): (() => void) | null {
+    return this.#onEnd;
+  }
+
+  set onEnd(handler: (() => void) | null) {
+    this.#onEnd = handler;
+    if (handler && this.#remoteEnded) queueMicrotask(() => this.#deliver());
+  }
+
+  /**
+   * Queues `chunk` for sending and takes ownership of it (do not change it afterwards). Returns
+   * false once queued bytes reach the high-water mark: wait for `onDrain` before writing more.
+   * Throws after `end()`; on a reset or closed stream the bytes are dropped and false returned.
+   */
+  write(chunk: Uint8Array): boolean {
+    if (this.#endRequested) throw new YamuxError("session_closed", `stream ${this.id}: write after end`);
+    if (TERMINAL.has(this.#state)) return false;
+    if (chunk.length > 0) {
+      this.#queue.push(chunk);
+      this.#queued += chunk.length;
+      this.#host.schedule(this);
+    }
+    if (this.#queued >= this.#host.config.writeHighWaterMark) {
+      this.#needDrain = true;
+      return false;
+    }
+    return true;
+  }
+
+  /** Half-closes: queued data is sent, then FIN. The peer may keep sending. Idempotent. */
+  end(): void {
+    if (this.#endRequested || TERMINAL.has(this.#state)) return;
+    this.#endRequested = true;
+    this.#host.schedule(this);
+  }
+
+  /** Resets the stream at once: buffered and queued data are discarded and the peer gets RST. */
+  reset(): void {
+    if (TERMINAL.has(this.#state)) return;
+    this.#host.sendReset(this);
+    this._terminate(undefined);
+  }
+
+  /** Stops delivering data; it is buffered (up to the window) and the peer's credit runs out. */
+  pause(): void {
+    this.#paused = true;
+  }
+
+  /** Resumes delivery after {@linkcode pause}, delivering buffered data first. */
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#deliver();
+  }
+
+  // ---- Called by the session's frame handling (internal) ----
+
+  /** @internal A Data header for `length` bytes arrived; false if it exceeds the credit we gave. */
+  _expect(length: number): boolean {
+    if (length > this.#recvCredit) return false;
+    this.#recvCredit -= length;
+    return true;
+  }
+
+  /** @internal Whether the peer already half-closed (data now is a protocol error). */
+  get _remoteEnded(): boolean {
+    return this.#remoteEnded;
+  }
+
+  /** @internal A piece of payload for this stream. */
+  _receive(view: Uint8Array): void {
+    this.bytesIn += view.length;
+    if (TERMINAL.has(this.#state)) return;
+    const handler = this.#onData;
+    if (handler !== null && !this.#paused && this.#buffered === 0 && !this.#delivering) {
+      this.#consumed(view.length);
+      handler(view);
+      return;
+    }
+    // A small view would pin its whole transport chunk while it waits; copy it so the memory a
+    // stalled reader holds stays close to its window.
+    const kept = view.byteLength * 2 < view.buffer.byteLength ? view.slice() : view;
+    this.#buffer.push(kept);
+    this.#buffered += kept.length;
+  }
+
+  /** @internal The peer sent ACK. */
+  _ack(): void {
+    this.#transition("recv_ack");
+  }
+
+  /** @internal The peer granted `delta` more credit; false when that overflows 32 bits. */
+  _credit(delta: number): boolean {
+    if (this.#sendWindow + delta > MAX_UINT32) return false;
+    this.#sendWindow += delta;
+    if (delta > 0 && this.#queued > 0) this.#host.schedule(this);
+    return true;
+  }
+
+  /** @internal The peer sent FIN. */
+  _remoteFin(): void {
+    if (this.#remoteEnded || TERMINAL.has(this.#state)) return;
+    this.#remoteEnded = true;
+    this.#transition("recv_fin");
+    this.#deliver();
+    this.#maybeNotifyClose();
+  }
+
+  /** @internal The SYN of a queued open may go now (an un-ACKed slot is free). */
+  _allowSyn(): void {
+    this.#synAllowed = true;
+    this.#host.schedule(this);
+  }
+
+  /** @internal Whether this outbound stream still waits for a free un-ACKed slot. */
+  get _synBlocked(): boolean {
+    return !this.#synAllowed;
+  }
+
+  /** @internal Ends the stream with a final state: reset (error or not) or session teardown. */
+  _terminate(error: Error | undefined): void {
+    if (TERMINAL.has(this.#state)) return;
+    this.#state = StreamState.Reset;
+    this.#error = error;
+    this.#buffer = [];
+    this.#buffered = 0;
+    this.#queue = [];
+    this.#queued = 0;
+    this.#host.finished(this, this.#windowSize - INITIAL_STREAM_WINDOW);
+    this.#notifyClose();
+  }
+
+  // ---- Called by the session's writer (internal) ----
+
+  /** @internal SYN/ACK flags still to send (0 while the SYN must wait for a slot). */
+  _takeFlags(): number {
+    if (!this.#synAllowed) return 0;
+    const flags = this.#pendingFlags;
+    if (flags === 0) return 0;
+    this.#pendingFlags = 0;
+    if (flags & 0x1) this.#transition("send_syn");
+    if (flags & 0x2) this.#transition("send_ack");
+    return flags;
+  }
+
+  /** @internal Flags are pending and may be sent now. */
+  get _hasFlags(): boolean {
+    return this.#pendingFlags !== 0 && this.#synAllowed;
+  }
+
+  /** @internal Bytes that may go out now (queued and covered by credit). */
+  _sendable(): number {
+    if (!this.#synAllowed) return 0;
+    return this.#queued < this.#sendWindow ? this.#queued : this.#sendWindow;
+  }
+
+  /** @internal FIN may go out now (end requested, queue empty, not yet sent). */
+  _finDue(): boolean {
+    return this.#endRequested && !this.#finSent && this.#queued === 0 && this.#synAllowed;
+  }
+
+  /** @internal Records that FIN went out. */
+  _finSent(): void {
+    this.#finSent = true;
+    this.#transition("send_fin");
+    if (this.#state === StreamState.LocalClose) this.#host.halfClosed(this);
+    this.#maybeNotifyClose();
+  }
+
+  /** @internal Copies `n` queued bytes into `dest` at `offset` and spends the credit. */
+  _copyOut(dest: Uint8Array, offset: number, n: number): void {
+    this.#sendWindow -= n;
+    this.#queued -= n;
+    this.bytesOut += n;
+    const queue = this.#queue;
+    while (n > 0) {
+      const head = queue[0];
+      const available = head.length - this.#queueOffset;
+      if (available <= n) {
+        dest.set(
+          this.#queueOffset === 0 ? head : head.subarray(this.#queueOffset),
+          offset,
+        );
+        offset += available;
+        n -= available;
+        queue.shift();
+        this.#queueOffset = 0;
+      } else {
+        dest.set(head.subarray(this.#queueOffset, this.#queueOffset + n), offset);
+        this.#queueOffset += n;
+        n = 0;
+      }
+    }
+  }
+
+  /** @internal After sending: true if the writer should call `onDrain`. */
+  _drainDue(): boolean {
+    if (!this.#needDrain || this.#queued > this.#host.config.writeHighWaterMark >>> 1) return false;
+    this.#needDrain = false;
+    return true;
+  }
+
+  /**
+   * @internal The window update due now (consumed bytes plus any auto-tuned growth), or 0 when less
+   * than half a window is owed. Marks the credit as returned.
+   */
+  _takeCredit(now: number): number {
+    if (this.#owed < this.#windowSize >>> 1 || TERMINAL.has(this.#state)) return 0;
+    let growth = 0;
+    const config = this.#host.config;
+    const rtt = this.#host.rtt;
+    if (
+      config.autoTuneWindow && this.#windowSize < config.maxStreamWindow && rtt > 0 &&
+      now - this.#lastCreditAt < 4 * rtt
+    ) {
+      // The reader consumed half a window within a few round trips: the window, not the reader,
+      // limits throughput. Double it, within the session's memory budget.
+      const wanted = Math.min(this.#windowSize, config.maxStreamWindow - this.#windowSize);
+      growth = this.#host.reserveWindow(wanted);
+      this.#windowSize += growth;
+    }
+    this.#lastCreditAt = now;
+    const delta = this.#owed + growth;
+    this.#owed = 0;
+    this.#recvCredit += delta;
+    return delta;
+  }
+
+  /** @internal Whether a window update is due (so the writer should visit this stream). */
+  get _creditDue(): boolean {
+    return this.#owed >= this.#windowSize >>> 1;
+  }
+
+  // ---- Private ----
+
+  #consumed(n: number): void {
+    const wasDue = this.#owed >= this.#windowSize >>> 1;
+    this.#owed += n;
+    if (!wasDue && this.#owed >= this.#windowSize >>> 1 && !this.#remoteEnded) {
+      this.#host.schedule(this);
+    }
+  }
+
+  #deliver(): void {
+    if (this.#delivering) return;
+    this.#delivering = true;
+    try {
+      while (!this.#paused && this.#buffered > 0 && this.#onData !== null) {
+        const chunk = this.#buffer.shift()!;
+        this.#buffered -= chunk.length;
+        this.#consumed(chunk.length);
+        this.#onData(chunk);
+      }
+    } finally {
+      this.#delivering = false;
+    }
+    if (
+      this.#remoteEnded && !this.#endDelivered && this.#buffered === 0 && !this.#paused &&
+      this.#state !== StreamState.Reset
+    ) {
+      if (this.#onEnd === null && this.#onData === null) return;
+      this.#endDelivered = true;
+      this.#onEnd?.();
+      this.#maybeNotifyClose();
+    }
+  }
+
+  #transition(event: StreamEvent): void {
+    const next = nextStreamState(this.#state, event);
+    if (next === undefined) return;
+    this.#state = next;
+    if (next === StreamState.Closed) {
+      this.#host.finished(this, this.#windowSize - INITIAL_STREAM_WINDOW);
+    }
+  }
+
+  #maybeNotifyClose(): void {
+    if (this.#state === StreamState.Closed && this.#endDelivered) this.#notifyClose();
+  }
+
+  #notifyClose(): void {
+    if (this.#closeNotified) return;
+    this.#closeNotified = true;
+    this.onClose?.(this.#error);
+  }
+}

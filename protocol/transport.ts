@@ -1,0 +1,58 @@
+/**
+ * The byte-stream contract the yamux engine needs from beneath it. Runtime adapters (Deno, Bun,
+ * node:net, in-memory, WebSocket) implement it; nothing above this interface knows which runtime
+ * or socket kind carries the bytes.
+ *
+ * @module
+ */
+
+/** Callbacks a transport calls. Set once through {@linkcode Transport.start}. */
+export interface TransportHandlers {
+  /**
+   * Bytes arrived. The chunk is handed over: the transport never reuses or mutates its memory after
+   * the call, so the receiver may keep zero-copy views of it.
+   */
+  data(chunk: Uint8Array): void;
+  /** The write buffer fell back under its high-water mark after {@linkcode Transport.write} returned false. */
+  drain(): void;
+  /** The peer half-closed its side: no more data will arrive, writes may still go out. */
+  end(): void;
+  /** The transport is closed and will call nothing more. `error` is set when it failed. */
+  close(error?: Error): void;
+}
+
+/** A duplex byte stream with backpressure in both directions. */
+export interface Transport {
+  /** Starts delivering events to `handlers`. Data that arrived earlier is delivered first. */
+  start(handlers: TransportHandlers): void;
+  /**
+   * Queues bytes for sending and takes ownership of `chunk` (the caller must not change it later).
+   * Returns false once the queued bytes reach the high-water mark; keep queueing only small control
+   * data until `drain`. Writes after close are dropped.
+   */
+  write(chunk: Uint8Array): boolean;
+  /** Stops reading from the peer (kernel buffers fill and TCP pushes back) until {@linkcode resume}. */
+  pause(): void;
+  /** Resumes reading after {@linkcode pause}. */
+  resume(): void;
+  /** Half-closes: flushes queued bytes, then signals end of data to the peer. */
+  end(): void;
+  /** Closes both directions now, dropping queued bytes. Idempotent. */
+  close(): void;
+  /** Bytes accepted by `write` and not yet handed to the operating system. */
+  readonly bufferedAmount: number;
+  /** The peer's address as `host:port` (IPv6 in brackets), or a descriptive name. */
+  readonly remoteAddress: string;
+  /** The local address as `host:port`, or a descriptive name. */
+  readonly localAddress: string;
+}
+
+/** A bound listener that produces transports. */
+export interface TransportListener {
+  /** The bound address; `port` is the real one when 0 was asked for. */
+  readonly hostname: string;
+  /** The bound port. */
+  readonly port: number;
+  /** Stops accepting; established transports stay open. */
+  close(): void;
+}

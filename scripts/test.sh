@@ -1,0 +1,38 @@
+#!/bin/sh
+# The whole test suite: formatting, lint and type checks, then every *_test.ts under Deno and
+# under Bun. Installs the pinned runtimes from npm first if they are missing. Exits non-zero when
+# anything fails, and ends with one summary line "tests: N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+DENO=node_modules/.bin/deno
+BUN=node_modules/.bin/bun
+if [ ! -x "$DENO" ] || [ ! -x "$BUN" ]; then
+  npm install --no-audit --no-fund --loglevel=error || exit 1
+fi
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+status=0
+
+echo "== deno fmt --check"; "$DENO" fmt --check || status=1
+echo "== deno lint"; "$DENO" lint || status=1
+echo "== deno check"; "$DENO" check || status=1
+
+echo "== deno test"
+{ "$DENO" test -A; echo $? >"$log/deno.rc"; } 2>&1 | tee "$log/deno"
+[ "$(cat "$log/deno.rc")" = 0 ] || status=1
+
+echo "== bun test"
+{ "$BUN" test --timeout 120000; echo $? >"$log/bun.rc"; } 2>&1 | tee "$log/bun"
+[ "$(cat "$log/bun.rc")" = 0 ] || status=1
+
+deno_pass=$(sed -n 's/^[a-zA-Z]* | \([0-9]*\) passed.*/\1/p' "$log/deno" | tail -n 1)
+deno_fail=$(sed -n 's/.* | \([0-9]*\) failed.*/\1/p' "$log/deno" | tail -n 1)
+bun_pass=$(sed -n 's/^ *\([0-9]*\) pass$/\1/p' "$log/bun" | tail -n 1)
+bun_fail=$(sed -n 's/^ *\([0-9]*\) fail$/\1/p' "$log/bun" | tail -n 1)
+passed=$(( ${deno_pass:-0} + ${bun_pass:-0} ))
+failed=$(( ${deno_fail:-0} + ${bun_fail:-0} ))
+[ "$failed" -eq 0 ] || status=1
+[ "$passed" -gt 0 ] || status=1
+echo "deno: ${deno_pass:-0} passed, ${deno_fail:-?} failed; bun: ${bun_pass:-0} passed, ${bun_fail:-?} failed"
+echo "tests: $passed passed, $failed failed"
+exit $status
