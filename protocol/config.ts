@@ -93,7 +93,9 @@ export function resolveSessionConfig(overrides: Partial<SessionConfig> = {}): Se
       continue;
     }
     const min = LOWER_BOUNDS[key] ?? 1;
-    if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > MAX_UINT32) {
+    if (
+      typeof value !== "number" || !Number.isInteger(value) || value < min || value > MAX_UINT32
+    ) {
       throw new RangeError(`${key} must be an integer from ${min} to ${MAX_UINT32}, got ${value}`);
     }
   }

@@ -188,7 +188,9 @@ export class Session implements FrameSink, StreamHost {
    * stream limit is reached, or stream ids are exhausted.
    */
   open(): Stream {
-    if (this.#lifecycle.state === "closed") throw this.#error("session_closed", "session is closed");
+    if (this.#lifecycle.state === "closed") {
+      throw this.#error("session_closed", "session is closed");
+    }
     if (this.#remoteGoAway) throw this.#error("remote_goaway", "peer sent GoAway");
     if (this.#localGoAway) throw this.#error("session_closed", "session is going away");
     if (this.#streams.size >= this.config.maxStreams) {
@@ -273,11 +275,16 @@ export class Session implements FrameSink, StreamHost {
         return this.#fail("bad_stream_id", "data or window update on stream 0");
       }
       if (type === FrameType.Data && length > this.config.maxFrameLength) {
-        return this.#fail("frame_too_large", `frame length ${length} above ${this.config.maxFrameLength}`);
+        return this.#fail(
+          "frame_too_large",
+          `frame length ${length} above ${this.config.maxFrameLength}`,
+        );
       }
       let stream = this.#streams.get(streamId);
       if (flags & Flag.SYN) {
-        if (stream !== undefined) return this.#fail("duplicate_syn", `SYN on open stream ${streamId}`);
+        if (stream !== undefined) {
+          return this.#fail("duplicate_syn", `SYN on open stream ${streamId}`);
+        }
         if ((streamId & 1) === (this.client ? 1 : 0)) {
           return this.#fail("syn_parity", `peer opened stream ${streamId} with our parity`);
         }
@@ -300,7 +307,10 @@ export class Session implements FrameSink, StreamHost {
         return this.#resetStream(stream, "data_after_fin", "data after FIN");
       }
       if (!stream._expect(length)) {
-        return this.#fail("window_exceeded", `stream ${streamId} sent ${length} bytes beyond its window`);
+        return this.#fail(
+          "window_exceeded",
+          `stream ${streamId} sent ${length} bytes beyond its window`,
+        );
       }
       this.#target = stream;
       this.#targetFlags = flags;
@@ -353,7 +363,10 @@ export class Session implements FrameSink, StreamHost {
 
   /** @internal */
   reserveWindow(bytes: number): number {
-    const granted = Math.max(0, Math.min(bytes, this.config.sessionReceiveBudget - this.#windowGrowth));
+    const granted = Math.max(
+      0,
+      Math.min(bytes, this.config.sessionReceiveBudget - this.#windowGrowth),
+    );
     this.#windowGrowth += granted;
     return granted;
   }
@@ -458,7 +471,9 @@ export class Session implements FrameSink, StreamHost {
     this.#lifecycle.fire("go_away");
     // Streams that never got to send their SYN cannot be opened any more.
     for (const stream of this.#waitingForSyn) {
-      stream._terminate(new YamuxError("remote_goaway", "peer sent GoAway before the stream opened"));
+      stream._terminate(
+        new YamuxError("remote_goaway", "peer sent GoAway before the stream opened"),
+      );
     }
     this.#waitingForSyn = [];
   }
@@ -489,7 +504,10 @@ export class Session implements FrameSink, StreamHost {
         if (this.#lastInbound >= this.#keepAlivePingAt) this.#keepAlivePingAt = 0;
         else if (now - this.#keepAlivePingAt >= keepAliveTimeout) {
           this.#count("keepalive_timeout");
-          const error = new YamuxError("keepalive_timeout", "no frame from the peer within the keepalive timeout");
+          const error = new YamuxError(
+            "keepalive_timeout",
+            "no frame from the peer within the keepalive timeout",
+          );
           this.onError?.(error, "keepalive_timeout");
           return this.#shutdown(error, false);
         }
@@ -524,7 +542,11 @@ export class Session implements FrameSink, StreamHost {
   }
 
   #controlOverflow(): void {
-    this.#fail("control_overflow", "peer does not read while making us send control frames", GoAwayCode.InternalError);
+    this.#fail(
+      "control_overflow",
+      "peer does not read while making us send control frames",
+      GoAwayCode.InternalError,
+    );
   }
 
   /** Ends the session because the peer broke the protocol: GoAway, reason logged, transport closed. */
@@ -558,7 +580,11 @@ export class Session implements FrameSink, StreamHost {
     const clean = error === undefined && (this.#localGoAway || this.#remoteGoAway) &&
       this.#streams.size === 0;
     this.#shutdown(
-      clean ? undefined : new YamuxError("session_closed", error ? `transport failed: ${error.message}` : "connection closed by peer", { cause: error }),
+      clean ? undefined : new YamuxError(
+        "session_closed",
+        error ? `transport failed: ${error.message}` : "connection closed by peer",
+        { cause: error },
+      ),
       false,
     );
   }

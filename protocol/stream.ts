@@ -99,7 +99,13 @@ export class Stream {
   #writable: WritableStream<Uint8Array> | undefined;
 
   /** @internal Created by the session. */
-  constructor(host: StreamHost, id: number, state: StreamState, pendingFlags: number, synAllowed: boolean) {
+  constructor(
+    host: StreamHost,
+    id: number,
+    state: StreamState,
+    pendingFlags: number,
+    synAllowed: boolean,
+  ) {
     this.#host = host;
     this.id = id;
     this.#state = state;
@@ -162,13 +168,30 @@ export class Stream {
     if (handler && this.#remoteEnded) queueMicrotask(() => this.#deliver());
   }
 
+  /** The received data as a ReadableStream (created on first use; takes over onData/onEnd). */
+  get readable(): ReadableStream<Uint8Array> {
+    return this.#readable ??= toReadable(this);
+  }
+
+  /** A WritableStream into this stream (created on first use; takes over onDrain). */
+  get writable(): WritableStream<Uint8Array> {
+    return this.#writable ??= toWritable(this);
+  }
+
+  /** Iterates over received chunks (through {@linkcode readable}). */
+  [Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+    return this.readable[Symbol.asyncIterator]();
+  }
+
   /**
    * Queues `chunk` for sending and takes ownership of it (do not change it afterwards). Returns
    * false once queued bytes reach the high-water mark: wait for `onDrain` before writing more.
    * Throws after `end()`; on a reset or closed stream the bytes are dropped and false returned.
    */
   write(chunk: Uint8Array): boolean {
-    if (this.#endRequested) throw new YamuxError("session_closed", `stream ${this.id}: write after end`);
+    if (this.#endRequested) {
+      throw new YamuxError("session_closed", `stream ${this.id}: write after end`);
+    }
     if (TERMINAL.has(this.#state)) return false;
     if (chunk.length > 0) {
       this.#queue.push(chunk);
@@ -192,7 +215,8 @@ export class Stream {
   /** Resets the stream at once: buffered and queued data are discarded and the peer gets RST. */
   reset(): void {
     if (TERMINAL.has(this.#state)) return;
-    this.#host.sendReset(this);
+    // A stream whose SYN never left is unknown to the peer: there is nothing to reset there.
+    if (this.#state !== StreamState.Init) this.#host.sendReset(this);
     this._terminate(undefined);
   }
 
@@ -289,7 +313,7 @@ export class Stream {
 
   /** @internal SYN/ACK flags still to send (0 while the SYN must wait for a slot). */
   _takeFlags(): number {
-    if (!this.#synAllowed) return 0;
+    if (!this.#synAllowed || TERMINAL.has(this.#state)) return 0;
     const flags = this.#pendingFlags;
     if (flags === 0) return 0;
     this.#pendingFlags = 0;
@@ -300,7 +324,7 @@ export class Stream {
 
   /** @internal Flags are pending and may be sent now. */
   get _hasFlags(): boolean {
-    return this.#pendingFlags !== 0 && this.#synAllowed;
+    return this.#pendingFlags !== 0 && this.#synAllowed && !TERMINAL.has(this.#state);
   }
 
   /** @internal Bytes that may go out now (queued and covered by credit). */
@@ -311,7 +335,8 @@ export class Stream {
 
   /** @internal FIN may go out now (end requested, queue empty, not yet sent). */
   _finDue(): boolean {
-    return this.#endRequested && !this.#finSent && this.#queued === 0 && this.#synAllowed;
+    return this.#endRequested && !this.#finSent && this.#queued === 0 && this.#synAllowed &&
+      !TERMINAL.has(this.#state);
   }
 
   /** @internal Records that FIN went out. */

@@ -55,8 +55,18 @@ export const STREAM_TRANSITIONS: Readonly<
     reset: S.Reset,
   },
   [S.Established]: { send_fin: S.LocalClose, recv_fin: S.RemoteClose, reset: S.Reset },
-  [S.LocalClose]: { recv_ack: S.LocalClose, send_ack: S.LocalClose, recv_fin: S.Closed, reset: S.Reset },
-  [S.RemoteClose]: { recv_ack: S.RemoteClose, send_ack: S.RemoteClose, send_fin: S.Closed, reset: S.Reset },
+  [S.LocalClose]: {
+    recv_ack: S.LocalClose,
+    send_ack: S.LocalClose,
+    recv_fin: S.Closed,
+    reset: S.Reset,
+  },
+  [S.RemoteClose]: {
+    recv_ack: S.RemoteClose,
+    send_ack: S.RemoteClose,
+    send_fin: S.Closed,
+    reset: S.Reset,
+  },
   [S.Closed]: {},
   [S.Reset]: {},
 };

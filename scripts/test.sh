@@ -25,8 +25,14 @@ echo "== bun test"
 { "$BUN" test --timeout 120000; echo $? >"$log/bun.rc"; } 2>&1 | tee "$log/bun"
 [ "$(cat "$log/bun.rc")" = 0 ] || status=1
 
-deno_pass=$(sed -n 's/^[a-zA-Z]* | \([0-9]*\) passed.*/\1/p' "$log/deno" | tail -n 1)
-deno_fail=$(sed -n 's/.* | \([0-9]*\) failed.*/\1/p' "$log/deno" | tail -n 1)
+# Deno reports describe() blocks as tests and their it() cases as steps: count the steps.
+deno_count() { # $1 = passed|failed
+  grep -E '^(ok|FAILED) \|' "$log/deno" | tail -n 1 |
+    sed -n "s/.* \([0-9][0-9]*\) $1\( (\([0-9][0-9]*\) steps\?)\)\?.*/\1 \3/p" |
+    awk '{ print ($2 != "" ? $2 : $1) }'
+}
+deno_pass=$(deno_count passed)
+deno_fail=$(deno_count failed)
 bun_pass=$(sed -n 's/^ *\([0-9]*\) pass$/\1/p' "$log/bun" | tail -n 1)
 bun_fail=$(sed -n 's/^ *\([0-9]*\) fail$/\1/p' "$log/bun" | tail -n 1)
 passed=$(( ${deno_pass:-0} + ${bun_pass:-0} ))

@@ -71,10 +71,13 @@ async function runServer(address: string, config: { maxStreamWindow: number }, q
       client: false,
       config,
       onStream: echoStream,
-      onError: (error, reason) => log(`session ${transport.remoteAddress}: ${reason}: ${error.message}`),
+      onError: (error, reason) =>
+        log(`session ${transport.remoteAddress}: ${reason}: ${error.message}`),
     });
     log(`session ${transport.remoteAddress}: open`);
-    session.closed.then((error) => log(`session ${transport.remoteAddress}: closed${error ? `: ${error.message}` : ""}`));
+    session.closed.then((error) =>
+      log(`session ${transport.remoteAddress}: closed${error ? `: ${error.message}` : ""}`)
+    );
   });
   const host = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
   console.log(`listening on ${host}:${listener.port}`);
@@ -106,7 +109,9 @@ async function runClient(
 
 function positive(name: string, text: string): number {
   const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer, got "${text}"`);
+  if (!Number.isInteger(value) || value < 1) {
+    throw new Error(`--${name} must be a positive integer, got "${text}"`);
+  }
   return value;
 }
 

@@ -52,7 +52,11 @@ export function pattern(size: number, index: number): Uint8Array {
  * Sends `payload` on `stream` with backpressure, half-closes, and resolves with everything received
  * until the peer half-closes. Rejects if the stream is reset.
  */
-export function roundTrip(stream: Stream, payload: Uint8Array, chunkSize = 64 * 1024): Promise<Uint8Array> {
+export function roundTrip(
+  stream: Stream,
+  payload: Uint8Array,
+  chunkSize = 64 * 1024,
+): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     const received = new Uint8Array(payload.length);
     let receivedLength = 0;
@@ -63,8 +67,11 @@ export function roundTrip(stream: Stream, payload: Uint8Array, chunkSize = 64 * 
       receivedLength += chunk.length;
     };
     stream.onEnd = () => {
-      if (overflow) reject(new Error(`stream ${stream.id}: got ${receivedLength} bytes, sent ${payload.length}`));
-      else resolve(received.subarray(0, receivedLength));
+      if (overflow) {
+        reject(
+          new Error(`stream ${stream.id}: got ${receivedLength} bytes, sent ${payload.length}`),
+        );
+      } else resolve(received.subarray(0, receivedLength));
     };
     stream.onClose = (error) => {
       if (error) reject(error);
@@ -85,9 +92,15 @@ export function roundTrip(stream: Stream, payload: Uint8Array, chunkSize = 64 * 
 }
 
 /** Runs the check over `session` and throws on the first mismatch. */
-export async function checkEcho(session: Session, options: EchoCheckOptions): Promise<EchoCheckResult> {
+export async function checkEcho(
+  session: Session,
+  options: EchoCheckOptions,
+): Promise<EchoCheckResult> {
   const random = prng(options.seed);
-  const sizes = Array.from({ length: options.streams }, () => 1 + Math.floor(random() * options.maxSize));
+  const sizes = Array.from(
+    { length: options.streams },
+    () => 1 + Math.floor(random() * options.maxSize),
+  );
   const started = performance.now();
   let next = 0;
   let bytes = 0;

@@ -1,0 +1,3 @@
+module tunnelmux.local/interop/peer
+
+go 1.23

@@ -1,0 +1,37 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { DEFAULT_SESSION_CONFIG, resolveSessionConfig } from "./config.ts";
+import { INITIAL_STREAM_WINDOW } from "./constants.ts";
+
+describe("resolveSessionConfig", () => {
+  it("fills in the documented defaults", () => {
+    const config = resolveSessionConfig();
+    assert.equal(config.acceptBacklog, 256);
+    assert.equal(config.maxUnackedOpens, 256);
+    assert.equal(config.maxStreamWindow, 16 * 1024 * 1024);
+    assert.deepEqual(config, { ...DEFAULT_SESSION_CONFIG });
+  });
+
+  it("keeps overrides", () => {
+    assert.equal(resolveSessionConfig({ maxStreams: 10 }).maxStreams, 10);
+  });
+
+  it("names the field of a bad value", () => {
+    assert.throws(() => resolveSessionConfig({ acceptBacklog: 0 }), /acceptBacklog/);
+    assert.throws(() => resolveSessionConfig({ maxStreams: 1.5 }), /maxStreams/);
+    assert.throws(() => resolveSessionConfig({ keepAliveInterval: -1 }), /keepAliveInterval/);
+    assert.throws(
+      () => resolveSessionConfig({ autoTuneWindow: 1 as unknown as boolean }),
+      /autoTuneWindow/,
+    );
+    assert.throws(() => resolveSessionConfig({ bogus: 1 } as never), /bogus/);
+  });
+
+  it("refuses a window below the spec's 256 KiB or above 32 bits", () => {
+    assert.throws(
+      () => resolveSessionConfig({ maxStreamWindow: INITIAL_STREAM_WINDOW - 1 }),
+      /maxStreamWindow/,
+    );
+    assert.throws(() => resolveSessionConfig({ maxStreamWindow: 2 ** 32 }), /maxStreamWindow/);
+  });
+});

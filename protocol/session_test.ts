@@ -1,0 +1,393 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { Session, type SessionOptions } from "./session.ts";
+import { StreamState } from "./stream_state.ts";
+import { YamuxError } from "./errors.ts";
+import type { Stream } from "./stream.ts";
+import type { Transport } from "./transport.ts";
+import { memoryPair } from "../transport/memory.ts";
+import { echoStream } from "../tools/echo_stream.ts";
+import { pattern, roundTrip } from "../tools/echo_check.ts";
+
+const QUIET = { enableKeepAlive: false } as const;
+
+/** Two sessions over an in-memory pair; `server` options may set onStream. */
+function connected(
+  server: Partial<SessionOptions> = {},
+  client: Partial<SessionOptions> = {},
+  transports: [Transport, Transport] = memoryPair(),
+): { client: Session; server: Session; done: () => void } {
+  const c = new Session(transports[0], { client: true, config: QUIET, ...client });
+  const s = new Session(transports[1], { client: false, config: QUIET, ...server });
+  return {
+    client: c,
+    server: s,
+    done: () => {
+      c.destroy();
+      s.destroy();
+    },
+  };
+}
+
+/** Resolves after pending microtasks and one macrotask turn. */
+function tick(times = 1): Promise<void> {
+  let p = Promise.resolve();
+  for (let i = 0; i < times; i++) p = p.then(() => new Promise((r) => setTimeout(r, 0)));
+  return p;
+}
+
+/** Waits until `condition` holds, checking once per macrotask, at most `turns` times. */
+async function until(condition: () => boolean, turns = 2000): Promise<void> {
+  for (let i = 0; i < turns; i++) {
+    if (condition()) return;
+    await tick();
+  }
+  assert.fail("condition not reached");
+}
+
+function collect(stream: Stream): { chunks: Uint8Array[]; ended: Promise<Uint8Array> } {
+  const chunks: Uint8Array[] = [];
+  const ended = new Promise<Uint8Array>((resolve, reject) => {
+    stream.onData = (chunk) => chunks.push(chunk);
+    stream.onEnd = () => resolve(concat(chunks));
+    stream.onClose = (error) => error && reject(error);
+  });
+  return { chunks, ended };
+}
+
+function concat(chunks: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
+describe("Session: streams", () => {
+  it("echoes with half-close and both sides end closed with no streams left", async () => {
+    const { client, server, done } = connected({ onStream: echoStream });
+    try {
+      const stream = client.open();
+      assert.equal(stream.id, 1);
+      const payload = pattern(300_000, 1);
+      const echoed = await roundTrip(stream, payload);
+      assert.deepEqual(echoed, payload);
+      await until(() => client.streamCount === 0 && server.streamCount === 0);
+      assert.equal(stream.state, StreamState.Closed);
+      assert.equal(client.stats.streamsOpened, 1);
+      assert.equal(server.stats.streamsAccepted, 1);
+    } finally {
+      done();
+    }
+  });
+
+  it("ids: client odd from 1, server even from 2", () => {
+    const { client, server, done } = connected();
+    try {
+      assert.deepEqual([client.open().id, client.open().id], [1, 3]);
+      assert.deepEqual([server.open().id, server.open().id], [2, 4]);
+    } finally {
+      done();
+    }
+  });
+
+  it("accept(): ACK goes out only when the stream is accepted", async () => {
+    const { client, server, done } = connected();
+    try {
+      const stream = client.open();
+      stream.write(new Uint8Array([1, 2, 3]));
+      await tick(3);
+      assert.equal(stream.state, StreamState.SynSent, "not acknowledged before accept");
+      const accepted = await server.accept();
+      assert.equal(accepted.id, stream.id);
+      await until(() => stream.state === StreamState.Established);
+      const { ended } = collect(accepted);
+      stream.end();
+      assert.deepEqual(await ended, new Uint8Array([1, 2, 3]));
+    } finally {
+      done();
+    }
+  });
+
+  it("the peer's half-close still lets us send the full response", async () => {
+    const { client, done } = connected({
+      onStream: (stream) => {
+        const request = collect(stream);
+        request.ended.then((bytes) => {
+          stream.write(pattern(bytes.length * 100, 9));
+          stream.end();
+        });
+      },
+    });
+    try {
+      const stream = client.open();
+      const response = collect(stream);
+      stream.write(pattern(1000, 0));
+      stream.end();
+      assert.deepEqual(await response.ended, pattern(100_000, 9));
+    } finally {
+      done();
+    }
+  });
+
+  it("reset mid-stream errors the peer's stream and leaves its siblings alone", async () => {
+    let serverSide: Stream | undefined;
+    const { client, done } = connected({
+      onStream: (stream) => {
+        if (stream.id === 1) {
+          serverSide = stream;
+          stream.onData = () => {};
+        } else echoStream(stream);
+      },
+    });
+    try {
+      const victim = client.open();
+      const sibling = client.open();
+      victim.write(pattern(1000, 1));
+      await until(() => serverSide !== undefined && serverSide.bytesIn === 1000);
+      const closed = new Promise<Error | undefined>((resolve) => serverSide!.onClose = resolve);
+      victim.reset();
+      const error = await closed;
+      assert.ok(error instanceof YamuxError);
+      assert.equal(error.code, "stream_reset");
+      assert.equal(serverSide!.state, StreamState.Reset);
+      assert.equal(victim.write(new Uint8Array(1)), false, "a reset stream takes no more data");
+      assert.deepEqual(await roundTrip(sibling, pattern(50_000, 2)), pattern(50_000, 2));
+    } finally {
+      done();
+    }
+  });
+
+  it("write() reports backpressure at the high-water mark and onDrain follows", async () => {
+    const { client, done } = connected({ onStream: (s) => s.onData = () => {} }, {
+      config: { ...QUIET, writeHighWaterMark: 64 * 1024 },
+    });
+    try {
+      const stream = client.open();
+      assert.equal(stream.write(new Uint8Array(32 * 1024)), true);
+      assert.equal(stream.write(new Uint8Array(32 * 1024)), false);
+      await new Promise<void>((resolve) => stream.onDrain = resolve);
+      assert.ok(stream.queuedBytes <= 32 * 1024);
+    } finally {
+      done();
+    }
+  });
+
+  it("a stalled reader holds at most its window while other streams keep flowing", async () => {
+    let stalled: Stream | undefined;
+    const { client, done } = connected({
+      onStream: (stream) => {
+        if (stream.id === 1) {
+          stalled = stream;
+          stream.pause();
+          stream.onData = () => {};
+        } else echoStream(stream);
+      },
+    });
+    try {
+      const writer = client.open();
+      let offered = 0;
+      const chunk = new Uint8Array(64 * 1024);
+      const offer = () => {
+        while (offered < 8 * 1024 * 1024) {
+          offered += chunk.length;
+          if (!writer.write(chunk)) return;
+        }
+      };
+      writer.onDrain = offer;
+      offer();
+      await until(() => writer.sendWindow === 0);
+      const other = pattern(4 * 1024 * 1024, 3);
+      assert.deepEqual(await roundTrip(client.open(), other), other);
+      assert.ok(stalled!.bufferedBytes <= stalled!.receiveWindow);
+      assert.equal(stalled!.bufferedBytes, 256 * 1024, "exactly the initial window is buffered");
+      assert.ok(writer.queuedBytes <= client.config.writeHighWaterMark + chunk.length);
+      stalled!.resume();
+      await until(() => stalled!.bufferedBytes === 0 && writer.sendWindow > 0);
+    } finally {
+      done();
+    }
+  });
+
+  it("auto-tuning grows a fast reader's window up to the maximum", async () => {
+    const max = 1024 * 1024;
+    const { client, server, done } = connected({ config: { ...QUIET, maxStreamWindow: max } }, {});
+    try {
+      await client.ping(); // both sides learn the round trip
+      await server.ping();
+      let receiver: Stream | undefined;
+      server.onStream = (stream) => {
+        receiver = stream;
+        stream.onData = () => {};
+      };
+      const stream = client.open();
+      const chunk = new Uint8Array(64 * 1024);
+      let sent = 0;
+      const pump = () => {
+        while (sent < 64 * 1024 * 1024) {
+          sent += chunk.length;
+          if (!stream.write(chunk)) return;
+        }
+        stream.end();
+      };
+      stream.onDrain = pump;
+      pump();
+      await until(() => receiver !== undefined && receiver.bytesIn === 64 * 1024 * 1024, 20_000);
+      assert.ok(receiver!.receiveWindow > 256 * 1024, `window grew (${receiver!.receiveWindow})`);
+      assert.ok(receiver!.receiveWindow <= max);
+    } finally {
+      done();
+    }
+  });
+
+  it("the session receive budget caps window growth", async () => {
+    const { client, server, done } = connected({
+      config: { ...QUIET, sessionReceiveBudget: 1 },
+    });
+    try {
+      await server.ping();
+      let receiver: Stream | undefined;
+      server.onStream = (stream) => {
+        receiver = stream;
+        stream.onData = () => {};
+      };
+      const stream = client.open();
+      const chunk = new Uint8Array(64 * 1024);
+      for (let i = 0; i < 64; i++) stream.write(chunk);
+      stream.end();
+      await until(() => receiver !== undefined && receiver.bytesIn === 64 * 64 * 1024, 20_000);
+      assert.ok(receiver!.receiveWindow <= 256 * 1024 + 1);
+    } finally {
+      done();
+    }
+  });
+
+  it("open() refuses past maxStreams", () => {
+    const { client, done } = connected({}, { config: { ...QUIET, maxStreams: 2 } });
+    try {
+      client.open();
+      client.open();
+      assert.throws(
+        () => client.open(),
+        (e: unknown) => (e as YamuxError).code === "too_many_streams",
+      );
+    } finally {
+      done();
+    }
+  });
+});
+
+describe("Session: writer", () => {
+  it("coalesces the frames of one tick into one transport write", async () => {
+    const [a, b] = memoryPair();
+    let writes = 0;
+    const write = a.write.bind(a);
+    a.write = (chunk) => {
+      writes++;
+      return write(chunk);
+    };
+    const { client, done } = connected({ onStream: (s) => s.onData = () => {} }, {}, [a, b]);
+    try {
+      await tick(3);
+      writes = 0;
+      for (let i = 0; i < 20; i++) client.open().write(new Uint8Array(100));
+      await tick(1);
+      assert.equal(writes, 1);
+      assert.equal(client.stats.framesOut.data, 20);
+    } finally {
+      done();
+    }
+  });
+});
+
+describe("Session: lifecycle", () => {
+  it("ping resolves with a round-trip time and feeds rtt", async () => {
+    const { client, done } = connected();
+    try {
+      const rtt = await client.ping();
+      assert.ok(rtt >= 0);
+      assert.ok(client.rtt > 0);
+    } finally {
+      done();
+    }
+  });
+
+  it("close() drains: GoAway, existing streams finish, then both sides close cleanly", async () => {
+    const { client, server, done } = connected({ onStream: echoStream });
+    try {
+      const stream = client.open();
+      const echoed = roundTrip(stream, pattern(100_000, 4));
+      const closing = client.close();
+      assert.equal(client.state, "draining");
+      assert.throws(() => client.open(), YamuxError);
+      assert.deepEqual(await echoed, pattern(100_000, 4));
+      assert.equal(await closing, undefined);
+      assert.equal(await server.closed, undefined);
+      assert.equal(server.remoteGoAway, true);
+    } finally {
+      done();
+    }
+  });
+
+  it("after a peer's GoAway, open() throws remote_goaway", async () => {
+    const { client, server, done } = connected();
+    try {
+      server.goAway();
+      await until(() => client.remoteGoAway);
+      assert.equal(client.state, "draining");
+      assert.throws(
+        () => client.open(),
+        (e: unknown) => (e as YamuxError).code === "remote_goaway",
+      );
+    } finally {
+      done();
+    }
+  });
+
+  it("destroy() fails streams, waiters and pings, and the peer sees the close", async () => {
+    const { client, server, done } = connected();
+    try {
+      const stream = client.open();
+      const streamClosed = new Promise<Error | undefined>((resolve) => stream.onClose = resolve);
+      const accepting = client.accept();
+      const pinging = client.ping();
+      client.destroy();
+      assert.equal(((await streamClosed) as YamuxError).code, "session_closed");
+      await assert.rejects(accepting, YamuxError);
+      await assert.rejects(pinging, YamuxError);
+      assert.ok((await server.closed) instanceof YamuxError, "peer closed with an error");
+      assert.throws(() => client.open(), YamuxError);
+    } finally {
+      done();
+    }
+  });
+});
+
+describe("Stream: Web Streams adapters", () => {
+  it("readable, writable and for-await carry data with backpressure", async () => {
+    const { client, done } = connected({
+      onStream: async (stream) => {
+        await stream.readable.pipeTo(stream.writable);
+      },
+    });
+    try {
+      const stream = client.open();
+      const writer = stream.writable.getWriter();
+      const payload = pattern(1_000_000, 5);
+      const writing = (async () => {
+        for (let at = 0; at < payload.length; at += 10_000) {
+          await writer.write(payload.subarray(at, at + 10_000));
+        }
+        await writer.close();
+      })();
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      await writing;
+      assert.deepEqual(concat(chunks), payload);
+    } finally {
+      done();
+    }
+  });
+});

@@ -1,0 +1,307 @@
+/**
+ * The behaviour every {@linkcode Transport} must show, as a reusable node:test suite (not a test
+ * file itself: each adapter's `*_test.ts` runs it with its own pair factory).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { Transport, TransportListener } from "../protocol/transport.ts";
+import { echo, pattern, poll, Probe, sameBytes, tick, writeAll } from "./_test_util.ts";
+
+/** Two connected, not yet started transports and how to dispose of them. */
+export interface Pair {
+  /** The connecting side. */
+  a: Transport;
+  /** The accepting side. */
+  b: Transport;
+  /** Closes everything the factory opened. */
+  cleanup(): void;
+}
+
+/** Makes a fresh pair; `highWaterMark` applies to both sides. */
+export type PairFactory = (options: { highWaterMark?: number }) => Promise<Pair>;
+
+/** How a TCP adapter connects and listens (the shape shared by all three adapters). */
+export interface TcpAdapter {
+  connect(
+    address: { hostname: string; port: number },
+    options?: { highWaterMark?: number },
+  ): Promise<Transport>;
+  listen(
+    address: { hostname: string; port: number },
+    onTransport: (transport: Transport) => void,
+    options?: { highWaterMark?: number },
+  ): Promise<TransportListener>;
+}
+
+/** A connected pair over loopback TCP through `adapter`. */
+export function tcpPairFactory(adapter: TcpAdapter): PairFactory {
+  return async (options) => {
+    let accept!: (transport: Transport) => void;
+    const accepted = new Promise<Transport>((resolve) => accept = resolve);
+    const listener = await adapter.listen({ hostname: "127.0.0.1", port: 0 }, accept, options);
+    try {
+      const a = await adapter.connect({ hostname: "127.0.0.1", port: listener.port }, options);
+      const b = await accepted;
+      return {
+        a,
+        b,
+        cleanup() {
+          a.close();
+          b.close();
+          listener.close();
+        },
+      };
+    } catch (error) {
+      listener.close();
+      throw error;
+    }
+  };
+}
+
+async function withPair(
+  makePair: PairFactory,
+  options: { highWaterMark?: number },
+  body: (pair: Pair, pa: Probe, pb: Probe) => Promise<void>,
+): Promise<void> {
+  const pair = await makePair(options);
+  const pa = new Probe();
+  const pb = new Probe();
+  try {
+    await body(pair, pa, pb);
+  } finally {
+    pair.cleanup();
+  }
+}
+
+/** Runs the transport contract against pairs from `makePair`. */
+export function transportContract(name: string, makePair: PairFactory, skip = false): void {
+  describe(`${name}: transport contract`, { skip }, () => {
+    it("echoes 4 MiB intact, keeping every received chunk valid", async () => {
+      await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
+        const data = pattern(4 * 1024 * 1024, 7);
+        echo(b, pb);
+        a.start(pa);
+        b.start(pb);
+        await writeAll(a, pa, data);
+        a.end();
+        await pa.until(() => pa.ends === 1, "echoed end");
+        // Chunks were retained as handed over; reused read buffers would corrupt the early ones.
+        assert.ok(sameBytes(pa.received(), data), "echoed bytes differ");
+        assert.ok(sameBytes(pb.received(), data), "bytes seen by the echo side differ");
+        await pa.until(() => pa.closes.length === 1 && pb.closes.length === 1, "both closed");
+        assert.deepEqual(pa.closes, [undefined]);
+        assert.deepEqual(pb.closes, [undefined]);
+      });
+    });
+
+    it("returns false from write while the peer is paused, drains after resume, loses nothing", async () => {
+      await withPair(makePair, { highWaterMark: 64 * 1024 }, async ({ a, b }, pa, pb) => {
+        a.start(pa);
+        b.start(pb);
+        b.pause();
+        const chunk = 32 * 1024;
+        const data = pattern(chunk * 2048, 3);
+        let written = 0;
+        let refused = false;
+        // Kernel buffers absorb a few MiB first; the bound keeps a broken pause from looping on.
+        while (written < data.length) {
+          const ok = a.write(data.subarray(written, written + chunk));
+          written += chunk;
+          if (!ok) {
+            refused = true;
+            break;
+          }
+          await tick();
+        }
+        assert.ok(refused, "write never returned false");
+        assert.ok(a.bufferedAmount >= 64 * 1024);
+        assert.equal(pa.drains, 0);
+        b.resume();
+        await pa.until(() => pa.drains === 1, "drain");
+        assert.ok(a.bufferedAmount < 64 * 1024);
+        await pb.until(() => pb.bytes === written, "all bytes");
+        assert.ok(sameBytes(pb.received(), data.subarray(0, written)));
+      });
+    });
+
+    it("half-closes: end reaches the peer, which can still write back", async () => {
+      await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
+        a.start(pa);
+        b.start(pb);
+        a.write(new TextEncoder().encode("ping"));
+        a.end();
+        assert.equal(a.write(new Uint8Array(1)), false, "writes after end are dropped");
+        await pb.until(() => pb.ends === 1, "end at b");
+        assert.equal(new TextDecoder().decode(pb.received()), "ping");
+        assert.equal(pb.closes.length, 0, "b must stay open for writing");
+        assert.equal(b.write(new TextEncoder().encode("pong")), true);
+        await pa.until(() => pa.bytes === 4, "pong");
+        assert.equal(new TextDecoder().decode(pa.received()), "pong");
+        assert.equal(pa.ends, 0);
+        b.end();
+        await pa.until(() => pa.closes.length === 1 && pb.closes.length === 1, "both closed");
+        assert.deepEqual(pa.log, ["end", "close"]);
+        assert.deepEqual(pb.log, ["end", "close"]);
+        assert.deepEqual([...pa.closes, ...pb.closes], [undefined, undefined]);
+      });
+    });
+
+    it("close reports close exactly once and drops later writes", async () => {
+      await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
+        a.start(pa);
+        b.start(pb);
+        a.write(new Uint8Array(100));
+        await pb.until(() => pb.bytes === 100, "data");
+        a.close();
+        a.close();
+        assert.equal(a.write(new Uint8Array(10)), false);
+        assert.equal(a.bufferedAmount, 0);
+        await pa.until(() => pa.closes.length === 1, "close at a");
+        assert.equal(pa.closes[0], undefined);
+        // The peer learns through end (FIN) or close, depending on the transport.
+        await pb.until(() => pb.ends + pb.closes.length > 0, "peer notices");
+        b.close();
+        b.close();
+        await pb.until(() => pb.closes.length === 1, "close at b");
+        await tick(10);
+        assert.equal(pa.closes.length, 1);
+        assert.equal(pb.closes.length, 1);
+        assert.equal(pa.log.at(-1), "close");
+        assert.equal(pb.log.at(-1), "close");
+      });
+    });
+
+    it("pause holds data until resume", async () => {
+      await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
+        a.start(pa);
+        b.start(pb);
+        b.pause();
+        a.write(new TextEncoder().encode("hello"));
+        a.end();
+        // Give the bytes every chance to arrive; none may be delivered while paused.
+        await tick(30);
+        assert.equal(pb.bytes, 0);
+        assert.equal(pb.ends, 0);
+        b.resume();
+        await pb.until(() => pb.ends === 1, "end after resume");
+        assert.equal(new TextDecoder().decode(pb.received()), "hello");
+      });
+    });
+
+    it("pausing inside a data handler stops further deliveries at once", async () => {
+      await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
+        a.start(pa);
+        pb.onData = () => b.pause();
+        b.start(pb);
+        a.write(new Uint8Array(10));
+        await pb.until(() => pb.bytes > 0, "first chunk");
+        const seen = pb.chunks.length;
+        a.write(new Uint8Array(10));
+        await tick(30);
+        assert.equal(pb.chunks.length, seen);
+        pb.onData = undefined;
+        b.resume();
+        await pb.until(() => pb.bytes === 20, "rest");
+      });
+    });
+
+    it("delivers what arrived before start, then the end", async () => {
+      await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
+        a.start(pa);
+        a.write(new TextEncoder().encode("early"));
+        a.end();
+        await tick(30);
+        b.start(pb);
+        await pb.until(() => pb.ends === 1, "end");
+        assert.equal(new TextDecoder().decode(pb.received()), "early");
+        b.end();
+        await pa.until(() => pa.closes.length === 1, "a closed");
+      });
+    });
+
+    it("closes with the error when a handler throws", async () => {
+      await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
+        a.start(pa);
+        pb.onData = () => {
+          throw new Error("boom");
+        };
+        b.start(pb);
+        a.write(new Uint8Array(1));
+        await pb.until(() => pb.closes.length === 1, "close");
+        assert.equal(pb.closes[0]?.message, "boom");
+        await pa.until(() => pa.ends + pa.closes.length > 0, "peer notices");
+      });
+    });
+  });
+}
+
+/** Listener and address behaviour of a TCP adapter. */
+export function tcpContract(name: string, adapter: TcpAdapter, skip = false): void {
+  describe(`${name}: tcp`, { skip }, () => {
+    it("reports host:port addresses that match across the connection", async () => {
+      await withPair(tcpPairFactory(adapter), {}, ({ a, b }) => {
+        assert.match(a.remoteAddress, /^127\.0\.0\.1:\d+$/);
+        assert.match(a.localAddress, /^127\.0\.0\.1:\d+$/);
+        assert.equal(a.remoteAddress, b.localAddress);
+        assert.equal(a.localAddress, b.remoteAddress);
+        return Promise.resolve();
+      });
+    });
+
+    it("binds port 0 to a real port and stops accepting on close, keeping transports open", async () => {
+      const accepted: Transport[] = [];
+      const listener = await adapter.listen(
+        { hostname: "127.0.0.1", port: 0 },
+        (t) => accepted.push(t),
+      );
+      assert.equal(listener.hostname, "127.0.0.1");
+      assert.ok(listener.port > 0);
+      const a = await adapter.connect({ hostname: "127.0.0.1", port: listener.port });
+      const pa = new Probe();
+      const pb = new Probe();
+      try {
+        a.start(pa);
+        await poll(() => accepted.length === 1, "accept");
+        assert.equal(accepted.length, 1);
+        listener.close();
+        listener.close();
+        await assert.rejects(adapter.connect({ hostname: "127.0.0.1", port: listener.port }));
+        const b = accepted[0];
+        b.start(pb);
+        a.write(new TextEncoder().encode("still here"));
+        await pb.until(() => pb.bytes === 10, "data after listener close");
+        b.close();
+      } finally {
+        a.close();
+        for (const t of accepted) t.close();
+        listener.close();
+      }
+    });
+
+    it("rejects a refused connection without an unhandled rejection", async () => {
+      const listener = await adapter.listen({ hostname: "127.0.0.1", port: 0 }, (t) => t.close());
+      const port = listener.port;
+      listener.close();
+      await tick(10);
+      await assert.rejects(adapter.connect({ hostname: "127.0.0.1", port }));
+    });
+
+    it("closes a transport whose onTransport callback throws", async () => {
+      const listener = await adapter.listen({ hostname: "127.0.0.1", port: 0 }, () => {
+        throw new Error("rejected");
+      });
+      const a = await adapter.connect({ hostname: "127.0.0.1", port: listener.port });
+      const pa = new Probe();
+      try {
+        a.start(pa);
+        await pa.until(() => pa.ends + pa.closes.length > 0, "server side closed");
+      } finally {
+        a.close();
+        listener.close();
+      }
+    });
+  });
+}

@@ -1,0 +1,97 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { formatAddress } from "./_address.ts";
+import { tcpContract, tcpPairFactory, transportContract } from "./_contract.ts";
+import { isBun, isDeno, pattern, Probe, sameBytes } from "./_test_util.ts";
+import { MAX_BATCH, WriteQueue } from "./_write_queue.ts";
+import { connectTcp, listenTcp, memoryPair, runtimeName } from "./mod.ts";
+
+const forced = (globalThis as { process?: { env: Record<string, string | undefined> } }).process
+  ?.env.TUNNELMUX_TRANSPORT === "node";
+
+describe("mod", () => {
+  it("picks the runtime's native adapter", () => {
+    const expected = forced ? "node" : isDeno ? "deno" : isBun ? "bun" : "node";
+    assert.equal(runtimeName(), expected);
+  });
+
+  it("re-exports memoryPair", () => {
+    const [a, b] = memoryPair();
+    a.close();
+    b.close();
+  });
+
+  it("connects and listens through the chosen adapter", async () => {
+    const accepted: Probe[] = [];
+    const listener = await listenTcp({ hostname: "127.0.0.1", port: 0 }, (t) => {
+      const probe = new Probe();
+      probe.onData = (chunk) => t.write(chunk);
+      probe.onEnd = () => t.end();
+      accepted.push(probe);
+      t.start(probe);
+    });
+    const a = await connectTcp({ hostname: "127.0.0.1", port: listener.port, noDelay: true });
+    const pa = new Probe();
+    try {
+      a.start(pa);
+      const data = pattern(100_000, 11);
+      a.write(data);
+      a.end();
+      await pa.until(() => pa.closes.length === 1, "close");
+      assert.ok(sameBytes(pa.received(), data));
+      assert.deepEqual(pa.log, ["end", "close"]);
+      assert.equal(a.remoteAddress, `127.0.0.1:${listener.port}`);
+    } finally {
+      a.close();
+      listener.close();
+    }
+  });
+});
+
+// connectTcp/listenTcp must honour the whole contract too, whichever adapter they pick.
+const chosen = {
+  connect: (address: { hostname: string; port: number }, options?: { highWaterMark?: number }) =>
+    connectTcp({ ...address, ...options }),
+  listen: (
+    address: { hostname: string; port: number },
+    onTransport: Parameters<typeof listenTcp>[1],
+    options?: { highWaterMark?: number },
+  ) => listenTcp({ ...address, ...options }, onTransport),
+};
+transportContract("mod", tcpPairFactory(chosen));
+tcpContract("mod", chosen);
+
+describe("formatAddress", () => {
+  it("formats IPv4, brackets IPv6, and keeps names", () => {
+    assert.equal(formatAddress("127.0.0.1", 80), "127.0.0.1:80");
+    assert.equal(formatAddress("::1", 8080), "[::1]:8080");
+    assert.equal(formatAddress("[::1]", 8080), "[::1]:8080");
+    assert.equal(formatAddress("fe80::1%eth0", 1), "[fe80::1%eth0]:1");
+    assert.equal(formatAddress("localhost", 1), "localhost:1");
+    assert.equal(formatAddress(undefined, undefined), "unknown");
+  });
+});
+
+describe("WriteQueue", () => {
+  it("joins small chunks up to MAX_BATCH and passes large ones alone", () => {
+    const queue = new WriteQueue();
+    queue.push(new Uint8Array([1]));
+    queue.push(new Uint8Array([2, 3]));
+    queue.push(new Uint8Array(MAX_BATCH));
+    queue.push(new Uint8Array([4]));
+    assert.equal(queue.bytes, 4 + MAX_BATCH);
+    assert.deepEqual([...queue.take()], [1, 2, 3]);
+    const big = queue.take();
+    assert.equal(big.length, MAX_BATCH);
+    assert.deepEqual([...queue.take()], [4]);
+    assert.ok(queue.empty);
+    assert.equal(queue.bytes, 0);
+  });
+
+  it("hands a lone chunk over without copying", () => {
+    const queue = new WriteQueue();
+    const chunk = new Uint8Array(10);
+    queue.push(chunk);
+    assert.equal(queue.take(), chunk);
+  });
+});
