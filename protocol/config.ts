@@ -23,7 +23,7 @@ export interface SessionConfig {
   autoTuneWindow: boolean;
   /** Largest Data frame this side sends; bigger writes are split. Default 64 KiB. */
   maxDataFrameSize: number;
-  /** Largest declared Data frame length accepted from the peer. Default 16 MiB. */
+  /** Largest declared Data frame length accepted from the peer; at least `maxStreamWindow`. Default 16 MiB. */
   maxFrameLength: number;
   /** A stream's `write()` returns false once this much is queued. Default 256 KiB. */
   writeHighWaterMark: number;
@@ -98,6 +98,12 @@ export function resolveSessionConfig(overrides: Partial<SessionConfig> = {}): Se
     ) {
       throw new RangeError(`${key} must be an integer from ${min} to ${MAX_UINT32}, got ${value}`);
     }
+  }
+  // A peer may send a whole granted window in one frame (hashicorp and libp2p-yamux do).
+  if (config.maxFrameLength < config.maxStreamWindow) {
+    throw new RangeError(
+      `maxFrameLength (${config.maxFrameLength}) must be at least maxStreamWindow (${config.maxStreamWindow})`,
+    );
   }
   return config;
 }

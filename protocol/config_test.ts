@@ -27,6 +27,14 @@ describe("resolveSessionConfig", () => {
     assert.throws(() => resolveSessionConfig({ bogus: 1 } as never), /bogus/);
   });
 
+  it("refuses a frame limit below the window, since a peer may send a whole window at once", () => {
+    assert.throws(
+      () => resolveSessionConfig({ maxStreamWindow: 32 * 1024 * 1024 }),
+      /maxFrameLength/,
+    );
+    assert.ok(resolveSessionConfig({ maxStreamWindow: 2 ** 25, maxFrameLength: 2 ** 25 }));
+  });
+
   it("refuses a window below the spec's 256 KiB or above 32 bits", () => {
     assert.throws(
       () => resolveSessionConfig({ maxStreamWindow: INITIAL_STREAM_WINDOW - 1 }),

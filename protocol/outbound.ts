@@ -163,7 +163,8 @@ export class Outbound {
     for (let i = 0; i < streams.length; i++) {
       const n = data[i];
       if (this.#needsHeaderFrame(i)) headerOnly++;
-      if (n > 0) size += n + Math.ceil(n / maxFrame) * HEADER_LENGTH;
+      // Room for the data frames, and for a FIN frame after them should the data end the stream.
+      if (n > 0) size += n + (Math.ceil(n / maxFrame) + 1) * HEADER_LENGTH;
     }
     size += headerOnly * HEADER_LENGTH;
     const out = new Uint8Array(size);
@@ -184,26 +185,32 @@ export class Outbound {
       if (flags & Flag.FIN) stream._finSent();
     }
 
-    // Then data, each stream's share as consecutive frames; SYN/ACK ride on the first, FIN on the last.
+    // Then data, each stream's share as consecutive frames with SYN/ACK on the first. FIN follows in
+    // a header-only frame: libp2p-yamux applies a Data frame's FIN before its payload and would drop
+    // the payload, and hashicorp and go-yamux send FIN the same way.
     for (let i = 0; i < streams.length; i++) {
       let remaining = data[i];
       const stream = streams[i];
       while (remaining > 0) {
         const n = remaining < maxFrame ? remaining : maxFrame;
         remaining -= n;
-        let flags = stream._takeFlags();
+        const flags = stream._takeFlags();
         stream._copyOut(out, at + HEADER_LENGTH, n);
-        if (remaining === 0 && stream._finDue()) flags |= Flag.FIN;
         writeHeader(out, at, FrameType.Data, flags, stream.id, n);
         at += HEADER_LENGTH + n;
         this.#stats.framesOut.data++;
-        if (flags & Flag.FIN) stream._finSent();
+      }
+      if (data[i] > 0 && stream._finDue()) {
+        writeHeader(out, at, FrameType.WindowUpdate, Flag.FIN, stream.id, 0);
+        at += HEADER_LENGTH;
+        this.#stats.framesOut.windowUpdate++;
+        stream._finSent();
       }
       if (stream._sendable() === 0 && !stream._finDue() && !stream._creditDue) {
         this.#pending.delete(stream);
       }
     }
-    return out;
+    return at === size ? out : out.subarray(0, at);
   }
 
   /** A stream needs a header-only frame: credit to return, or flags/FIN that no data frame carries. */

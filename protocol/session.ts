@@ -384,7 +384,15 @@ export class Session implements FrameSink, StreamHost {
     this.#windowGrowth -= windowGrowth;
     this.#awaitingFin.delete(stream);
     if (this.#awaitingAck.delete(stream) && !stream._synBlocked) this.#releaseSynSlot();
-    if (this.#closeRequested && this.#streams.size === 0) this.#shutdown(undefined, true);
+    if (stream.state === StreamState.Reset) {
+      const waiting = this.#backlog.indexOf(stream);
+      if (waiting >= 0) this.#backlog.splice(waiting, 1);
+    }
+    if (this.#closeRequested && this.#streams.size === 0) {
+      // This may run inside the writer (our last FIN just went into a batch): let that batch reach
+      // the transport before it is ended.
+      queueMicrotask(() => this.#shutdown(undefined, true));
+    }
   }
 
   // ---- Private ----
@@ -447,12 +455,16 @@ export class Session implements FrameSink, StreamHost {
     }
   }
 
-  #resetStream(stream: Stream, reason: string, detail: string): void {
+  #resetStream(
+    stream: Stream,
+    reason: string,
+    detail: string,
+    code: YamuxErrorCode = "stream_reset",
+  ): void {
     this.#count(reason);
-    const error = new YamuxError("stream_reset", `stream ${stream.id}: ${detail}`);
+    const error = new YamuxError(code, `stream ${stream.id}: ${detail}`);
     this.onError?.(error, reason);
-    this.sendReset(stream);
-    stream._terminate(error);
+    stream._resetWith(error);
   }
 
   #onGoAway(code: number): void {
@@ -536,8 +548,7 @@ export class Session implements FrameSink, StreamHost {
   #expire(waiting: Map<Stream, number>, now: number, code: YamuxErrorCode, detail: string): void {
     for (const [stream, deadline] of waiting) {
       if (deadline > now) break;
-      waiting.delete(stream);
-      this.#resetStream(stream, code, detail);
+      this.#resetStream(stream, code, detail, code); // finished() removes it from `waiting`
     }
   }
 

@@ -214,10 +214,7 @@ export class Stream {
 
   /** Resets the stream at once: buffered and queued data are discarded and the peer gets RST. */
   reset(): void {
-    if (TERMINAL.has(this.#state)) return;
-    // A stream whose SYN never left is unknown to the peer: there is nothing to reset there.
-    if (this.#state !== StreamState.Init) this.#host.sendReset(this);
-    this._terminate(undefined);
+    this._resetWith(undefined);
   }
 
   /** Stops delivering data; it is buffered (up to the window) and the peer's credit runs out. */
@@ -294,6 +291,14 @@ export class Stream {
   /** @internal Whether this outbound stream still waits for a free un-ACKed slot. */
   get _synBlocked(): boolean {
     return !this.#synAllowed;
+  }
+
+  /** @internal Resets the stream (RST to the peer if it knows the stream) and fails it with `error`. */
+  _resetWith(error: Error | undefined): void {
+    if (TERMINAL.has(this.#state)) return;
+    // A stream whose SYN never left is unknown to the peer: there is nothing to reset there.
+    if (this.#state !== StreamState.Init) this.#host.sendReset(this);
+    this._terminate(error);
   }
 
   /** @internal Ends the stream with a final state: reset (error or not) or session teardown. */
