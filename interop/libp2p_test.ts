@@ -321,24 +321,18 @@ for (const kind of KINDS) {
     });
   });
 
-  test(`libp2p client -> ours (${kind}): a libp2p stream open across our GoAway still completes`, {
-    todo: "libp2p-yamux 8.0.1 treats GoAway(normal) as the end of the connection (see report)",
-  }, async () => {
+  // The spec lets streams open at GoAway(normal) finish; libp2p-yamux 8.0.1 instead treats it as the
+  // end of the connection and closes its streams locally. This pins that deviation, so an upgrade
+  // that fixes it shows up here (and our drain logic can then rely on it).
+  test(`libp2p client -> ours (${kind}): libp2p closes a stream open across our GoAway`, async () => {
     await withPair(() => libp2pClient(kind), async ({ peer, ours }) => {
       const stream = await peer.open();
-      const chunks: Uint8Array[] = [];
-      stream.addEventListener("message", (event) => void chunks.push(toBytes(event.data).slice()));
-      const closed = libp2pClosed(stream);
       const echoing = firstMessage(stream);
-      const payload = pattern(100 * KIB, 9);
-      stream.send(payload.subarray(0, 1 * KIB));
+      stream.send(pattern(1 * KIB, 9));
       await echoing;
       ours.goAway();
-      await ours.ping(); // libp2p has processed the GoAway now; the stream is still half-done
-      stream.send(payload.subarray(1 * KIB));
-      await stream.close();
-      assert.equal((await closed).error, undefined);
-      assertSameBytes(concat(chunks), payload, "echo across GoAway");
+      await ours.ping(); // the pong proves libp2p has processed the GoAway before it
+      assert.throws(() => stream.send(pattern(1 * KIB, 10)), /closed/i);
     });
   });
 

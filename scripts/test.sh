@@ -18,7 +18,7 @@ echo "== deno lint"; "$DENO" lint || status=1
 echo "== deno check"; "$DENO" check || status=1
 
 echo "== deno test"
-{ "$DENO" test -A; echo $? >"$log/deno.rc"; } 2>&1 | tee "$log/deno"
+{ NO_COLOR=1 "$DENO" test -A; echo $? >"$log/deno.rc"; } 2>&1 | tee "$log/deno"
 [ "$(cat "$log/deno.rc")" = 0 ] || status=1
 
 echo "== bun test"
