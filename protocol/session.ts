@@ -46,6 +46,11 @@ export interface SessionOptions {
   onStream?: (stream: Stream) => void;
   /** Told about every protocol, stream and timeout error, for logging. */
   onError?: (error: YamuxError, reason: string) => void;
+  /**
+   * The first stream id this side opens (default 1 for the client, 2 for the server); it must
+   * have this side's parity. Lets tests reach stream-id exhaustion without 2^31 opens.
+   */
+  firstStreamId?: number;
 }
 
 interface PendingPing {
@@ -122,7 +127,12 @@ export class Session implements FrameSink, StreamHost {
     this.client = options.client;
     this.onStream = options.onStream ?? null;
     this.onError = options.onError ?? null;
-    this.#nextStreamId = options.client ? 1 : 2;
+    this.#nextStreamId = options.firstStreamId ?? (options.client ? 1 : 2);
+    if ((this.#nextStreamId & 1) !== (options.client ? 1 : 0) || this.#nextStreamId < 1) {
+      throw new RangeError(
+        `firstStreamId ${this.#nextStreamId} has the wrong parity for this side`,
+      );
+    }
     this.closed = new Promise((resolve) => this.#resolveClosed = resolve);
     this.#transport = transport;
     this.#outbound = new Outbound(transport, this.config, this.stats);

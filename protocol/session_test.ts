@@ -264,6 +264,26 @@ describe("Session: streams", () => {
     }
   });
 
+  it("stream-id exhaustion: the last id works, then GoAway and streams_exhausted", async () => {
+    const { client, server, done } = connected({ onStream: echoStream }, {
+      firstStreamId: 0xffff_fffd,
+    });
+    try {
+      assert.equal(client.open().id, 0xffff_fffd);
+      const last = client.open();
+      assert.equal(last.id, 0xffff_ffff);
+      assert.throws(
+        () => client.open(),
+        (e: unknown) => (e as YamuxError).code === "streams_exhausted",
+      );
+      assert.equal(client.localGoAway, true);
+      assert.deepEqual(await roundTrip(last, pattern(1000, 8)), pattern(1000, 8));
+      await until(() => server.remoteGoAway);
+    } finally {
+      done();
+    }
+  });
+
   it("open() refuses past maxStreams", () => {
     const { client, done } = connected({}, { config: { ...QUIET, maxStreams: 2 } });
     try {

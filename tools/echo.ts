@@ -95,14 +95,16 @@ async function runClient(
   config: { maxStreamWindow: number },
   options: Parameters<typeof checkEcho>[1],
 ) {
-  const session = new Session(await connectTcp(parseHostPort(address)), { client: true, config });
+  const target = parseHostPort(address);
+  let session: Session | undefined;
   try {
+    session = new Session(await connectTcp(target), { client: true, config });
     const result = await checkEcho(session, options);
     console.log(JSON.stringify({ ok: true, ...result }));
     await session.close();
   } catch (error) {
-    console.error(`echo check failed: ${(error as Error).message}`);
-    session.destroy();
+    console.error(`echo check against ${address} failed: ${(error as Error).message}`);
+    session?.destroy();
     process.exit(1);
   }
 }
