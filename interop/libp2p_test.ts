@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { Session, type SessionOptions, type Stream, YamuxError } from "../protocol/mod.ts";
 import { connectTcp, listenTcp, memoryPair } from "../transport/mod.ts";
 import { echoStream } from "../tools/echo_stream.ts";
-import { checkEcho, pattern, prng, roundTrip } from "../tools/echo_check.ts";
+import { checkEcho, pattern, roundTrip } from "../tools/echo_check.ts";
+import { prng } from "../util/prng.ts";
 import {
   connectLibp2pTcp,
   libp2pEcho,

@@ -9,6 +9,7 @@
 
 import { HEADER_LENGTH } from "./constants.ts";
 import type { Transport, TransportHandlers } from "./transport.ts";
+import { prng } from "../util/prng.ts";
 
 /** One frame as the session wrote it. */
 export interface RawFrame {
@@ -239,18 +240,6 @@ export class RawPeer implements Transport {
     }
     this.#pending = buf.slice();
   }
-}
-
-/** A small deterministic PRNG (mulberry32) for reproducible re-splitting. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Options of {@linkcode testPair}. */

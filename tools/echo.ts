@@ -37,8 +37,10 @@ The client prints one JSON line: {"ok":true,"streams":N,"bytes":N,"ms":N} and ex
 prints the error and exits 1.`;
 
 function main(): Promise<void> | void {
+  const args = process.argv.slice(2);
+  if (args[0] === "--") args.shift(); // `deno task echo -- --listen …` passes the separator on
   const { values } = parseArgs({
-    args: process.argv.slice(2),
+    args,
     options: {
       listen: { type: "string" },
       connect: { type: "string" },

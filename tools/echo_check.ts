@@ -6,6 +6,7 @@
  */
 
 import type { Session, Stream } from "../protocol/mod.ts";
+import { prng } from "../util/prng.ts";
 
 /** What {@linkcode checkEcho} should do. */
 export interface EchoCheckOptions {
@@ -27,18 +28,6 @@ export interface EchoCheckResult {
   bytes: number;
   /** Wall time in milliseconds. */
   ms: number;
-}
-
-/** A small deterministic PRNG (mulberry32), so sizes and bytes replay from a seed. */
-export function prng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Fills a payload whose every byte depends on the stream index, so crossed streams are caught. */

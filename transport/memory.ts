@@ -9,6 +9,7 @@
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
 import { EventSink } from "./_sink.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "./_write_queue.ts";
+import { prng } from "../util/prng.ts";
 
 /** Options for {@linkcode memoryPair}. */
 export interface MemoryPairOptions {
@@ -26,23 +27,11 @@ export interface MemoryPairOptions {
   delivery?: "microtask" | "macrotask";
 }
 
-/** mulberry32: tiny, seedable, good enough to pick chunk sizes. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function chunkSizer(options: MemoryPairOptions): ((available: number) => number) | undefined {
   const split = options.split;
   if (!split) return undefined;
   if (typeof split === "function") return split;
-  const random = seededRandom(split.seed);
+  const random = prng(split.seed);
   const maxChunk = split.maxChunk ?? 4096;
   // A quarter of the chunks are 1-8 bytes: frame headers split mid-field are the interesting case.
   return () => random() < 0.25 ? 1 + Math.floor(random() * 8) : 1 + Math.floor(random() * maxChunk);
