@@ -23,10 +23,21 @@ export class YamuxError extends Error {
   /** Stable machine-readable reason. */
   readonly code: YamuxErrorCode;
 
+  /**
+   * For a stream reset by the peer: the reason code its RST frame carried in the length field (as
+   * go-yamux's `ResetWithError` sends it; 0 when none was given). Undefined otherwise.
+   */
+  readonly resetCode: number | undefined;
+
   /** Creates an error with a stable `code` and a human-readable message. */
-  constructor(code: YamuxErrorCode, message: string, options?: ErrorOptions) {
+  constructor(
+    code: YamuxErrorCode,
+    message: string,
+    options?: ErrorOptions & { resetCode?: number },
+  ) {
     super(message, options);
     this.name = "YamuxError";
     this.code = code;
+    this.resetCode = options?.resetCode;
   }
 }

@@ -307,6 +307,8 @@ export class Session implements FrameSink, StreamHost {
       }
       if (flags & Flag.ACK) this.#acked(stream);
       if (type === FrameType.WindowUpdate) {
+        // With RST the length is a reason code (go-yamux), not credit for a stream that is gone.
+        if (flags & Flag.RST) return this.#applyEndFlags(stream, flags, length);
         if (!stream._credit(length)) {
           return this.#resetStream(stream, "window_overflow", "send window would exceed 2^32-1");
         }
@@ -364,9 +366,9 @@ export class Session implements FrameSink, StreamHost {
   }
 
   /** @internal */
-  sendReset(stream: Stream): void {
+  sendReset(stream: Stream, code = 0): void {
     this.stats.resetsSent++;
-    if (!this.#outbound.control(FrameType.WindowUpdate, Flag.RST, stream.id, 0)) {
+    if (!this.#outbound.control(FrameType.WindowUpdate, Flag.RST, stream.id, code)) {
       this.#controlOverflow();
     }
   }
@@ -457,11 +459,16 @@ export class Session implements FrameSink, StreamHost {
     }
   }
 
-  #applyEndFlags(stream: Stream, flags: number): void {
+  #applyEndFlags(stream: Stream, flags: number, resetCode = 0): void {
     if (flags & Flag.FIN) stream._remoteFin();
     if (flags & Flag.RST) {
       this.stats.resetsReceived++;
-      stream._terminate(new YamuxError("stream_reset", `stream ${stream.id} reset by peer`));
+      const because = resetCode === 0 ? "" : ` (reason ${resetCode})`;
+      stream._terminate(
+        new YamuxError("stream_reset", `stream ${stream.id} reset by peer${because}`, {
+          resetCode,
+        }),
+      );
     }
   }
 

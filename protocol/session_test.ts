@@ -160,6 +160,24 @@ describe("Session: streams", () => {
     }
   });
 
+  it("a reset's reason code reaches the peer as resetCode", async () => {
+    let serverSide: Stream | undefined;
+    const { client, done } = connected({ onStream: (s) => serverSide = s });
+    try {
+      const stream = client.open();
+      stream.write(new Uint8Array([1]));
+      await until(() => serverSide !== undefined);
+      const closed = new Promise<Error | undefined>((resolve) => stream.onClose = resolve);
+      serverSide!.reset(7);
+      const error = (await closed) as YamuxError;
+      assert.equal(error.code, "stream_reset");
+      assert.equal(error.resetCode, 7);
+      assert.equal(stream.sendWindow, 256 * 1024 - 1, "the code is not taken as credit");
+    } finally {
+      done();
+    }
+  });
+
   it("write() reports backpressure at the high-water mark and onDrain follows", async () => {
     const { client, done } = connected({ onStream: (s) => s.onData = () => {} }, {
       config: { ...QUIET, writeHighWaterMark: 64 * 1024 },

@@ -22,8 +22,8 @@ export interface StreamHost {
   readonly rtt: number;
   /** The stream has something to send (data, flags or credit): include it in the next write. */
   schedule(stream: Stream): void;
-  /** Queues an RST frame for the stream. */
-  sendReset(stream: Stream): void;
+  /** Queues an RST frame for the stream, carrying `code` in its length field. */
+  sendReset(stream: Stream, code: number): void;
   /** Asks for up to `bytes` of window growth within the session budget; returns what was granted. */
   reserveWindow(bytes: number): number;
   /** We sent FIN while the peer has not: start the close timeout. */
@@ -212,9 +212,13 @@ export class Stream {
     this.#host.schedule(this);
   }
 
-  /** Resets the stream at once: buffered and queued data are discarded and the peer gets RST. */
-  reset(): void {
-    this._resetWith(undefined);
+  /**
+   * Resets the stream at once: buffered and queued data are discarded and the peer gets RST.
+   * `code` (default 0) travels in the RST frame's length field, so the peer can learn why (the
+   * tunnel layer's reasons are in `reset_reasons.ts`); peers that ignore it lose nothing.
+   */
+  reset(code = 0): void {
+    this._resetWith(undefined, code);
   }
 
   /** Stops delivering data; it is buffered (up to the window) and the peer's credit runs out. */
@@ -294,10 +298,10 @@ export class Stream {
   }
 
   /** @internal Resets the stream (RST to the peer if it knows the stream) and fails it with `error`. */
-  _resetWith(error: Error | undefined): void {
+  _resetWith(error: Error | undefined, code = 0): void {
     if (TERMINAL.has(this.#state)) return;
     // A stream whose SYN never left is unknown to the peer: there is nothing to reset there.
-    if (this.#state !== StreamState.Init) this.#host.sendReset(this);
+    if (this.#state !== StreamState.Init) this.#host.sendReset(this, code);
     this._terminate(error);
   }
 
