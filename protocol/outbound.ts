@@ -119,12 +119,13 @@ export class Outbound {
     streams.length = 0;
     credits.length = 0;
     data.length = 0;
-    const now = performance.now();
+    let now = -1; // read the clock only if some stream returns credit
 
     // Plan: the credit each stream returns and how much data it may send.
     let headerOnly = 0;
     let sendableTotal = 0;
     for (const stream of this.#pending) {
+      if (now < 0 && stream._creditDue) now = performance.now();
       const credit = stream._takeCredit(now);
       const sendable = stream._sendable();
       if (credit === 0 && sendable === 0 && !stream._hasFlags && !stream._finDue()) {

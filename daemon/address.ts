@@ -1,0 +1,319 @@
+/**
+ * IP address parsing and classification without DNS. The forward policy decides on bytes, never on
+ * strings, so every spelling of an address (compressed IPv6, IPv4-mapped IPv6, the `inet_aton`
+ * forms `2130706433`, `0x7f.1`, `0177.0.0.1`, `127.1`) lands on the same classification.
+ *
+ * @module
+ */
+
+/** An IP address as bytes: 4 for IPv4, 16 for IPv6. */
+export interface IpAddress {
+  /** 4 or 6. */
+  readonly family: 4 | 6;
+  /** Network-order bytes, 4 or 16 of them. */
+  readonly bytes: Uint8Array;
+}
+
+/** A network: the address with its host bits zero, and the prefix length. */
+export interface Cidr {
+  /** The network address (host bits zero). */
+  readonly ip: IpAddress;
+  /** Prefix length, 0 to 32 (IPv4) or 0 to 128 (IPv6). */
+  readonly prefix: number;
+}
+
+const DECIMAL_OCTET = /^(?:0|[1-9]\d{0,2})$/;
+const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
+
+/**
+ * Parses a canonical dotted-quad IPv4 address (`a.b.c.d`, decimal, no leading zeros). Leading
+ * zeros are refused rather than guessed: `010.0.0.1` is octal to `inet_aton` and decimal to others.
+ */
+export function parseIPv4(text: string): IpAddress | undefined {
+  const parts = text.split(".");
+  if (parts.length !== 4 || !parts.every((p) => DECIMAL_OCTET.test(p))) return undefined;
+  const bytes = parts.map(Number);
+  if (bytes.some((b) => b > 255)) return undefined;
+  return { family: 4, bytes: new Uint8Array(bytes) };
+}
+
+/**
+ * Parses an IPv6 literal: full, `::`-compressed, or with a dotted-quad tail (`::ffff:1.2.3.4`).
+ * Zone ids (`fe80::1%eth0`) are refused: a zone picks an interface, which a client must not choose.
+ */
+export function parseIPv6(text: string): IpAddress | undefined {
+  if (text.length > 45 || text.includes("%")) return undefined;
+  let s = text;
+  const lastColon = s.lastIndexOf(":");
+  if (lastColon < 0) return undefined;
+  if (s.includes(".", lastColon)) {
+    const v4 = parseIPv4(s.slice(lastColon + 1));
+    if (!v4) return undefined;
+    const [a, b, c, d] = v4.bytes;
+    s = `${s.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const gap = s.indexOf("::");
+  if (gap !== s.lastIndexOf("::")) return undefined; // two gaps, or ":::"
+  const split = (part: string) => (part === "" ? [] : part.split(":"));
+  const head = gap < 0 ? s.split(":") : split(s.slice(0, gap));
+  const tail = gap < 0 ? [] : split(s.slice(gap + 2));
+  if (gap < 0 ? head.length !== 8 : head.length + tail.length > 7) return undefined;
+  if (![...head, ...tail].every((g) => HEX_GROUP.test(g))) return undefined;
+  const groups = [...head, ...Array(8 - head.length - tail.length).fill("0"), ...tail];
+  const bytes = new Uint8Array(16);
+  groups.forEach((g, i) => {
+    const n = parseInt(g, 16);
+    bytes[2 * i] = n >> 8;
+    bytes[2 * i + 1] = n & 0xff;
+  });
+  return { family: 6, bytes };
+}
+
+/** Parses a canonical IPv4 or IPv6 literal (no brackets, no zone, no `inet_aton` shorthand). */
+export function parseIp(text: string): IpAddress | undefined {
+  return text.includes(":") ? parseIPv6(text) : parseIPv4(text);
+}
+
+/**
+ * Parses IPv4 the way `inet_aton` (and so `getaddrinfo`, `ping`, many HTTP clients) does: one to
+ * four parts, each decimal, octal (leading `0`) or hex (`0x`), the last filling the remaining
+ * bytes. This is how a "hostname" like `0x7f.1` is recognised as 127.0.0.1 instead of resolved.
+ */
+export function parseInetAton(text: string): IpAddress | undefined {
+  const parts = text.split(".");
+  if (parts.length > 4) return undefined;
+  const values: number[] = [];
+  for (const part of parts) {
+    let value: number;
+    if (/^0[xX][0-9a-fA-F]*$/.test(part)) {
+      value = part.length === 2 ? 0 : parseInt(part.slice(2), 16);
+    } else if (/^0[0-7]*$/.test(part)) value = parseInt(part, 8);
+    else if (/^[1-9]\d*$/.test(part)) value = Number(part);
+    else return undefined;
+    if (!(value <= 0xffffffff)) return undefined;
+    values.push(value);
+  }
+  const last = values.pop()!;
+  if (values.some((v) => v > 255) || last >= 2 ** (8 * (4 - values.length))) return undefined;
+  let n = last;
+  values.forEach((v, i) => (n += v * 2 ** (8 * (3 - i))));
+  return {
+    family: 4,
+    bytes: new Uint8Array([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255]),
+  };
+}
+
+/** The IPv4 address inside an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`), else `ip` itself. */
+export function unmapIPv4(ip: IpAddress): IpAddress {
+  const b = ip.bytes;
+  if (
+    ip.family === 6 && b.subarray(0, 10).every((x) => x === 0) && b[10] === 255 && b[11] === 255
+  ) {
+    return { family: 4, bytes: b.slice(12) };
+  }
+  return ip;
+}
+
+/** Formats an address canonically (RFC 5952 for IPv6, mapped IPv4 as `::ffff:a.b.c.d`). */
+export function formatIp(ip: IpAddress): string {
+  const b = ip.bytes;
+  if (ip.family === 4) return b.join(".");
+  if (unmapIPv4(ip) !== ip) return `::ffff:${b.subarray(12).join(".")}`;
+  const groups = Array.from({ length: 8 }, (_, i) => ((b[2 * i] << 8) | b[2 * i + 1]).toString(16));
+  let best = -1, bestLen = 1; // RFC 5952: only runs of two or more zero groups are compressed
+  for (let i = 0; i < 8; i++) {
+    let j = i;
+    while (j < 8 && groups[j] === "0") j++;
+    if (j - i > bestLen) [best, bestLen] = [i, j - i];
+  }
+  if (best < 0) return groups.join(":");
+  return `${groups.slice(0, best).join(":")}::${groups.slice(best + bestLen).join(":")}`;
+}
+
+/** True when both are the same address (an IPv4-mapped IPv6 address equals its IPv4 form). */
+export function ipEquals(a: IpAddress, b: IpAddress): boolean {
+  const x = unmapIPv4(a), y = unmapIPv4(b);
+  return x.family === y.family && x.bytes.every((v, i) => v === y.bytes[i]);
+}
+
+/** Result of {@link parseCidr}: the network, or why the text is not one. */
+export type CidrResult = { ok: true; cidr: Cidr } | { ok: false; error: string };
+
+/**
+ * Parses `a.b.c.d/n` or `v6/n` (canonical literals only). Host bits must be zero, because
+ * `10.0.0.1/8` usually means the writer expected something narrower than what it allows.
+ */
+export function parseCidr(text: string): CidrResult {
+  const slash = text.indexOf("/");
+  if (slash < 0) return { ok: false, error: "expected ADDRESS/PREFIX" };
+  const ip = parseIp(text.slice(0, slash));
+  if (!ip) return { ok: false, error: "not an IP address" };
+  const bits = ip.family === 4 ? 32 : 128;
+  const prefixText = text.slice(slash + 1);
+  const prefix = Number(prefixText);
+  if (!/^\d{1,3}$/.test(prefixText) || prefix > bits) {
+    return { ok: false, error: `prefix must be 0 to ${bits}` };
+  }
+  const network = maskBytes(ip.bytes, prefix);
+  if (!network.every((v, i) => v === ip.bytes[i])) {
+    const fixed = formatIp({ family: ip.family, bytes: network });
+    return { ok: false, error: `host bits set; did you mean ${fixed}/${prefix}?` };
+  }
+  return { ok: true, cidr: { ip, prefix } };
+}
+
+function maskBytes(bytes: Uint8Array, prefix: number): Uint8Array {
+  return bytes.map((v, i) => v & (0xff << Math.max(0, 8 - Math.max(0, prefix - 8 * i))) & 0xff);
+}
+
+/** The mapped form `::ffff:a.b.c.d` of an IPv4 address, so it can be compared to IPv6 networks. */
+function mapIPv4(ip: IpAddress): IpAddress {
+  if (ip.family === 6) return ip;
+  const bytes = new Uint8Array(16);
+  bytes[10] = bytes[11] = 255;
+  bytes.set(ip.bytes, 12);
+  return { family: 6, bytes };
+}
+
+/**
+ * True when `cidr` contains `ip`. An IPv4-mapped IPv6 address matches IPv4 networks (and an IPv4
+ * address matches `::ffff:0:0/96`-style networks), since the kernel dials both the same way.
+ */
+export function cidrContains(cidr: Cidr, ip: IpAddress): boolean {
+  const target = cidr.ip.family === 4 ? unmapIPv4(ip) : mapIPv4(ip);
+  if (target.family !== cidr.ip.family) return false;
+  const masked = maskBytes(target.bytes, cidr.prefix);
+  return masked.every((v, i) => v === cidr.ip.bytes[i]);
+}
+
+/** The last address of a network (all host bits set). */
+export function cidrLast(cidr: Cidr): IpAddress {
+  const bytes = cidr.ip.bytes.map((v, i) =>
+    v | (~(0xff << Math.max(0, 8 - Math.max(0, cidr.prefix - 8 * i))) & 0xff)
+  );
+  return { family: cidr.ip.family, bytes };
+}
+
+/**
+ * What an address is, for the forward policy. `metadata` wins over `link_local` and `private`
+ * (169.254.169.254 is both), so it can be denied even where link-local is allowed.
+ */
+export type IpClass =
+  | "unspecified"
+  | "loopback"
+  | "metadata"
+  | "link_local"
+  | "multicast"
+  | "reserved"
+  | "private"
+  | "public";
+
+type Range = [string, IpClass];
+const V4_RANGES: Range[] = [
+  ["169.254.169.254/32", "metadata"], // AWS, GCP, Azure, OCI instance metadata
+  ["100.100.100.200/32", "metadata"], // Alibaba Cloud instance metadata
+  ["0.0.0.0/8", "unspecified"], // "this network": Linux connects 0.0.0.0 to the local host
+  ["127.0.0.0/8", "loopback"],
+  ["169.254.0.0/16", "link_local"],
+  ["224.0.0.0/4", "multicast"],
+  ["240.0.0.0/4", "reserved"], // incl. 255.255.255.255 broadcast
+  ["10.0.0.0/8", "private"],
+  ["172.16.0.0/12", "private"],
+  ["192.168.0.0/16", "private"],
+  ["100.64.0.0/10", "private"], // carrier-grade NAT, also used inside clouds
+];
+const V6_RANGES: Range[] = [
+  ["fd00:ec2::254/128", "metadata"], // AWS instance metadata over IPv6
+  ["::/128", "unspecified"],
+  ["::1/128", "loopback"],
+  ["fe80::/10", "link_local"],
+  ["ff00::/8", "multicast"],
+  ["fc00::/7", "private"], // unique local
+  ["fec0::/10", "private"], // deprecated site-local
+];
+const compile = (ranges: Range[]) =>
+  ranges.map(([text, cls]) => {
+    const parsed = parseCidr(text);
+    if (!parsed.ok) throw new Error(`bad built-in range ${text}`);
+    return [parsed.cidr, cls] as const;
+  });
+const V4_TABLE = compile(V4_RANGES);
+const V6_TABLE = compile(V6_RANGES);
+
+/**
+ * The IPv4 address carried inside an IPv6 one, for the forms a host or a gateway turns back into
+ * IPv4: mapped `::ffff:0:0/96`, SIIT `::ffff:0:0:0/96`, deprecated compatible `::/96`, NAT64
+ * `64:ff9b::/96` and `64:ff9b:1::/48` (RFC 6052), and 6to4 `2002::/16`.
+ */
+export function embeddedIPv4(ip: IpAddress): IpAddress | undefined {
+  if (ip.family !== 6) return undefined;
+  const b = ip.bytes;
+  const zero = (from: number, to: number) => b.subarray(from, to).every((x) => x === 0);
+  const v4 = (...idx: number[]): IpAddress => ({
+    family: 4,
+    bytes: new Uint8Array(idx.map((i) => b[i])),
+  });
+  if (zero(0, 10) && b[10] === 255 && b[11] === 255) return v4(12, 13, 14, 15);
+  if (zero(0, 8) && b[8] === 255 && b[9] === 255 && zero(10, 12)) return v4(12, 13, 14, 15);
+  if (zero(0, 12) && !(zero(12, 15) && b[15] <= 1)) return v4(12, 13, 14, 15); // not :: or ::1
+  if (b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b) {
+    if (zero(4, 12)) return v4(12, 13, 14, 15);
+    if (b[4] === 0 && b[5] === 1) return v4(6, 7, 9, 10);
+  }
+  if (b[0] === 0x20 && b[1] === 0x02) return v4(2, 3, 4, 5);
+  return undefined;
+}
+
+/**
+ * Classifies an address. IPv6 forms that carry an IPv4 address (see {@link embeddedIPv4}) take
+ * the class of that IPv4 address, so `::ffff:127.0.0.1` is loopback and `64:ff9b::a9fe:a9fe` is
+ * metadata.
+ */
+export function classify(ip: IpAddress): IpClass {
+  if (ip.family === 6) {
+    for (const [cidr, cls] of V6_TABLE) if (cidrContains(cidr, ip)) return cls;
+    const inner = embeddedIPv4(ip);
+    if (inner) return classify(inner);
+    return "public";
+  }
+  for (const [cidr, cls] of V4_TABLE) if (cidrContains(cidr, ip)) return cls;
+  return "public";
+}
+
+/** A target host after normalisation: an address, a DNS name, or something to refuse. */
+export type HostKind =
+  | { kind: "ip"; ip: IpAddress }
+  | { kind: "name"; name: string }
+  | { kind: "invalid"; reason: string };
+
+const LABEL = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/;
+const NUMERIC_LABEL = /^(?:\d+|0x[0-9a-f]*)$/;
+
+/**
+ * Normalises a host a client asked for: lower case, one trailing dot dropped, `[v6]` unbracketed.
+ * IP literals in any spelling (incl. `inet_aton` forms) become `ip`. A name whose last label is a
+ * number but that is not a valid address is `invalid`, never resolved (as the WHATWG URL parser
+ * does): a resolver might still read it as an address. Names must be plain ASCII DNS names.
+ */
+export function parseHost(host: string): HostKind {
+  let h = host.toLowerCase();
+  if (h.startsWith("[") && h.endsWith("]")) {
+    const ip = parseIPv6(h.slice(1, -1));
+    return ip ? { kind: "ip", ip } : { kind: "invalid", reason: "not an IPv6 address" };
+  }
+  if (h.includes(":")) {
+    const ip = parseIPv6(h);
+    return ip ? { kind: "ip", ip } : { kind: "invalid", reason: "not an IPv6 address" };
+  }
+  if (h.endsWith(".")) h = h.slice(0, -1);
+  if (h === "" || h.length > 253) return { kind: "invalid", reason: "not a valid host name" };
+  const labels = h.split(".");
+  if (NUMERIC_LABEL.test(labels[labels.length - 1])) {
+    const ip = parseInetAton(h);
+    return ip ? { kind: "ip", ip } : { kind: "invalid", reason: "not a valid IPv4 address" };
+  }
+  if (!labels.every((l) => LABEL.test(l))) {
+    return { kind: "invalid", reason: "not a valid host name" };
+  }
+  return { kind: "name", name: h };
+}

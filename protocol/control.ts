@@ -1,0 +1,122 @@
+/**
+ * Messages of the control channel (the first stream a client opens, kind `control`). A client says
+ * hello with its token, then asks for tunnels and services; the daemon answers each request by its
+ * `id` and sends notices. Documented in docs/protocol.md.
+ *
+ * Everything a client sends is checked by {@linkcode parseClientMessage} before the daemon acts
+ * on it: unknown types, unknown or ill-typed fields are errors, never ignored.
+ *
+ * @module
+ */
+
+/** The control protocol version this code speaks. */
+export const CONTROL_VERSION = 1;
+
+/** Client → daemon. */
+export type ClientMessage =
+  /** First message: who the client is. `token` may be omitted when the WebSocket upgrade carried it. */
+  | { type: "hello"; version: number; token?: string; name?: string; agent?: string }
+  /** Open a reverse tunnel: the daemon listens on `bindHost:port` (0 = any allowed port). */
+  | { type: "expose"; id: number; port: number; bindHost?: string; label?: string }
+  /** Close a reverse tunnel. */
+  | { type: "unexpose"; id: number; tunnel: string }
+  /** Offer a named service that other clients may connect to. */
+  | { type: "offer"; id: number; service: string }
+  /** Stop offering a named service. */
+  | { type: "withdraw"; id: number; service: string };
+
+/** Daemon → client. */
+export type DaemonMessage =
+  /** The hello was accepted. */
+  | { type: "welcome"; version: number; session: string; client: string; server: string }
+  /** A reverse tunnel is listening. */
+  | { type: "exposed"; id: number; tunnel: string; bindHost: string; port: number }
+  /** A request without other results succeeded. */
+  | { type: "ok"; id: number }
+  /** A request (or, without `id`, the session) failed. `code` is stable, `message` for people. */
+  | { type: "error"; id?: number; code: ControlErrorCode; message: string }
+  /** A tunnel closed without the client asking (e.g. removed by an operator). */
+  | { type: "tunnel_closed"; tunnel: string; reason: string };
+
+/** Stable error codes in `error` messages. */
+export type ControlErrorCode =
+  | "bad_request"
+  | "unauthorized"
+  | "version_mismatch"
+  | "not_allowed"
+  | "limit_reached"
+  | "port_in_use"
+  | "not_found"
+  | "conflict"
+  | "shutting_down"
+  | "internal";
+
+/** A control message was malformed. */
+export class ControlMessageError extends Error {
+  /** Creates the error. */
+  constructor(message: string) {
+    super(message);
+    this.name = "ControlMessageError";
+  }
+}
+
+type FieldType = "string" | "id" | "port" | "version";
+
+const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, boolean]>> = {
+  hello: {
+    version: ["version", true],
+    token: ["string", false],
+    name: ["string", false],
+    agent: ["string", false],
+  },
+  expose: {
+    id: ["id", true],
+    port: ["port", true],
+    bindHost: ["string", false],
+    label: ["string", false],
+  },
+  unexpose: { id: ["id", true], tunnel: ["string", true] },
+  offer: { id: ["id", true], service: ["string", true] },
+  withdraw: { id: ["id", true], service: ["string", true] },
+};
+
+const MAX_STRING = 256;
+
+/**
+ * Checks an untrusted decoded JSON value and returns it as a {@linkcode ClientMessage}, or throws
+ * a {@linkcode ControlMessageError} naming the first problem.
+ */
+export function parseClientMessage(value: unknown): ClientMessage {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ControlMessageError("a control message must be a JSON object");
+  }
+  const { type, ...fields } = value as Record<string, unknown>;
+  if (typeof type !== "string" || !Object.hasOwn(CLIENT_FIELDS, type)) {
+    throw new ControlMessageError(`unknown control message type ${JSON.stringify(type)}`);
+  }
+  const spec = CLIENT_FIELDS[type as ClientMessage["type"]];
+  for (const [name, fieldValue] of Object.entries(fields)) {
+    const field = spec[name];
+    if (field === undefined) throw new ControlMessageError(`unexpected field "${name}" in ${type}`);
+    if (!valid(field[0], fieldValue)) {
+      throw new ControlMessageError(`bad value for "${name}" in ${type}`);
+    }
+  }
+  for (const [name, [, required]] of Object.entries(spec)) {
+    if (required && !(name in fields)) throw new ControlMessageError(`${type} needs "${name}"`);
+  }
+  return value as ClientMessage;
+}
+
+function valid(type: FieldType, value: unknown): boolean {
+  switch (type) {
+    case "string":
+      return typeof value === "string" && value.length > 0 && value.length <= MAX_STRING;
+    case "id":
+      return Number.isSafeInteger(value) && (value as number) >= 0;
+    case "port":
+      return Number.isInteger(value) && (value as number) >= 0 && (value as number) <= 65535;
+    case "version":
+      return Number.isInteger(value) && (value as number) >= 1;
+  }
+}

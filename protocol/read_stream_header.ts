@@ -1,0 +1,66 @@
+/**
+ * Reads the {@linkcode StreamHeader} a tunnel-layer stream starts with.
+ *
+ * @module
+ */
+
+import { decodeStreamHeader, type StreamHeader, StreamHeaderError } from "./stream_header.ts";
+import type { Stream } from "./stream.ts";
+
+/**
+ * Resolves with the stream's header and whatever payload arrived with it (possibly empty). The
+ * stream is left paused with no data handler: the caller attaches its own and resumes, and data
+ * that arrives meanwhile waits in the stream within its window. Rejects with a
+ * {@linkcode StreamHeaderError} on a bad header, when the peer half-closes before the header is
+ * complete, when it is reset, or after `timeoutMs`; the stream itself is left for the caller to
+ * reset. It borrows `onData`, `onEnd` and `onClose` and clears them when done.
+ *
+ * @example
+ * ```ts ignore
+ * const { header, rest } = await readStreamHeader(stream, 10_000);
+ * if (header.kind === "forward") dial(header.target);
+ * ```
+ */
+export function readStreamHeader(
+  stream: Stream,
+  timeoutMs: number,
+): Promise<{ header: StreamHeader; rest: Uint8Array }> {
+  return new Promise((resolve, reject) => {
+    let received: Uint8Array = new Uint8Array(0);
+    const finish = (
+      error: Error | undefined,
+      result?: { header: StreamHeader; rest: Uint8Array },
+    ) => {
+      clearTimeout(timer);
+      stream.pause();
+      stream.onData = null;
+      stream.onEnd = null;
+      stream.onClose = null;
+      if (error) reject(error);
+      else resolve(result!);
+    };
+    const timer = setTimeout(
+      () => finish(new StreamHeaderError(`no stream header within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    stream.onData = (chunk) => {
+      if (received.length === 0) received = chunk;
+      else {
+        const joined = new Uint8Array(received.length + chunk.length);
+        joined.set(received);
+        joined.set(chunk, received.length);
+        received = joined;
+      }
+      try {
+        const decoded = decodeStreamHeader(received);
+        if (decoded) finish(undefined, decoded);
+      } catch (error) {
+        finish(error as Error);
+      }
+    };
+    stream.onEnd = () =>
+      finish(new StreamHeaderError("stream ended before its header was complete"));
+    stream.onClose = (error) =>
+      finish(error ?? new StreamHeaderError("stream closed before its header"));
+  });
+}
