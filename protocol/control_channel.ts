@@ -69,21 +69,25 @@ export class ControlChannel {
     while (joined.length - at >= 4 && !this.#closed) {
       const length = new DataView(joined.buffer, joined.byteOffset + at).getUint32(0);
       if (length > MAX_CONTROL_MESSAGE) {
-        this.#stream.reset();
-        return this.#finish(new Error(`control message of ${length} bytes is too large`));
+        return this.#fail(new Error(`control message of ${length} bytes is too large`));
       }
       if (joined.length - at - 4 < length) break;
       let value: unknown;
       try {
         value = JSON.parse(new TextDecoder().decode(joined.subarray(at + 4, at + 4 + length)));
       } catch {
-        this.#stream.reset();
-        return this.#finish(new Error("control message is not JSON"));
+        return this.#fail(new Error("control message is not JSON"));
       }
       at += 4 + length;
       this.onMessage?.(value);
     }
     this.#buffer = joined.slice(at);
+  }
+
+  /** The peer broke the framing: report why, then reset (whose own close report is then moot). */
+  #fail(error: Error): void {
+    this.#finish(error);
+    this.#stream.reset();
   }
 
   #finish(error: Error | undefined): void {

@@ -1,0 +1,46 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { ControlMessageError, parseClientMessage } from "./control.ts";
+
+describe("parseClientMessage", () => {
+  const good = [
+    { type: "hello", version: 1, token: "t", name: "laptop", agent: "tunnelmux/0.1" },
+    { type: "hello", version: 1 },
+    { type: "expose", id: 1, port: 0 },
+    { type: "expose", id: 2, port: 8080, bindHost: "127.0.0.1", label: "web" },
+    { type: "unexpose", id: 3, tunnel: "t-1" },
+    { type: "offer", id: 4, service: "ssh-box" },
+    { type: "withdraw", id: 5, service: "ssh-box" },
+  ];
+  for (const message of good) {
+    it(`accepts ${JSON.stringify(message)}`, () => {
+      assert.deepEqual(parseClientMessage(message), message);
+    });
+  }
+
+  const bad: [unknown, RegExp][] = [
+    [null, /object/],
+    [[], /object/],
+    [{ type: "nope" }, /unknown/],
+    [{ type: "__proto__" }, /unknown/],
+    [{ type: "hello" }, /needs "version"/],
+    [{ type: "hello", version: 0 }, /version/],
+    [{ type: "hello", version: 1, admin: true }, /unexpected field "admin"/],
+    [{ type: "hello", version: 1, token: "" }, /token/],
+    [{ type: "hello", version: 1, token: "x".repeat(257) }, /token/],
+    [{ type: "expose", id: 1, port: 65536 }, /port/],
+    [{ type: "expose", id: 1, port: -1 }, /port/],
+    [{ type: "expose", id: 1, port: "80" }, /port/],
+    [{ type: "expose", id: 1.5, port: 80 }, /id/],
+    [{ type: "expose", port: 80 }, /needs "id"/],
+    [{ type: "unexpose", id: 1, tunnel: 7 }, /tunnel/],
+  ];
+  for (const [message, reason] of bad) {
+    it(`rejects ${JSON.stringify(message)}`, () => {
+      assert.throws(
+        () => parseClientMessage(message),
+        (error: unknown) => error instanceof ControlMessageError && reason.test(error.message),
+      );
+    });
+  }
+});
