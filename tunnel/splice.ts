@@ -1,0 +1,145 @@
+/**
+ * Joins two byte pipes (a yamux stream and a socket, or two streams) in both directions, with
+ * backpressure and half-close: when one side's writes back up, the other side stops reading; when
+ * one side ends, the other is ended after the queued bytes; when one side fails, the other is
+ * aborted.
+ *
+ * @module
+ */
+
+import type { Stream } from "../protocol/stream.ts";
+import type { Transport } from "../protocol/transport.ts";
+
+/** Handlers a {@linkcode PipeEnd} reports to. */
+export interface PipeHandlers {
+  /** Bytes arrived. */
+  data(chunk: Uint8Array): void;
+  /** The peer half-closed. */
+  end(): void;
+  /** Writes fell back under the high-water mark. */
+  drain(): void;
+  /** Done for good; `error` when it failed. */
+  close(error?: Error): void;
+}
+
+/** One end of a splice: a yamux stream or a transport, seen the same way. */
+export interface PipeEnd {
+  /** Starts reporting to `handlers` (a paused end stays paused until {@linkcode resume}). */
+  listen(handlers: PipeHandlers): void;
+  /** Sends bytes; false means wait for `drain`. */
+  write(chunk: Uint8Array): boolean;
+  /** Half-closes after queued bytes. */
+  end(): void;
+  /** Stops reading. */
+  pause(): void;
+  /** Resumes reading. */
+  resume(): void;
+  /** Tears down at once; a stream is reset with `reason` (see `reset_reasons.ts`). */
+  abort(reason: number): void;
+}
+
+/** A yamux stream as a {@linkcode PipeEnd}. */
+export function streamEnd(stream: Stream): PipeEnd {
+  return {
+    listen(handlers) {
+      stream.onData = handlers.data;
+      stream.onEnd = handlers.end;
+      stream.onDrain = handlers.drain;
+      stream.onClose = handlers.close;
+    },
+    write: (chunk) => stream.write(chunk),
+    end: () => stream.end(),
+    pause: () => stream.pause(),
+    resume: () => stream.resume(),
+    abort: (reason) => stream.reset(reason),
+  };
+}
+
+/** A transport (socket) as a {@linkcode PipeEnd}. */
+export function transportEnd(transport: Transport): PipeEnd {
+  return {
+    listen: (handlers) => transport.start(handlers),
+    write: (chunk) => transport.write(chunk),
+    end: () => transport.end(),
+    pause: () => transport.pause(),
+    resume: () => transport.resume(),
+    abort: () => transport.close(),
+  };
+}
+
+/** What a finished splice moved. */
+export interface SpliceResult {
+  /** Bytes from `a` to `b`. */
+  aToB: number;
+  /** Bytes from `b` to `a`. */
+  bToA: number;
+  /** The first failure, if either side failed before both finished cleanly. */
+  error?: Error;
+}
+
+/** Live byte counters of a running splice, for metrics. */
+export interface SpliceCounters {
+  /** Bytes from `a` to `b` so far. */
+  aToB: number;
+  /** Bytes from `b` to `a` so far. */
+  bToA: number;
+}
+
+/**
+ * Pipes `a` and `b` into each other until both are closed. `aFirst` is written to `b` before
+ * anything else (bytes that arrived with a stream header). `counters`, if given, is updated live.
+ *
+ * @example
+ * ```ts ignore
+ * const result = await splice(streamEnd(stream), transportEnd(socket));
+ * ```
+ */
+export function splice(
+  a: PipeEnd,
+  b: PipeEnd,
+  options: { aFirst?: Uint8Array; counters?: SpliceCounters } = {},
+): Promise<SpliceResult> {
+  const counters = options.counters ?? { aToB: 0, bToA: 0 };
+  return new Promise((resolve) => {
+    let open = 2;
+    let failure: Error | undefined;
+    const forward = (from: PipeEnd, to: PipeEnd, count: (n: number) => void): PipeHandlers => {
+      let ended = false;
+      return {
+        data(chunk) {
+          count(chunk.length);
+          if (!to.write(chunk)) from.pause();
+        },
+        end() {
+          ended = true;
+          to.end();
+        },
+        drain: () => {}, // replaced below: a drain on `to` resumes `from`
+        close(error) {
+          // Closing before its end arrived (a reset, a dropped socket) is a failure even without
+          // an error: the other side must not wait for bytes that will never come.
+          if ((error || !ended) && failure === undefined) {
+            failure = error ?? new Error("closed before its end");
+            to.abort(0);
+          }
+          if (--open === 0) resolve({ aToB: counters.aToB, bToA: counters.bToA, error: failure });
+        },
+      };
+    };
+    const aHandlers = forward(a, b, (n) => counters.aToB += n);
+    const bHandlers = forward(b, a, (n) => counters.bToA += n);
+    aHandlers.drain = () => b.resume();
+    bHandlers.drain = () => a.resume();
+    let aBlocked = false;
+    if (options.aFirst && options.aFirst.length > 0) {
+      counters.aToB += options.aFirst.length;
+      aBlocked = !b.write(options.aFirst);
+    }
+    a.listen(aHandlers);
+    b.listen(bHandlers);
+    // A stream may arrive paused (after its header was read): let both flow unless blocked.
+    if (aBlocked) a.pause();
+    else a.resume();
+    b.resume();
+  });
+}
