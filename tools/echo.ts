@@ -13,7 +13,7 @@ import { Session } from "../protocol/mod.ts";
 import { connectTcp, listenTcp, runtimeName } from "../transport/mod.ts";
 import { checkEcho } from "./echo_check.ts";
 import { echoStream } from "./echo_stream.ts";
-import { parseHostPort } from "./host_port.ts";
+import { parseHostPort } from "../util/host_port.ts";
 
 const HELP = `tunnelmux echo: a strict, fast yamux echo peer
 

@@ -1,0 +1,69 @@
+/**
+ * Dialing a TCP target with a deadline, and telling apart why a dial failed so the reason can be
+ * sent back to whoever asked (as a reset reason) and counted.
+ *
+ * @module
+ */
+
+import { connectTcp } from "../transport/mod.ts";
+import type { Transport } from "../protocol/transport.ts";
+
+/** Why a dial failed. */
+export type DialFailure = "refused" | "timeout" | "failed";
+
+/** A dial that did not produce a connection. */
+export class DialError extends Error {
+  /** Why. */
+  readonly reason: DialFailure;
+
+  /** Creates the error. */
+  constructor(reason: DialFailure, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "DialError";
+    this.reason = reason;
+  }
+}
+
+/**
+ * Connects to `hostname:port` or fails with a {@linkcode DialError} within `timeoutMs`. A connection
+ * that completes after the deadline is closed, never leaked. `connect` is replaceable for tests.
+ *
+ * @example
+ * ```ts ignore
+ * const socket = await dialTcp("127.0.0.1", 5432, 10_000);
+ * ```
+ */
+export function dialTcp(
+  hostname: string,
+  port: number,
+  timeoutMs: number,
+  connect: typeof connectTcp = connectTcp,
+): Promise<Transport> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      settled = true;
+      reject(new DialError("timeout", `${hostname}:${port} did not answer within ${timeoutMs} ms`));
+    }, timeoutMs);
+    connect({ hostname, port }).then(
+      (transport) => {
+        clearTimeout(timer);
+        if (settled) return transport.close();
+        settled = true;
+        resolve(transport);
+      },
+      (error: Error & { code?: string }) => {
+        clearTimeout(timer);
+        if (settled) return;
+        settled = true;
+        // Deno names the error class, Node and Bun set an errno code.
+        const refused = error.name === "ConnectionRefused" || error.code === "ECONNREFUSED";
+        reject(
+          new DialError(refused ? "refused" : "failed", `${hostname}:${port}: ${error.message}`, {
+            cause: error,
+          }),
+        );
+      },
+    );
+  });
+}
