@@ -22,6 +22,6 @@ describe("Logger", () => {
     const lines: string[] = [];
     const log = new Logger({ level: "debug", format: "pretty", sink: (l) => lines.push(l) });
     log.info("tunnel up", { tunnel: "t-1", note: "two words", gone: undefined });
-    assert.match(lines[0], /INFO  tunnel up  tunnel=t-1 note="two words"$/);
+    assert.match(lines[0], / INFO {2}tunnel up {2}tunnel=t-1 note="two words"$/);
   });
 });

@@ -1,6 +1,7 @@
 /**
  * Runtime-neutral entry point for transports: TCP through the best adapter of the running runtime
- * (Deno native, Bun native, or node:net), plus in-memory pairs for tests.
+ * (Deno native, Bun native, or node:net), WebSocket (Deno or Bun server, global `WebSocket`
+ * client), plus in-memory pairs for tests.
  *
  * @module
  */
@@ -12,6 +13,14 @@ import { connectNodeTcp, listenNodeTcp } from "./node_tcp.ts";
 
 export { memoryPair } from "./memory.ts";
 export type { MemoryPairOptions } from "./memory.ts";
+export {
+  CloseCode,
+  connectWebSocket,
+  listenWebSocket,
+  WebSocketCloseError,
+  WebSocketConnectError,
+} from "./ws.ts";
+export type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws.ts";
 export type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
 
 /** Options for {@linkcode connectTcp}. */

@@ -475,6 +475,32 @@ export class WebSocketTransport implements Transport {
   }
 }
 
+/**
+ * The HTTP side of an upgrade, shared by both servers: 404 off `path`, 426 without a WebSocket
+ * upgrade, then `authorize`. Returns the refusal, or undefined to upgrade.
+ */
+export async function screenUpgrade(
+  request: Request,
+  remoteAddress: string,
+  options: WebSocketListenOptions,
+): Promise<Response | undefined> {
+  if (new URL(request.url).pathname !== (options.path ?? DEFAULT_PATH)) {
+    return new Response("not found\n", { status: 404 });
+  }
+  if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
+    return new Response("WebSocket upgrade required\n", {
+      status: 426,
+      headers: { upgrade: "websocket" },
+    });
+  }
+  if (!options.authorize) return undefined;
+  try {
+    return await options.authorize(request, remoteAddress);
+  } catch {
+    return new Response("authorization failed\n", { status: 500 });
+  }
+}
+
 /** Which server adapter {@linkcode listenWebSocket} uses. */
 function runtime(): "deno" | "bun" {
   if ("Deno" in globalThis) return "deno";

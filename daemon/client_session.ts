@@ -1,0 +1,397 @@
+/**
+ * One client connection on the daemon: the yamux session, the handshake on the control stream,
+ * and the routing of every stream the client opens. Authorization is checked on every stream and
+ * every request, against the client's permissions as they are at that moment (reloads apply to
+ * sessions already open).
+ *
+ * @module
+ */
+
+import { type ClientMessage, CONTROL_VERSION, parseClientMessage } from "../protocol/control.ts";
+import { ControlChannel } from "../protocol/control_channel.ts";
+import { Lifecycle } from "../protocol/lifecycle.ts";
+import { readStreamHeader } from "../protocol/read_stream_header.ts";
+import { ResetReason } from "../protocol/reset_reasons.ts";
+import { Session } from "../protocol/session.ts";
+import type { Stream } from "../protocol/stream.ts";
+import type { Transport } from "../protocol/transport.ts";
+import { echoStream } from "../tools/echo_stream.ts";
+import type { ClientConfig, Config } from "./config.ts";
+import { serveForward } from "./forward.ts";
+import type { Logger } from "./log.ts";
+import { canExpose, canOfferService, canUseService } from "./policy.ts";
+import type { LookupFn } from "./resolve.ts";
+import type { ReverseTunnel } from "./reverse_tunnel.ts";
+import type { ServiceRegistry } from "./services.ts";
+import type { TokenVerifier } from "./tokens.ts";
+import { openTunnel } from "./open_tunnel.ts";
+
+/** The daemon's side of things that every client session shares. */
+export interface DaemonContext {
+  /** The configuration in force now (a reload replaces it). */
+  config(): Config;
+  /** Checks tokens. */
+  verifier: TokenVerifier;
+  /** Named services. */
+  services: ServiceRegistry;
+  /** All reverse tunnels, by id. */
+  tunnels: Map<string, ReverseTunnel>;
+  /** True while the daemon drains: no new tunnels or streams. */
+  draining(): boolean;
+  /** The daemon logger. */
+  log: Logger;
+  /** Counts an event for metrics, e.g. `auth_failure` or a refusal reason. */
+  count(event: string): void;
+  /** Name lookup for forwards (tests replace it). */
+  lookup?: LookupFn;
+  /** Whether one more session may become ready (the session limit). */
+  admit(): boolean;
+}
+
+/** How the client reached the daemon. */
+export type TransportKind = "tcp" | "tls" | "ws" | "wss";
+
+/** Lifecycle of a client session. */
+export type ClientSessionState = "handshake" | "ready" | "closed";
+
+const TRANSITIONS = {
+  handshake: { authenticated: "ready", close: "closed" },
+  ready: { close: "closed" },
+  closed: {},
+} as const;
+
+let nextSessionNumber = 1;
+
+/** A connected client. */
+export class ClientSession {
+  /** Session id, unique in this daemon run. */
+  readonly id = `s${nextSessionNumber++}`;
+  /** The yamux session. */
+  readonly session: Session;
+  /** How the client connected. */
+  readonly transportKind: TransportKind;
+  /** The client's address. */
+  readonly remoteAddress: string;
+  /** When it connected (ms since the epoch). */
+  readonly since = Date.now();
+  /** Resolves when the session is closed. */
+  readonly closed: Promise<void>;
+
+  readonly #context: DaemonContext;
+  readonly #lifecycle = new Lifecycle<ClientSessionState, "authenticated" | "close">(
+    TRANSITIONS,
+    "handshake",
+  );
+  #client: string | undefined;
+  readonly #preauthenticated: string | undefined;
+  #control: ControlChannel | undefined;
+  #log: Logger;
+  readonly #tunnels = new Map<string, ReverseTunnel>();
+  readonly #handshakeTimer: ReturnType<typeof setTimeout>;
+  #closeTimer: ReturnType<typeof setTimeout> | undefined;
+
+  /**
+   * Starts serving `transport`. `preauthenticated` is the client name when the transport already
+   * proved a token (a WebSocket upgrade with `Authorization: Bearer`).
+   */
+  constructor(
+    transport: Transport,
+    context: DaemonContext,
+    kind: TransportKind,
+    preauthenticated?: string,
+  ) {
+    this.#context = context;
+    this.transportKind = kind;
+    this.remoteAddress = transport.remoteAddress;
+    this.#preauthenticated = preauthenticated;
+    this.#log = context.log.child({ session: this.id, remote: transport.remoteAddress });
+    const limits = context.config().limits;
+    this.session = new Session(transport, {
+      client: false,
+      config: { maxStreams: limits.streamsPerSession },
+      onStream: (stream) => this.#onStream(stream),
+      onError: (error, reason) =>
+        this.#log.warn("protocol error", { reason, detail: error.message }),
+    });
+    this.#handshakeTimer = setTimeout(() => {
+      this.#context.count("handshake_timeout");
+      this.#log.warn("no handshake within the timeout; closing");
+      this.close();
+    }, limits.handshakeTimeoutMs);
+    this.closed = this.session.closed.then((error) => this.#teardown(error));
+    this.#log.debug("connection", { transport: kind });
+  }
+
+  /** The authenticated client's name, once the handshake is done. */
+  get client(): string | undefined {
+    return this.#client;
+  }
+
+  /** handshake, ready or closed. */
+  get state(): ClientSessionState {
+    return this.#lifecycle.state;
+  }
+
+  /** This session's reverse tunnels. */
+  tunnels(): IterableIterator<ReverseTunnel> {
+    return this.#tunnels.values();
+  }
+
+  /** Graceful: GoAway, then the session ends when its streams are done. */
+  drain(): void {
+    this.session.goAway();
+  }
+
+  /** Closes now: GoAway and transport closed, streams fail. */
+  close(): void {
+    this.session.goAway();
+    this.session.destroy();
+  }
+
+  /** Closes one reverse tunnel of this session (operator action); false if it is not ours. */
+  closeTunnel(id: string, reason: string): boolean {
+    const tunnel = this.#tunnels.get(id);
+    if (!tunnel) return false;
+    this.#removeTunnel(tunnel);
+    this.#control?.send({ type: "tunnel_closed", tunnel: id, reason });
+    return true;
+  }
+
+  /** The client's configuration as in force now; undefined once it was removed by a reload. */
+  #clientConfig(): ClientConfig | undefined {
+    return this.#context.config().clients.find((c) => c.name === this.#client);
+  }
+
+  #onStream(stream: Stream): void {
+    const config = this.#context.config();
+    readStreamHeader(stream, config.limits.handshakeTimeoutMs).then(
+      ({ header, rest }) => {
+        if (header.kind === "control") return this.#startControl(stream, rest);
+        const client = this.#clientConfig();
+        if (this.#lifecycle.state !== "ready" || !client) {
+          return stream.reset(ResetReason.NotAuthenticated);
+        }
+        if (this.#context.draining()) return stream.reset(ResetReason.ShuttingDown);
+        if (this.session.streamCount > client.limits.streams) {
+          this.#context.count("stream_limit");
+          return stream.reset(ResetReason.LimitReached);
+        }
+        const log = this.#log;
+        switch (header.kind) {
+          case "forward":
+            return void serveForward(stream, header.target, rest, {
+              policy: client,
+              dialTimeoutMs: config.limits.dialTimeoutMs,
+              log,
+              lookup: this.#context.lookup,
+              count: (reason) => this.#context.count(`forward_${reason}`),
+            });
+          case "service": {
+            const decision = canUseService(client, header.service);
+            if (!decision.ok) {
+              log.warn("service refused", { service: header.service, reason: decision.code });
+              return stream.reset(ResetReason.NotAllowed);
+            }
+            return void this.#context.services.connect(stream, header.service, client.name, rest);
+          }
+          case "echo": {
+            if (!canUseService(client, "echo").ok) return stream.reset(ResetReason.NotAllowed);
+            echoStream(stream);
+            if (rest.length > 0) stream.write(rest);
+            return stream.resume();
+          }
+          default:
+            return stream.reset(ResetReason.BadHeader);
+        }
+      },
+      (error) => {
+        this.#log.warn("bad stream header", { stream: stream.id, detail: error.message });
+        stream.reset(ResetReason.BadHeader);
+      },
+    );
+  }
+
+  #startControl(stream: Stream, rest: Uint8Array): void {
+    if (this.#control) return stream.reset(ResetReason.BadHeader); // one control stream only
+    const control = new ControlChannel(stream, rest);
+    this.#control = control;
+    control.onMessage = (value) => {
+      let message: ClientMessage;
+      try {
+        message = parseClientMessage(value);
+      } catch (error) {
+        const id = (value as { id?: unknown })?.id;
+        return control.send({
+          type: "error",
+          id: typeof id === "number" ? id : undefined,
+          code: "bad_request",
+          message: (error as Error).message,
+        });
+      }
+      this.#onControl(message).catch((error) => {
+        this.#log.error("control request failed", { detail: String(error) });
+        control.send({ type: "error", code: "internal", message: "internal error" });
+      });
+    };
+    // The control stream lives as long as the session: when it ends, so does the session.
+    control.onClose = () => this.close();
+  }
+
+  async #onControl(message: ClientMessage): Promise<void> {
+    const control = this.#control!;
+    if (message.type === "hello") return this.#hello(message);
+    const client = this.#clientConfig();
+    if (this.#lifecycle.state !== "ready" || !client) {
+      return control.send({
+        type: "error",
+        id: message.id,
+        code: "unauthorized",
+        message: "say hello first",
+      });
+    }
+    const fail = (
+      code:
+        | "not_allowed"
+        | "limit_reached"
+        | "not_found"
+        | "conflict"
+        | "shutting_down"
+        | "port_in_use",
+      text: string,
+    ) => {
+      this.#log.warn(`${message.type} refused`, { reason: code, detail: text });
+      control.send({ type: "error", id: message.id, code, message: text });
+    };
+    switch (message.type) {
+      case "expose": {
+        if (this.#context.draining()) return fail("shutting_down", "the daemon is draining");
+        const owned =
+          [...this.#context.tunnels.values()].filter((t) => t.client === client.name).length;
+        if (owned >= client.limits.tunnels) {
+          return fail("limit_reached", `tunnel limit ${client.limits.tunnels} reached`);
+        }
+        const bindHost = message.bindHost ?? "127.0.0.1";
+        const decision = canExpose(client, bindHost, message.port);
+        if (!decision.ok) return fail("not_allowed", decision.message);
+        const opened = await openTunnel(client, bindHost, message.port, {
+          client: client.name,
+          session: this.session,
+          label: message.label,
+          log: this.#log,
+        });
+        if (!opened.ok) return fail(opened.code, opened.message);
+        const tunnel = opened.tunnel;
+        // The session may have ended while the port was being bound.
+        if (this.#hasEnded()) return tunnel.close();
+        this.#tunnels.set(tunnel.id, tunnel);
+        this.#context.tunnels.set(tunnel.id, tunnel);
+        this.#log.info("tunnel up", {
+          tunnel: tunnel.id,
+          bind: `${tunnel.bindHost}:${tunnel.port}`,
+        });
+        return control.send({
+          type: "exposed",
+          id: message.id,
+          tunnel: tunnel.id,
+          bindHost: tunnel.bindHost,
+          port: tunnel.port,
+        });
+      }
+      case "unexpose": {
+        const tunnel = this.#tunnels.get(message.tunnel);
+        if (!tunnel) return fail("not_found", `no tunnel ${message.tunnel} in this session`);
+        this.#removeTunnel(tunnel);
+        return control.send({ type: "ok", id: message.id });
+      }
+      case "offer": {
+        const decision = canOfferService(client, message.service);
+        if (!decision.ok) return fail("not_allowed", decision.message);
+        if (!this.#context.services.offer(message.service, client.name, this.id, this.session)) {
+          return fail("conflict", `service ${message.service} is offered by another session`);
+        }
+        this.#log.info("service offered", { service: message.service });
+        return control.send({ type: "ok", id: message.id });
+      }
+      case "withdraw": {
+        if (!this.#context.services.withdraw(message.service, this.id)) {
+          return fail("not_found", `this session does not offer ${message.service}`);
+        }
+        return control.send({ type: "ok", id: message.id });
+      }
+    }
+  }
+
+  #hello(message: Extract<ClientMessage, { type: "hello" }>): void {
+    const control = this.#control!;
+    if (this.#lifecycle.state !== "handshake") {
+      return control.send({
+        type: "error",
+        code: "bad_request",
+        message: "hello was already said",
+      });
+    }
+    if (message.version !== CONTROL_VERSION) {
+      control.send({
+        type: "error",
+        code: "version_mismatch",
+        message:
+          `this daemon speaks control version ${CONTROL_VERSION}, the client ${message.version}`,
+      });
+      return this.#closeAfterReply();
+    }
+    const client = message.token === undefined
+      ? this.#preauthenticated
+      : this.#context.verifier.verify(message.token);
+    if (client === undefined) {
+      this.#context.count("auth_failure");
+      this.#log.warn("authentication failed", { name: message.name });
+      control.send({ type: "error", code: "unauthorized", message: "unknown or missing token" });
+      return this.#closeAfterReply();
+    }
+    if (!this.#context.admit()) {
+      this.#context.count("session_limit");
+      this.#log.warn("session limit reached", { client });
+      control.send({ type: "error", code: "limit_reached", message: "too many sessions" });
+      return this.#closeAfterReply();
+    }
+    clearTimeout(this.#handshakeTimer);
+    this.#client = client;
+    this.#lifecycle.fire("authenticated");
+    this.#log = this.#log.child({ client });
+    this.#log.info("session ready", { transport: this.transportKind, agent: message.agent });
+    control.send({
+      type: "welcome",
+      version: CONTROL_VERSION,
+      session: this.id,
+      client,
+      server: "tunnelmux/0.1.0",
+    });
+  }
+
+  #hasEnded(): boolean {
+    return this.#lifecycle.state === "closed";
+  }
+
+  /** Lets the error reply reach the client, then closes. */
+  #closeAfterReply(): void {
+    this.#control?.end();
+    void this.session.close();
+    this.#closeTimer = setTimeout(() => this.session.destroy(), 1_000);
+  }
+
+  #removeTunnel(tunnel: ReverseTunnel): void {
+    tunnel.close();
+    this.#tunnels.delete(tunnel.id);
+    this.#context.tunnels.delete(tunnel.id);
+    this.#log.info("tunnel down", { tunnel: tunnel.id });
+  }
+
+  #teardown(error: Error | undefined): void {
+    clearTimeout(this.#handshakeTimer);
+    clearTimeout(this.#closeTimer);
+    this.#lifecycle.fire("close");
+    for (const tunnel of [...this.#tunnels.values()]) this.#removeTunnel(tunnel);
+    this.#context.services.withdrawAll(this.id);
+    this.#log.info("session closed", { reason: error?.message });
+  }
+}

@@ -1,0 +1,614 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  embeddedDefaults,
+  formatConfigReport,
+  loadConfig,
+  mergeLayers,
+  parseJsonc,
+  stripJsonc,
+  validateConfig,
+} from "./config.ts";
+import { hashToken, TokenVerifier } from "./tokens.ts";
+import { canExpose, matchForward } from "./policy.ts";
+
+const TOKEN_A = "token-a-0123456789abcdefghij";
+const TOKEN_B = "token-b-0123456789abcdefghij";
+const ADMIN = "admin-token-0123456789abcdef";
+
+/** A minimal valid document with `clients` replaced/extended by the caller. */
+function doc(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { adminToken: ADMIN, clients: [{ name: "a", token: TOKEN_A }], ...extra };
+}
+
+function errors(raw: unknown): string[] {
+  return validateConfig(raw).errors.map((e) => `${e.path}: ${e.message}`);
+}
+
+describe("config: JSONC", () => {
+  const cases: [string, string, unknown][] = [
+    ["plain JSON", `{"a": 1}`, { a: 1 }],
+    ["line comment", `{"a": 1 // one\n}`, { a: 1 }],
+    ["block comment", `{/* x */"a": /* y */ 1}`, { a: 1 }],
+    ["multi-line block comment", `{\n/*\n * doc\n */\n"a": 1}`, { a: 1 }],
+    ["trailing comma in object", `{"a": 1,}`, { a: 1 }],
+    ["trailing comma in array", `{"a": [1, 2, ]}`, { a: [1, 2] }],
+    ["trailing comma before comment", `{"a": [1, // c\n]}`, { a: [1] }],
+    ["trailing comma then block comment", `{"a": 1, /* c */ }`, { a: 1 }],
+    ["// inside a string", `{"url": "http://x/y"}`, { url: "http://x/y" }],
+    ["/* inside a string", `{"a": "/* not */"}`, { a: "/* not */" }],
+    ["comma-brace inside a string", `{"a": ",}"}`, { a: ",}" }],
+    ["escaped quote inside a string", `{"a": "say \\"//hi\\"", "b": 2}`, { a: 'say "//hi"', b: 2 }],
+    ["escaped backslash before quote", `{"a": "c:\\\\", "b": "//"}`, { a: "c:\\", b: "//" }],
+    ["comment at end of file", `{"a": 1}\n// end`, { a: 1 }],
+    ["BOM", `\uFEFF{"a": 1}`, { a: 1 }],
+    ["CRLF", `{\r\n"a": 1, // c\r\n}`, { a: 1 }],
+    ["slash not starting a comment", `{"a": 1 }`, { a: 1 }],
+  ];
+  for (const [label, text, expected] of cases) {
+    it(label, () => {
+      const parsed = parseJsonc(text);
+      assert.ok(parsed.ok, !parsed.ok ? parsed.error : "");
+      assert.deepEqual(parsed.value, expected);
+    });
+  }
+
+  const bad: [string, string][] = [
+    ["lone comma is not a trailing comma", `{"a": [,]}`],
+    ["double comma", `{"a": [1,,]}`],
+    ["leading comma in object", `{,}`],
+    ["single quotes", `{'a': 1}`],
+    ["unterminated string", `{"a": "x}`],
+    ["missing value", `{"a": }`],
+    ["garbage", `nope`],
+  ];
+  for (const [label, text] of bad) {
+    it(`refuses: ${label}`, () => assert.equal(parseJsonc(text).ok, false));
+  }
+
+  it("unterminated block comment names its line", () => {
+    assert.throws(() => stripJsonc(`{\n"a": 1 /* open`), /unterminated \/\* comment at line 2/);
+  });
+
+  it("keeps line structure so parse positions stay right", () => {
+    const text = `{\n  // c\n  "a": 1, /* x\n y */\n}`;
+    assert.equal(stripJsonc(text).split("\n").length, text.split("\n").length);
+    assert.equal(stripJsonc(text).length, text.length);
+  });
+});
+
+describe("config: layering", () => {
+  it("objects merge, arrays and scalars replace", () => {
+    assert.deepEqual(
+      mergeLayers({ a: { b: 1, c: 2 }, d: [1, 2], e: 1 }, { a: { c: 3 }, d: [9], e: null }),
+      { a: { b: 1, c: 3 }, d: [9], e: null },
+    );
+  });
+
+  it("a __proto__ key is kept as data (and then reported), never applied", () => {
+    const raw = JSON.parse(`{"__proto__": {"polluted": true}, "adminToken": "${ADMIN}"}`);
+    const merged = mergeLayers({}, raw) as Record<string, unknown>;
+    assert.equal(Object.getPrototypeOf(merged), Object.prototype);
+    assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    assert.ok(errors({ ...doc(), ...raw }).some((e) => e.startsWith("__proto__: unknown key")));
+  });
+
+  it("embeddedDefaults returns a fresh copy", () => {
+    const a = embeddedDefaults();
+    (a.listen as Record<string, unknown>).tcp = "x";
+    assert.equal((embeddedDefaults().listen as Record<string, unknown>).tcp, "127.0.0.1:7000");
+  });
+});
+
+describe("config: validateConfig", () => {
+  it("a minimal document takes every default", () => {
+    const { config, errors, warnings } = validateConfig(doc());
+    assert.deepEqual(errors, []);
+    assert.deepEqual(warnings, []);
+    assert.ok(config);
+    assert.deepEqual(config.listen, {
+      tcp: { hostname: "127.0.0.1", port: 7000 },
+      websocket: { hostname: "127.0.0.1", port: 7080 },
+      websocketPath: "/tunnel",
+      admin: { hostname: "127.0.0.1", port: 7081 },
+    });
+    assert.equal(config.tls, null);
+    assert.equal(config.dataDir, "./data");
+    assert.equal(config.shutdownGraceMs, 30000);
+    assert.deepEqual(config.limits, {
+      sessions: 1000,
+      streamsPerSession: 1024,
+      tunnelsPerClient: 16,
+      dialTimeoutMs: 10000,
+      handshakeTimeoutMs: 10000,
+      idleTimeoutMs: 0,
+      maxWebSocketMessage: 1048576,
+    });
+    assert.deepEqual(config.log, { level: "info", format: "auto" });
+    assert.equal(config.adminTokenHash, hashToken(ADMIN));
+    const [client] = config.clients;
+    assert.equal(client.tokenHash, hashToken(TOKEN_A));
+    assert.deepEqual(client.forward, []);
+    assert.deepEqual(client.expose, { ports: [], anyPort: false, bindHosts: [] });
+    assert.deepEqual(client.services, { offer: [], use: [] });
+    assert.deepEqual(client.limits, { tunnels: 16, streams: 1024 });
+  });
+
+  it("the full example shape validates and drives the policy", () => {
+    const { config, errors } = validateConfig({
+      listen: { tcp: "127.0.0.1:7000", websocket: null, websocketPath: "/t", admin: null },
+      tls: { cert: "c.pem", key: "k.pem" },
+      adminToken: null,
+      log: { level: "debug", format: "json" },
+      clients: [{
+        name: "laptop",
+        token: hashToken(TOKEN_A).toUpperCase().replace("SHA256:", "sha256:"),
+        expose: { ports: ["8000-8100", 9000, 0, "8050-8200"], bindHosts: ["127.0.0.1", "::1"] },
+        forward: ["db.internal:5432", "10.0.0.0/8:*", "*.svc.local:443", "127.0.0.1:5000-5010"],
+        services: { offer: ["ssh-box"], use: ["ssh-*"] },
+        limits: { tunnels: 10, streams: 256 },
+      }],
+    });
+    assert.deepEqual(errors, []);
+    assert.ok(config);
+    const laptop = config.clients[0];
+    assert.equal(laptop.tokenHash, hashToken(TOKEN_A));
+    assert.deepEqual(laptop.expose.ports, [{ from: 8000, to: 8200 }, { from: 9000, to: 9000 }]);
+    assert.equal(laptop.expose.anyPort, true);
+    assert.deepEqual(laptop.limits, { tunnels: 10, streams: 256 });
+    assert.ok(canExpose(laptop, "::1", 8150).ok);
+    assert.ok(!canExpose(laptop, "0.0.0.0", 8150).ok);
+    const m = matchForward(laptop, "x.svc.local", 443);
+    assert.equal(m.ok && m.rule.text, "*.svc.local:443");
+    assert.equal(
+      new TokenVerifier(config.clients.map((c) => ({ name: c.name, hash: c.tokenHash }))).verify(
+        TOKEN_A,
+      ),
+      "laptop",
+    );
+  });
+
+  it("reports every error with its JSON path, not just the first", () => {
+    const got = errors({
+      listne: {},
+      listen: { tcp: "nohost", websocket: 7080, websocketPath: "tunnel", admin: "127.0.0.1:7000" },
+      tls: { cert: "c.pem" },
+      dataDir: "",
+      shutdownGraceMs: -1,
+      limits: { sessions: 0, streamsPerSesion: 5, dialTimeoutMs: 1.5 },
+      log: { level: "verbose", format: "xml" },
+      adminToken: "short",
+      clients: [
+        { name: "ok", token: TOKEN_A },
+        {
+          name: "bad name!",
+          token: "sha256:1234",
+          expose: { ports: ["9000-8000", 70000, "x"], bindHosts: ["localhost"] },
+        },
+        {
+          name: "c",
+          token: TOKEN_B,
+          forward: ["db:99999", 5, "db.internal:5432"],
+          services: { use: ["SSH*"], offr: [] },
+        },
+        { name: "ok", token: TOKEN_A, limits: { tunnels: 17, streams: 0 }, extra: true },
+        "not an object",
+      ],
+    });
+    const expected = [
+      'listne: unknown key (did you mean "listen"?)',
+      "tls.key: undefined must be a non-empty string",
+      'listen.tcp: "nohost" must be HOST:PORT or [IPv6]:PORT (port 0 to 65535)',
+      'listen.websocket: 7080 must be "HOST:PORT" or null',
+      'listen.websocketPath: "tunnel" must be an absolute URL path without query or fragment',
+      'dataDir: "" must be a non-empty string',
+      "shutdownGraceMs: -1 must be an integer from 0 to 3600000",
+      'limits.streamsPerSesion: unknown key (did you mean "streamsPerSession"?)',
+      "limits.sessions: 0 must be an integer from 1 to 1000000",
+      "limits.dialTimeoutMs: 1.5 must be an integer from 1 to 600000",
+      'log.level: "verbose" must be one of "debug", "info", "warn", "error"',
+      'log.format: "xml" must be one of "auto", "pretty", "json"',
+      "adminToken: token too short (at least 24 characters; use a generated one)",
+      'clients[1].name: "bad name!" must be letters, digits, ".", "_" or "-" (up to 64)',
+      "clients[1].token: malformed hash: expected sha256: and 64 hex digits",
+      'clients[1].expose.ports[0]: "9000-8000" range start is after its end',
+      "clients[1].expose.ports[1]: 70000 port out of range (1 to 65535)",
+      'clients[1].expose.ports[2]: "x" expected PORT, FROM-TO',
+      'clients[1].expose.bindHosts[0]: "localhost" must be an IP address',
+      'clients[2].forward[0]: "db:99999" port out of range (1 to 65535)',
+      "clients[2].forward[1]: 5 must be a string",
+      'clients[2].services.offr: unknown key (did you mean "offer"?)',
+      'clients[2].services.use[0]: "SSH*" must be a service name, a prefix ending in *, or *',
+      "clients[3].extra: unknown key",
+      "clients[3].limits.tunnels: 17 exceeds limits.tunnelsPerClient (16)",
+      "clients[3].limits.streams: 0 must be an integer from 1 to 1000000",
+      "clients[3].name: duplicate of clients[0].name",
+      "clients[3].token: same token as clients[0].token",
+      'clients[4]: "not an object" must be an object',
+    ];
+    for (const line of expected) {
+      assert.ok(got.includes(line), `missing: ${line}\ngot:\n${got.join("\n")}`);
+    }
+    assert.equal(got.length, expected.length, got.join("\n"));
+  });
+
+  const single: [string, Record<string, unknown>, string][] = [
+    ["top level not an object", { __raw: [] }, ": [] must be an object"],
+    ["empty clients", doc({ clients: [] }), "clients: no clients: nobody could connect"],
+    ["clients not an array", doc({ clients: {} }), "clients: {} must be an array"],
+    [
+      "missing token",
+      doc({ clients: [{ name: "a" }] }),
+      "clients[0].token: required (a token or sha256:<hex> hash)",
+    ],
+    [
+      "token with whitespace",
+      doc({ clients: [{ name: "a", token: TOKEN_A + "\n" }] }),
+      "clients[0].token: token has leading or trailing whitespace",
+    ],
+    [
+      "same token as admin",
+      doc({ clients: [{ name: "a", token: ADMIN }] }),
+      "clients[0].token: same token as adminToken",
+    ],
+    [
+      "hashed and plain duplicate",
+      doc({ clients: [{ name: "a", token: TOKEN_A }, { name: "b", token: hashToken(TOKEN_A) }] }),
+      "clients[1].token: same token as clients[0].token",
+    ],
+    [
+      "admin on without token",
+      doc({ adminToken: null }),
+      "adminToken: required while listen.admin is on (or set listen.admin to null)",
+    ],
+    [
+      "both transports off",
+      doc({ listen: { tcp: null, websocket: null } }),
+      "listen: tcp and websocket are both off; enable one",
+    ],
+    [
+      "listener conflict",
+      doc({ listen: { websocket: "127.0.0.1:7000" } }),
+      "listen.websocket: same address as listen.tcp",
+    ],
+    ["tls not an object", doc({ tls: "yes" }), 'tls: "yes" must be an object'],
+    [
+      "0 without ranges",
+      doc({ clients: [{ name: "a", token: TOKEN_A, expose: { ports: [0] } }] }),
+      "clients[0].expose.ports: 0 (any port) needs at least one port or range to pick from",
+    ],
+    [
+      "forward not an array",
+      doc({ clients: [{ name: "a", token: TOKEN_A, forward: "db:1" }] }),
+      'clients[0].forward: "db:1" must be an array',
+    ],
+    [
+      "forward open proxy",
+      doc({ clients: [{ name: "a", token: TOKEN_A, forward: ["*:*"] }] }),
+      'clients[0].forward[0]: "*:*" a bare * host would make an open proxy; list hosts, *.domain or CIDRs',
+    ],
+    [
+      "forward localhost",
+      doc({ clients: [{ name: "a", token: TOKEN_A, forward: ["localhost:22"] }] }),
+      'clients[0].forward[0]: "localhost:22" host names never reach loopback; write 127.0.0.1:PORTS or [::1]:PORTS instead',
+    ],
+    [
+      "forward odd IPv4",
+      doc({ clients: [{ name: "a", token: TOKEN_A, forward: ["0x7f.1:22"] }] }),
+      'clients[0].forward[0]: "0x7f.1:22" write the address canonically: 127.0.0.1',
+    ],
+    [
+      "forward host bits",
+      doc({ clients: [{ name: "a", token: TOKEN_A, forward: ["10.1.0.0/8:*"] }] }),
+      'clients[0].forward[0]: "10.1.0.0/8:*" host bits set; did you mean 10.0.0.0/8?',
+    ],
+    [
+      "unknown client key typo",
+      doc({ clients: [{ name: "a", token: TOKEN_A, fowrard: ["db:1"] }] }),
+      'clients[0].fowrard: unknown key (did you mean "forward"?)',
+    ],
+  ];
+  for (const [label, raw, expected] of single) {
+    it(label, () => {
+      const got = errors(raw.__raw ?? raw);
+      assert.ok(got.includes(expected), `expected ${expected}\ngot:\n${got.join("\n")}`);
+      assert.equal(validateConfig(raw.__raw ?? raw).config, undefined);
+    });
+  }
+
+  it("error messages never quote a plain token", () => {
+    const secret = "secret-but-short";
+    const result = validateConfig(
+      doc({ clients: [{ name: "a", token: secret }, { name: "b", token: secret }] }),
+    );
+    assert.ok(result.errors.length >= 2);
+    assert.ok(!JSON.stringify(result).includes(secret));
+  });
+
+  const warned: [string, Record<string, unknown>, string][] = [
+    ["clear text off loopback", doc({ listen: { tcp: "0.0.0.0:7000" } }), "listen.tcp"],
+    [
+      "admin off loopback even with TLS",
+      doc({ tls: { cert: "c", key: "k" }, listen: { admin: "10.0.0.1:7081" } }),
+      "listen.admin",
+    ],
+    [
+      "bind on every interface",
+      doc({
+        clients: [{ name: "a", token: TOKEN_A, expose: { ports: [80], bindHosts: ["0.0.0.0"] } }],
+      }),
+      "clients[0].expose.bindHosts[0]",
+    ],
+  ];
+  for (const [label, raw, path] of warned) {
+    it(`warns: ${label}`, () => {
+      const result = validateConfig(raw);
+      assert.deepEqual(result.errors, []);
+      assert.ok(result.config);
+      assert.deepEqual(result.warnings.map((w) => w.path), [path]);
+    });
+  }
+  it("no warning for TLS listeners off loopback or localhost", () => {
+    const a = validateConfig(
+      doc({
+        tls: { cert: "c", key: "k" },
+        listen: { tcp: "0.0.0.0:7000", websocket: "[::]:7080" },
+      }),
+    );
+    assert.deepEqual(a.warnings, []);
+    const b = validateConfig(doc({ listen: { tcp: "localhost:7000", websocket: "[::1]:7080" } }));
+    assert.deepEqual(b.warnings, []);
+  });
+});
+
+describe("config: loadConfig", () => {
+  const file = (text: string) => () => Promise.resolve(text);
+
+  it("no config anywhere: defaults, a generated default token and admin token", async () => {
+    const r = await loadConfig({ env: {} });
+    assert.deepEqual(r.errors, []);
+    assert.ok(r.config);
+    assert.match(r.generated.token ?? "", /^tmx_[A-Za-z0-9_-]{43}$/);
+    assert.match(r.generated.adminToken ?? "", /^tmx_[A-Za-z0-9_-]{43}$/);
+    assert.notEqual(r.generated.token, r.generated.adminToken);
+    const [client] = r.config.clients;
+    assert.equal(client.name, "default");
+    assert.equal(client.tokenHash, hashToken(r.generated.token!));
+    assert.equal(r.config.adminTokenHash, hashToken(r.generated.adminToken!));
+    assert.deepEqual(client.expose.ports, [{ from: 1024, to: 65535 }]);
+    assert.equal(client.expose.anyPort, true);
+    assert.ok(canExpose(client, "127.0.0.1", 1024).ok);
+    assert.ok(canExpose(client, "127.0.0.1", 0).ok);
+    assert.ok(!canExpose(client, "127.0.0.1", 1023).ok);
+    assert.ok(!canExpose(client, "0.0.0.0", 8080).ok);
+    assert.deepEqual(client.forward, []); // secure by default: forwards nothing
+    assert.ok(!matchForward(client, "8.8.8.8", 53).ok);
+  });
+
+  it("TUNNELMUX_TOKEN and TUNNELMUX_ADMIN_TOKEN replace the generated ones", async () => {
+    const r = await loadConfig({ env: { TUNNELMUX_TOKEN: TOKEN_A, TUNNELMUX_ADMIN_TOKEN: ADMIN } });
+    assert.deepEqual(r.generated, {});
+    assert.equal(r.config?.clients[0].tokenHash, hashToken(TOKEN_A));
+    assert.equal(r.config?.adminTokenHash, hashToken(ADMIN));
+  });
+
+  it("no admin token is generated when the admin listener is off", async () => {
+    const r = await loadConfig({
+      env: { TUNNELMUX_TOKEN: TOKEN_A, TUNNELMUX_LISTEN_ADMIN: "off" },
+    });
+    assert.deepEqual(r.generated, {});
+    assert.equal(r.config?.listen.admin, null);
+    assert.equal(r.config?.adminTokenHash, null);
+  });
+
+  it("precedence: defaults < file < environment < flags", async () => {
+    const text =
+      `{ "listen": { "tcp": "127.0.0.1:1001", "websocket": "127.0.0.1:2001" }, "dataDir": "/file",
+      "log": { "level": "warn" } }`;
+    const env = {
+      TUNNELMUX_LISTEN_TCP: "127.0.0.1:1002",
+      TUNNELMUX_LOG_LEVEL: "error",
+      TUNNELMUX_TOKEN: TOKEN_A,
+    };
+    const flags = { config: "f.jsonc", listenTcp: "127.0.0.1:1003" };
+    const r = await loadConfig({ env, flags, readFile: file(text) });
+    assert.deepEqual(r.errors, []);
+    const c = r.config!;
+    assert.equal(c.listen.tcp?.port, 1003); // flag over env over file
+    assert.equal(c.log.level, "error"); // env over file
+    assert.equal(c.listen.websocket?.port, 2001); // file over default
+    assert.equal(c.dataDir, "/file");
+    assert.equal(c.listen.admin?.port, 7081); // default
+    assert.equal(c.log.format, "auto"); // default inside a partly overridden object
+    assert.equal(r.file, "f.jsonc");
+  });
+
+  it("every env variable and flag lands where documented", async () => {
+    const env = {
+      TUNNELMUX_TOKEN: TOKEN_A,
+      TUNNELMUX_ADMIN_TOKEN: ADMIN,
+      TUNNELMUX_LISTEN_TCP: "127.0.0.1:1",
+      TUNNELMUX_LISTEN_WS: "127.0.0.1:2",
+      TUNNELMUX_LISTEN_ADMIN: "127.0.0.1:3",
+      TUNNELMUX_DATA_DIR: "/env",
+      TUNNELMUX_LOG_LEVEL: "debug",
+      TUNNELMUX_LOG_FORMAT: "json",
+      TUNNELMUX_TLS_CERT: "cert.pem",
+      TUNNELMUX_TLS_KEY: "key.pem",
+    };
+    const c = (await loadConfig({ env })).config!;
+    assert.deepEqual([c.listen.tcp?.port, c.listen.websocket?.port, c.listen.admin?.port], [
+      1,
+      2,
+      3,
+    ]);
+    assert.deepEqual([c.dataDir, c.log.level, c.log.format], ["/env", "debug", "json"]);
+    assert.deepEqual(c.tls, { cert: "cert.pem", key: "key.pem" });
+    const flags = {
+      listenTcp: "127.0.0.1:4",
+      listenWebsocket: "off",
+      listenAdmin: "127.0.0.1:6",
+      dataDir: "/flag",
+      logLevel: "warn",
+      logFormat: "pretty",
+      tlsCert: "c2",
+      tlsKey: "k2",
+    };
+    const d = (await loadConfig({ env, flags })).config!;
+    assert.deepEqual([d.listen.tcp?.port, d.listen.websocket, d.listen.admin?.port], [4, null, 6]);
+    assert.deepEqual([d.dataDir, d.log.level, d.log.format], ["/flag", "warn", "pretty"]);
+    assert.deepEqual(d.tls, { cert: "c2", key: "k2" });
+  });
+
+  it("empty env values are unset", async () => {
+    const r = await loadConfig({
+      env: { TUNNELMUX_LISTEN_TCP: "", TUNNELMUX_TOKEN: "", TUNNELMUX_CONFIG: "" },
+    });
+    assert.deepEqual(r.errors, []);
+    assert.equal(r.config?.listen.tcp?.port, 7000);
+    assert.ok(r.generated.token);
+    assert.equal(r.file, undefined);
+  });
+
+  it("TUNNELMUX_CONFIG names the file; the flag wins over it", async () => {
+    const seen: string[] = [];
+    const readFile = (p: string) => (seen.push(p), Promise.resolve(`{"dataDir": "${p}"}`));
+    const a = await loadConfig({ env: { TUNNELMUX_CONFIG: "env.json" }, readFile });
+    const b = await loadConfig({
+      env: { TUNNELMUX_CONFIG: "env.json" },
+      flags: { config: "flag.json" },
+      readFile,
+    });
+    assert.deepEqual([a.config?.dataDir, b.config?.dataDir], ["env.json", "flag.json"]);
+    assert.deepEqual(seen, ["env.json", "flag.json"]);
+  });
+
+  it("a file with clients replaces the default client and generates no client token", async () => {
+    const text = `{ // clients only
+      "clients": [{ "name": "laptop", "token": "${
+      hashToken(TOKEN_B)
+    }", "forward": ["db.internal:5432",], },],
+    }`;
+    const r = await loadConfig({ env: {}, flags: { config: "c.jsonc" }, readFile: file(text) });
+    assert.deepEqual(r.errors, []);
+    assert.deepEqual(r.config?.clients.map((c) => c.name), ["laptop"]);
+    assert.equal(r.generated.token, undefined);
+    assert.ok(r.generated.adminToken);
+  });
+
+  it("TUNNELMUX_TOKEN sets a file's client named default, or is ignored with a warning", async () => {
+    const withDefault = `{"clients": [{"name": "default", "token": "${TOKEN_B}"}]}`;
+    const a = await loadConfig({
+      env: { TUNNELMUX_TOKEN: TOKEN_A },
+      flags: { config: "a" },
+      readFile: file(withDefault),
+    });
+    assert.equal(a.config?.clients[0].tokenHash, hashToken(TOKEN_A));
+    const without = `{"clients": [{"name": "x", "token": "${TOKEN_B}"}]}`;
+    const b = await loadConfig({
+      env: { TUNNELMUX_TOKEN: TOKEN_A },
+      flags: { config: "b" },
+      readFile: file(without),
+    });
+    assert.equal(b.config?.clients[0].tokenHash, hashToken(TOKEN_B));
+    assert.ok(b.warnings.some((w) => /TUNNELMUX_TOKEN is ignored/.test(w.message)));
+  });
+
+  it("errors from the environment name their variable and never echo tokens", async () => {
+    const r = await loadConfig({
+      env: { TUNNELMUX_LISTEN_TCP: "nope", TUNNELMUX_TOKEN: "too-short" },
+    });
+    assert.equal(r.config, undefined);
+    assert.deepEqual(r.generated, {});
+    const byPath = Object.fromEntries(r.errors.map((e) => [e.path, e.source]));
+    assert.equal(byPath["listen.tcp"], "TUNNELMUX_LISTEN_TCP");
+    assert.equal(byPath["clients[0].token"], "TUNNELMUX_TOKEN");
+    assert.ok(!formatConfigReport(r).includes("too-short"));
+    const f = await loadConfig({
+      env: { TUNNELMUX_TOKEN: TOKEN_A },
+      flags: { listenAdmin: "bad" },
+    });
+    assert.equal(f.errors.find((e) => e.path === "listen.admin")?.source, "--listen-admin");
+  });
+
+  it("a near-miss TUNNELMUX_ variable is warned about", async () => {
+    const r = await loadConfig({
+      env: { TUNNELMUX_TOKEN: TOKEN_A, TUNNELMUX_LISTEN_WEBSOCKET: "x", TUNNELMUX_SERVER_URL: "y" },
+    });
+    assert.deepEqual(r.warnings.map((w) => w.message), [
+      'unknown environment variable TUNNELMUX_LISTEN_WEBSOCKET (did you mean "TUNNELMUX_LISTEN_WS"?)',
+    ]);
+  });
+
+  const fileErrors: [string, () => Promise<string>, RegExp][] = [
+    [
+      "unreadable file",
+      () => Promise.reject(Object.assign(new Error("x"), { code: "ENOENT" })),
+      /cannot read config file f \(ENOENT\)/,
+    ],
+    ["invalid JSON", file(`{"a": }`), /^f: /],
+    ["unterminated comment", file(`{"a": 1 /*`), /^f: unterminated \/\* comment at line 1/],
+    ["top level array", file(`[]`), /^f: the top level must be an object/],
+  ];
+  for (const [label, readFile, expected] of fileErrors) {
+    it(`file problem: ${label}`, async () => {
+      const r = await loadConfig({ env: {}, flags: { config: "f" }, readFile });
+      assert.equal(r.config, undefined);
+      assert.equal(r.errors.length, 1);
+      assert.match(r.errors[0].message, expected);
+    });
+  }
+
+  it("reads a real file with node:fs", async () => {
+    const { mkdtemp, writeFile, rm } = await import("node:fs/promises");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const dir = await mkdtemp(join(tmpdir(), "tunnelmux-config-"));
+    try {
+      const path = join(dir, "daemon.jsonc");
+      await writeFile(path, `{ /* real */ "dataDir": "/real", }`);
+      const r = await loadConfig({ env: { TUNNELMUX_TOKEN: TOKEN_A }, flags: { config: path } });
+      assert.equal(r.config?.dataDir, "/real");
+    } finally {
+      await rm(dir, { recursive: true });
+    }
+  });
+});
+
+describe("config: formatConfigReport", () => {
+  it("lists every error with its path and source", async () => {
+    const text =
+      `{"clients": [{"name": "a", "token": "${TOKEN_A}", "forward": ["db:99999", "*:*"]}]}`;
+    const r = await loadConfig({
+      env: { TUNNELMUX_LISTEN_TCP: "x" },
+      flags: { config: "d.jsonc" },
+      readFile: () => Promise.resolve(text),
+    });
+    const report = formatConfigReport(r);
+    assert.match(report, /^config invalid \(d\.jsonc\): 3 errors$/m);
+    assert.match(report, /^ {2}listen\.tcp \[from TUNNELMUX_LISTEN_TCP\]: "x" must be HOST:PORT/m);
+    assert.match(
+      report,
+      /^ {2}clients\[0\]\.forward\[0\]: "db:99999" port out of range \(1 to 65535\)$/m,
+    );
+    assert.match(report, /^ {2}clients\[0\]\.forward\[1\]: "\*:\*" a bare \* host/m);
+  });
+
+  it("summarises a valid config with its warnings and no tokens", async () => {
+    const r = await loadConfig({ env: { TUNNELMUX_LISTEN_TCP: "0.0.0.0:7000" } });
+    const report = formatConfigReport(r);
+    assert.match(report, /^config OK \(embedded defaults\): 1 client$/m);
+    assert.match(
+      report,
+      /tcp 0\.0\.0\.0:7000, websocket 127\.0\.0\.1:7080\/tunnel, admin 127\.0\.0\.1:7081/,
+    );
+    assert.match(report, /client default: 0 forward rules, expose 1024-65535/);
+    assert.match(report, /^1 warning:$/m);
+    assert.match(
+      report,
+      /listen\.tcp \[from TUNNELMUX_LISTEN_TCP\]: listens beyond loopback without TLS/,
+    );
+    assert.ok(!report.includes(r.generated.token!));
+    assert.ok(!report.includes(r.generated.adminToken!));
+  });
+});

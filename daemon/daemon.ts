@@ -1,0 +1,210 @@
+/**
+ * The daemon: its listeners, every client session, the reverse tunnels and named services they
+ * hold, and its lifecycle (starting → running → draining → stopped).
+ *
+ * @module
+ */
+
+import { Lifecycle } from "../protocol/lifecycle.ts";
+import type { Transport, TransportListener } from "../protocol/transport.ts";
+import { listenTcp } from "../transport/mod.ts";
+import { listenWebSocket } from "../transport/ws.ts";
+import { ClientSession, type DaemonContext, type TransportKind } from "./client_session.ts";
+import type { Config } from "./config.ts";
+import type { Logger } from "./log.ts";
+import type { LookupFn } from "./resolve.ts";
+import type { ReverseTunnel } from "./reverse_tunnel.ts";
+import { ServiceRegistry } from "./services.ts";
+import { TokenVerifier } from "./tokens.ts";
+
+/** Daemon lifecycle states. */
+export type DaemonState = "starting" | "running" | "draining" | "stopped";
+
+/** What moves the daemon between states. */
+export type DaemonEvent = "started" | "drain" | "stop";
+
+/** The daemon lifecycle. Stopping is possible from anywhere; draining only while running. */
+export const DAEMON_TRANSITIONS = {
+  starting: { started: "running", stop: "stopped" },
+  running: { drain: "draining", stop: "stopped" },
+  draining: { stop: "stopped" },
+  stopped: {},
+} as const satisfies Record<DaemonState, Partial<Record<DaemonEvent, DaemonState>>>;
+
+/** Bound listener addresses, as `host:port`. */
+export interface DaemonAddresses {
+  /** The yamux-over-TCP listener. */
+  tcp?: string;
+  /** The WebSocket listener (with its path). */
+  websocket?: string;
+}
+
+/** A running tunnelmux daemon. */
+export class Daemon {
+  /** Client sessions, by id. */
+  readonly sessions = new Map<string, ClientSession>();
+  /** Reverse tunnels, by id. */
+  readonly tunnels = new Map<string, ReverseTunnel>();
+  /** Named services. */
+  readonly services = new ServiceRegistry();
+  /** Event counters (auth failures, refusals by reason, ...), for metrics. */
+  readonly counters: Record<string, number> = {};
+  /** When the daemon started (ms since the epoch). */
+  readonly startedAt = Date.now();
+  /** Resolves once the daemon has stopped. */
+  readonly stopped: Promise<void>;
+
+  #config: Config;
+  readonly #log: Logger;
+  readonly #verifier: TokenVerifier;
+  readonly #lifecycle = new Lifecycle<DaemonState, DaemonEvent>(DAEMON_TRANSITIONS, "starting");
+  readonly #listeners: TransportListener[] = [];
+  readonly #context: DaemonContext;
+  #addresses: DaemonAddresses = {};
+  #resolveStopped!: () => void;
+
+  /** Creates a daemon for `config`; nothing listens until {@linkcode start}. */
+  constructor(config: Config, options: { log: Logger; lookup?: LookupFn }) {
+    this.#config = config;
+    this.#log = options.log;
+    this.#verifier = new TokenVerifier(
+      config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })),
+    );
+    this.stopped = new Promise((resolve) => this.#resolveStopped = resolve);
+    this.#context = {
+      config: () => this.#config,
+      verifier: this.#verifier,
+      services: this.services,
+      tunnels: this.tunnels,
+      draining: () => this.#lifecycle.state !== "running",
+      log: this.#log,
+      count: (event) => this.counters[event] = (this.counters[event] ?? 0) + 1,
+      lookup: options.lookup,
+      admit: () => this.#readySessions() < this.#config.limits.sessions,
+    };
+  }
+
+  /** The lifecycle state. */
+  get state(): DaemonState {
+    return this.#lifecycle.state;
+  }
+
+  /** The configuration in force. */
+  get config(): Config {
+    return this.#config;
+  }
+
+  /** Where the listeners are bound. */
+  get addresses(): DaemonAddresses {
+    return this.#addresses;
+  }
+
+  /** Binds the configured listeners. Rejects (and closes what was bound) if one cannot bind. */
+  async start(): Promise<void> {
+    const { listen } = this.#config;
+    try {
+      if (listen.tcp) {
+        const listener = await listenTcp(listen.tcp, (t) => this.#accept(t, "tcp"));
+        this.#listeners.push(listener);
+        this.#addresses.tcp = `${listener.hostname}:${listener.port}`;
+      }
+      if (listen.websocket) {
+        const listener = await listenWebSocket({
+          ...listen.websocket,
+          path: listen.websocketPath,
+          maxMessageSize: this.#config.limits.maxWebSocketMessage,
+          authorize: (request) => this.#authorizeUpgrade(request),
+        }, (t, request) => this.#accept(t, "ws", this.#bearerClient(request)));
+        this.#listeners.push(listener);
+        this.#addresses.websocket = `${listener.hostname}:${listener.port}${listen.websocketPath}`;
+      }
+    } catch (error) {
+      this.stop();
+      throw error;
+    }
+    this.#lifecycle.fire("started");
+    this.#log.info("daemon running", { ...this.#addresses });
+  }
+
+  /**
+   * Graceful shutdown: stop accepting, send GoAway to every session, wait up to `graceMs` for
+   * their streams to finish, then close what is left. Resolves when stopped.
+   */
+  async drain(graceMs: number = this.#config.shutdownGraceMs): Promise<void> {
+    if (!this.#lifecycle.fire("drain")) return this.stopped;
+    this.#log.info("draining", { sessions: this.sessions.size, graceMs });
+    for (const listener of this.#listeners) listener.close();
+    for (const tunnel of this.tunnels.values()) tunnel.close();
+    for (const session of this.sessions.values()) session.drain();
+    const all = Promise.all([...this.sessions.values()].map((s) => s.closed));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const graceOver = new Promise<void>((resolve) => timer = setTimeout(resolve, graceMs));
+    await Promise.race([all, graceOver]);
+    clearTimeout(timer);
+    this.stop();
+  }
+
+  /** Stops at once: listeners and every session closed. Idempotent. */
+  stop(): void {
+    if (!this.#lifecycle.fire("stop")) return;
+    for (const listener of this.#listeners) listener.close();
+    for (const session of this.sessions.values()) session.close();
+    this.#log.info("daemon stopped");
+    this.#resolveStopped();
+  }
+
+  /**
+   * Applies a new configuration (SIGHUP): tokens, permissions and limits take effect for new
+   * requests at once, and sessions of clients that were removed or whose token changed are closed.
+   * Listener addresses are not rebound; a change there needs a restart.
+   */
+  reload(config: Config): void {
+    this.#verifier.replace(config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })));
+    const previous = new Map(this.#config.clients.map((c) => [c.name, c.tokenHash]));
+    this.#config = config;
+    const current = new Map(config.clients.map((c) => [c.name, c.tokenHash]));
+    for (const session of this.sessions.values()) {
+      const name = session.client;
+      if (name === undefined) continue;
+      if (current.get(name) !== previous.get(name)) {
+        this.#log.info("closing a session whose credential was revoked", {
+          session: session.id,
+          client: name,
+        });
+        session.close();
+      }
+    }
+    this.#log.info("configuration reloaded", { clients: config.clients.length });
+  }
+
+  #accept(transport: Transport, kind: TransportKind, preauthenticated?: string): void {
+    if (this.#lifecycle.state !== "running") return transport.close();
+    const session = new ClientSession(transport, this.#context, kind, preauthenticated);
+    this.sessions.set(session.id, session);
+    session.closed.then(() => this.sessions.delete(session.id));
+  }
+
+  #readySessions(): number {
+    let ready = 0;
+    for (const session of this.sessions.values()) if (session.state === "ready") ready++;
+    return ready;
+  }
+
+  /** A WebSocket upgrade may carry the token as a bearer token; a wrong one is refused at once. */
+  #authorizeUpgrade(request: Request): Response | undefined {
+    const header = request.headers.get("authorization");
+    if (header === null) return undefined; // the token may still come in the hello
+    if (this.#bearerClient(request) !== undefined) return undefined;
+    this.#context.count("auth_failure");
+    this.#log.warn("WebSocket upgrade with a wrong token refused");
+    return Response.json(
+      { error: { code: "unauthorized", message: "unknown token" } },
+      { status: 401 },
+    );
+  }
+
+  #bearerClient(request: Request): string | undefined {
+    const match = /^Bearer\s+(\S+)$/i.exec(request.headers.get("authorization") ?? "");
+    return match ? this.#verifier.verify(match[1]) : undefined;
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * The WebSocket server on Deno: `Deno.serve` with `Deno.upgradeWebSocket`.
+ *
+ * Deno's server-side `WebSocket` has no drain event: its `bufferedAmount` counts bytes whose write
+ * has not completed (it grows while the peer does not read), so the transport polls it on a short
+ * timer, only while it waits for room. It cannot stop reading either: `pause()` holds messages in
+ * memory. Any close code may be sent from here (1003, 1009, 1011 reach the peer as such).
+ *
+ * @module
+ */
+
+import type { Transport, TransportListener } from "../protocol/transport.ts";
+import { formatAddress } from "./_address.ts";
+import {
+  screenUpgrade,
+  type SendResult,
+  type SocketDriver,
+  type WebSocketListenOptions,
+  WebSocketTransport,
+} from "./ws.ts";
+
+/** Drives a Deno server-side `WebSocket`. */
+class DenoServerDriver implements SocketDriver {
+  #socket: WebSocket;
+
+  constructor(socket: WebSocket) {
+    this.#socket = socket;
+  }
+
+  buffered(): number {
+    return this.#socket.bufferedAmount;
+  }
+
+  send(message: Uint8Array): SendResult {
+    if (this.#socket.readyState !== WebSocket.OPEN) return "closed";
+    this.#socket.send(message);
+    return "sent";
+  }
+
+  close(code: number, reason: string): void {
+    try {
+      this.#socket.close(code, reason);
+    } catch {
+      // Already closing.
+    }
+  }
+
+  terminate(): void {
+    // Deno offers no abort; close() without a reply still frees the socket when the peer goes.
+    this.close(1000, "");
+  }
+}
+
+/** Listens with `Deno.serve`; see {@linkcode listenWebSocket} in ws.ts. */
+export function listenDenoWebSocket(
+  options: WebSocketListenOptions,
+  onTransport: (transport: Transport, request: Request) => void,
+): Promise<TransportListener> {
+  let closed = false;
+  let localAddress = "unknown";
+  const handler = async (request: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => {
+    const remoteAddress = formatAddress(info.remoteAddr.hostname, info.remoteAddr.port);
+    const refusal = await screenUpgrade(request, remoteAddress, options);
+    if (refusal) return refusal;
+    if (closed) return new Response("listener closed\n", { status: 503 });
+    const { socket, response } = Deno.upgradeWebSocket(request);
+    socket.binaryType = "arraybuffer";
+    let transport: WebSocketTransport | undefined;
+    socket.onopen = () => {
+      transport = new WebSocketTransport(new DenoServerDriver(socket), {
+        remoteAddress,
+        localAddress,
+        highWaterMark: options.highWaterMark,
+        maxMessageSize: options.maxMessageSize,
+      });
+      try {
+        onTransport(transport, request);
+      } catch {
+        transport.close();
+      }
+    };
+    socket.onmessage = (event) => transport?.onMessage(event.data);
+    let failure: Error | undefined;
+    socket.onerror = (event) => {
+      failure = new Error((event as ErrorEvent).message || "WebSocket error");
+    };
+    socket.onclose = (event) => {
+      transport?.onClose(event.code, event.reason, event.wasClean && !failure, failure);
+    };
+    return response;
+  };
+  return new Promise((resolve, reject) => {
+    let server: Deno.HttpServer<Deno.NetAddr>;
+    const serveOptions = {
+      hostname: options.hostname,
+      port: options.port,
+      onListen: (addr: Deno.NetAddr) => {
+        localAddress = formatAddress(addr.hostname, addr.port);
+        resolve({
+          hostname: addr.hostname,
+          port: addr.port,
+          close() {
+            if (closed) return;
+            closed = true;
+            // Stops accepting; upgraded sockets are no longer the HTTP server's and stay open.
+            void server.shutdown().catch(() => {});
+          },
+        });
+      },
+      onError: () => new Response("internal error\n", { status: 500 }),
+    };
+    try {
+      server = options.tls
+        ? Deno.serve({ ...serveOptions, cert: options.tls.cert, key: options.tls.key }, handler)
+        : Deno.serve(serveOptions, handler);
+    } catch (error) {
+      reject(error);
+    }
+  });
+}
