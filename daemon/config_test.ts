@@ -191,7 +191,7 @@ describe("config: validateConfig", () => {
           forward: ["db:99999", 5, "db.internal:5432"],
           services: { use: ["SSH*"], offr: [] },
         },
-        { name: "ok", token: TOKEN_A, limits: { tunnels: 17, streams: 0 }, extra: true },
+        { name: "ok", token: TOKEN_A, limits: { tunnels: 70000, streams: 0 }, extra: true },
         "not an object",
       ],
     });
@@ -220,7 +220,7 @@ describe("config: validateConfig", () => {
       'clients[2].services.offr: unknown key (did you mean "offer"?)',
       'clients[2].services.use[0]: "SSH*" must be a service name, a prefix ending in *, or *',
       "clients[3].extra: unknown key",
-      "clients[3].limits.tunnels: 17 exceeds limits.tunnelsPerClient (16)",
+      "clients[3].limits.tunnels: 70000 must be an integer from 0 to 65535",
       "clients[3].limits.streams: 0 must be an integer from 1 to 1000000",
       "clients[3].name: duplicate of clients[0].name",
       "clients[3].token: same token as clients[0].token",
@@ -301,6 +301,22 @@ describe("config: validateConfig", () => {
       "forward host bits",
       doc({ clients: [{ name: "a", token: TOKEN_A, forward: ["10.1.0.0/8:*"] }] }),
       'clients[0].forward[0]: "10.1.0.0/8:*" host bits set; did you mean 10.0.0.0/8?',
+    ],
+    [
+      "client limit above the daemon's",
+      doc({
+        limits: { streamsPerSession: 100 },
+        clients: [{ name: "a", token: TOKEN_A, limits: { tunnels: 17, streams: 101 } }],
+      }),
+      "clients[0].limits.tunnels: 17 exceeds limits.tunnelsPerClient (16)",
+    ],
+    [
+      "client streams above the daemon's",
+      doc({
+        limits: { streamsPerSession: 100 },
+        clients: [{ name: "a", token: TOKEN_A, limits: { streams: 101 } }],
+      }),
+      "clients[0].limits.streams: 101 exceeds limits.streamsPerSession (100)",
     ],
     [
       "unknown client key typo",
@@ -533,10 +549,10 @@ describe("config: loadConfig", () => {
 
   it("a near-miss TUNNELMUX_ variable is warned about", async () => {
     const r = await loadConfig({
-      env: { TUNNELMUX_TOKEN: TOKEN_A, TUNNELMUX_LISTEN_WEBSOCKET: "x", TUNNELMUX_SERVER_URL: "y" },
+      env: { TUNNELMUX_TOKEN: TOKEN_A, TUNNELMUX_LISTEN_TPC: "x", TUNNELMUX_SERVER_URL: "y" },
     });
     assert.deepEqual(r.warnings.map((w) => w.message), [
-      'unknown environment variable TUNNELMUX_LISTEN_WEBSOCKET (did you mean "TUNNELMUX_LISTEN_WS"?)',
+      'unknown environment variable TUNNELMUX_LISTEN_TPC (did you mean "TUNNELMUX_LISTEN_TCP"?)',
     ]);
   });
 

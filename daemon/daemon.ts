@@ -59,6 +59,7 @@ export class Daemon {
   readonly #verifier: TokenVerifier;
   readonly #lifecycle = new Lifecycle<DaemonState, DaemonEvent>(DAEMON_TRANSITIONS, "starting");
   readonly #listeners: TransportListener[] = [];
+  #tcpListener: TransportListener | undefined;
   readonly #context: DaemonContext;
   #addresses: DaemonAddresses = {};
   #resolveStopped!: () => void;
@@ -106,6 +107,7 @@ export class Daemon {
       if (listen.tcp) {
         const listener = await listenTcp(listen.tcp, (t) => this.#accept(t, "tcp"));
         this.#listeners.push(listener);
+        this.#tcpListener = listener;
         this.#addresses.tcp = `${listener.hostname}:${listener.port}`;
       }
       if (listen.websocket) {
@@ -133,7 +135,10 @@ export class Daemon {
   async drain(graceMs: number = this.#config.shutdownGraceMs): Promise<void> {
     if (!this.#lifecycle.fire("drain")) return this.stopped;
     this.#log.info("draining", { sessions: this.sessions.size, graceMs });
-    for (const listener of this.#listeners) listener.close();
+    // New connections are refused from here on: the TCP listener closes, WebSocket upgrades get
+    // 503. The WebSocket listener stays bound until stop(), since closing Deno's HTTP server also
+    // closes the WebSockets it accepted, which would cut the sessions we are draining.
+    this.#tcpListener?.close();
     for (const tunnel of this.tunnels.values()) tunnel.close();
     for (const session of this.sessions.values()) session.drain();
     const all = Promise.all([...this.sessions.values()].map((s) => s.closed));
@@ -192,6 +197,12 @@ export class Daemon {
 
   /** A WebSocket upgrade may carry the token as a bearer token; a wrong one is refused at once. */
   #authorizeUpgrade(request: Request): Response | undefined {
+    if (this.#lifecycle.state !== "running") {
+      return Response.json(
+        { error: { code: "shutting_down", message: "the daemon is draining" } },
+        { status: 503 },
+      );
+    }
     const header = request.headers.get("authorization");
     if (header === null) return undefined; // the token may still come in the hello
     if (this.#bearerClient(request) !== undefined) return undefined;

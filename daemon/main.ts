@@ -1,0 +1,138 @@
+/**
+ * `tunnelmux daemon`: the command line. Only wiring: it loads the configuration, starts a
+ * {@linkcode Daemon}, and maps signals to drain, stop and reload.
+ *
+ * @module
+ */
+
+import process from "node:process";
+import { parseArgs } from "node:util";
+import { type ConfigFlags, formatConfigReport, loadConfig } from "./config.ts";
+import { Daemon } from "./daemon.ts";
+import { Logger } from "./log.ts";
+
+const HELP = `tunnelmux daemon: a multiplexed tunnel server (yamux over TCP and WebSocket)
+
+Usage:
+  daemon [options]                 run (embedded defaults: tunnels on 127.0.0.1:7000 over TCP
+                                   and 127.0.0.1:7080/tunnel over WebSocket)
+  daemon check [--config FILE]     validate the configuration and report every error
+
+Options (each overrides the config file and the matching TUNNELMUX_* variable):
+  --config FILE              JSON or JSONC config file (env TUNNELMUX_CONFIG)
+  --listen-tcp HOST:PORT     yamux over TCP, or "off" (TUNNELMUX_LISTEN_TCP)
+  --listen-ws HOST:PORT      yamux over WebSocket, or "off" (TUNNELMUX_LISTEN_WS)
+  --listen-admin HOST:PORT   admin API, or "off" (TUNNELMUX_LISTEN_ADMIN)
+  --data-dir DIR             state directory (TUNNELMUX_DATA_DIR)
+  --log-level LEVEL          debug, info, warn or error (TUNNELMUX_LOG_LEVEL)
+  --log-format FORMAT        auto, pretty or json (TUNNELMUX_LOG_FORMAT)
+  --tls-cert FILE            TLS certificate: serve wss:// (TUNNELMUX_TLS_CERT)
+  --tls-key FILE             TLS private key (TUNNELMUX_TLS_KEY)
+  -h, --help                 show this help
+
+With no clients configured, a client named "default" is created; its token is TUNNELMUX_TOKEN
+or, if unset, generated and printed once at start.
+
+Signals: SIGTERM or SIGINT drain (GoAway to every client, up to the grace period, default
+30 s); a second one stops at once. SIGHUP reloads clients, tokens and allowlists and closes
+sessions whose token was revoked.`;
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  if (args[0] === "--") args.shift();
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      config: { type: "string" },
+      "listen-tcp": { type: "string" },
+      "listen-ws": { type: "string" },
+      "listen-admin": { type: "string" },
+      "data-dir": { type: "string" },
+      "log-level": { type: "string" },
+      "log-format": { type: "string" },
+      "tls-cert": { type: "string" },
+      "tls-key": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const flags: ConfigFlags = {
+    config: values.config,
+    listenTcp: values["listen-tcp"],
+    listenWebsocket: values["listen-ws"],
+    listenAdmin: values["listen-admin"],
+    dataDir: values["data-dir"],
+    logLevel: values["log-level"],
+    logFormat: values["log-format"],
+    tlsCert: values["tls-cert"],
+    tlsKey: values["tls-key"],
+  };
+  const command = positionals[0] ?? "run";
+  if (command !== "run" && command !== "check") {
+    console.error(`daemon: unknown command "${command}"\n\n${HELP}`);
+    return 2;
+  }
+  const loaded = await loadConfig({ env: process.env, flags });
+  if (command === "check" || loaded.errors.length > 0) {
+    const report = formatConfigReport(loaded);
+    (loaded.errors.length > 0 ? console.error : console.log)(report);
+    return loaded.errors.length > 0 ? 1 : 0;
+  }
+  const config = loaded.config!;
+  const pretty = config.log.format === "pretty" ||
+    (config.log.format === "auto" && process.stderr.isTTY === true);
+  const log = new Logger({
+    level: config.log.level,
+    format: pretty ? "pretty" : "json",
+    sink: (line) => process.stderr.write(line + "\n"),
+  });
+  for (const warning of loaded.warnings) {
+    log.warn("configuration", { path: warning.path, detail: warning.message });
+  }
+  const daemon = new Daemon(config, { log });
+  await daemon.start();
+  const { tcp, websocket } = daemon.addresses;
+  if (tcp) console.log(`tunnels over TCP on ${tcp}`);
+  if (websocket) console.log(`tunnels over WebSocket on ws://${websocket}`);
+  if (loaded.generated.token) {
+    console.log(`token of client "default" (generated; set TUNNELMUX_TOKEN to choose one):`);
+    console.log(`  ${loaded.generated.token}`);
+  }
+
+  let signals = 0;
+  const shutdown = (signal: string) => {
+    if (++signals > 1) {
+      log.warn("second signal: stopping now", { signal });
+      return daemon.stop();
+    }
+    log.info("signal: draining", { signal });
+    void daemon.drain();
+  };
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGHUP", async () => {
+    const next = await loadConfig({ env: process.env, flags });
+    if (next.errors.length > 0 || !next.config) {
+      log.error("reload refused: the configuration has errors; keeping the old one", {
+        detail: formatConfigReport(next),
+      });
+      return;
+    }
+    daemon.reload(next.config);
+  });
+  await daemon.stopped;
+  return 0;
+}
+
+if (import.meta.main) {
+  try {
+    process.exit(await main());
+  } catch (error) {
+    console.error(`daemon: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
