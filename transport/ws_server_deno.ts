@@ -63,6 +63,12 @@ export function listenDenoWebSocket(
     const refusal = await screenUpgrade(request, remoteAddress, options);
     if (refusal) return refusal;
     if (closed) return new Response("listener closed\n", { status: 503 });
+    // Deno closes the request once the upgrade response is sent (reading its headers in onopen
+    // throws "Request closed"), so onTransport gets a copy taken now.
+    const upgradeRequest = new Request(request.url, {
+      method: request.method,
+      headers: request.headers,
+    });
     const { socket, response } = Deno.upgradeWebSocket(request);
     socket.binaryType = "arraybuffer";
     let transport: WebSocketTransport | undefined;
@@ -74,7 +80,7 @@ export function listenDenoWebSocket(
         maxMessageSize: options.maxMessageSize,
       });
       try {
-        onTransport(transport, request);
+        onTransport(transport, upgradeRequest);
       } catch {
         transport.close();
       }

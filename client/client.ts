@@ -1,0 +1,513 @@
+/**
+ * The client SDK: a connection to a tunnelmux daemon that stays up (reconnecting with backoff),
+ * and the tunnels, forwards and services a script asks for, restored after every reconnect.
+ *
+ * @module
+ */
+
+import type { SessionConfig } from "../protocol/config.ts";
+import { CONTROL_VERSION, type DaemonMessage } from "../protocol/control.ts";
+import { ControlChannel } from "../protocol/control_channel.ts";
+import { Lifecycle } from "../protocol/lifecycle.ts";
+import { readStreamHeader } from "../protocol/read_stream_header.ts";
+import { ResetReason } from "../protocol/reset_reasons.ts";
+import { Session } from "../protocol/session.ts";
+import type { Stream } from "../protocol/stream.ts";
+import { encodeStreamHeader, type StreamHeader } from "../protocol/stream_header.ts";
+import type { Transport } from "../protocol/transport.ts";
+import { DialError, dialTcp } from "../tunnel/dial.ts";
+import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
+import { parseHostPort } from "../util/host_port.ts";
+import { Backoff, type BackoffOptions } from "./backoff.ts";
+import { dialServer } from "./dial_server.ts";
+import { ClientError } from "./errors.ts";
+import { Emitter } from "./emitter.ts";
+
+/** How long `close()` lets open streams finish before it closes the connection anyway. */
+const CLOSE_GRACE_MS = 5_000;
+
+/** Client lifecycle states. */
+export type ClientState = "connecting" | "authenticating" | "ready" | "backoff" | "closed";
+
+/** What moves the client between states. */
+export type ClientEvent = "connected" | "authenticated" | "lost" | "retry" | "close";
+
+/** The client lifecycle: connect → authenticate → ready, and back through backoff when lost. */
+export const CLIENT_TRANSITIONS = {
+  connecting: { connected: "authenticating", lost: "backoff", close: "closed" },
+  authenticating: { authenticated: "ready", lost: "backoff", close: "closed" },
+  ready: { lost: "backoff", close: "closed" },
+  backoff: { retry: "connecting", close: "closed" },
+  closed: {},
+} as const satisfies Record<ClientState, Partial<Record<ClientEvent, ClientState>>>;
+
+/** How to connect. */
+export interface ConnectOptions {
+  /** The client token. */
+  token: string;
+  /** A name for this client in the daemon's logs. */
+  name?: string;
+  /** Reconnect when the connection is lost (default true), with these backoff settings. */
+  reconnect?: boolean | BackoffOptions;
+  /** Give up on a connection attempt (dial and handshake) after this long. Default 10 s. */
+  connectTimeoutMs?: number;
+  /** Deadline for dialing local targets of tunnels and services. Default 10 s. */
+  dialTimeoutMs?: number;
+  /** Extra CA certificates (PEM) to trust for `wss://` and `tls://`. */
+  caCerts?: string[];
+  /** yamux session tuning. */
+  session?: Partial<SessionConfig>;
+}
+
+/** What {@linkcode Client.expose} asks for. */
+export interface ExposeOptions {
+  /** Where visitors are sent on this side, `host:port`. */
+  local: string;
+  /** The daemon's port to listen on; 0 (default) lets the daemon pick an allowed one. */
+  remotePort?: number;
+  /** The daemon's address to bind; default 127.0.0.1 on the daemon. */
+  bindHost?: string;
+  /** A name shown to operators. */
+  label?: string;
+}
+
+/** A reverse tunnel held by the client. Its remote port stays the same across reconnects when it can. */
+export interface Tunnel {
+  /** The daemon's id for it (a new one after each reconnect). */
+  readonly id: string;
+  /** Where the daemon listens. */
+  readonly remoteHost: string;
+  /** The daemon's port. */
+  readonly remotePort: number;
+  /** Where visitors go on this side. */
+  readonly local: string;
+  /** Closes the tunnel on the daemon and forgets it. */
+  close(): Promise<void>;
+}
+
+/** Events a client emits. */
+export interface ClientEvents {
+  /** The lifecycle state changed. */
+  state: [state: ClientState];
+  /** A session is ready (first connect and every reconnect). */
+  ready: [info: { session: string; client: string }];
+  /** Something went wrong; the client keeps going unless it is a fatal error. */
+  error: [error: ClientError];
+  /** A tunnel was (re)established. */
+  tunnel: [tunnel: Tunnel];
+}
+
+interface TunnelRecord {
+  request: ExposeOptions;
+  id: string;
+  remoteHost: string;
+  remotePort: number;
+  closed: boolean;
+}
+
+interface Pending {
+  resolve: (message: DaemonMessage) => void;
+  reject: (error: ClientError) => void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+/**
+ * Connects to a daemon and resolves once the first session is ready. With reconnect on (the
+ * default) a failing first attempt is retried too; a wrong token or protocol version fails at
+ * once. `url` is `tcp://host:port`, `tls://host:port`, `ws://host:port/path` or `wss://…`.
+ *
+ * @example
+ * ```ts ignore
+ * import { connect } from "./client.ts";
+ * const client = await connect("ws://127.0.0.1:7080/tunnel", { token: Deno.env.get("TOKEN")! });
+ * const tunnel = await client.expose({ local: "127.0.0.1:3000", remotePort: 8080 });
+ * console.log(`visitors of ${tunnel.remoteHost}:${tunnel.remotePort} reach 127.0.0.1:3000`);
+ * ```
+ */
+export async function connect(url: string, options: ConnectOptions): Promise<Client> {
+  const client = new Client(url, options);
+  await client.ready();
+  return client;
+}
+
+/** A connection to a tunnelmux daemon. Create it with {@linkcode connect}. */
+export class Client extends Emitter<ClientEvents> {
+  /** The daemon URL. */
+  readonly url: string;
+
+  readonly #options: ConnectOptions;
+  readonly #backoff: Backoff | undefined;
+  readonly #lifecycle = new Lifecycle<ClientState, ClientEvent>(CLIENT_TRANSITIONS, "connecting");
+  #session: Session | undefined;
+  #control: ControlChannel | undefined;
+  #readyAt = 0;
+  #nextRequestId = 1;
+  readonly #pending = new Map<number, Pending>();
+  #welcome:
+    | {
+      resolve: (m: Extract<DaemonMessage, { type: "welcome" }>) => void;
+      reject: (e: Error) => void;
+    }
+    | undefined;
+  readonly #tunnels = new Set<TunnelRecord>();
+  readonly #offers = new Map<string, string>();
+  #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #firstReady: { resolve: () => void; reject: (error: Error) => void } | undefined;
+  readonly #firstReadyPromise: Promise<void>;
+
+  /** Starts connecting at once; prefer {@linkcode connect}, which waits for the first session. */
+  constructor(url: string, options: ConnectOptions) {
+    super();
+    this.url = url;
+    this.#options = options;
+    const reconnect = options.reconnect ?? true;
+    this.#backoff = reconnect === false
+      ? undefined
+      : new Backoff(reconnect === true ? {} : reconnect);
+    this.#firstReadyPromise = new Promise((resolve, reject) =>
+      this.#firstReady = { resolve, reject }
+    );
+    this.#firstReadyPromise.catch(() => {}); // observed through ready()
+    this.#lifecycle.onTransition((to) => this.emit("state", to));
+    void this.#attempt();
+  }
+
+  /** The lifecycle state. */
+  get state(): ClientState {
+    return this.#lifecycle.state;
+  }
+
+  /** The current session, while connected. */
+  get session(): Session | undefined {
+    return this.#session;
+  }
+
+  /** Resolves when the first session is ready; rejects if the client gives up before that. */
+  ready(): Promise<void> {
+    return this.#firstReadyPromise;
+  }
+
+  /** Opens a reverse tunnel: the daemon listens, and its visitors are piped to `options.local`. */
+  async expose(options: ExposeOptions): Promise<Tunnel> {
+    parseHostPort(options.local); // a bad local address fails here, not at the first visitor
+    const record: TunnelRecord = {
+      request: options,
+      id: "",
+      remoteHost: "",
+      remotePort: 0,
+      closed: false,
+    };
+    await this.#exposeOnce(record, options.remotePort ?? 0);
+    this.#tunnels.add(record);
+    return this.#tunnelView(record);
+  }
+
+  /**
+   * Opens a stream to `target` (`host:port`) through the daemon. The daemon checks its allowlist
+   * and dials; a refusal arrives as a reset of the stream whose error names the reason.
+   */
+  open(target: string): Stream {
+    return this.#openWith({ kind: "forward", target });
+  }
+
+  /** Opens a stream to a named service another client offers. */
+  openService(name: string): Stream {
+    return this.#openWith({ kind: "service", service: name });
+  }
+
+  /** Opens a stream to the daemon's echo service. */
+  echo(): Stream {
+    return this.#openWith({ kind: "echo" });
+  }
+
+  /** Offers a named service; its users' connections are piped to `local` (`host:port`). */
+  async offer(name: string, local: string): Promise<void> {
+    parseHostPort(local);
+    await this.#request({ type: "offer", service: name });
+    this.#offers.set(name, local);
+  }
+
+  /** Stops offering a service. */
+  async withdraw(name: string): Promise<void> {
+    this.#offers.delete(name);
+    await this.#request({ type: "withdraw", service: name });
+  }
+
+  /** Round-trip time to the daemon in milliseconds. */
+  ping(): Promise<number> {
+    return this.#readySession().ping();
+  }
+
+  /** Closes gracefully: no reconnect, the session ends once its streams are done. */
+  async close(): Promise<void> {
+    if (!this.#lifecycle.fire("close")) return;
+    clearTimeout(this.#retryTimer);
+    this.#firstReady?.reject(new ClientError("closed", "the client was closed"));
+    this.#failPending(new ClientError("closed", "the client was closed"));
+    const session = this.#session;
+    if (!session) return;
+    // Ending the control stream tells the daemon we are leaving; it then ends the session.
+    // Streams still open get a bounded time to finish.
+    this.#control?.end();
+    const forced = setTimeout(() => session.destroy(), CLOSE_GRACE_MS);
+    await session.close();
+    clearTimeout(forced);
+  }
+
+  // ---- Connection lifecycle ----
+
+  async #attempt(): Promise<void> {
+    const timeout = this.#options.connectTimeoutMs ?? 10_000;
+    let transport: Transport;
+    try {
+      transport = await dialServer(this.url, {
+        timeoutMs: timeout,
+        caCerts: this.#options.caCerts,
+      });
+    } catch (error) {
+      return this.#lost(
+        new ClientError("connect_failed", `cannot reach ${this.url}: ${(error as Error).message}`),
+      );
+    }
+    if (this.#lifecycle.state === "closed") return transport.close();
+    const session = new Session(transport, {
+      client: true,
+      config: this.#options.session,
+      onStream: (stream) => this.#incoming(stream),
+    });
+    this.#session = session;
+    this.#lifecycle.fire("connected");
+    session.closed.then((error) => {
+      if (this.#session !== session) return;
+      this.#session = undefined;
+      this.#control = undefined;
+      this.#lost(
+        new ClientError("session_lost", `connection lost${error ? `: ${error.message}` : ""}`),
+      );
+    });
+    const handshake = setTimeout(() => session.destroy(new Error("handshake timed out")), timeout);
+    try {
+      const welcome = await this.#handshake(session);
+      clearTimeout(handshake);
+      this.#readyAt = Date.now();
+      this.#lifecycle.fire("authenticated");
+      this.emit("ready", { session: welcome.session, client: welcome.client });
+      this.#firstReady?.resolve();
+      await this.#restore();
+    } catch (error) {
+      clearTimeout(handshake);
+      const failure = error instanceof ClientError
+        ? error
+        : new ClientError("session_lost", String(error));
+      if (failure.fatal) return this.#giveUp(failure, session);
+      session.destroy();
+    }
+  }
+
+  #handshake(session: Session): Promise<Extract<DaemonMessage, { type: "welcome" }>> {
+    const stream = session.open();
+    stream.write(encodeStreamHeader({ kind: "control" }));
+    const control = new ControlChannel(stream);
+    this.#control = control;
+    control.onMessage = (value) => this.#onControl(value as DaemonMessage);
+    control.onClose = () => session.destroy();
+    return new Promise((resolve, reject) => {
+      this.#welcome = { resolve, reject };
+      control.send({
+        type: "hello",
+        version: CONTROL_VERSION,
+        token: this.#options.token,
+        name: this.#options.name,
+        agent: "tunnelmux-client/0.1.0",
+      });
+    });
+  }
+
+  #onControl(message: DaemonMessage): void {
+    if (message.type === "welcome" || (message.type === "error" && message.id === undefined)) {
+      const waiter = this.#welcome;
+      this.#welcome = undefined;
+      if (message.type === "welcome") return waiter?.resolve(message);
+      const error = ClientError.fromDaemon(message.code, message.message);
+      return waiter ? waiter.reject(error) : this.emit("error", error);
+    }
+    if (message.type === "tunnel_closed") {
+      for (const record of this.#tunnels) {
+        if (record.id === message.tunnel) {
+          record.closed = true;
+          this.#tunnels.delete(record);
+        }
+      }
+      return this.emit(
+        "error",
+        new ClientError("tunnel_closed", `tunnel ${message.tunnel} closed: ${message.reason}`),
+      );
+    }
+    const id = message.id ?? -1;
+    const pending = this.#pending.get(id);
+    if (!pending) return;
+    this.#pending.delete(id);
+    clearTimeout(pending.timer);
+    if (message.type === "error") {
+      pending.reject(ClientError.fromDaemon(message.code, message.message));
+    } else pending.resolve(message);
+  }
+
+  /** After a (re)connect: re-expose every tunnel and re-offer every service. */
+  async #restore(): Promise<void> {
+    for (const record of this.#tunnels) {
+      if (record.id !== "" && this.#session) {
+        try {
+          // Ask for the port it had, so its public address survives the reconnect.
+          await this.#exposeOnce(record, record.remotePort || (record.request.remotePort ?? 0));
+        } catch (error) {
+          this.emit("error", error as ClientError);
+        }
+      }
+    }
+    for (const [name] of this.#offers) {
+      await this.#request({ type: "offer", service: name }).catch((error) =>
+        this.emit("error", error)
+      );
+    }
+  }
+
+  #lost(error: ClientError): void {
+    this.#failPending(error);
+    if (this.#lifecycle.state === "closed") return;
+    if (!this.#backoff) {
+      this.#lifecycle.fire("close");
+      this.#firstReady?.reject(error);
+      return this.emit("error", error);
+    }
+    if (this.#readyAt > 0) this.#backoff.connectionEnded(Date.now() - this.#readyAt);
+    this.#readyAt = 0;
+    this.emit("error", error);
+    this.#lifecycle.fire("lost");
+    this.#retryTimer = setTimeout(() => {
+      if (this.#lifecycle.fire("retry")) void this.#attempt();
+    }, this.#backoff.next());
+  }
+
+  #giveUp(error: ClientError, session: Session): void {
+    this.#lifecycle.fire("close");
+    this.#firstReady?.reject(error);
+    this.emit("error", error);
+    session.destroy();
+  }
+
+  #failPending(error: ClientError): void {
+    this.#welcome?.reject(error);
+    this.#welcome = undefined;
+    for (const pending of this.#pending.values()) {
+      clearTimeout(pending.timer);
+      pending.reject(error);
+    }
+    this.#pending.clear();
+  }
+
+  // ---- Requests and streams ----
+
+  async #exposeOnce(record: TunnelRecord, port: number): Promise<void> {
+    const { bindHost, label } = record.request;
+    const reply = await this.#request({ type: "expose", port, bindHost, label });
+    if (reply.type !== "exposed") throw new ClientError("protocol", "expected exposed");
+    record.id = reply.tunnel;
+    record.remoteHost = reply.bindHost;
+    record.remotePort = reply.port;
+    this.emit("tunnel", this.#tunnelView(record));
+  }
+
+  #tunnelView(record: TunnelRecord): Tunnel {
+    return {
+      get id() {
+        return record.id;
+      },
+      get remoteHost() {
+        return record.remoteHost;
+      },
+      get remotePort() {
+        return record.remotePort;
+      },
+      local: record.request.local,
+      close: async () => {
+        if (record.closed) return;
+        record.closed = true;
+        this.#tunnels.delete(record);
+        if (this.#lifecycle.state === "ready") {
+          await this.#request({ type: "unexpose", tunnel: record.id });
+        }
+      },
+    };
+  }
+
+  #request(message: Record<string, unknown>): Promise<DaemonMessage> {
+    const control = this.#control;
+    if (this.#lifecycle.state !== "ready" || !control) {
+      return Promise.reject(new ClientError("not_connected", "not connected to the daemon"));
+    }
+    const id = this.#nextRequestId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new ClientError("timeout", `${message.type} got no answer`));
+      }, this.#options.connectTimeoutMs ?? 10_000);
+      this.#pending.set(id, { resolve, reject, timer });
+      control.send({ ...message, id });
+    });
+  }
+
+  #readySession(): Session {
+    if (this.#lifecycle.state !== "ready" || !this.#session) {
+      throw new ClientError("not_connected", "not connected to the daemon");
+    }
+    return this.#session;
+  }
+
+  #openWith(header: StreamHeader): Stream {
+    const stream = this.#readySession().open();
+    stream.write(encodeStreamHeader(header));
+    return stream;
+  }
+
+  /** A stream the daemon opened: a visitor of one of our tunnels, or a user of our service. */
+  #incoming(stream: Stream): void {
+    readStreamHeader(stream, this.#options.connectTimeoutMs ?? 10_000).then(
+      ({ header, rest }) => {
+        let local: string | undefined;
+        if (header.kind === "visitor") {
+          local = [...this.#tunnels].find((r) => r.id === header.tunnel)?.request.local;
+          if (!local) return stream.reset(ResetReason.UnknownTunnel);
+        } else if (header.kind === "service") {
+          local = this.#offers.get(header.service);
+          if (!local) return stream.reset(ResetReason.UnknownService);
+        } else {
+          return stream.reset(ResetReason.BadHeader);
+        }
+        void this.#pipeToLocal(stream, local, rest);
+      },
+      () => stream.reset(ResetReason.BadHeader),
+    );
+  }
+
+  async #pipeToLocal(stream: Stream, local: string, rest: Uint8Array): Promise<void> {
+    const { hostname, port } = parseHostPort(local);
+    let socket: Transport;
+    try {
+      socket = await dialTcp(hostname, port, this.#options.dialTimeoutMs ?? 10_000);
+    } catch (error) {
+      const reason = error instanceof DialError ? error.reason : "failed";
+      const code = reason === "refused"
+        ? ResetReason.DialRefused
+        : reason === "timeout"
+        ? ResetReason.DialTimeout
+        : ResetReason.DialFailed;
+      this.emit(
+        "error",
+        new ClientError("local_dial_failed", `cannot reach ${local}: ${(error as Error).message}`),
+      );
+      return stream.reset(code);
+    }
+    await splice(streamEnd(stream), transportEnd(socket), { aFirst: rest });
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * Errors the client reports, with stable codes.
+ *
+ * @module
+ */
+
+import type { ControlErrorCode } from "../protocol/control.ts";
+
+/** Why something failed on the client side; daemon error codes pass through unchanged. */
+export type ClientErrorCode =
+  | ControlErrorCode
+  | "connect_failed"
+  | "session_lost"
+  | "not_connected"
+  | "timeout"
+  | "closed"
+  | "protocol"
+  | "tunnel_closed"
+  | "local_dial_failed";
+
+/** An error of the client SDK. */
+export class ClientError extends Error {
+  /** Stable reason. */
+  readonly code: ClientErrorCode;
+
+  /** Creates the error. */
+  constructor(code: ClientErrorCode, message: string) {
+    super(message);
+    this.name = "ClientError";
+    this.code = code;
+  }
+
+  /** A wrong token or protocol version: reconnecting cannot help, so the client stops. */
+  get fatal(): boolean {
+    return this.code === "unauthorized" || this.code === "version_mismatch";
+  }
+
+  /** An error the daemon sent. */
+  static fromDaemon(code: ControlErrorCode, message: string): ClientError {
+    return new ClientError(code, `daemon: ${message} (${code})`);
+  }
+}
