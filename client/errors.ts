@@ -5,6 +5,8 @@
  */
 
 import type { ControlErrorCode } from "../protocol/control.ts";
+import { YamuxError } from "../protocol/errors.ts";
+import { describeResetReason } from "../protocol/reset_reasons.ts";
 
 /** Why something failed on the client side; daemon error codes pass through unchanged. */
 export type ClientErrorCode =
@@ -16,7 +18,8 @@ export type ClientErrorCode =
   | "closed"
   | "protocol"
   | "tunnel_closed"
-  | "local_dial_failed";
+  | "local_dial_failed"
+  | "forward_failed";
 
 /** An error of the client SDK. */
 export class ClientError extends Error {
@@ -39,4 +42,15 @@ export class ClientError extends Error {
   static fromDaemon(code: ControlErrorCode, message: string): ClientError {
     return new ClientError(code, `daemon: ${message} (${code})`);
   }
+}
+
+/**
+ * Explains why a stream failed, in words: a reset by the daemon or the other client names its
+ * reason (e.g. "DialRefused: the target refused the connection").
+ */
+export function describeStreamError(error: Error): string {
+  if (error instanceof YamuxError && error.resetCode !== undefined) {
+    return `reset: ${describeResetReason(error.resetCode)}`;
+  }
+  return error.message;
 }

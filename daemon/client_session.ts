@@ -18,7 +18,7 @@ import type { Transport } from "../protocol/transport.ts";
 import { echoStream } from "../tools/echo_stream.ts";
 import type { ClientConfig, Config } from "./config.ts";
 import { serveForward } from "./forward.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../util/log.ts";
 import { canExpose, canOfferService, canUseService } from "./policy.ts";
 import type { LookupFn } from "./resolve.ts";
 import type { ReverseTunnel } from "./reverse_tunnel.ts";

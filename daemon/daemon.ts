@@ -11,7 +11,7 @@ import { listenTcp } from "../transport/mod.ts";
 import { listenWebSocket } from "../transport/ws.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./client_session.ts";
 import type { Config } from "./config.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../util/log.ts";
 import type { LookupFn } from "./resolve.ts";
 import type { ReverseTunnel } from "./reverse_tunnel.ts";
 import { ServiceRegistry } from "./services.ts";

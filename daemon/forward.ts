@@ -13,7 +13,7 @@ import { DialError, dialTcp } from "../tunnel/dial.ts";
 import { splice, type SpliceResult, streamEnd, transportEnd } from "../tunnel/splice.ts";
 import type { ClientPolicy, DenyCode } from "./policy.ts";
 import { type LookupFn, resolveTarget } from "./resolve.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../util/log.ts";
 
 /** What a forward needs from the daemon. */
 export interface ForwardContext {

@@ -9,7 +9,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { type ConfigFlags, formatConfigReport, loadConfig } from "./config.ts";
 import { Daemon } from "./daemon.ts";
-import { Logger } from "./log.ts";
+import { Logger } from "../util/log.ts";
 
 const HELP = `tunnelmux daemon: a multiplexed tunnel server (yamux over TCP and WebSocket)
 

@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import type { Session } from "../protocol/session.ts";
 import type { ClientConfig } from "./config.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../util/log.ts";
 import { allowedPorts } from "./policy.ts";
 import { ReverseTunnel } from "./reverse_tunnel.ts";
 

@@ -10,7 +10,7 @@ import { encodeStreamHeader } from "../protocol/stream_header.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { listenTcp } from "../transport/mod.ts";
 import { splice, type SpliceCounters, streamEnd, transportEnd } from "../tunnel/splice.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../util/log.ts";
 
 /** Live counters of a tunnel. Byte counts move while connections are open. */
 export interface TunnelStats extends SpliceCounters {

@@ -1,5 +1,24 @@
 /**
- * {@linkcode Transport} over Deno's native TCP (`Deno.connect` / `Deno.listen`).
+ * {@linkcode Transport} over Deno's native TCP (`Deno.connect` / `Deno.listen`) and TLS over TCP
+ * (`Deno.startTls` / `Deno.listenTls`): a `Deno.TlsConn` is a `Deno.Conn` like a `Deno.TcpConn`,
+ * so one adapter carries both.
+ *
+ * TLS notes, checked on Deno 2.9.6 (rustls):
+ * - Half-close works as on TCP: `closeWrite()` on a `TlsConn` sends close_notify and shuts the
+ *   socket's write side down; the peer reads end of data and can still write back, and we keep
+ *   reading it (TLS 1.3 allows this, RFC 8446 §6.1).
+ * - A `TlsConn` has no `setNoDelay`. The client sets it on the TCP socket before `Deno.startTls`
+ *   (the option lives on the socket, so it survives the upgrade); accepted `Deno.listenTls`
+ *   connections keep Nagle's algorithm on, and Deno offers no way to change that.
+ * - The handshake is lazy (it runs on first read or write), so certificate errors would surface as
+ *   read errors of an already returned transport. Connect and accept therefore finish the
+ *   handshake first, and connect reports its failure as a {@linkcode TlsHandshakeError}.
+ * - `Deno.connectTls` has no server-name option (it verifies `hostname`), hence `Deno.connect` +
+ *   `Deno.startTls`, whose `hostname` is the name to verify.
+ *
+ * The TLS types shared by all three adapters ({@linkcode TlsHandshakeError},
+ * {@linkcode TlsConnectOptions}, {@linkcode TlsListenOptions}) live here, next to
+ * {@linkcode TcpAddress}.
  *
  * @module
  */
@@ -31,20 +50,63 @@ export interface TcpAddress {
   port: number;
 }
 
+/** How a TLS client verifies the server. */
+export interface TlsConnectOptions {
+  /**
+   * PEM certificates trusted in addition to the runtime's bundled roots (Deno's `caCerts`
+   * semantics; the Bun and node:tls adapters add the bundled roots explicitly to match).
+   */
+  caCerts?: string[];
+  /** The name the certificate must be valid for (and the SNI name). Default: the hostname. */
+  serverName?: string;
+}
+
+/** A TLS server's identity. */
+export interface TlsListenOptions {
+  /** PEM certificate chain. */
+  cert: string;
+  /** PEM private key. */
+  key: string;
+}
+
+/**
+ * How long an accepted connection may take to finish its TLS handshake before it is dropped, so
+ * clients that connect and stall cannot pile up half-open handshakes.
+ */
+export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/**
+ * The TCP connection was made but the TLS handshake failed: an untrusted certificate, a name the
+ * certificate does not cover, no common protocol version, or the server hanging up. The runtime's
+ * own error is the `cause`.
+ */
+export class TlsHandshakeError extends Error {
+  /** The `host:port` that was dialed. */
+  readonly address: string;
+
+  /** Creates the error; `cause` is the runtime's error, whose text ends the message. */
+  constructor(address: string, cause: unknown) {
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    super(`TLS handshake with ${address} failed: ${detail}`, { cause });
+    this.name = "TlsHandshakeError";
+    this.address = address;
+  }
+}
+
 function netAddress(addr: Deno.Addr): string {
   return addr.transport === "tcp" || addr.transport === "udp"
     ? formatAddress(addr.hostname, addr.port)
     : addr.transport;
 }
 
-/** A `Deno.TcpConn` adapted to the {@linkcode Transport} contract. */
+/** A `Deno.TcpConn` or `Deno.TlsConn` adapted to the {@linkcode Transport} contract. */
 export class DenoTcpTransport implements Transport {
   /** The peer's `host:port`. Captured up front: the conn's fields are unusable after close. */
   readonly remoteAddress: string;
   /** The local `host:port`. */
   readonly localAddress: string;
 
-  #conn: Deno.TcpConn;
+  #conn: Deno.Conn;
   #sink: EventSink;
   #queue = new WriteQueue();
   #highWaterMark: number;
@@ -58,8 +120,11 @@ export class DenoTcpTransport implements Transport {
   #wake: (() => void) | undefined;
   #readBuffer = new Uint8Array(READ_SIZE);
 
-  /** Wraps an established connection. Reading starts at {@linkcode start}. */
-  constructor(conn: Deno.TcpConn, options: DenoTcpOptions = {}) {
+  /**
+   * Wraps an established connection (a TLS one with its handshake done). Reading starts at
+   * {@linkcode start}.
+   */
+  constructor(conn: Deno.Conn, options: DenoTcpOptions = {}) {
     this.#conn = conn;
     this.#highWaterMark = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
     this.remoteAddress = netAddress(conn.remoteAddr);
@@ -68,10 +133,13 @@ export class DenoTcpTransport implements Transport {
       endDelivered: () => this.#maybeFinish(),
       handlerFailed: (error) => this.#fail(error),
     });
-    try {
-      conn.setNoDelay(options.noDelay ?? true);
-    } catch {
-      // Only fails on a conn that is already gone; the read loop reports that.
+    // A TlsConn has no setNoDelay: see the module notes.
+    if ("setNoDelay" in conn) {
+      try {
+        (conn as Deno.TcpConn).setNoDelay(options.noDelay ?? true);
+      } catch {
+        // Only fails on a conn that is already gone; the read loop reports that.
+      }
     }
   }
 
@@ -184,6 +252,7 @@ export class DenoTcpTransport implements Transport {
 
   async #shutdownWrite(): Promise<void> {
     try {
+      // On a TlsConn this sends close_notify before the FIN (see the module notes).
       await this.#conn.closeWrite();
     } catch (error) {
       this.#fail(error);
@@ -238,6 +307,99 @@ export async function connectDenoTcp(
 }
 
 /**
+ * Connects to `address` and completes a TLS handshake, verifying the certificate against
+ * `tls.serverName` (default: the hostname). A failed handshake rejects with a
+ * {@linkcode TlsHandshakeError}; a failed TCP connect with Deno's own error.
+ */
+export async function connectDenoTls(
+  address: TcpAddress,
+  tls: TlsConnectOptions = {},
+  options: DenoTcpOptions = {},
+): Promise<Transport> {
+  const tcp = await Deno.connect({
+    hostname: address.hostname,
+    port: address.port,
+    transport: "tcp",
+  });
+  let conn: Deno.TlsConn;
+  try {
+    // Set on the socket before the upgrade: the TlsConn that replaces `tcp` cannot.
+    tcp.setNoDelay(options.noDelay ?? true);
+    conn = await Deno.startTls(tcp, {
+      hostname: tls.serverName ?? address.hostname,
+      caCerts: tls.caCerts,
+    });
+  } catch (error) {
+    try {
+      tcp.close();
+    } catch {
+      // startTls consumed it.
+    }
+    throw error;
+  }
+  try {
+    await conn.handshake();
+  } catch (error) {
+    conn.close();
+    throw new TlsHandshakeError(formatAddress(address.hostname, address.port), error);
+  }
+  return new DenoTcpTransport(conn, options);
+}
+
+/** Runs `onTransport` for `transport`, closing it if the callback throws rather than leaking it. */
+function handOver(transport: Transport, onTransport: (transport: Transport) => void): void {
+  try {
+    onTransport(transport);
+  } catch {
+    transport.close();
+  }
+}
+
+/**
+ * Accepts from `listener` until closed, handing each connection to `accepted`. Transient accept
+ * failures (EMFILE) must not stop the listener.
+ */
+function acceptLoop<C extends Deno.Conn>(
+  listener: Deno.Listener<C>,
+  isClosed: () => boolean,
+  accepted: (conn: C) => void,
+): void {
+  const loop = async () => {
+    while (!isClosed()) {
+      let conn: C;
+      try {
+        conn = await listener.accept();
+      } catch (error) {
+        if (isClosed() || error instanceof Deno.errors.BadResource) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        continue;
+      }
+      accepted(conn);
+    }
+  };
+  void loop();
+}
+
+function listenerHandle(listener: Deno.Listener, onClose: () => void): TransportListener {
+  const bound = listener.addr as Deno.NetAddr;
+  let closed = false;
+  return {
+    hostname: bound.hostname,
+    port: bound.port,
+    close() {
+      if (closed) return;
+      closed = true;
+      onClose();
+      try {
+        listener.close();
+      } catch {
+        // Already closed.
+      }
+    },
+  };
+}
+
+/**
  * Listens on `address` and hands each accepted connection to `onTransport` as a Transport. A
  * callback that throws gets that transport closed rather than leaking it.
  */
@@ -251,39 +413,50 @@ export function listenDenoTcp(
     port: address.port,
     transport: "tcp",
   });
-  const bound = listener.addr as Deno.NetAddr;
   let closed = false;
-  const acceptLoop = async () => {
-    while (!closed) {
-      let conn: Deno.TcpConn;
-      try {
-        conn = await listener.accept();
-      } catch (error) {
-        if (closed || error instanceof Deno.errors.BadResource) return;
-        // Transient accept failures (EMFILE, aborted handshakes) must not stop the listener.
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        continue;
-      }
-      const transport = new DenoTcpTransport(conn, options);
-      try {
-        onTransport(transport);
-      } catch {
-        transport.close();
-      }
-    }
-  };
-  void acceptLoop();
-  return Promise.resolve({
-    hostname: bound.hostname,
-    port: bound.port,
-    close() {
-      if (closed) return;
-      closed = true;
-      try {
-        listener.close();
-      } catch {
-        // Already closed.
-      }
-    },
+  acceptLoop(listener, () => closed, (conn) => {
+    handOver(new DenoTcpTransport(conn, options), onTransport);
   });
+  return Promise.resolve(listenerHandle(listener, () => closed = true));
+}
+
+/**
+ * Listens for TLS on `address` and hands each connection to `onTransport` once its handshake is
+ * done. Handshakes run concurrently (one slow client does not hold up the others); a failed one,
+ * or one not finished within {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}, is dropped silently since there
+ * is nobody to report it to.
+ */
+export function listenDenoTls(
+  address: TcpAddress,
+  tls: TlsListenOptions,
+  onTransport: (transport: Transport) => void,
+  options: DenoTcpOptions = {},
+): Promise<TransportListener> {
+  const listener = Deno.listenTls({
+    hostname: address.hostname,
+    port: address.port,
+    transport: "tcp",
+    cert: tls.cert,
+    key: tls.key,
+  });
+  let closed = false;
+  acceptLoop(listener, () => closed, (conn) => {
+    // Closing the conn makes a stalled handshake reject, which drops it below.
+    const timer = setTimeout(() => conn.close(), TLS_HANDSHAKE_TIMEOUT_MS);
+    conn.handshake().then(
+      () => {
+        clearTimeout(timer);
+        handOver(new DenoTcpTransport(conn, options), onTransport);
+      },
+      () => {
+        clearTimeout(timer);
+        try {
+          conn.close();
+        } catch {
+          // The timer closed it already.
+        }
+      },
+    );
+  });
+  return Promise.resolve(listenerHandle(listener, () => closed = true));
 }

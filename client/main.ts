@@ -1,0 +1,147 @@
+/**
+ * `tunnelmux client`: the command line over the SDK. Only wiring: parse flags, connect, ask for
+ * the tunnels and forwards, log what happens, close on a signal.
+ *
+ * @module
+ */
+
+import process from "node:process";
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { Logger } from "../util/log.ts";
+import { parseHostPort } from "../util/host_port.ts";
+import { type Client, connect } from "./client.ts";
+
+const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon
+
+Usage:
+  client --server URL [options]
+
+Options:
+  --server URL                 the daemon: tcp://HOST:PORT, ws://HOST:PORT/tunnel or wss://…
+                               (env TUNNELMUX_SERVER)
+  --expose [BIND:]PORT=LOCAL   the daemon listens on PORT (0 = any allowed port) and sends its
+                               visitors to LOCAL (HOST:PORT) here; repeatable
+  --forward LISTEN=TARGET      listen on LISTEN (HOST:PORT) here; each connection goes through
+                               the daemon to TARGET (HOST:PORT); repeatable
+  --offer NAME=LOCAL           offer named service NAME, served by LOCAL here; repeatable
+  --use LISTEN=NAME            listen on LISTEN here for named service NAME; repeatable
+  --name NAME                  how the daemon's logs call this client
+  --ca FILE                    extra CA certificate (PEM) to trust for wss://
+  --no-reconnect               exit when the connection is lost instead of reconnecting
+  --log-format FORMAT          auto, pretty or json (default auto: pretty on a terminal)
+  -h, --help                   show this help
+
+The token comes from TUNNELMUX_TOKEN (the environment, not a flag: arguments are visible to
+every user of the machine in the process list).
+
+Example:
+  TUNNELMUX_TOKEN=… client --server ws://127.0.0.1:7080/tunnel \\
+    --expose 8080=127.0.0.1:3000 --forward 127.0.0.1:15432=127.0.0.1:5432`;
+
+/** Splits `A=B` at the first `=` (neither addresses nor service names contain one). */
+function pair(flag: string, text: string): [string, string] {
+  const at = text.indexOf("=");
+  if (at <= 0 || at === text.length - 1) throw new Error(`--${flag} expects A=B, got "${text}"`);
+  return [text.slice(0, at), text.slice(at + 1)];
+}
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  if (args[0] === "--") args.shift();
+  const { values } = parseArgs({
+    args,
+    options: {
+      server: { type: "string" },
+      expose: { type: "string", multiple: true, default: [] },
+      forward: { type: "string", multiple: true, default: [] },
+      offer: { type: "string", multiple: true, default: [] },
+      use: { type: "string", multiple: true, default: [] },
+      name: { type: "string" },
+      ca: { type: "string" },
+      "no-reconnect": { type: "boolean", default: false },
+      "log-format": { type: "string", default: "auto" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const server = values.server ?? process.env.TUNNELMUX_SERVER;
+  const token = process.env.TUNNELMUX_TOKEN;
+  if (!server) throw new Error("--server (or TUNNELMUX_SERVER) is required");
+  if (!token) throw new Error("TUNNELMUX_TOKEN is not set");
+  const exposes = values.expose.map((text) => {
+    const [remote, local] = pair("expose", text);
+    const colon = remote.lastIndexOf(":");
+    const bindHost = colon > 0 ? remote.slice(0, colon).replace(/^\[(.*)\]$/, "$1") : undefined;
+    const remotePort = Number(colon > 0 ? remote.slice(colon + 1) : remote);
+    if (!Number.isInteger(remotePort) || remotePort < 0 || remotePort > 65535) {
+      throw new Error(`--expose: bad port in "${text}"`);
+    }
+    parseHostPort(local);
+    return { remotePort, bindHost, local };
+  });
+  const forwards = values.forward.map((text) => pair("forward", text));
+  const offers = values.offer.map((text) => pair("offer", text));
+  const uses = values.use.map((text) => pair("use", text));
+
+  const format = values["log-format"];
+  const pretty = format === "pretty" || (format === "auto" && process.stderr.isTTY === true);
+  const log = new Logger({
+    level: "info",
+    format: pretty ? "pretty" : "json",
+    sink: (line) => process.stderr.write(line + "\n"),
+  });
+
+  const client: Client = await connect(server, {
+    token,
+    name: values.name,
+    reconnect: !values["no-reconnect"],
+    caCerts: values.ca ? [readFileSync(values.ca, "utf8")] : undefined,
+  });
+  client.on("state", (state) => log.info(`state: ${state}`));
+  client.on("error", (error) => log.warn(error.message, { code: error.code }));
+  client.on(
+    "tunnel",
+    (t) => log.info("tunnel up", { remote: `${t.remoteHost}:${t.remotePort}`, local: t.local }),
+  );
+  log.info("connected", { server });
+  for (const expose of exposes) await client.expose(expose);
+  for (const [listen, target] of forwards) {
+    const forward = await client.forward({ listen, target });
+    log.info("forwarding", { listen: forward.address, target });
+  }
+  for (const [name, local] of offers) {
+    await client.offer(name, local);
+    log.info("offering service", { service: name, local });
+  }
+  for (const [listen, name] of uses) {
+    const forward = await client.forward({ listen, service: name });
+    log.info("using service", { listen: forward.address, service: name });
+  }
+
+  const done = new Promise<number>((resolve) => {
+    const stop = async (signal: string) => {
+      log.info("closing", { signal });
+      await client.close();
+      resolve(0);
+    };
+    process.on("SIGINT", () => stop("SIGINT"));
+    process.on("SIGTERM", () => stop("SIGTERM"));
+    client.on("state", (state) => {
+      if (state === "closed") resolve(1);
+    });
+  });
+  return await done;
+}
+
+if (import.meta.main) {
+  try {
+    process.exit(await main());
+  } catch (error) {
+    console.error(`client: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}

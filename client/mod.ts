@@ -1,0 +1,30 @@
+/**
+ * The tunnelmux client SDK: connect to a daemon, expose local services through it (reverse
+ * tunnels), reach targets through it (forwards), offer and use named services, with reconnects.
+ *
+ * @example Expose a local web server and forward a local port to a database
+ * ```ts ignore
+ * import { connect } from "tunnelmux/client";
+ * const client = await connect("ws://127.0.0.1:7080/tunnel", { token: "…" });
+ * const web = await client.expose({ local: "127.0.0.1:3000", remotePort: 8080 });
+ * const db = await client.forward({ listen: "127.0.0.1:15432", target: "db.internal:5432" });
+ * client.on("error", (error) => console.error(error.message));
+ * ```
+ *
+ * @module
+ */
+
+export { Client, CLIENT_TRANSITIONS, connect } from "./client.ts";
+export type {
+  ClientEvent,
+  ClientEvents,
+  ClientState,
+  ConnectOptions,
+  ExposeOptions,
+  Forward,
+  Tunnel,
+} from "./client.ts";
+export { Backoff } from "./backoff.ts";
+export type { BackoffOptions } from "./backoff.ts";
+export { ClientError, describeStreamError } from "./errors.ts";
+export type { ClientErrorCode } from "./errors.ts";
