@@ -13,6 +13,20 @@
  *
  * Bun's types are declared locally (no `@types/bun`), so `deno check` stays clean.
  *
+ * TLS (`tls` option of `Bun.connect` / `Bun.listen`) uses the same socket API, with these
+ * differences, checked on Bun 1.4.4:
+ * - `open` runs before the handshake, and `Bun.connect` resolves there. Writes before the
+ *   `handshake` callback return 0, and a `shutdown()` then aborts the handshake, so transports are
+ *   handed out only from `handshake`. Pausing in `open` would stall the handshake (its bytes are
+ *   reads too), so a TLS socket is paused in `handshake` instead.
+ * - A failed verification arrives as `handshake(socket, false, error)` followed by a `close`
+ *   *without* error; the connect is rejected from there with a {@linkcode TlsHandshakeError}.
+ * - `tls: {}` (an empty object) silently means plain TCP; the options below are never empty.
+ * - `ca` replaces the bundled roots (as in Node), so the bundled ones are added to match Deno's
+ *   "in addition" semantics.
+ * - Half-close works as on TCP: `shutdown()` sends close_notify and FIN, the peer gets `end` and
+ *   may still write back. `data` buffers are fresh per call as on TCP.
+ *
  * @module
  */
 
@@ -20,7 +34,14 @@ import type { Transport, TransportHandlers, TransportListener } from "../protoco
 import { formatAddress } from "./_address.ts";
 import { EventSink, toError } from "./_sink.ts";
 import { DEFAULT_HIGH_WATER_MARK, WriteQueue } from "./_write_queue.ts";
-import type { TcpAddress } from "./deno_tcp.ts";
+import { rootCertificates } from "node:tls";
+import {
+  TLS_HANDSHAKE_TIMEOUT_MS,
+  type TcpAddress,
+  type TlsConnectOptions,
+  TlsHandshakeError,
+  type TlsListenOptions,
+} from "./deno_tcp.ts";
 
 /** The part of Bun's `Socket` this adapter uses. */
 interface BunSocket {
@@ -49,6 +70,17 @@ interface BunSocketHandler {
   close?(socket: BunSocket, error?: Error): void;
   error?(socket: BunSocket, error: Error): void;
   connectError?(socket: BunSocket, error: Error): void;
+  /** TLS only: the handshake finished; `error` says why verification failed. */
+  handshake?(socket: BunSocket, success: boolean, error: Error | null): void;
+}
+
+/** Bun's TLS options (a subset). */
+interface BunTlsOptions {
+  ca?: string[];
+  serverName?: string;
+  rejectUnauthorized?: boolean;
+  cert?: string;
+  key?: string;
 }
 
 interface BunListener {
@@ -63,12 +95,14 @@ interface BunApi {
     hostname: string;
     port: number;
     allowHalfOpen: boolean;
+    tls?: BunTlsOptions;
     socket: BunSocketHandler;
   }): Promise<BunSocket>;
   listen(options: {
     hostname: string;
     port: number;
     allowHalfOpen: boolean;
+    tls?: BunTlsOptions;
     socket: BunSocketHandler;
   }): BunListener;
 }
@@ -110,8 +144,11 @@ export class BunTcpTransport implements Transport {
   // Bun already closed the socket cleanly; report close once the held end is delivered.
   #closeAfterEnd = false;
 
-  /** Wraps an open socket; called from the `open` callback. */
-  constructor(socket: BunSocket, options: BunTcpOptions = {}) {
+  /**
+   * Wraps an open socket; called from the `open` callback. `holdReads` false leaves the socket
+   * reading (a TLS socket mid-handshake); the caller pauses it before handing the transport out.
+   */
+  constructor(socket: BunSocket, options: BunTcpOptions = {}, holdReads = true) {
     this.#socket = socket;
     this.#highWaterMark = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
     this.remoteAddress = formatAddress(socket.remoteAddress, socket.remotePort);
@@ -122,7 +159,7 @@ export class BunTcpTransport implements Transport {
     });
     socket.setNoDelay(options.noDelay ?? true);
     // Bun reads as soon as the socket opens; hold the kernel back until someone listens.
-    socket.pause();
+    if (holdReads) socket.pause();
   }
 
   /** Bytes accepted by `write` and not yet taken by the kernel. */
@@ -283,6 +320,62 @@ function socketHandler(
   };
 }
 
+/** The pieces of {@linkcode tlsSocketHandler} that differ between connecting and listening. */
+interface TlsSides {
+  /** The handshake succeeded: the transport is ready and its socket paused. */
+  ready(transport: BunTcpTransport): void;
+  /** The handshake failed or the socket closed before it finished. */
+  failed(error: Error): void;
+  /** Drop sockets that do not finish their handshake in time (listeners). */
+  handshakeTimeout?: number;
+}
+
+/**
+ * Socket callbacks for TLS: the transport exists from `open` (so nothing that arrives is lost),
+ * but is handed out only once the handshake succeeded.
+ */
+function tlsSocketHandler(options: BunTcpOptions, sides: TlsSides): BunSocketHandler {
+  const plain = socketHandler(options, () => {});
+  // Sockets whose handshake is over, one way or the other; per-socket state, as the handler object
+  // is shared by every socket of a listener.
+  const settled = new WeakSet<BunSocket>();
+  const timers = new WeakMap<BunSocket, ReturnType<typeof setTimeout>>();
+  const settle = (socket: BunSocket): boolean => {
+    if (settled.has(socket)) return false;
+    settled.add(socket);
+    clearTimeout(timers.get(socket));
+    return true;
+  };
+  return {
+    ...plain,
+    open(socket) {
+      socket.data = new BunTcpTransport(socket, options, false);
+      if (sides.handshakeTimeout !== undefined) {
+        timers.set(socket, setTimeout(() => socket.terminate(), sides.handshakeTimeout));
+      }
+    },
+    handshake(socket, success, error) {
+      const transport = socket.data;
+      if (!transport || !settle(socket)) return;
+      if (success) {
+        socket.pause();
+        sides.ready(transport);
+        return;
+      }
+      socket.terminate();
+      sides.failed(error ?? new Error("certificate verification failed"));
+    },
+    close(socket, error) {
+      if (settle(socket)) sides.failed(error ?? new Error("connection closed during the handshake"));
+      plain.close?.(socket, error);
+    },
+    error(socket, error) {
+      if (settle(socket)) sides.failed(toError(error));
+      plain.error?.(socket, error);
+    },
+  };
+}
+
 /** Connects to `address` over Bun TCP. */
 export async function connectBunTcp(
   address: TcpAddress,
@@ -300,6 +393,59 @@ export async function connectBunTcp(
 }
 
 /**
+ * Connects to `address` and completes a TLS handshake, verifying the certificate against
+ * `tls.serverName` (default: the hostname). A failed handshake rejects with a
+ * {@linkcode TlsHandshakeError}; a failed TCP connect with Bun's own error.
+ */
+export async function connectBunTls(
+  address: TcpAddress,
+  tls: TlsConnectOptions = {},
+  options: BunTcpOptions = {},
+): Promise<Transport> {
+  const where = formatAddress(address.hostname, address.port);
+  let sides!: TlsSides;
+  const handshaken = new Promise<BunTcpTransport>((resolve, reject) => {
+    sides = { ready: resolve, failed: (error) => reject(new TlsHandshakeError(where, error)) };
+  });
+  // When the TCP connect itself fails, the await below throws and nobody awaits this one.
+  handshaken.catch(() => {});
+  await bun().connect({
+    hostname: address.hostname,
+    port: address.port,
+    allowHalfOpen: true,
+    tls: {
+      ca: tls.caCerts ? [...rootCertificates, ...tls.caCerts] : [...rootCertificates],
+      serverName: tls.serverName ?? address.hostname,
+      rejectUnauthorized: true,
+    },
+    socket: { ...tlsSocketHandler(options, sides), connectError: () => {} },
+  });
+  return handshaken;
+}
+
+function handOver(transport: Transport, onTransport: (transport: Transport) => void): void {
+  try {
+    onTransport(transport);
+  } catch {
+    transport.close();
+  }
+}
+
+function listenerHandle(listener: BunListener): TransportListener {
+  let closed = false;
+  return {
+    hostname: listener.hostname,
+    port: listener.port,
+    close() {
+      if (closed) return;
+      closed = true;
+      // false: established transports stay open, as the contract says.
+      listener.stop(false);
+    },
+  };
+}
+
+/**
  * Listens on `address` and hands each accepted connection to `onTransport` as a Transport. A
  * callback that throws gets that transport closed rather than leaking it.
  */
@@ -312,23 +458,32 @@ export function listenBunTcp(
     hostname: address.hostname,
     port: address.port,
     allowHalfOpen: true,
-    socket: socketHandler(options, (transport) => {
-      try {
-        onTransport(transport);
-      } catch {
-        transport.close();
-      }
+    socket: socketHandler(options, (transport) => handOver(transport, onTransport)),
+  });
+  return Promise.resolve(listenerHandle(listener));
+}
+
+/**
+ * Listens for TLS on `address` and hands each connection to `onTransport` once its handshake is
+ * done. A failed handshake, or one not finished within {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}, is
+ * dropped silently since there is nobody to report it to.
+ */
+export function listenBunTls(
+  address: TcpAddress,
+  tls: TlsListenOptions,
+  onTransport: (transport: Transport) => void,
+  options: BunTcpOptions = {},
+): Promise<TransportListener> {
+  const listener = bun().listen({
+    hostname: address.hostname,
+    port: address.port,
+    allowHalfOpen: true,
+    tls: { cert: tls.cert, key: tls.key },
+    socket: tlsSocketHandler(options, {
+      ready: (transport) => handOver(transport, onTransport),
+      failed: () => {},
+      handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
     }),
   });
-  let closed = false;
-  return Promise.resolve({
-    hostname: listener.hostname,
-    port: listener.port,
-    close() {
-      if (closed) return;
-      closed = true;
-      // false: established transports stay open, as the contract says.
-      listener.stop(false);
-    },
-  });
+  return Promise.resolve(listenerHandle(listener));
 }
