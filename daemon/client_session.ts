@@ -89,6 +89,7 @@ export class ClientSession {
   readonly #tunnels = new Map<string, ReverseTunnel>();
   readonly #handshakeTimer: ReturnType<typeof setTimeout>;
   #closeTimer: ReturnType<typeof setTimeout> | undefined;
+  #sawFirstStream = false;
 
   /**
    * Starts serving `transport`. `preauthenticated` is the client name when the transport already
@@ -163,6 +164,12 @@ export class ClientSession {
   }
 
   #onStream(stream: Stream): void {
+    // Before the handshake only the first stream (the control stream) is read. Others are reset
+    // at once: each could otherwise hold a full 256 KiB window of an unauthenticated peer's data.
+    if (this.#lifecycle.state === "handshake" && this.#sawFirstStream) {
+      return stream.reset(ResetReason.NotAuthenticated);
+    }
+    this.#sawFirstStream = true;
     const config = this.#context.config();
     readStreamHeader(stream, config.limits.handshakeTimeoutMs).then(
       ({ header, rest }) => {
