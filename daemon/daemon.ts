@@ -184,6 +184,15 @@ export class Daemon {
 
   #accept(transport: Transport, kind: TransportKind, preauthenticated?: string): void {
     if (this.#lifecycle.state !== "running") return transport.close();
+    // Connections still in their handshake count too, so a flood of silent connections is
+    // bounded; each is closed after limits.handshakeTimeoutMs anyway.
+    if (this.sessions.size >= this.#config.limits.sessions) {
+      this.#context.count("session_limit");
+      this.#log.warn("connection refused: session limit reached", {
+        remote: transport.remoteAddress,
+      });
+      return transport.close();
+    }
     const session = new ClientSession(transport, this.#context, kind, preauthenticated);
     this.sessions.set(session.id, session);
     session.closed.then(() => this.sessions.delete(session.id));
