@@ -184,9 +184,9 @@ export class Daemon {
 
   #accept(transport: Transport, kind: TransportKind, preauthenticated?: string): void {
     if (this.#lifecycle.state !== "running") return transport.close();
-    // Connections still in their handshake count too, so a flood of silent connections is
-    // bounded; each is closed after limits.handshakeTimeoutMs anyway.
-    if (this.sessions.size >= this.#config.limits.sessions) {
+    // Connections still in their handshake are bounded too (a flood of silent connections); the
+    // headroom lets a client over the session limit still hear "limit_reached" at its hello.
+    if (this.sessions.size >= 2 * this.#config.limits.sessions) {
       this.#context.count("session_limit");
       this.#log.warn("connection refused: session limit reached", {
         remote: transport.remoteAddress,

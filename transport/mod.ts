@@ -1,15 +1,17 @@
 /**
- * Runtime-neutral entry point for transports: TCP through the best adapter of the running runtime
- * (Deno native, Bun native, or node:net), WebSocket (Deno or Bun server, global `WebSocket`
+ * Runtime-neutral entry point for transports: TCP, and TLS over TCP, through the best adapter of
+ * the running runtime (Deno native, Bun native, or node:net / node:tls), WebSocket (Deno or Bun server, global `WebSocket`
  * client), plus in-memory pairs for tests.
  *
  * @module
  */
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { connectBunTcp, listenBunTcp } from "./bun_tcp.ts";
-import { connectDenoTcp, listenDenoTcp } from "./deno_tcp.ts";
-import { connectNodeTcp, listenNodeTcp } from "./node_tcp.ts";
+import { connectBunTcp, connectBunTls, listenBunTcp, listenBunTls } from "./bun_tcp.ts";
+import { connectDenoTcp, connectDenoTls, listenDenoTcp, listenDenoTls } from "./deno_tcp.ts";
+import { connectNodeTcp, connectNodeTls, listenNodeTcp, listenNodeTls } from "./node_tcp.ts";
+
+export { TLS_HANDSHAKE_TIMEOUT_MS, TlsHandshakeError } from "./deno_tcp.ts";
 
 export { memoryPair } from "./memory.ts";
 export type { MemoryPairOptions } from "./memory.ts";
@@ -45,6 +47,25 @@ export interface ListenTcpOptions {
   noDelay?: boolean;
   /** Queued outgoing bytes at which `write` returns false. Default 1 MiB. */
   highWaterMark?: number;
+}
+
+/** Options for {@linkcode connectTls}. */
+export interface ConnectTlsOptions extends ConnectTcpOptions {
+  /**
+   * PEM certificates to trust in addition to the runtime's bundled roots, e.g. a private CA or a
+   * self-signed server certificate.
+   */
+  caCerts?: string[];
+  /** The name the server certificate must be valid for. Default: `hostname`. */
+  serverName?: string;
+}
+
+/** Options for {@linkcode listenTls}. */
+export interface ListenTlsOptions extends ListenTcpOptions {
+  /** PEM certificate chain (the contents, not a path). */
+  cert: string;
+  /** PEM private key (the contents, not a path). */
+  key: string;
 }
 
 /** Which TCP adapter {@linkcode connectTcp} and {@linkcode listenTcp} use. */
@@ -106,5 +127,48 @@ export function listenTcp(
       return listenBunTcp(address, onTransport, tuning);
     default:
       return listenNodeTcp(address, onTransport, tuning);
+  }
+}
+
+/**
+ * Opens a TLS connection with the runtime's adapter. Resolves once the handshake is done, so a
+ * certificate that is untrusted or not valid for `serverName` rejects here, with a
+ * {@linkcode TlsHandshakeError}, rather than on the first read. The handshake has no deadline of
+ * its own: bound it as {@linkcode connectTcp} calls are bounded (e.g. `tunnel/dial.ts`).
+ */
+export function connectTls(options: ConnectTlsOptions): Promise<Transport> {
+  const address = { hostname: options.hostname, port: options.port };
+  const tls = { caCerts: options.caCerts, serverName: options.serverName };
+  const tuning = { noDelay: options.noDelay, highWaterMark: options.highWaterMark };
+  switch (runtimeName()) {
+    case "deno":
+      return connectDenoTls(address, tls, tuning);
+    case "bun":
+      return connectBunTls(address, tls, tuning);
+    default:
+      return connectNodeTls(address, tls, tuning);
+  }
+}
+
+/**
+ * Listens for TLS connections with the runtime's adapter, passing each to `onTransport` once its
+ * handshake is done. Failed handshakes never reach `onTransport`, and ones that stall are dropped
+ * after {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}. Under Deno, `noDelay` cannot be applied to accepted
+ * TLS connections (Deno exposes no way to), so they keep Nagle's algorithm.
+ */
+export function listenTls(
+  options: ListenTlsOptions,
+  onTransport: (transport: Transport) => void,
+): Promise<TransportListener> {
+  const address = { hostname: options.hostname, port: options.port };
+  const identity = { cert: options.cert, key: options.key };
+  const tuning = { noDelay: options.noDelay, highWaterMark: options.highWaterMark };
+  switch (runtimeName()) {
+    case "deno":
+      return listenDenoTls(address, identity, onTransport, tuning);
+    case "bun":
+      return listenBunTls(address, identity, onTransport, tuning);
+    default:
+      return listenNodeTls(address, identity, onTransport, tuning);
   }
 }

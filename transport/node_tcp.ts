@@ -1,16 +1,25 @@
 /**
- * {@linkcode Transport} over `node:net`: the fallback for runtimes without a native adapter, and a
- * second implementation under Deno and Bun (their node:net layers) to test against.
+ * {@linkcode Transport} over `node:net` and `node:tls`: the fallback for runtimes without a native
+ * adapter, and a second implementation under Deno and Bun (their node compatibility layers) to
+ * test against. A `tls.TLSSocket` is a `net.Socket`, so one adapter carries both; with
+ * `allowHalfOpen`, `end()` sends close_notify and FIN and the peer may still write back.
  *
  * @module
  */
 
 import * as net from "node:net";
+import * as tls from "node:tls";
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
 import { formatAddress } from "./_address.ts";
 import { EventSink, toError } from "./_sink.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "./_write_queue.ts";
-import type { TcpAddress } from "./deno_tcp.ts";
+import {
+  TLS_HANDSHAKE_TIMEOUT_MS,
+  type TcpAddress,
+  type TlsConnectOptions,
+  TlsHandshakeError,
+  type TlsListenOptions,
+} from "./deno_tcp.ts";
 
 /** Tuning for node:net transports. */
 export interface NodeTcpOptions {
@@ -20,7 +29,10 @@ export interface NodeTcpOptions {
   noDelay?: boolean;
 }
 
-/** A connected `net.Socket` adapted to the {@linkcode Transport} contract. */
+/**
+ * A connected `net.Socket` (or a `tls.TLSSocket` with its handshake done) adapted to the
+ * {@linkcode Transport} contract.
+ */
 export class NodeTcpTransport implements Transport {
   /** The peer's `host:port`, captured while connected (node clears it after close). */
   readonly remoteAddress: string;
@@ -142,23 +154,60 @@ export function connectNodeTcp(
 }
 
 /**
- * Listens on `address` and hands each accepted connection to `onTransport` as a Transport. A
- * callback that throws gets that transport closed rather than leaking it.
+ * Connects to `address` with node:tls and completes the handshake, verifying the certificate
+ * against `tls.serverName` (default: the hostname). A failed handshake rejects with a
+ * {@linkcode TlsHandshakeError}; a failed TCP connect with node's own error.
  */
-export function listenNodeTcp(
+export function connectNodeTls(
   address: TcpAddress,
-  onTransport: (transport: Transport) => void,
-  options: NodeTcpOptions = {},
-): Promise<TransportListener> {
+  options: TlsConnectOptions = {},
+  tuning: NodeTcpOptions = {},
+): Promise<Transport> {
+  const name = options.serverName ?? address.hostname;
   return new Promise((resolve, reject) => {
-    const server = net.createServer({ allowHalfOpen: true }, (socket) => {
-      const transport = new NodeTcpTransport(socket, options);
-      try {
-        onTransport(transport);
-      } catch {
-        transport.close();
-      }
+    const socket = tls.connect({
+      host: address.hostname,
+      port: address.port,
+      // Honoured by node's tls.connect (passed on to the TLSSocket) but missing from its types.
+      ...{ allowHalfOpen: true },
+      // `ca` replaces the bundled roots; add them back to match Deno's caCerts semantics.
+      ca: options.caCerts ? [...tls.rootCertificates, ...options.caCerts] : undefined,
+      // SNI must not carry an IP address (RFC 6066, and node warns), but IPs are still verified.
+      servername: net.isIP(name) ? undefined : name,
+      checkServerIdentity: (_host, cert) => tls.checkServerIdentity(name, cert),
+      rejectUnauthorized: true,
     });
+    let tcpConnected = false;
+    socket.once("connect", () => tcpConnected = true);
+    const onError = (error: Error) => {
+      socket.destroy();
+      // Errors after the TCP connect belong to the handshake.
+      reject(
+        tcpConnected
+          ? new TlsHandshakeError(formatAddress(address.hostname, address.port), error)
+          : error,
+      );
+    };
+    socket.once("error", onError);
+    socket.once("secureConnect", () => {
+      socket.off("error", onError);
+      resolve(new NodeTcpTransport(socket, tuning));
+    });
+  });
+}
+
+/** Runs `onTransport` for `transport`, closing it if the callback throws rather than leaking it. */
+function handOver(transport: Transport, onTransport: (transport: Transport) => void): void {
+  try {
+    onTransport(transport);
+  } catch {
+    transport.close();
+  }
+}
+
+/** Starts `server` listening and resolves with a handle, or rejects if binding fails. */
+function listenOn(server: net.Server, address: TcpAddress): Promise<TransportListener> {
+  return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(address.port, address.hostname, () => {
       server.off("error", reject);
@@ -177,4 +226,43 @@ export function listenNodeTcp(
       });
     });
   });
+}
+
+/**
+ * Listens on `address` and hands each accepted connection to `onTransport` as a Transport. A
+ * callback that throws gets that transport closed rather than leaking it.
+ */
+export function listenNodeTcp(
+  address: TcpAddress,
+  onTransport: (transport: Transport) => void,
+  options: NodeTcpOptions = {},
+): Promise<TransportListener> {
+  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+    handOver(new NodeTcpTransport(socket, options), onTransport);
+  });
+  return listenOn(server, address);
+}
+
+/**
+ * Listens for TLS on `address` with node:tls and hands each connection to `onTransport` once its
+ * handshake is done. Failed handshakes, and those not finished within
+ * {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}, are dropped silently since there is nobody to report to.
+ */
+export function listenNodeTls(
+  address: TcpAddress,
+  identity: TlsListenOptions,
+  onTransport: (transport: Transport) => void,
+  options: NodeTcpOptions = {},
+): Promise<TransportListener> {
+  const server = tls.createServer({
+    cert: identity.cert,
+    key: identity.key,
+    allowHalfOpen: true,
+    handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS,
+  }, (socket) => {
+    handOver(new NodeTcpTransport(socket, options), onTransport);
+  });
+  // Without a listener node only destroys the socket, which is what we want; this keeps it quiet.
+  server.on("tlsClientError", () => {});
+  return listenOn(server, address);
 }
