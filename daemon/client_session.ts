@@ -90,6 +90,7 @@ export class ClientSession {
   readonly #handshakeTimer: ReturnType<typeof setTimeout>;
   #closeTimer: ReturnType<typeof setTimeout> | undefined;
   #sawFirstStream = false;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
 
   /**
    * Starts serving `transport`. `preauthenticated` is the client name when the transport already
@@ -364,6 +365,7 @@ export class ClientSession {
     clearTimeout(this.#handshakeTimer);
     this.#client = client;
     this.#lifecycle.fire("authenticated");
+    this.#watchIdle();
     this.#log = this.#log.child({ client });
     this.#log.info("session ready", { transport: this.transportKind, agent: message.agent });
     control.send({
@@ -377,6 +379,33 @@ export class ClientSession {
 
   #hasEnded(): boolean {
     return this.#lifecycle.state === "closed";
+  }
+
+  /**
+   * With `limits.idleTimeoutMs` set, closes the session once it has held no tunnel, no stream
+   * besides its control stream, and moved no bytes for that long.
+   */
+  #watchIdle(): void {
+    const timeout = this.#context.config().limits.idleTimeoutMs;
+    if (timeout <= 0) return;
+    let lastFrames = -1;
+    let idleSince = Date.now();
+    const check = () => {
+      if (this.#hasEnded()) return;
+      // Data frames only: keepalive pings must not keep an idle session alive.
+      const { framesIn, framesOut } = this.session.stats;
+      const frames = framesIn.data + framesOut.data;
+      const busy = this.#tunnels.size > 0 || this.session.streamCount > 1 || frames !== lastFrames;
+      lastFrames = frames;
+      if (busy) idleSince = Date.now();
+      else if (Date.now() - idleSince >= timeout) {
+        this.#context.count("idle_timeout");
+        this.#log.info("closing an idle session", { idleMs: timeout });
+        return this.close();
+      }
+      this.#idleTimer = setTimeout(check, Math.max(50, timeout / 4));
+    };
+    check();
   }
 
   /** Lets the error reply reach the client, then closes. */
@@ -396,6 +425,7 @@ export class ClientSession {
   #teardown(error: Error | undefined): void {
     clearTimeout(this.#handshakeTimer);
     clearTimeout(this.#closeTimer);
+    clearTimeout(this.#idleTimer);
     this.#lifecycle.fire("close");
     for (const tunnel of [...this.#tunnels.values()]) this.#removeTunnel(tunnel);
     this.#context.services.withdrawAll(this.id);
