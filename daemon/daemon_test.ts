@@ -1,0 +1,108 @@
+// The daemon in this process, driven by raw yamux sessions, for behaviour the CLI tests reach
+// only slowly: idle and handshake timeouts, and streams opened before hello.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { Daemon } from "./daemon.ts";
+import { validateConfig } from "./config.ts";
+import { Logger } from "../util/log.ts";
+import { Session } from "../protocol/session.ts";
+import { ControlChannel } from "../protocol/control_channel.ts";
+import { encodeStreamHeader } from "../protocol/stream_header.ts";
+import { ResetReason } from "../protocol/reset_reasons.ts";
+import { YamuxError } from "../protocol/errors.ts";
+import { connectTcp } from "../transport/mod.ts";
+
+const TOKEN = "daemon-test-token-0123456789abcdef";
+
+async function startDaemon(limits: Record<string, number> = {}) {
+  const result = validateConfig({
+    listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
+    limits: { handshakeTimeoutMs: 300, ...limits },
+    clients: [{ name: "alice", token: TOKEN, expose: { ports: [0, "20000-30000"] } }],
+  });
+  assert.deepEqual(result.errors, []);
+  const lines: string[] = [];
+  const log = new Logger({ level: "debug", format: "json", sink: (l) => lines.push(l) });
+  const daemon = new Daemon(result.config!, { log });
+  await daemon.start();
+  const [, port] = daemon.addresses.tcp!.split(":");
+  return { daemon, port: Number(port), lines };
+}
+
+async function dial(port: number): Promise<Session> {
+  return new Session(await connectTcp({ hostname: "127.0.0.1", port }), {
+    client: true,
+    config: { enableKeepAlive: false },
+  });
+}
+
+function hello(session: Session): Promise<unknown> {
+  const stream = session.open();
+  stream.write(encodeStreamHeader({ kind: "control" }));
+  const control = new ControlChannel(stream);
+  const answer = new Promise((resolve) => control.onMessage = resolve);
+  control.send({ type: "hello", version: 1, token: TOKEN });
+  return answer;
+}
+
+function closedWith(stream: { onClose: ((e?: Error) => void) | null }): Promise<Error | undefined> {
+  return new Promise((resolve) => stream.onClose = resolve);
+}
+
+describe("Daemon (in process)", () => {
+  it("resets a stream opened before hello with NotAuthenticated, then serves the hello", async () => {
+    const { daemon, port } = await startDaemon();
+    const session = await dial(port);
+    try {
+      const control = session.open();
+      control.write(encodeStreamHeader({ kind: "control" }));
+      const early = session.open();
+      early.write(encodeStreamHeader({ kind: "echo" }));
+      const error = (await closedWith(early)) as YamuxError;
+      assert.equal(error.resetCode, ResetReason.NotAuthenticated);
+      const channel = new ControlChannel(control);
+      const answer = new Promise((resolve) => channel.onMessage = resolve);
+      channel.send({ type: "hello", version: 1, token: TOKEN });
+      assert.equal((await answer as { type: string }).type, "welcome");
+    } finally {
+      session.destroy();
+      daemon.stop();
+    }
+  });
+
+  it("closes a connection that never says hello, after the handshake timeout", async () => {
+    const { daemon, port, lines } = await startDaemon();
+    const session = await dial(port);
+    try {
+      const error = await session.closed;
+      assert.ok(error instanceof YamuxError);
+      assert.equal(daemon.counters.handshake_timeout, 1);
+      assert.ok(lines.some((l) => JSON.parse(l).msg.includes("no handshake")));
+    } finally {
+      session.destroy();
+      daemon.stop();
+    }
+  });
+
+  it("closes a session idle past limits.idleTimeoutMs, not one holding a tunnel", async () => {
+    const { daemon, port } = await startDaemon({ idleTimeoutMs: 200 });
+    const idle = await dial(port);
+    const busy = await dial(port);
+    try {
+      assert.equal((await hello(idle) as { type: string }).type, "welcome");
+      assert.equal((await hello(busy) as { type: string }).type, "welcome");
+      const control = [...busy.streams()][0];
+      const channel = new ControlChannel(control);
+      const exposed = new Promise((resolve) => channel.onMessage = resolve);
+      channel.send({ type: "expose", id: 1, port: 0 });
+      assert.equal((await exposed as { type: string }).type, "exposed");
+      await idle.closed;
+      assert.equal(daemon.counters.idle_timeout, 1);
+      assert.equal(busy.state, "open", "the session with a tunnel stays");
+    } finally {
+      idle.destroy();
+      busy.destroy();
+      daemon.stop();
+    }
+  });
+});
