@@ -21,66 +21,8 @@
 
 import type { Transport } from "../protocol/transport.ts";
 import { formatAddress } from "./_address.ts";
-import {
-  applicationCloseCode,
-  type SendResult,
-  type SocketDriver,
-  WebSocketConnectError,
-  type WebSocketConnectOptions,
-  WebSocketTransport,
-} from "./ws.ts";
-
-/** Bun's non-standard additions to the client `WebSocket`. */
-interface BunClientSocket {
-  pause?(): void;
-  resume?(): void;
-  terminate?(): void;
-}
-
-/** Drives a client `WebSocket`. */
-class ClientDriver implements SocketDriver {
-  #socket: WebSocket & BunClientSocket;
-
-  constructor(socket: WebSocket) {
-    this.#socket = socket;
-  }
-
-  buffered(): number {
-    return this.#socket.bufferedAmount;
-  }
-
-  send(message: Uint8Array): SendResult {
-    if (this.#socket.readyState !== WebSocket.OPEN) return "closed";
-    this.#socket.send(message);
-    return "sent";
-  }
-
-  close(code: number, reason: string): void {
-    try {
-      this.#socket.close(code, reason);
-    } catch {
-      // Deno refuses protocol codes from clients: send the application-range stand-in.
-      try {
-        this.#socket.close(applicationCloseCode(code), reason);
-      } catch {
-        // Already closing.
-      }
-    }
-  }
-
-  terminate(): void {
-    if (typeof this.#socket.terminate === "function") this.#socket.terminate();
-    else this.close(1000, "");
-  }
-
-  pause(): void {
-    if (this.#socket.readyState === WebSocket.OPEN) this.#socket.pause?.();
-  }
-
-  resume(): void {
-    if (this.#socket.readyState === WebSocket.OPEN) this.#socket.resume?.();
-  }
-}
+import { StandardSocketDriver } from "./_ws_standard_driver.ts";
+import { WebSocketConnectError, type WebSocketConnectOptions, WebSocketTransport } from "./ws.ts";
 
 function remoteOf(url: URL): string {
   const port = url.port ? Number(url.port) : url.protocol === "wss:" ? 443 : 80;
@@ -135,7 +77,7 @@ export function connectWebSocketClient(
     let transport: WebSocketTransport | undefined;
     let failure: string | undefined;
     socket.onopen = () => {
-      transport = new WebSocketTransport(new ClientDriver(socket), {
+      transport = new WebSocketTransport(new StandardSocketDriver(socket), {
         remoteAddress: remoteOf(parsed),
         localAddress: "unknown",
         highWaterMark: options.highWaterMark,

@@ -11,45 +11,8 @@
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { formatAddress } from "./_address.ts";
-import {
-  screenUpgrade,
-  type SendResult,
-  type SocketDriver,
-  type WebSocketListenOptions,
-  WebSocketTransport,
-} from "./ws.ts";
-
-/** Drives a Deno server-side `WebSocket`. */
-class DenoServerDriver implements SocketDriver {
-  #socket: WebSocket;
-
-  constructor(socket: WebSocket) {
-    this.#socket = socket;
-  }
-
-  buffered(): number {
-    return this.#socket.bufferedAmount;
-  }
-
-  send(message: Uint8Array): SendResult {
-    if (this.#socket.readyState !== WebSocket.OPEN) return "closed";
-    this.#socket.send(message);
-    return "sent";
-  }
-
-  close(code: number, reason: string): void {
-    try {
-      this.#socket.close(code, reason);
-    } catch {
-      // Already closing.
-    }
-  }
-
-  terminate(): void {
-    // Deno offers no abort; close() without a reply still frees the socket when the peer goes.
-    this.close(1000, "");
-  }
-}
+import { StandardSocketDriver } from "./_ws_standard_driver.ts";
+import { screenUpgrade, type WebSocketListenOptions, WebSocketTransport } from "./ws.ts";
 
 /** Listens with `Deno.serve`; see {@linkcode listenWebSocket} in ws.ts. */
 export function listenDenoWebSocket(
@@ -73,7 +36,7 @@ export function listenDenoWebSocket(
     socket.binaryType = "arraybuffer";
     let transport: WebSocketTransport | undefined;
     socket.onopen = () => {
-      transport = new WebSocketTransport(new DenoServerDriver(socket), {
+      transport = new WebSocketTransport(new StandardSocketDriver(socket), {
         remoteAddress,
         localAddress,
         highWaterMark: options.highWaterMark,
