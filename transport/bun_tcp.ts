@@ -36,8 +36,8 @@ import { EventSink, toError } from "./_sink.ts";
 import { DEFAULT_HIGH_WATER_MARK, WriteQueue } from "./_write_queue.ts";
 import { rootCertificates } from "node:tls";
 import {
-  TLS_HANDSHAKE_TIMEOUT_MS,
   type TcpAddress,
+  TLS_HANDSHAKE_TIMEOUT_MS,
   type TlsConnectOptions,
   TlsHandshakeError,
   type TlsListenOptions,
@@ -366,7 +366,9 @@ function tlsSocketHandler(options: BunTcpOptions, sides: TlsSides): BunSocketHan
       sides.failed(error ?? new Error("certificate verification failed"));
     },
     close(socket, error) {
-      if (settle(socket)) sides.failed(error ?? new Error("connection closed during the handshake"));
+      if (settle(socket)) {
+        sides.failed(error ?? new Error("connection closed during the handshake"));
+      }
       plain.close?.(socket, error);
     },
     error(socket, error) {

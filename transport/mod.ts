@@ -154,7 +154,7 @@ export function connectTls(options: ConnectTlsOptions): Promise<Transport> {
  * Listens for TLS connections with the runtime's adapter, passing each to `onTransport` once its
  * handshake is done. Failed handshakes never reach `onTransport`, and ones that stall are dropped
  * after {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}. Under Deno, `noDelay` cannot be applied to accepted
- * TLS connections (Deno exposes no way to), so they keep Nagle's algorithm.
+ * TLS connections (Deno exposes no way to), so they keep Nagle's algorithm (see deno_tcp.ts).
  */
 export function listenTls(
   options: ListenTlsOptions,

@@ -14,8 +14,8 @@ import { formatAddress } from "./_address.ts";
 import { EventSink, toError } from "./_sink.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "./_write_queue.ts";
 import {
-  TLS_HANDSHAKE_TIMEOUT_MS,
   type TcpAddress,
+  TLS_HANDSHAKE_TIMEOUT_MS,
   type TlsConnectOptions,
   TlsHandshakeError,
   type TlsListenOptions,
