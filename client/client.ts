@@ -17,6 +17,7 @@ import { encodeStreamHeader, type StreamHeader } from "../protocol/stream_header
 import type { Transport } from "../protocol/transport.ts";
 import { listenTcp } from "../transport/mod.ts";
 import { DialError, dialTcp } from "../tunnel/dial.ts";
+import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
 import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
 import { parseHostPort } from "../util/host_port.ts";
 import { Backoff, type BackoffOptions } from "./backoff.ts";
@@ -70,6 +71,8 @@ export interface ExposeOptions {
   bindHost?: string;
   /** A name shown to operators. */
   label?: string;
+  /** Send a PROXY protocol header to `local` first, so it sees the visitor's real address. */
+  proxyProtocol?: "v1" | "v2";
 }
 
 /** A reverse tunnel held by the client. Its remote port stays the same across reconnects when it can. */
@@ -525,22 +528,32 @@ export class Client extends Emitter<ClientEvents> {
     readStreamHeader(stream, this.#options.connectTimeoutMs ?? 10_000).then(
       ({ header, rest }) => {
         let local: string | undefined;
+        let first = rest;
         if (header.kind === "visitor") {
-          local = [...this.#tunnels].find((r) => r.id === header.tunnel)?.request.local;
-          if (!local) return stream.reset(ResetReason.UnknownTunnel);
+          const request = [...this.#tunnels].find((r) => r.id === header.tunnel)?.request;
+          if (!request) return stream.reset(ResetReason.UnknownTunnel);
+          local = request.local;
+          if (request.proxyProtocol) {
+            const encode = request.proxyProtocol === "v2" ? encodeProxyV2 : encodeProxyV1;
+            const proxyHeader = encode(header.remote, header.local);
+            first = new Uint8Array(proxyHeader.length + rest.length);
+            first.set(proxyHeader);
+            first.set(rest, proxyHeader.length);
+          }
         } else if (header.kind === "service") {
           local = this.#offers.get(header.service);
           if (!local) return stream.reset(ResetReason.UnknownService);
         } else {
           return stream.reset(ResetReason.BadHeader);
         }
-        void this.#pipeToLocal(stream, local, rest);
+        void this.#pipeToLocal(stream, local, first);
       },
       () => stream.reset(ResetReason.BadHeader),
     );
   }
 
-  async #pipeToLocal(stream: Stream, local: string, rest: Uint8Array): Promise<void> {
+  /** Dials `local` and pipes `stream` to it, writing `first` (PROXY header, early payload) first. */
+  async #pipeToLocal(stream: Stream, local: string, first: Uint8Array): Promise<void> {
     const { hostname, port } = parseHostPort(local);
     let socket: Transport;
     try {
@@ -558,6 +571,6 @@ export class Client extends Emitter<ClientEvents> {
       );
       return stream.reset(code);
     }
-    await splice(streamEnd(stream), transportEnd(socket), { aFirst: rest });
+    await splice(streamEnd(stream), transportEnd(socket), { aFirst: first });
   }
 }

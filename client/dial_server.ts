@@ -5,10 +5,10 @@
  */
 
 import type { Transport } from "../protocol/transport.ts";
-import { connectTcp } from "../transport/mod.ts";
+import { connectTcp, connectTls } from "../transport/mod.ts";
 import { connectWebSocket } from "../transport/ws.ts";
 
-/** Connects to `url`: `tcp://host:port`, `ws://…` or `wss://…`. */
+/** Connects to `url`: `tcp://host:port`, `tls://host:port`, `ws://…` or `wss://…`. */
 export async function dialServer(
   url: string,
   options: { timeoutMs: number; caCerts?: string[] },
@@ -22,12 +22,21 @@ export async function dialServer(
         port: Number(parsed.port),
       });
       break;
+    case "tls:":
+      connecting = connectTls({
+        hostname: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
+        port: Number(parsed.port),
+        caCerts: options.caCerts,
+      });
+      break;
     case "ws:":
     case "wss:":
       connecting = connectWebSocket(url, { caCerts: options.caCerts });
       break;
     default:
-      throw new Error(`unsupported URL scheme ${parsed.protocol} (use tcp://, ws:// or wss://)`);
+      throw new Error(
+        `unsupported URL scheme ${parsed.protocol} (use tcp://, tls://, ws:// or wss://)`,
+      );
   }
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {

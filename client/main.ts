@@ -19,7 +19,7 @@ Usage:
 
 Options:
   --server URL                 the daemon: tcp://HOST:PORT, ws://HOST:PORT/tunnel or wss://…
-                               (env TUNNELMUX_SERVER)
+                               or tls://HOST:PORT (env TUNNELMUX_SERVER)
   --expose [BIND:]PORT=LOCAL   the daemon listens on PORT (0 = any allowed port) and sends its
                                visitors to LOCAL (HOST:PORT) here; repeatable
   --forward LISTEN=TARGET      listen on LISTEN (HOST:PORT) here; each connection goes through
@@ -27,7 +27,9 @@ Options:
   --offer NAME=LOCAL           offer named service NAME, served by LOCAL here; repeatable
   --use LISTEN=NAME            listen on LISTEN here for named service NAME; repeatable
   --name NAME                  how the daemon's logs call this client
-  --ca FILE                    extra CA certificate (PEM) to trust for wss://
+  --ca FILE                    extra CA certificate (PEM) to trust for tls:// and wss://
+  --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
+                               see the visitor's real address
   --no-reconnect               exit when the connection is lost instead of reconnecting
   --log-format FORMAT          auto, pretty or json (default auto: pretty on a terminal)
   -h, --help                   show this help
@@ -59,6 +61,7 @@ async function main(): Promise<number> {
       use: { type: "string", multiple: true, default: [] },
       name: { type: "string" },
       ca: { type: "string" },
+      "proxy-protocol": { type: "string" },
       "no-reconnect": { type: "boolean", default: false },
       "log-format": { type: "string", default: "auto" },
       help: { type: "boolean", short: "h" },
@@ -72,6 +75,10 @@ async function main(): Promise<number> {
   const token = process.env.TUNNELMUX_TOKEN;
   if (!server) throw new Error("--server (or TUNNELMUX_SERVER) is required");
   if (!token) throw new Error("TUNNELMUX_TOKEN is not set");
+  const proxyProtocol = values["proxy-protocol"] as "v1" | "v2" | undefined;
+  if (proxyProtocol !== undefined && proxyProtocol !== "v1" && proxyProtocol !== "v2") {
+    throw new Error(`--proxy-protocol must be v1 or v2, got "${proxyProtocol}"`);
+  }
   const exposes = values.expose.map((text) => {
     const [remote, local] = pair("expose", text);
     const colon = remote.lastIndexOf(":");
@@ -81,7 +88,7 @@ async function main(): Promise<number> {
       throw new Error(`--expose: bad port in "${text}"`);
     }
     parseHostPort(local);
-    return { remotePort, bindHost, local };
+    return { remotePort, bindHost, local, proxyProtocol };
   });
   const forwards = values.forward.map((text) => pair("forward", text));
   const offers = values.offer.map((text) => pair("offer", text));

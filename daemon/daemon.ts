@@ -7,7 +7,8 @@
 
 import { Lifecycle } from "../protocol/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { listenTcp } from "../transport/mod.ts";
+import { readFile } from "node:fs/promises";
+import { listenTcp, listenTls } from "../transport/mod.ts";
 import { listenWebSocket } from "../transport/ws.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./client_session.ts";
 import type { Config } from "./config.ts";
@@ -104,8 +105,17 @@ export class Daemon {
   async start(): Promise<void> {
     const { listen } = this.#config;
     try {
+      // PEM contents are read once at start; replacing certificates needs a restart.
+      const tls = this.#config.tls
+        ? {
+          cert: await readFile(this.#config.tls.cert, "utf8"),
+          key: await readFile(this.#config.tls.key, "utf8"),
+        }
+        : undefined;
       if (listen.tcp) {
-        const listener = await listenTcp(listen.tcp, (t) => this.#accept(t, "tcp"));
+        const listener = tls
+          ? await listenTls({ ...listen.tcp, ...tls }, (t) => this.#accept(t, "tls"))
+          : await listenTcp(listen.tcp, (t) => this.#accept(t, "tcp"));
         this.#listeners.push(listener);
         this.#tcpListener = listener;
         this.#addresses.tcp = `${listener.hostname}:${listener.port}`;
@@ -115,8 +125,9 @@ export class Daemon {
           ...listen.websocket,
           path: listen.websocketPath,
           maxMessageSize: this.#config.limits.maxWebSocketMessage,
+          tls,
           authorize: (request) => this.#authorizeUpgrade(request),
-        }, (t, request) => this.#accept(t, "ws", this.#bearerClient(request)));
+        }, (t, request) => this.#accept(t, tls ? "wss" : "ws", this.#bearerClient(request)));
         this.#listeners.push(listener);
         this.#addresses.websocket = `${listener.hostname}:${listener.port}${listen.websocketPath}`;
       }

@@ -26,7 +26,7 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
   --data-dir DIR             state directory (TUNNELMUX_DATA_DIR)
   --log-level LEVEL          debug, info, warn or error (TUNNELMUX_LOG_LEVEL)
   --log-format FORMAT        auto, pretty or json (TUNNELMUX_LOG_FORMAT)
-  --tls-cert FILE            TLS certificate: serve wss:// (TUNNELMUX_TLS_CERT)
+  --tls-cert FILE            TLS certificate (PEM): serve TLS and wss:// (TUNNELMUX_TLS_CERT)
   --tls-key FILE             TLS private key (TUNNELMUX_TLS_KEY)
   -h, --help                 show this help
 
@@ -96,8 +96,9 @@ async function main(): Promise<number> {
   const daemon = new Daemon(config, { log });
   await daemon.start();
   const { tcp, websocket } = daemon.addresses;
-  if (tcp) console.log(`tunnels over TCP on ${tcp}`);
-  if (websocket) console.log(`tunnels over WebSocket on ws://${websocket}`);
+  const secure = config.tls !== null;
+  if (tcp) console.log(`tunnels over ${secure ? "TLS" : "TCP"} on ${tcp}`);
+  if (websocket) console.log(`tunnels over WebSocket on ${secure ? "wss" : "ws"}://${websocket}`);
   if (loaded.generated.token) {
     console.log(`token of client "default" (generated; set TUNNELMUX_TOKEN to choose one):`);
     console.log(`  ${loaded.generated.token}`);

@@ -8,10 +8,6 @@
 // suites are skipped when openssl is missing.
 
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, it } from "node:test";
 import { Session } from "../protocol/mod.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
@@ -24,64 +20,23 @@ import {
   tcpPairFactory,
   transportContract,
 } from "./_contract.ts";
+import { hasOpenssl, makeTestIdentity, type TestIdentity } from "./_test_certificate.ts";
 import { isBun, isDeno, pattern, poll, Probe, sameBytes } from "./_test_util.ts";
 import { connectBunTls, listenBunTls } from "./bun_tcp.ts";
 import { connectDenoTls, listenDenoTls, type TlsConnectOptions } from "./deno_tcp.ts";
 import { connectTls, listenTcp, listenTls, TlsHandshakeError } from "./mod.ts";
 import { connectNodeTls, listenNodeTls } from "./node_tcp.ts";
 
-interface Identity {
-  cert: string;
-  key: string;
-}
+type Identity = TestIdentity;
 
-/**
- * A self-signed server certificate for `subjectAltName`. CA:FALSE because Deno's rustls refuses a
- * server certificate that says CA:TRUE (CaUsedAsEndEntity), which `openssl req -x509` sets.
- */
-function makeIdentity(dir: string, name: string, subjectAltName: string): Identity {
-  const made = spawnSync("openssl", [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-    "-days",
-    "1",
-    "-subj",
-    `/CN=${name}`,
-    "-addext",
-    `subjectAltName=${subjectAltName}`,
-    "-addext",
-    "basicConstraints=critical,CA:FALSE",
-    "-keyout",
-    join(dir, `${name}.key`),
-    "-out",
-    join(dir, `${name}.pem`),
-  ]);
-  if (made.status !== 0) throw new Error(`openssl failed: ${made.stderr}`);
-  return {
-    cert: readFileSync(join(dir, `${name}.pem`), "utf8"),
-    key: readFileSync(join(dir, `${name}.key`), "utf8"),
-  };
-}
-
-const openssl = spawnSync("openssl", ["version"]).status === 0;
 let server: Identity = { cert: "", key: "" };
 // Another self-signed certificate: trusting it must not make the server's acceptable.
 let stranger: Identity = { cert: "", key: "" };
-if (openssl) {
-  const dir = mkdtempSync(join(tmpdir(), "tunnelmux-tls-"));
-  try {
-    server = makeIdentity(dir, "server", "IP:127.0.0.1,DNS:localhost");
-    stranger = makeIdentity(dir, "stranger", "DNS:stranger.test");
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+if (hasOpenssl) {
+  server = makeTestIdentity("server");
+  stranger = makeTestIdentity("stranger", "DNS:stranger.test");
 }
-const noOpenssl = openssl ? false : "openssl is not installed";
+const noOpenssl = hasOpenssl ? false : "openssl is not installed";
 
 /** How one TLS implementation connects and listens. */
 interface TlsImpl {
@@ -139,13 +94,13 @@ const suites: [string, TlsImpl | undefined, TlsImpl | undefined, boolean][] = [
   [`node_tls client, ${nativeName}_tls server`, node, native, false],
 ];
 for (const [name, client, listener, swap] of suites) {
-  const skip = !client || !listener || !openssl;
+  const skip = !client || !listener || !hasOpenssl;
   const pair = adapter(client ?? node, listener ?? node);
   transportContract(name, (swap ? swapped : (f: PairFactory) => f)(tcpPairFactory(pair)), skip);
 }
 // Listener and address behaviour does not pause anything, so every combination runs.
-tcpContract(`${nativeName}_tls`, adapter(native ?? node, native ?? node), !native || !openssl);
-tcpContract("node_tls", adapter(node, node), !openssl);
+tcpContract(`${nativeName}_tls`, adapter(native ?? node, native ?? node), !native || !hasOpenssl);
+tcpContract("node_tls", adapter(node, node), !hasOpenssl);
 
 /**
  * The server side of `client` among `accepted`, once it is there. Every other accepted transport

@@ -8,16 +8,13 @@
 // Its other cases are repeated below against WebSocket pairs, with WebSocket versions of those three.
 
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 import { Session } from "../protocol/mod.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { checkEcho } from "../tools/echo_check.ts";
 import { echoStream } from "../tools/echo_stream.ts";
 import type { Pair } from "./_contract.ts";
+import { hasOpenssl, makeTestIdentity } from "./_test_certificate.ts";
 import {
   echo,
   isBun,
@@ -640,46 +637,14 @@ describe("ws: yamux over WebSocket", () => {
 });
 
 describe("ws: wss with a self-signed certificate", () => {
-  const openssl = spawnSync("openssl", ["version"]).status === 0;
-  let dir = "";
   let cert = "";
   let key = "";
   before(() => {
-    if (!openssl) return;
-    dir = mkdtempSync(join(tmpdir(), "tunnelmux-wss-"));
-    // CA:FALSE: Deno's rustls refuses a server certificate that says CA:TRUE (CaUsedAsEndEntity),
-    // which `openssl req -x509` sets by default.
-    const made = spawnSync("openssl", [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-days",
-      "1",
-      "-subj",
-      "/CN=localhost",
-      "-addext",
-      "subjectAltName=IP:127.0.0.1,DNS:localhost",
-      "-addext",
-      "basicConstraints=critical,CA:FALSE",
-      "-keyout",
-      join(dir, "key.pem"),
-      "-out",
-      join(dir, "cert.pem"),
-    ]);
-    assert.equal(made.status, 0, String(made.stderr));
-    cert = readFileSync(join(dir, "cert.pem"), "utf8");
-    key = readFileSync(join(dir, "key.pem"), "utf8");
-  });
-  after(() => {
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    if (hasOpenssl) ({ cert, key } = makeTestIdentity());
   });
 
   it("carries bytes over wss when the client trusts the certificate, and refuses otherwise", {
-    skip: openssl ? false : "openssl is not installed",
+    skip: hasOpenssl ? false : "openssl is not installed",
   }, async () => {
     const server = await serve({ tls: { cert, key } });
     try {
