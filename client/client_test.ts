@@ -1,0 +1,264 @@
+// The SDK against a daemon in this process (the process-level tests are in e2e/): every URL
+// scheme, PROXY protocol toward the local service, forwards, named services, reconnects.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect } from "./client.ts";
+import { ClientError, describeStreamError } from "./errors.ts";
+import { Daemon } from "../daemon/daemon.ts";
+import { validateConfig } from "../daemon/config.ts";
+import { Logger } from "../util/log.ts";
+import { connectTcp, listenTcp } from "../transport/mod.ts";
+import type { Transport, TransportListener } from "../protocol/transport.ts";
+import { pattern, roundTrip } from "../tools/echo_check.ts";
+import { decodeProxyHeader } from "../tunnel/proxy_protocol.ts";
+import { hasOpenssl, makeTestIdentity } from "../transport/_test_certificate.ts";
+
+const TOKEN = "client-test-token-0123456789abcdef";
+const OTHER = "client-test-other-0123456789abcdef";
+
+/** A TCP service that records what each connection sent first and echoes everything. */
+async function recordingEcho(): Promise<{ listener: TransportListener; firsts: Uint8Array[] }> {
+  const firsts: Uint8Array[] = [];
+  const listener = await listenTcp({ hostname: "127.0.0.1", port: 0 }, (t) => {
+    let first = true;
+    t.start({
+      data: (chunk) => {
+        if (first) firsts.push(chunk.slice());
+        first = false;
+        if (!t.write(chunk)) t.pause();
+      },
+      drain: () => t.resume(),
+      end: () => t.end(),
+      close: () => {},
+    });
+  });
+  return { listener, firsts };
+}
+
+async function startDaemon(echoPort: number, extra: Record<string, unknown> = {}) {
+  const result = validateConfig({
+    listen: { tcp: "127.0.0.1:0", websocket: "127.0.0.1:0", admin: null },
+    clients: [
+      {
+        name: "alice",
+        token: TOKEN,
+        expose: { ports: [0, "20000-40000"] },
+        forward: [`127.0.0.1:${echoPort}`],
+        services: { offer: ["box"], use: ["echo", "box"] },
+      },
+      { name: "bob", token: OTHER, services: { use: ["box"] } },
+    ],
+    ...extra,
+  });
+  assert.deepEqual(result.errors, []);
+  const log = new Logger({ level: "error", format: "json", sink: () => {} });
+  const daemon = new Daemon(result.config!, { log });
+  await daemon.start();
+  return daemon;
+}
+
+/** Sends `bytes` to 127.0.0.1:`port` and resolves with the first `bytes.length` bytes back. */
+function tcpEcho(port: number, bytes: Uint8Array): Promise<Uint8Array> {
+  return connectTcp({ hostname: "127.0.0.1", port }).then((t: Transport) =>
+    new Promise((resolve, reject) => {
+      const got: number[] = [];
+      t.start({
+        data: (chunk) => {
+          got.push(...chunk);
+          if (got.length >= bytes.length) {
+            t.close();
+            resolve(Uint8Array.from(got));
+          }
+        },
+        drain: () => {},
+        end: () => {},
+        close: (error) => error && reject(error),
+      });
+      t.write(bytes);
+    })
+  );
+}
+
+describe("client SDK (daemon in process)", () => {
+  let echo: Awaited<ReturnType<typeof recordingEcho>>;
+  let daemon: Daemon;
+  before(async () => {
+    echo = await recordingEcho();
+    daemon = await startDaemon(echo.listener.port);
+  });
+  after(() => {
+    daemon.stop();
+    echo.listener.close();
+  });
+
+  for (const scheme of ["tcp", "ws"]) {
+    it(`${scheme}://: echo, forward, reverse tunnel, and a refused forward in words`, async () => {
+      const url = scheme === "tcp"
+        ? `tcp://${daemon.addresses.tcp}`
+        : `ws://${daemon.addresses.websocket}`;
+      const client = await connect(url, { token: TOKEN, reconnect: false });
+      try {
+        assert.deepEqual(await roundTrip(client.echo(), pattern(70_000, 1)), pattern(70_000, 1));
+        const forwarded = await roundTrip(
+          client.open(`127.0.0.1:${echo.listener.port}`),
+          pattern(9000, 2),
+        );
+        assert.deepEqual(forwarded, pattern(9000, 2));
+        const tunnel = await client.expose({ local: `127.0.0.1:${echo.listener.port}` });
+        assert.deepEqual(await tcpEcho(tunnel.remotePort, pattern(500, 3)), pattern(500, 3));
+        const refused = await roundTrip(client.open("127.0.0.1:1"), pattern(1, 4)).catch((e) => e);
+        assert.match(describeStreamError(refused), /NotAllowed/);
+        await tunnel.close();
+      } finally {
+        await client.close();
+      }
+    });
+  }
+
+  it("a wrong token fails connect() with a fatal unauthorized error", async () => {
+    const failure = await connect(`tcp://${daemon.addresses.tcp}`, {
+      token: "wrong-token-0123456789abcdefghij",
+    }).catch((e) => e);
+    assert.ok(failure instanceof ClientError);
+    assert.equal(failure.code, "unauthorized");
+    assert.equal(failure.fatal, true);
+  });
+
+  it("PROXY protocol v1 and v2 tell the local service the visitor's address", async () => {
+    const client = await connect(`tcp://${daemon.addresses.tcp}`, {
+      token: TOKEN,
+      reconnect: false,
+    });
+    try {
+      for (const version of ["v1", "v2"] as const) {
+        const before = echo.firsts.length;
+        const tunnel = await client.expose({
+          local: `127.0.0.1:${echo.listener.port}`,
+          proxyProtocol: version,
+        });
+        await tcpEcho(tunnel.remotePort, new Uint8Array([7])).catch(() => undefined);
+        for (let i = 0; i < 200 && echo.firsts.length === before; i++) {
+          await new Promise((r) => setTimeout(r, 5));
+        }
+        const header = decodeProxyHeader(echo.firsts[before]);
+        assert.ok(header, `${version}: a PROXY header came first`);
+        assert.equal(header.version, version === "v1" ? 1 : 2);
+        assert.match(header.source ?? "", /^127\.0\.0\.1:\d+$/);
+        assert.equal(header.destination, `127.0.0.1:${tunnel.remotePort}`);
+        await tunnel.close();
+      }
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("forward() listens locally; a named service reaches the offering client", async () => {
+    const alice = await connect(`tcp://${daemon.addresses.tcp}`, {
+      token: TOKEN,
+      reconnect: false,
+    });
+    const bob = await connect(`ws://${daemon.addresses.websocket}`, {
+      token: OTHER,
+      reconnect: false,
+    });
+    try {
+      const local = await alice.forward({
+        listen: "127.0.0.1:0",
+        target: `127.0.0.1:${echo.listener.port}`,
+      });
+      const localPort = Number(local.address.split(":")[1]);
+      assert.deepEqual(await tcpEcho(localPort, pattern(3000, 5)), pattern(3000, 5));
+      local.close();
+      await alice.offer("box", `127.0.0.1:${echo.listener.port}`);
+      assert.deepEqual(await roundTrip(bob.openService("box"), pattern(4000, 6)), pattern(4000, 6));
+      const missing = await roundTrip(bob.openService("nobody"), pattern(1, 7)).catch((e) => e);
+      assert.match(describeStreamError(missing), /NotAllowed|UnknownService/);
+    } finally {
+      await alice.close();
+      await bob.close();
+    }
+  });
+});
+
+describe("client SDK: reconnect", () => {
+  it("comes back after the daemon restarts on the same port, with its tunnel", async () => {
+    const echo = await recordingEcho();
+    let daemon = await startDaemon(echo.listener.port);
+    const port = Number(daemon.addresses.tcp!.split(":")[1]);
+    const client = await connect(`tcp://127.0.0.1:${port}`, {
+      token: TOKEN,
+      reconnect: { initialMs: 20, maxMs: 100 },
+    });
+    try {
+      const tunnel = await client.expose({ local: `127.0.0.1:${echo.listener.port}` });
+      const remotePort = tunnel.remotePort;
+      const states: string[] = [];
+      client.on("state", (s) => states.push(s));
+      daemon.stop();
+      // The old listener's port is freed asynchronously: retry the bind, a bounded number of times.
+      for (let attempt = 0;; attempt++) {
+        try {
+          daemon = await startDaemon(echo.listener.port, {
+            listen: { tcp: `127.0.0.1:${port}`, websocket: null, admin: null },
+          });
+          break;
+        } catch (error) {
+          if (attempt === 100) throw error;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+      for (
+        let i = 0;
+        i < 400 && !(client.state === "ready" && tunnel.id !== "" && states.includes("ready"));
+        i++
+      ) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(states.includes("backoff") && states.includes("ready"), states.join(","));
+      for (let i = 0; i < 200 && daemon.tunnels.size === 0; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(tunnel.remotePort, remotePort, "the tunnel came back on the same port");
+      assert.deepEqual(await tcpEcho(remotePort, pattern(100, 8)), pattern(100, 8));
+    } finally {
+      await client.close();
+      daemon.stop();
+      echo.listener.close();
+    }
+  });
+});
+
+describe("client SDK: TLS", () => {
+  it("tls:// and wss:// with a trusted self-signed certificate", {
+    skip: hasOpenssl ? false : "openssl is not installed",
+  }, async () => {
+    const identity = makeTestIdentity();
+    const dir = mkdtempSync(join(tmpdir(), "tunnelmux-client-tls-"));
+    writeFileSync(join(dir, "cert.pem"), identity.cert);
+    writeFileSync(join(dir, "key.pem"), identity.key);
+    const echo = await recordingEcho();
+    const daemon = await startDaemon(echo.listener.port, {
+      tls: { cert: join(dir, "cert.pem"), key: join(dir, "key.pem") },
+    });
+    try {
+      for (const url of [`tls://${daemon.addresses.tcp}`, `wss://${daemon.addresses.websocket}`]) {
+        const untrusting = await connect(url, { token: TOKEN, reconnect: false }).catch((e) => e);
+        assert.ok(untrusting instanceof ClientError, `${url}: refused without the CA`);
+        const client = await connect(url, {
+          token: TOKEN,
+          reconnect: false,
+          caCerts: [identity.cert],
+        });
+        assert.deepEqual(await roundTrip(client.echo(), pattern(20_000, 9)), pattern(20_000, 9));
+        await client.close();
+      }
+    } finally {
+      daemon.stop();
+      echo.listener.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
