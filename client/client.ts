@@ -330,12 +330,15 @@ export class Client extends Emitter<ClientEvents> {
     });
     this.#session = session;
     this.#lifecycle.fire("connected");
+    let handshakeFailure: ClientError | undefined;
     session.closed.then((error) => {
       if (this.#session !== session) return;
       this.#session = undefined;
       this.#control = undefined;
+      // A refused handshake (e.g. limit_reached) says why; anything else is a lost connection.
       this.#lost(
-        new ClientError("session_lost", `connection lost${error ? `: ${error.message}` : ""}`),
+        handshakeFailure ??
+          new ClientError("session_lost", `connection lost${error ? `: ${error.message}` : ""}`),
       );
     });
     const handshake = setTimeout(() => session.destroy(new Error("handshake timed out")), timeout);
@@ -353,6 +356,7 @@ export class Client extends Emitter<ClientEvents> {
         ? error
         : new ClientError("session_lost", String(error));
       if (failure.fatal) return this.#giveUp(failure, session);
+      handshakeFailure = failure;
       session.destroy();
     }
   }

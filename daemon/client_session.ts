@@ -62,6 +62,9 @@ const TRANSITIONS = {
 
 let nextSessionNumber = 1;
 
+/** How often a draining session checks whether its last data stream has finished. */
+const DRAIN_CHECK_MS = 50;
+
 /** A connected client. */
 export class ClientSession {
   /** Session id, unique in this daemon run. */
@@ -91,6 +94,7 @@ export class ClientSession {
   #closeTimer: ReturnType<typeof setTimeout> | undefined;
   #sawFirstStream = false;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  #drainTimer: ReturnType<typeof setTimeout> | undefined;
 
   /**
    * Starts serving `transport`. `preauthenticated` is the client name when the transport already
@@ -139,9 +143,20 @@ export class ClientSession {
     return this.#tunnels.values();
   }
 
-  /** Graceful: GoAway, then the session ends when its streams are done. */
+  /**
+   * Graceful: GoAway (the client opens nothing new), then the session is closed as soon as no
+   * stream but the control stream is left, which the client keeps open for as long as it is
+   * connected. Checked on a short timer only while draining.
+   */
   drain(): void {
     this.session.goAway();
+    const check = () => {
+      if (this.#hasEnded()) return;
+      const busy = this.session.streamCount > (this.#control ? 1 : 0);
+      if (!busy) return this.close();
+      this.#drainTimer = setTimeout(check, DRAIN_CHECK_MS);
+    };
+    check();
   }
 
   /** Closes now: GoAway and transport closed, streams fail. */
@@ -426,6 +441,7 @@ export class ClientSession {
     clearTimeout(this.#handshakeTimer);
     clearTimeout(this.#closeTimer);
     clearTimeout(this.#idleTimer);
+    clearTimeout(this.#drainTimer);
     this.#lifecycle.fire("close");
     for (const tunnel of [...this.#tunnels.values()]) this.#removeTunnel(tunnel);
     this.#context.services.withdrawAll(this.id);

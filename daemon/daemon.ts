@@ -150,7 +150,8 @@ export class Daemon {
     // 503. The WebSocket listener stays bound until stop(), since closing Deno's HTTP server also
     // closes the WebSockets it accepted, which would cut the sessions we are draining.
     this.#tcpListener?.close();
-    for (const tunnel of this.tunnels.values()) tunnel.close();
+    // Tunnels stop taking visitors; visitors already connected finish within the grace period.
+    for (const tunnel of this.tunnels.values()) tunnel.stopAccepting();
     for (const session of this.sessions.values()) session.drain();
     const all = Promise.all([...this.sessions.values()].map((s) => s.closed));
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -88,11 +88,20 @@ export class ReverseTunnel {
     return tunnel;
   }
 
-  /** Stops listening and disconnects current visitors. Idempotent. */
-  close(): void {
-    if (this.#closed) return;
+  /** Visitors connected now. */
+  get activeVisitors(): number {
+    return this.#visitors.size;
+  }
+
+  /** Stops accepting visitors; those connected finish normally (a drain). Idempotent. */
+  stopAccepting(): void {
     this.#closed = true;
     this.#listener?.close();
+  }
+
+  /** Stops listening and disconnects current visitors. Idempotent. */
+  close(): void {
+    this.stopAccepting();
     for (const visitor of this.#visitors) visitor.close();
   }
 
