@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Logger } from "../util/log.ts";
 import { parseHostPort } from "../util/host_port.ts";
-import { type Client, connect } from "./client.ts";
+import { Client } from "./client.ts";
 
 const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon
 
@@ -102,35 +102,18 @@ async function main(): Promise<number> {
     sink: (line) => process.stderr.write(line + "\n"),
   });
 
-  const client: Client = await connect(server, {
+  const client = new Client(server, {
     token,
     name: values.name,
     reconnect: !values["no-reconnect"],
     caCerts: values.ca ? [readFileSync(values.ca, "utf8")] : undefined,
   });
-  client.on("state", (state) => log.info(`state: ${state}`));
-  client.on("error", (error) => log.warn(error.message, { code: error.code }));
-  client.on(
-    "tunnel",
-    (t) => log.info("tunnel up", { remote: `${t.remoteHost}:${t.remotePort}`, local: t.local }),
-  );
-  log.info("connected", { server });
-  for (const expose of exposes) await client.expose(expose);
-  for (const [listen, target] of forwards) {
-    const forward = await client.forward({ listen, target });
-    log.info("forwarding", { listen: forward.address, target });
-  }
-  for (const [name, local] of offers) {
-    await client.offer(name, local);
-    log.info("offering service", { service: name, local });
-  }
-  for (const [listen, name] of uses) {
-    const forward = await client.forward({ listen, service: name });
-    log.info("using service", { listen: forward.address, service: name });
-  }
-
+  // Signals are handled from the start, so Ctrl-C during the first connect is a clean stop too.
+  let stopping = false;
   const done = new Promise<number>((resolve) => {
     const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
       log.info("closing", { signal });
       await client.close();
       resolve(0);
@@ -138,9 +121,33 @@ async function main(): Promise<number> {
     process.on("SIGINT", () => stop("SIGINT"));
     process.on("SIGTERM", () => stop("SIGTERM"));
     client.on("state", (state) => {
-      if (state === "closed") resolve(1);
+      if (state === "closed" && !stopping) resolve(1); // gave up: a fatal error or no reconnect
     });
   });
+  client.on("state", (state) => log.info(`state: ${state}`));
+  client.on("error", (error) => log.warn(error.message, { code: error.code }));
+  client.on(
+    "tunnel",
+    (t) => log.info("tunnel up", { remote: `${t.remoteHost}:${t.remotePort}`, local: t.local }),
+  );
+  const setUp = async () => {
+    await client.ready();
+    log.info("connected", { server });
+    for (const expose of exposes) await client.expose(expose);
+    for (const [listen, target] of forwards) {
+      const forward = await client.forward({ listen, target });
+      log.info("forwarding", { listen: forward.address, target });
+    }
+    for (const [name, local] of offers) {
+      await client.offer(name, local);
+      log.info("offering service", { service: name, local });
+    }
+    for (const [listen, name] of uses) {
+      const forward = await client.forward({ listen, service: name });
+      log.info("using service", { listen: forward.address, service: name });
+    }
+  };
+  await Promise.race([setUp(), done]);
   return await done;
 }
 
