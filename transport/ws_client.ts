@@ -22,7 +22,12 @@
 import type { Transport } from "../protocol/transport.ts";
 import { formatAddress } from "./_address.ts";
 import { StandardSocketDriver } from "./_ws_standard_driver.ts";
-import { WebSocketConnectError, type WebSocketConnectOptions, WebSocketTransport } from "./ws.ts";
+import {
+  POLLED_SOCKET_SEND_LIMIT,
+  WebSocketConnectError,
+  type WebSocketConnectOptions,
+  WebSocketTransport,
+} from "./ws.ts";
 
 function remoteOf(url: URL): string {
   const port = url.port ? Number(url.port) : url.protocol === "wss:" ? 443 : 80;
@@ -82,6 +87,7 @@ export function connectWebSocketClient(
         localAddress: "unknown",
         highWaterMark: options.highWaterMark,
         maxMessageSize: options.maxMessageSize,
+        socketSendLimit: POLLED_SOCKET_SEND_LIMIT,
       }, release);
       resolve(transport);
     };

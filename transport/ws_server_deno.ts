@@ -12,7 +12,12 @@
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { formatAddress } from "./_address.ts";
 import { StandardSocketDriver } from "./_ws_standard_driver.ts";
-import { screenUpgrade, type WebSocketListenOptions, WebSocketTransport } from "./ws.ts";
+import {
+  POLLED_SOCKET_SEND_LIMIT,
+  screenUpgrade,
+  type WebSocketListenOptions,
+  WebSocketTransport,
+} from "./ws.ts";
 
 /** Listens with `Deno.serve`; see {@linkcode listenWebSocket} in ws.ts. */
 export function listenDenoWebSocket(
@@ -41,6 +46,7 @@ export function listenDenoWebSocket(
         localAddress,
         highWaterMark: options.highWaterMark,
         maxMessageSize: options.maxMessageSize,
+        socketSendLimit: POLLED_SOCKET_SEND_LIMIT,
       });
       try {
         onTransport(transport, upgradeRequest);
