@@ -304,6 +304,8 @@ export class Client extends Emitter<ClientEvents> {
     this.#control?.end();
     const forced = setTimeout(() => session.destroy(), CLOSE_GRACE_MS);
     await session.close();
+    // Let the transport finish closing (a WebSocket's close handshake) before a process exits.
+    await session.transportClosed;
     clearTimeout(forced);
   }
 

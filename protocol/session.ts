@@ -81,6 +81,11 @@ export class Session implements FrameSink, StreamHost {
   readonly client: boolean;
   /** Resolves when the session has closed: with the error that ended it, or undefined. */
   readonly closed: Promise<Error | undefined>;
+  /**
+   * Resolves once the transport itself has closed, after `closed`: by then the last frames and,
+   * over WebSocket, the close handshake are done. Wait for it before a process exits.
+   */
+  readonly transportClosed: Promise<void>;
   /** Takes each stream the peer opens (see {@linkcode SessionOptions.onStream}). */
   onStream: ((stream: Stream) => void) | null;
   /** Told about errors, for logging (see {@linkcode SessionOptions.onError}). */
@@ -134,6 +139,8 @@ export class Session implements FrameSink, StreamHost {
       );
     }
     this.closed = new Promise((resolve) => this.#resolveClosed = resolve);
+    let transportClosed!: () => void;
+    this.transportClosed = new Promise((resolve) => transportClosed = resolve);
     this.#transport = transport;
     this.#outbound = new Outbound(transport, this.config, this.stats);
     this.#decoder = new FrameDecoder(this);
@@ -145,7 +152,10 @@ export class Session implements FrameSink, StreamHost {
       },
       drain: () => this.#outbound.drained(),
       end: () => this.#onTransportGone(undefined),
-      close: (error) => this.#onTransportGone(error),
+      close: (error) => {
+        this.#onTransportGone(error);
+        transportClosed();
+      },
     });
     if (this.config.enableKeepAlive) this.#armKeepAlive();
     // One ping at the start measures the round trip that window auto-tuning compares against.
