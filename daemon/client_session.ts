@@ -24,6 +24,7 @@ import type { LookupFn } from "./resolve.ts";
 import type { ReverseTunnel } from "./reverse_tunnel.ts";
 import type { ServiceRegistry } from "./services.ts";
 import type { TokenVerifier } from "./tokens.ts";
+import type { DaemonEventType } from "./events.ts";
 import { openTunnel } from "./open_tunnel.ts";
 
 /** The daemon's side of things that every client session shares. */
@@ -42,6 +43,8 @@ export interface DaemonContext {
   log: Logger;
   /** Counts an event for metrics, e.g. `auth_failure` or a refusal reason. */
   count(event: string): void;
+  /** Publishes an event to the daemon's feed (admin API, metrics). */
+  publish(type: DaemonEventType, fields: Record<string, string | number | undefined>): void;
   /** Name lookup for forwards (tests replace it). */
   lookup?: LookupFn;
   /** Whether one more session may become ready (the session limit). */
@@ -207,7 +210,15 @@ export class ClientSession {
               dialTimeoutMs: config.limits.dialTimeoutMs,
               log,
               lookup: this.#context.lookup,
-              count: (reason) => this.#context.count(`forward_${reason}`),
+              count: (reason) => {
+                this.#context.count(`forward_${reason}`);
+                this.#context.publish("stream_reset", {
+                  session: this.id,
+                  client: client.name,
+                  stream: stream.id,
+                  reason,
+                });
+              },
             });
           case "service": {
             const decision = canUseService(client, header.service);
@@ -312,6 +323,12 @@ export class ClientSession {
           tunnel: tunnel.id,
           bind: `${tunnel.bindHost}:${tunnel.port}`,
         });
+        this.#context.publish("tunnel_up", {
+          tunnel: tunnel.id,
+          client: client.name,
+          session: this.id,
+          bind: `${tunnel.bindHost}:${tunnel.port}`,
+        });
         return control.send({
           type: "exposed",
           id: message.id,
@@ -367,6 +384,10 @@ export class ClientSession {
       : this.#context.verifier.verify(message.token);
     if (client === undefined) {
       this.#context.count("auth_failure");
+      this.#context.publish("auth_failure", {
+        remote: this.remoteAddress,
+        transport: this.transportKind,
+      });
       this.#log.warn("authentication failed", { name: message.name });
       control.send({ type: "error", code: "unauthorized", message: "unknown or missing token" });
       return this.#closeAfterReply();
@@ -383,6 +404,12 @@ export class ClientSession {
     this.#watchIdle();
     this.#log = this.#log.child({ client });
     this.#log.info("session ready", { transport: this.transportKind, agent: message.agent });
+    this.#context.publish("session_opened", {
+      session: this.id,
+      client,
+      transport: this.transportKind,
+      remote: this.remoteAddress,
+    });
     control.send({
       type: "welcome",
       version: CONTROL_VERSION,
@@ -435,6 +462,11 @@ export class ClientSession {
     this.#tunnels.delete(tunnel.id);
     this.#context.tunnels.delete(tunnel.id);
     this.#log.info("tunnel down", { tunnel: tunnel.id });
+    this.#context.publish("tunnel_down", {
+      tunnel: tunnel.id,
+      client: tunnel.client,
+      session: this.id,
+    });
   }
 
   #teardown(error: Error | undefined): void {
@@ -446,5 +478,12 @@ export class ClientSession {
     for (const tunnel of [...this.#tunnels.values()]) this.#removeTunnel(tunnel);
     this.#context.services.withdrawAll(this.id);
     this.#log.info("session closed", { reason: error?.message });
+    if (this.#client !== undefined) {
+      this.#context.publish("session_closed", {
+        session: this.id,
+        client: this.#client,
+        reason: error?.message,
+      });
+    }
   }
 }

@@ -15,6 +15,7 @@ import type { Config } from "./config.ts";
 import type { Logger } from "../util/log.ts";
 import type { LookupFn } from "./resolve.ts";
 import type { ReverseTunnel } from "./reverse_tunnel.ts";
+import { EventFeed } from "./events.ts";
 import { ServiceRegistry } from "./services.ts";
 import { TokenVerifier } from "./tokens.ts";
 
@@ -50,6 +51,8 @@ export class Daemon {
   readonly services = new ServiceRegistry();
   /** Event counters (auth failures, refusals by reason, ...), for metrics. */
   readonly counters: Record<string, number> = {};
+  /** What happens, as it happens (sessions, tunnels, resets, auth failures, drain). */
+  readonly events = new EventFeed();
   /** When the daemon started (ms since the epoch). */
   readonly startedAt = Date.now();
   /** Resolves once the daemon has stopped. */
@@ -81,6 +84,7 @@ export class Daemon {
       draining: () => this.#lifecycle.state !== "running",
       log: this.#log,
       count: (event) => this.counters[event] = (this.counters[event] ?? 0) + 1,
+      publish: (type, fields) => this.events.publish(type, fields),
       lookup: options.lookup,
       admit: () => this.#readySessions() < this.#config.limits.sessions,
     };
@@ -146,6 +150,7 @@ export class Daemon {
   async drain(graceMs: number = this.#config.shutdownGraceMs): Promise<void> {
     if (!this.#lifecycle.fire("drain")) return this.stopped;
     this.#log.info("draining", { sessions: this.sessions.size, graceMs });
+    this.events.publish("drain", { sessions: this.sessions.size, graceMs });
     // New connections are refused from here on: the TCP listener closes, WebSocket upgrades get
     // 503. The WebSocket listener stays bound until stop(), since closing Deno's HTTP server also
     // closes the WebSockets it accepted, which would cut the sessions we are draining.

@@ -84,6 +84,48 @@ describe("Daemon (in process)", () => {
     }
   });
 
+  it("publishes session, tunnel and auth events to subscribers", async () => {
+    const { daemon, port } = await startDaemon();
+    const seen: string[] = [];
+    daemon.events.subscribe((event) => seen.push(`${event.type}:${event.fields.client ?? "-"}`));
+    const good = await dial(port);
+    const bad = await dial(port);
+    try {
+      assert.equal((await hello(good) as { type: string }).type, "welcome");
+      const control = [...good.streams()][0];
+      const channel = new ControlChannel(control);
+      const exposed = new Promise<{ tunnel: string }>((resolve) => {
+        channel.onMessage = (m) => resolve(m as { tunnel: string });
+      });
+      channel.send({ type: "expose", id: 1, port: 0 });
+      const { tunnel } = await exposed;
+      const unexposed = new Promise((resolve) => channel.onMessage = resolve);
+      channel.send({ type: "unexpose", id: 2, tunnel });
+      await unexposed;
+      const stream = bad.open();
+      stream.write(encodeStreamHeader({ kind: "control" }));
+      const badChannel = new ControlChannel(stream);
+      badChannel.send({ type: "hello", version: 1, token: "wrong-token-0123456789abcdefghij" });
+      await bad.closed;
+      good.destroy();
+      await good.closed;
+      for (let i = 0; i < 100 && !seen.includes("session_closed:alice"); i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.deepEqual(seen, [
+        "session_opened:alice",
+        "tunnel_up:alice",
+        "tunnel_down:alice",
+        "auth_failure:-",
+        "session_closed:alice",
+      ]);
+    } finally {
+      good.destroy();
+      bad.destroy();
+      daemon.stop();
+    }
+  });
+
   it("closes a session idle past limits.idleTimeoutMs, not one holding a tunnel", async () => {
     const { daemon, port } = await startDaemon({ idleTimeoutMs: 200 });
     const idle = await dial(port);
