@@ -1,0 +1,218 @@
+/**
+ * Loading the configuration in layers, later winning: embedded defaults < config file (JSON or
+ * JSONC) < `TUNNELMUX_*` environment < command-line flags; then validation, and the report that
+ * `daemon check` prints.
+ *
+ * @module
+ */
+
+import { readFile as fsReadFile } from "node:fs/promises";
+import type { HostPort } from "../util/host_port.ts";
+import type { Issue, ValidationResult } from "./config.ts";
+import { embeddedDefaults } from "./config_defaults.ts";
+import { isObject, mergeLayers, setOwn, suggest } from "./config_util.ts";
+import { validateConfig } from "./config_validate.ts";
+import { type JsoncResult, parseJsonc } from "./jsonc.ts";
+import { generateToken } from "./tokens.ts";
+
+/** Command-line settings, already parsed by the CLI. Tokens are deliberately absent: argv is visible to every user in `ps`. */
+export interface ConfigFlags {
+  /** Config file path (wins over `TUNNELMUX_CONFIG`). */
+  config?: string;
+  /** `HOST:PORT`, or `off`. */
+  listenTcp?: string;
+  /** `HOST:PORT`, or `off`. */
+  listenWebsocket?: string;
+  /** `HOST:PORT`, or `off`. */
+  listenAdmin?: string;
+  /** State directory. */
+  dataDir?: string;
+  /** `debug`, `info`, `warn` or `error`. */
+  logLevel?: string;
+  /** `auto`, `pretty` or `json`. */
+  logFormat?: string;
+  /** TLS certificate file. */
+  tlsCert?: string;
+  /** TLS key file. */
+  tlsKey?: string;
+}
+
+/** Inputs of {@link loadConfig}; everything is passed in, nothing is read from globals. */
+export interface LoadOptions {
+  /** Environment variables (the caller passes `process.env` or `Deno.env.toObject()`). */
+  env?: Record<string, string | undefined>;
+  /** Command-line settings. */
+  flags?: ConfigFlags;
+  /** Reads the config file; `node:fs/promises` by default. */
+  readFile?: (path: string) => Promise<string>;
+}
+
+/** Outcome of {@link loadConfig}. */
+export interface LoadResult extends ValidationResult {
+  /** The config file read, if any. */
+  file?: string;
+  /** Tokens generated because none was configured: print them once, they are stored only hashed. */
+  generated: { token?: string; adminToken?: string };
+}
+
+// Layered settings: [environment variable, flag, path in the document].
+const OVERRIDES: [string, keyof ConfigFlags, string[]][] = [
+  ["TUNNELMUX_LISTEN_TCP", "listenTcp", ["listen", "tcp"]],
+  ["TUNNELMUX_LISTEN_WS", "listenWebsocket", ["listen", "websocket"]],
+  ["TUNNELMUX_LISTEN_ADMIN", "listenAdmin", ["listen", "admin"]],
+  ["TUNNELMUX_DATA_DIR", "dataDir", ["dataDir"]],
+  ["TUNNELMUX_LOG_LEVEL", "logLevel", ["log", "level"]],
+  ["TUNNELMUX_LOG_FORMAT", "logFormat", ["log", "format"]],
+  ["TUNNELMUX_TLS_CERT", "tlsCert", ["tls", "cert"]],
+  ["TUNNELMUX_TLS_KEY", "tlsKey", ["tls", "key"]],
+];
+const KNOWN_ENV = [
+  ...OVERRIDES.map(([e]) => e),
+  "TUNNELMUX_TOKEN",
+  "TUNNELMUX_ADMIN_TOKEN",
+  "TUNNELMUX_CONFIG",
+];
+
+function setPath(doc: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = doc;
+  for (const key of path.slice(0, -1)) {
+    if (!isObject(node[key])) setOwn(node, key, {});
+    node = node[key] as Record<string, unknown>;
+  }
+  setOwn(node, path[path.length - 1], value);
+}
+
+/**
+ * Loads the configuration: embedded defaults, then the file (`flags.config` or
+ * `TUNNELMUX_CONFIG`), then the environment, then the flags, then validation. The `default`
+ * client's token comes from `TUNNELMUX_TOKEN`, else (when the file defines no clients) is
+ * generated; the admin token from `TUNNELMUX_ADMIN_TOKEN` or the file, else is generated.
+ */
+export async function loadConfig(options: LoadOptions = {}): Promise<LoadResult> {
+  const env = options.env ?? {};
+  const flags = options.flags ?? {};
+  const envValue = (name: string) => (env[name] === "" ? undefined : env[name]);
+  const file = flags.config ?? envValue("TUNNELMUX_CONFIG");
+  const generated: LoadResult["generated"] = {};
+  const fail = (message: string): LoadResult => ({
+    file,
+    generated,
+    errors: [{ path: "", message }],
+    warnings: [],
+  });
+  let fromFile: Record<string, unknown> = {};
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = await (options.readFile ?? ((p) => fsReadFile(p, "utf8")))(file);
+    } catch (error) {
+      const code = (error as { code?: unknown })?.code;
+      return fail(`cannot read config file ${file}${typeof code === "string" ? ` (${code})` : ""}`);
+    }
+    let parsed: JsoncResult;
+    try {
+      parsed = parseJsonc(text);
+    } catch (error) {
+      parsed = { ok: false, error: (error as Error).message };
+    }
+    if (!parsed.ok) return fail(`${file}: ${parsed.error}`);
+    if (!isObject(parsed.value)) return fail(`${file}: the top level must be an object`);
+    fromFile = parsed.value;
+  }
+  const doc = mergeLayers(embeddedDefaults(), fromFile) as Record<string, unknown>;
+  const sources = new Map<string, string>();
+  const warnings: Issue[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith("TUNNELMUX_") || KNOWN_ENV.includes(name) || value === undefined) continue;
+    const hint = suggest(name, KNOWN_ENV);
+    if (hint) warnings.push({ path: "", message: `unknown environment variable ${name}${hint}` });
+  }
+  for (const layer of ["env", "flag"] as const) {
+    for (const [envName, flag, path] of OVERRIDES) {
+      const value = layer === "env" ? envValue(envName) : flags[flag];
+      if (value === undefined) continue;
+      const off = path[0] === "listen" && value === "off";
+      setPath(doc, path, off ? null : value);
+      sources.set(
+        path.join("."),
+        layer === "env" ? envName : `--${flag.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())}`,
+      );
+    }
+  }
+  const token = envValue("TUNNELMUX_TOKEN");
+  const clients = Array.isArray(doc.clients) ? doc.clients : [];
+  const index = clients.findIndex((c) => isObject(c) && c.name === "default");
+  const defaultClient = index >= 0 ? clients[index] as Record<string, unknown> : undefined;
+  if (token !== undefined && defaultClient) {
+    setOwn(defaultClient, "token", token);
+    sources.set(`clients[${index}].token`, "TUNNELMUX_TOKEN");
+  } else if (token !== undefined) {
+    warnings.push({
+      path: "clients",
+      message: 'TUNNELMUX_TOKEN is ignored: no client is named "default"',
+    });
+  } else if (!("clients" in fromFile) && defaultClient && defaultClient.token === undefined) {
+    setOwn(defaultClient, "token", generated.token = generateToken());
+  }
+  const adminToken = envValue("TUNNELMUX_ADMIN_TOKEN");
+  if (adminToken !== undefined) {
+    doc.adminToken = adminToken;
+    sources.set("adminToken", "TUNNELMUX_ADMIN_TOKEN");
+  } else if (
+    (doc.adminToken ?? null) === null && isObject(doc.listen) && doc.listen.admin !== null
+  ) {
+    doc.adminToken = generated.adminToken = generateToken();
+  }
+  const result = validateConfig(doc);
+  const annotate = (issue: Issue): Issue => {
+    const source = [...sources].find(([p]) => issue.path === p || issue.path.startsWith(p + "."))
+      ?.[1];
+    return source ? { ...issue, source } : issue;
+  };
+  return {
+    ...result,
+    file,
+    generated: result.config ? generated : {},
+    errors: result.errors.map(annotate),
+    warnings: [...warnings, ...result.warnings.map(annotate)],
+  };
+}
+
+/** A readable multi-line report of a load or validation, for `daemon check --config F`. */
+export function formatConfigReport(result: ValidationResult & { file?: string }): string {
+  const lines: string[] = [];
+  const where = result.file ? ` (${result.file})` : " (embedded defaults)";
+  const line = (issue: Issue) =>
+    `  ${issue.path || "(config)"}${
+      issue.source ? ` [from ${issue.source}]` : ""
+    }: ${issue.message}`;
+  const count = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  if (result.errors.length > 0) {
+    lines.push(`config invalid${where}: ${count(result.errors.length, "error")}`);
+    lines.push(...result.errors.map(line));
+  } else if (result.config) {
+    const c = result.config;
+    const addr = (hp: HostPort | null) =>
+      hp ? `${hp.hostname.includes(":") ? `[${hp.hostname}]` : hp.hostname}:${hp.port}` : "off";
+    lines.push(`config OK${where}: ${count(c.clients.length, "client")}`);
+    lines.push(
+      `  tcp ${addr(c.listen.tcp)}${c.tls ? " (tls)" : ""}, websocket ${addr(c.listen.websocket)}${
+        c.listen.websocket ? c.listen.websocketPath : ""
+      }${c.tls ? " (wss)" : ""}, admin ${addr(c.listen.admin)}`,
+    );
+    for (const client of c.clients) {
+      lines.push(
+        `  client ${client.name}: ${count(client.forward.length, "forward rule")}, expose ${
+          client.expose.ports.map((r) => r.from === r.to ? `${r.from}` : `${r.from}-${r.to}`).join(
+            ",",
+          ) || "none"
+        }`,
+      );
+    }
+  }
+  if (result.warnings.length > 0) {
+    lines.push(`${count(result.warnings.length, "warning")}:`);
+    lines.push(...result.warnings.map(line));
+  }
+  return lines.join("\n");
+}

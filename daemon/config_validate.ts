@@ -1,0 +1,397 @@
+/**
+ * Validation of a raw configuration document: every problem is reported with its JSON path at
+ * once, and unknown keys are errors, because a typo such as `"fowrard"` must never silently fall
+ * back to a default.
+ *
+ * @module
+ */
+
+import { type HostPort, parseHostPort } from "../util/host_port.ts";
+import { classify, type IpAddress, parseHost, parseIp } from "./address.ts";
+import type {
+  ClientConfig,
+  Issue,
+  Limits,
+  ListenConfig,
+  LogConfig,
+  TlsConfig,
+  ValidationResult,
+} from "./config.ts";
+import { embeddedDefaults } from "./config_defaults.ts";
+import { isObject, mergeLayers, suggest } from "./config_util.ts";
+import {
+  type ClientPolicy,
+  type ForwardRule,
+  isServicePattern,
+  mergeRanges,
+  parseForwardRule,
+  parsePortRange,
+  type PortRange,
+} from "./policy.ts";
+import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "./tokens.ts";
+
+const TOP_KEYS = [
+  "$schema",
+  "listen",
+  "tls",
+  "dataDir",
+  "shutdownGraceMs",
+  "limits",
+  "log",
+  "adminToken",
+  "clients",
+];
+const LISTEN_KEYS = ["tcp", "websocket", "websocketPath", "admin"];
+const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
+  sessions: [1, 1_000_000],
+  streamsPerSession: [1, 1_000_000],
+  tunnelsPerClient: [0, 65535],
+  dialTimeoutMs: [1, 600_000],
+  handshakeTimeoutMs: [1, 600_000],
+  idleTimeoutMs: [0, 2 ** 31 - 1],
+  maxWebSocketMessage: [1024, 256 * 1024 * 1024],
+};
+const CLIENT_KEYS = ["name", "token", "expose", "forward", "services", "limits"];
+const CLIENT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/** Collects issues while walking the raw document; each check returns undefined on failure. */
+class Walker {
+  readonly errors: Issue[] = [];
+  readonly warnings: Issue[] = [];
+
+  error(path: string, message: string): undefined {
+    this.errors.push({ path, message });
+    return undefined;
+  }
+
+  warn(path: string, message: string): void {
+    this.warnings.push({ path, message });
+  }
+
+  /** A plain object whose keys are all in `keys`; each unknown key is its own error. */
+  object(
+    value: unknown,
+    path: string,
+    keys: readonly string[],
+  ): Record<string, unknown> | undefined {
+    if (!isObject(value)) return this.error(path, `${show(value)} must be an object`);
+    for (const key of Object.keys(value)) {
+      if (!keys.includes(key)) this.error(at(path, key), `unknown key${suggest(key, keys)}`);
+    }
+    return value;
+  }
+
+  array(value: unknown, path: string): unknown[] | undefined {
+    return Array.isArray(value) ? value : this.error(path, `${show(value)} must be an array`);
+  }
+
+  string(value: unknown, path: string): string | undefined {
+    if (typeof value === "string" && value !== "") return value;
+    return this.error(path, `${show(value)} must be a non-empty string`);
+  }
+
+  integer(value: unknown, path: string, [min, max]: [number, number]): number | undefined {
+    if (typeof value === "number" && Number.isInteger(value) && value >= min && value <= max) {
+      return value;
+    }
+    return this.error(path, `${show(value)} must be an integer from ${min} to ${max}`);
+  }
+
+  oneOf<T extends string>(value: unknown, path: string, options: readonly T[]): T | undefined {
+    if (options.includes(value as T)) return value as T;
+    return this.error(
+      path,
+      `${show(value)} must be one of ${options.map((o) => `"${o}"`).join(", ")}`,
+    );
+  }
+}
+
+const show = (value: unknown): string => {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 80 ? text.slice(0, 77) + "..." : text;
+};
+const at = (path: string, key: string | number): string =>
+  typeof key === "number" ? `${path}[${key}]` : path ? `${path}.${key}` : key;
+
+function isLoopbackHost(host: string): boolean {
+  const parsed = parseHost(host);
+  if (parsed.kind === "name") return parsed.name === "localhost";
+  return parsed.kind === "ip" && classify(parsed.ip) === "loopback";
+}
+
+function listenAddress(w: Walker, value: unknown, path: string): HostPort | null | undefined {
+  if (value === null) return null;
+  if (typeof value !== "string") return w.error(path, `${show(value)} must be "HOST:PORT" or null`);
+  let hp: HostPort;
+  try {
+    hp = parseHostPort(value);
+  } catch {
+    return w.error(path, `${show(value)} must be HOST:PORT or [IPv6]:PORT (port 0 to 65535)`);
+  }
+  if (parseHost(hp.hostname).kind === "invalid") {
+    return w.error(path, `${show(value)} has an invalid host`);
+  }
+  return hp;
+}
+
+/** A token field: a `sha256:` hash, or a plain token (long enough, no stray whitespace) hashed here. */
+function tokenHash(w: Walker, value: unknown, path: string): string | undefined {
+  if (typeof value !== "string" || value === "") {
+    return w.error(path, "required (a token or sha256:<hex> hash)");
+  }
+  if (value.toLowerCase().startsWith("sha256:")) {
+    const hash = "sha256:" + value.slice(7).toLowerCase();
+    return isTokenHash(hash)
+      ? hash
+      : w.error(path, "malformed hash: expected sha256: and 64 hex digits");
+  }
+  // Messages about plain tokens never quote them.
+  if (value.trim() !== value) return w.error(path, "token has leading or trailing whitespace");
+  if (value.length < MIN_TOKEN_LENGTH) {
+    return w.error(
+      path,
+      `token too short (at least ${MIN_TOKEN_LENGTH} characters; use a generated one)`,
+    );
+  }
+  return hashToken(value);
+}
+
+function checkListen(w: Walker, value: unknown, hasTls: boolean): ListenConfig | undefined {
+  const raw = w.object(value, "listen", LISTEN_KEYS);
+  if (!raw) return undefined;
+  const tcp = listenAddress(w, raw.tcp, "listen.tcp");
+  const websocket = listenAddress(w, raw.websocket, "listen.websocket");
+  const admin = listenAddress(w, raw.admin, "listen.admin");
+  const path = w.string(raw.websocketPath, "listen.websocketPath");
+  if (path !== undefined && !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path)) {
+    w.error(
+      "listen.websocketPath",
+      `${show(path)} must be an absolute URL path without query or fragment`,
+    );
+  }
+  if (tcp === null && websocket === null) {
+    w.error("listen", "tcp and websocket are both off; enable one");
+  }
+  const named = [["tcp", tcp], ["websocket", websocket], ["admin", admin]] as const;
+  named.forEach(([name, hp], i) => {
+    if (!hp) return;
+    for (const [other, hp2] of named.slice(0, i)) {
+      if (hp2 && hp.port !== 0 && hp.port === hp2.port && hp.hostname === hp2.hostname) {
+        w.error(`listen.${name}`, `same address as listen.${other}`);
+      }
+    }
+    if (!isLoopbackHost(hp.hostname) && (name === "admin" || !hasTls)) {
+      w.warn(
+        `listen.${name}`,
+        `listens beyond loopback without TLS: tokens would cross the network in clear text`,
+      );
+    }
+  });
+  if (tcp === undefined || websocket === undefined || admin === undefined || path === undefined) {
+    return undefined;
+  }
+  return { tcp, websocket, admin, websocketPath: path };
+}
+
+function checkTls(w: Walker, value: unknown): TlsConfig | null | undefined {
+  if (value === null) return null;
+  const raw = w.object(value, "tls", ["cert", "key"]);
+  if (!raw) return undefined;
+  const cert = w.string(raw.cert, "tls.cert");
+  const key = w.string(raw.key, "tls.key");
+  return cert && key ? { cert, key } : undefined;
+}
+
+function checkLimits(w: Walker, value: unknown): Limits | undefined {
+  const keys = Object.keys(LIMIT_BOUNDS) as (keyof Limits)[];
+  const raw = w.object(value, "limits", keys);
+  if (!raw) return undefined;
+  const out: Partial<Limits> = {};
+  for (const key of keys) out[key] = w.integer(raw[key], `limits.${key}`, LIMIT_BOUNDS[key]);
+  return keys.every((k) => out[k] !== undefined) ? out as Limits : undefined;
+}
+
+function checkLog(w: Walker, value: unknown): LogConfig | undefined {
+  const raw = w.object(value, "log", ["level", "format"]);
+  if (!raw) return undefined;
+  const level = w.oneOf(raw.level, "log.level", ["debug", "info", "warn", "error"] as const);
+  const format = w.oneOf(raw.format, "log.format", ["auto", "pretty", "json"] as const);
+  return level && format ? { level, format } : undefined;
+}
+
+function checkExpose(w: Walker, value: unknown, path: string): ClientPolicy["expose"] | undefined {
+  if (value === undefined) return { ports: [], anyPort: false, bindHosts: [] };
+  const raw = w.object(value, path, ["ports", "bindHosts"]);
+  if (!raw) return undefined;
+  let ok = true;
+  const ranges: PortRange[] = [];
+  let anyPort = false;
+  (w.array(raw.ports ?? [], `${path}.ports`) ?? (ok = false, [])).forEach((spec, i) => {
+    if (spec === 0 || spec === "0") return void (anyPort = true);
+    const parsed = parsePortRange(spec);
+    if (parsed.ok) ranges.push(parsed.value);
+    else ok = !!w.error(at(`${path}.ports`, i), `${show(spec)} ${parsed.error}`);
+  });
+  if (anyPort && ranges.length === 0) {
+    ok = !!w.error(`${path}.ports`, "0 (any port) needs at least one port or range to pick from");
+  }
+  const bindHosts: IpAddress[] = [];
+  // Binding defaults to loopback only: exposing on other interfaces must be written down.
+  (w.array(raw.bindHosts ?? ["127.0.0.1"], `${path}.bindHosts`) ?? (ok = false, [])).forEach(
+    (h, i) => {
+      const ip = typeof h === "string" ? parseIp(h) : undefined;
+      if (!ip) {
+        return void (ok = !!w.error(
+          at(`${path}.bindHosts`, i),
+          `${show(h)} must be an IP address`,
+        ));
+      }
+      if (classify(ip) === "unspecified") {
+        w.warn(at(`${path}.bindHosts`, i), `${show(h)} exposes tunnels on every interface`);
+      }
+      bindHosts.push(ip);
+    },
+  );
+  return ok ? { ports: mergeRanges(ranges), anyPort, bindHosts } : undefined;
+}
+
+function checkForward(w: Walker, value: unknown, path: string): ForwardRule[] | undefined {
+  const list = w.array(value ?? [], path);
+  if (!list) return undefined;
+  const rules: ForwardRule[] = [];
+  list.forEach((entry, i) => {
+    if (typeof entry !== "string") {
+      return void w.error(at(path, i), `${show(entry)} must be a string`);
+    }
+    const parsed = parseForwardRule(entry);
+    if (parsed.ok) rules.push(parsed.value);
+    else w.error(at(path, i), `${show(entry)} ${parsed.error}`);
+  });
+  return rules.length === list.length ? rules : undefined;
+}
+
+function checkServices(
+  w: Walker,
+  value: unknown,
+  path: string,
+): ClientPolicy["services"] | undefined {
+  const raw = w.object(value ?? {}, path, ["offer", "use"]);
+  if (!raw) return undefined;
+  const patterns = (key: "offer" | "use") => {
+    const list = w.array(raw[key] ?? [], `${path}.${key}`);
+    if (!list) return undefined;
+    const bad = list.map((p, i) => {
+      if (typeof p === "string" && isServicePattern(p)) return false;
+      return !w.error(
+        at(`${path}.${key}`, i),
+        `${show(p)} must be a service name, a prefix ending in *, or *`,
+      );
+    });
+    return bad.includes(true) ? undefined : list as string[];
+  };
+  const offer = patterns("offer"), use = patterns("use");
+  return offer && use ? { offer, use } : undefined;
+}
+
+function checkClient(w: Walker, value: unknown, path: string, limits: Limits | undefined) {
+  const raw = w.object(value, path, CLIENT_KEYS);
+  if (!raw) return undefined;
+  let name = w.string(raw.name, `${path}.name`);
+  if (name !== undefined && !CLIENT_NAME.test(name)) {
+    name = w.error(
+      `${path}.name`,
+      `${show(name)} must be letters, digits, ".", "_" or "-" (up to 64)`,
+    );
+  }
+  const hash = tokenHash(w, raw.token, `${path}.token`);
+  const expose = checkExpose(w, raw.expose, `${path}.expose`);
+  const forward = checkForward(w, raw.forward, `${path}.forward`);
+  const services = checkServices(w, raw.services, `${path}.services`);
+  const rawLimits = w.object(raw.limits ?? {}, `${path}.limits`, ["tunnels", "streams"]);
+  const cap = (key: "tunnels" | "streams", global: keyof Limits) => {
+    const max = limits?.[global] ?? LIMIT_BOUNDS[global][1];
+    const v = rawLimits?.[key];
+    if (v === undefined) return max;
+    const n = w.integer(v, `${path}.limits.${key}`, [
+      LIMIT_BOUNDS[global][0],
+      LIMIT_BOUNDS[global][1],
+    ]);
+    if (n !== undefined && n > max) {
+      return w.error(`${path}.limits.${key}`, `${n} exceeds limits.${global} (${max})`);
+    }
+    return n;
+  };
+  const tunnels = cap("tunnels", "tunnelsPerClient"), streams = cap("streams", "streamsPerSession");
+  if (
+    !name || !hash || !expose || !forward || !services || tunnels === undefined ||
+    streams === undefined
+  ) {
+    return undefined;
+  }
+  const client: ClientConfig = {
+    name,
+    tokenHash: hash,
+    expose,
+    forward,
+    services,
+    limits: { tunnels, streams },
+  };
+  return client;
+}
+
+/**
+ * Validates a raw configuration document (missing fields take the embedded defaults) and returns
+ * every error and warning, each with its JSON path. Plain tokens are hashed here. A client
+ * without a token is an error: only {@link loadConfig} fills in the `default` client's token.
+ */
+export function validateConfig(raw: unknown): ValidationResult {
+  const w = new Walker();
+  const top = w.object(raw, "", TOP_KEYS);
+  if (!top) return { errors: w.errors, warnings: w.warnings };
+  const doc = mergeLayers(embeddedDefaults(), top) as Record<string, unknown>;
+  const tls = checkTls(w, doc.tls);
+  const listen = checkListen(w, doc.listen, !!tls);
+  const dataDir = w.string(doc.dataDir, "dataDir");
+  const shutdownGraceMs = w.integer(doc.shutdownGraceMs, "shutdownGraceMs", [0, 3_600_000]);
+  const limits = checkLimits(w, doc.limits);
+  const log = checkLog(w, doc.log);
+  const adminTokenHash = doc.adminToken === null
+    ? null
+    : tokenHash(w, doc.adminToken, "adminToken");
+  if (listen?.admin && adminTokenHash === null) {
+    w.error("adminToken", "required while listen.admin is on (or set listen.admin to null)");
+  }
+  const clients: ClientConfig[] = [];
+  const list = w.array(doc.clients, "clients");
+  if (list?.length === 0) w.error("clients", "no clients: nobody could connect");
+  const names = new Map<string, number>();
+  const hashes = new Map<string, string>(adminTokenHash ? [[adminTokenHash, "adminToken"]] : []);
+  list?.forEach((entry, i) => {
+    const client = checkClient(w, entry, `clients[${i}]`, limits);
+    if (client) clients.push(client);
+    // Duplicates are checked on the raw values, so they show even when the entry has other errors.
+    if (!isObject(entry)) return;
+    if (typeof entry.name === "string") {
+      const sameName = names.get(entry.name);
+      if (sameName !== undefined) {
+        w.error(`clients[${i}].name`, `duplicate of clients[${sameName}].name`);
+      } else names.set(entry.name, i);
+    }
+    if (typeof entry.token === "string" && entry.token !== "") {
+      const t = entry.token;
+      const hash = t.toLowerCase().startsWith("sha256:")
+        ? "sha256:" + t.slice(7).toLowerCase()
+        : hashToken(t);
+      const sameToken = hashes.get(hash);
+      if (sameToken) w.error(`clients[${i}].token`, `same token as ${sameToken}`);
+      else hashes.set(hash, `clients[${i}].token`);
+    }
+  });
+  const ok = w.errors.length === 0 && listen && tls !== undefined && dataDir &&
+    shutdownGraceMs !== undefined &&
+    limits && log && adminTokenHash !== undefined;
+  const config = ok
+    ? { listen, tls, dataDir, shutdownGraceMs, limits, log, adminTokenHash, clients }
+    : undefined;
+  return { config, errors: w.errors, warnings: w.warnings };
+}

@@ -1,0 +1,75 @@
+/**
+ * JSON with comments and trailing commas (JSONC), as config files are written by hand. Comment
+ * markers inside strings are left alone, and parse errors name a line and column.
+ *
+ * @module
+ */
+
+/** Result of {@link parseJsonc}. */
+export type JsoncResult = { ok: true; value: unknown } | { ok: false; error: string };
+
+function lineCol(text: string, index: number): string {
+  const before = text.slice(0, index);
+  const line = before.split("\n").length;
+  return `line ${line} column ${index - before.lastIndexOf("\n")}`;
+}
+
+/**
+ * Removes `//` and `/* *\/` comments and trailing commas from JSONC, leaving strings untouched
+ * (a `"//"` or `","` inside a string stays). Comments become spaces and newlines are kept, so
+ * JSON parse positions still point at the right line. Throws on an unterminated block comment.
+ */
+export function stripJsonc(text: string): string {
+  let out = "";
+  let i = 0;
+  let lastSignificant = ""; // the last non-space character kept outside comments
+  let pendingComma = -1; // index in `out` of a comma that a `}` or `]` may turn into a space
+  while (i < text.length) {
+    const c = text[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"' && text[j] !== "\n") j += text[j] === "\\" ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+      lastSignificant = '"';
+      pendingComma = -1;
+    } else if (c === "/" && text[i + 1] === "/") {
+      const end = text.indexOf("\n", i);
+      const stop = end < 0 ? text.length : end;
+      out += " ".repeat(stop - i);
+      i = stop;
+    } else if (c === "/" && text[i + 1] === "*") {
+      const end = text.indexOf("*/", i + 2);
+      if (end < 0) throw new SyntaxError(`unterminated /* comment at ${lineCol(text, i)}`);
+      out += text.slice(i, end + 2).replace(/[^\n]/g, " ");
+      i = end + 2;
+    } else {
+      if ((c === "}" || c === "]") && pendingComma >= 0) {
+        out = out.slice(0, pendingComma) + " " + out.slice(pendingComma + 1);
+      }
+      if (!/\s/.test(c)) {
+        // A comma right after `[`, `{` or another comma is not trailing: leave it for JSON.parse.
+        pendingComma = c === "," && !"[{,".includes(lastSignificant) ? out.length : -1;
+        lastSignificant = c;
+      }
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
+/** Parses JSON with comments and trailing commas; errors name the line and column when known. */
+export function parseJsonc(text: string): JsoncResult {
+  const source = text.startsWith("\uFEFF") ? text.slice(1) : text;
+  try {
+    return { ok: true, value: JSON.parse(stripJsonc(source)) };
+  } catch (error) {
+    let message = error instanceof Error ? error.message : String(error);
+    const position = /position (\d+)/.exec(message);
+    if (position && !/line \d+/.test(message)) {
+      message += ` (${lineCol(source, Number(position[1]))})`;
+    }
+    return { ok: false, error: message };
+  }
+}
