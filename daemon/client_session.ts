@@ -121,6 +121,9 @@ export class ClientSession {
       onStream: (stream) => this.#onStream(stream),
       onError: (error, reason) =>
         this.#log.warn("protocol error", { reason, detail: error.message }),
+      // Refused before any header was read: say why, as for every other refusal.
+      refusalCode: (why) =>
+        why === "going_away" ? ResetReason.ShuttingDown : ResetReason.LimitReached,
     });
     this.#handshakeTimer = setTimeout(() => {
       this.#context.count("handshake_timeout");

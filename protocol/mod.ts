@@ -26,7 +26,7 @@ export * from "./frame_decoder.ts";
 export * from "./header.ts";
 export * from "./lifecycle.ts";
 export { Session, SESSION_TRANSITIONS } from "./session.ts";
-export type { SessionEvent, SessionOptions, SessionState } from "./session.ts";
+export type { SessionEvent, SessionOptions, SessionState, StreamRefusal } from "./session.ts";
 export * from "./read_stream_header.ts";
 export * from "./reset_reasons.ts";
 export * from "./stats.ts";

@@ -36,6 +36,9 @@ export const SESSION_TRANSITIONS = {
   closed: {},
 } as const satisfies Record<SessionState, Partial<Record<SessionEvent, SessionState>>>;
 
+/** Why an incoming stream was refused: we sent GoAway, the stream limit, or a full backlog. */
+export type StreamRefusal = "going_away" | "too_many_streams" | "backlog_full";
+
 /** How to create a session. */
 export interface SessionOptions {
   /** True on the side that dialed: it opens odd stream ids, the other side even ones. */
@@ -46,6 +49,11 @@ export interface SessionOptions {
   onStream?: (stream: Stream) => void;
   /** Told about every protocol, stream and timeout error, for logging. */
   onError?: (error: YamuxError, reason: string) => void;
+  /**
+   * The reset code sent with a refused incoming stream (default 0), so the peer can learn why;
+   * the tunnel layer maps these to its reset reasons.
+   */
+  refusalCode?: (reason: StreamRefusal) => number;
   /**
    * The first stream id this side opens (default 1 for the client, 2 for the server); it must
    * have this side's parity. Lets tests reach stream-id exhaustion without 2^31 opens.
@@ -94,6 +102,7 @@ export class Session implements FrameSink, StreamHost {
   readonly #transport: Transport;
   readonly #outbound: Outbound;
   readonly #decoder: FrameDecoder;
+  readonly #refusalCode: ((reason: StreamRefusal) => number) | undefined;
   readonly #lifecycle = new Lifecycle<SessionState, SessionEvent>(SESSION_TRANSITIONS, "open");
   readonly #streams = new Map<number, Stream>();
   #resolveClosed!: (error: Error | undefined) => void;
@@ -132,6 +141,7 @@ export class Session implements FrameSink, StreamHost {
     this.client = options.client;
     this.onStream = options.onStream ?? null;
     this.onError = options.onError ?? null;
+    this.#refusalCode = options.refusalCode;
     this.#nextStreamId = options.firstStreamId ?? (options.client ? 1 : 2);
     if ((this.#nextStreamId & 1) !== (options.client ? 1 : 0) || this.#nextStreamId < 1) {
       throw new RangeError(
@@ -420,7 +430,7 @@ export class Session implements FrameSink, StreamHost {
   // ---- Private ----
 
   #incoming(streamId: number): Stream | undefined {
-    let reason: string | undefined;
+    let reason: StreamRefusal | undefined;
     if (this.#localGoAway) reason = "going_away";
     else if (this.#streams.size >= this.config.maxStreams) reason = "too_many_streams";
     else if (this.onStream === null && this.#backlog.length >= this.config.acceptBacklog) {
@@ -430,7 +440,8 @@ export class Session implements FrameSink, StreamHost {
       this.stats.streamsRefused++;
       this.#count(reason);
       this.stats.resetsSent++;
-      if (!this.#outbound.control(FrameType.WindowUpdate, Flag.RST, streamId, 0)) {
+      const code = this.#refusalCode?.(reason) ?? 0;
+      if (!this.#outbound.control(FrameType.WindowUpdate, Flag.RST, streamId, code)) {
         this.#controlOverflow();
       }
       return undefined;

@@ -302,6 +302,25 @@ describe("Session: streams", () => {
     }
   });
 
+  it("a refused incoming stream's reset carries the refusalCode for its reason", async () => {
+    const { client, done } = connected({
+      onStream: (s) => s.onData = () => {},
+      config: { ...QUIET, maxStreams: 1 },
+      refusalCode: (why) => why === "too_many_streams" ? 7 : 10,
+    });
+    try {
+      client.open().write(new Uint8Array([1]));
+      const refused = client.open();
+      refused.write(new Uint8Array([2]));
+      const error = (await new Promise<Error | undefined>((r) =>
+        refused.onClose = r
+      )) as YamuxError;
+      assert.equal(error.resetCode, 7);
+    } finally {
+      done();
+    }
+  });
+
   it("open() refuses past maxStreams", () => {
     const { client, done } = connected({}, { config: { ...QUIET, maxStreams: 2 } });
     try {
