@@ -465,10 +465,15 @@ export class ClientSession {
     this.#tunnels.delete(tunnel.id);
     this.#context.tunnels.delete(tunnel.id);
     this.#log.info("tunnel down", { tunnel: tunnel.id });
+    // The final counts go with the event: the tunnel leaves the daemon's tables right after.
     this.#context.publish("tunnel_down", {
       tunnel: tunnel.id,
       client: tunnel.client,
       session: this.id,
+      connections: tunnel.stats.connections,
+      bytesToClient: tunnel.stats.aToB,
+      bytesToVisitor: tunnel.stats.bToA,
+      errors: tunnel.stats.errors,
     });
   }
 

@@ -9,6 +9,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { type ConfigFlags, formatConfigReport, loadConfig } from "./config.ts";
 import { Daemon } from "./daemon.ts";
+import { type AdminServer, startAdmin } from "./admin/start.ts";
 import { Logger } from "../util/log.ts";
 
 const HELP = `tunnelmux daemon: a multiplexed tunnel server (yamux over TCP and WebSocket)
@@ -31,7 +32,8 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
   -h, --help                 show this help
 
 With no clients configured, a client named "default" is created; its token is TUNNELMUX_TOKEN
-or, if unset, generated and printed once at start.
+or, if unset, generated and printed once at start. The admin API (default 127.0.0.1:7081) takes
+the bearer token TUNNELMUX_ADMIN_TOKEN, likewise generated and printed once when unset.
 
 Signals: SIGTERM or SIGINT drain (GoAway to every client, up to the grace period, default
 30 s); a second one stops at once. SIGHUP reloads clients, tokens and allowlists and closes
@@ -103,6 +105,19 @@ async function main(): Promise<number> {
     console.log(`token of client "default" (generated; set TUNNELMUX_TOKEN to choose one):`);
     console.log(`  ${loaded.generated.token}`);
   }
+  // The admin API stays up while draining (so /readyz reports 503) and closes once stopped.
+  let admin: AdminServer | undefined;
+  if (config.listen.admin) {
+    admin = await startAdmin(daemon, { address: config.listen.admin, log }).catch((e) => {
+      daemon.stop();
+      throw e;
+    });
+    console.log(`admin API on ${admin.url}`);
+    if (loaded.generated.adminToken) {
+      console.log(`admin token (generated; set TUNNELMUX_ADMIN_TOKEN to choose one):`);
+      console.log(`  ${loaded.generated.adminToken}`);
+    }
+  }
 
   let signals = 0;
   const shutdown = (signal: string) => {
@@ -126,6 +141,7 @@ async function main(): Promise<number> {
     daemon.reload(next.config);
   });
   await daemon.stopped;
+  await admin?.close(); // lets the answer to a POST /v1/drain that stopped us reach the caller
   return 0;
 }
 

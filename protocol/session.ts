@@ -15,7 +15,13 @@ import { YamuxError, type YamuxErrorCode } from "./errors.ts";
 import { FrameDecoder, type FrameSink } from "./frame_decoder.ts";
 import { Lifecycle } from "./lifecycle.ts";
 import { Outbound } from "./outbound.ts";
-import { countFrame, createSessionStats, type SessionStats } from "./stats.ts";
+import {
+  bump,
+  countFrame,
+  createSessionStats,
+  goAwayCodeName,
+  type SessionStats,
+} from "./stats.ts";
 import { Stream, type StreamHost } from "./stream.ts";
 import { StreamState } from "./stream_state.ts";
 import type { Transport } from "./transport.ts";
@@ -278,6 +284,7 @@ export class Session implements FrameSink, StreamHost {
     if (this.#localGoAway || this.#lifecycle.state === "closed") return;
     this.#localGoAway = true;
     this.#outbound.control(FrameType.GoAway, 0, 0, code);
+    bump(this.stats.goAwaySent, goAwayCodeName(code));
     this.#lifecycle.fire("go_away");
   }
 
@@ -289,9 +296,12 @@ export class Session implements FrameSink, StreamHost {
     return this.closed;
   }
 
-  /** Closes at once: streams fail with `error` (or "session closed") and the transport is closed. */
+  /**
+   * Closes at once: streams fail with `error` (or "session closed"). Control frames already queued
+   * (a GoAway just sent, resets) still go out before the transport ends; stream data does not.
+   */
   destroy(error?: Error): void {
-    this.#shutdown(error, false);
+    this.#shutdown(error, true);
   }
 
   // ---- FrameSink: called by the decoder for each frame ----
@@ -507,6 +517,7 @@ export class Session implements FrameSink, StreamHost {
 
   #onGoAway(code: number): void {
     this.#remoteGoAway = true;
+    bump(this.stats.goAwayReceived, goAwayCodeName(code));
     if (code !== GoAwayCode.Normal) {
       const name = code === GoAwayCode.ProtocolError
         ? "protocol error"
@@ -612,6 +623,7 @@ export class Session implements FrameSink, StreamHost {
     goAway[1] = FrameType.GoAway;
     goAway[11] = code;
     countFrame(this.stats.framesOut, FrameType.GoAway);
+    bump(this.stats.goAwaySent, goAwayCodeName(code));
     this.#transport.write(goAway);
     this.#shutdown(error, true);
   }
@@ -645,6 +657,9 @@ export class Session implements FrameSink, StreamHost {
     clearTimeout(this.#keepAliveTimer);
     clearTimeout(this.#timeoutTimer);
     this.#decoder.stop();
+    // Streams go first: their queued data is dropped, so a flush below carries control frames only.
+    const streamError = error ?? new YamuxError("session_closed", "session closed");
+    for (const stream of Array.from(this.#streams.values())) stream._terminate(streamError);
     if (flushFirst) {
       this.#outbound.flush();
       this.#transport.end();
@@ -657,8 +672,6 @@ export class Session implements FrameSink, StreamHost {
       this.#transport.close();
     }
     this.#outbound.close();
-    const streamError = error ?? new YamuxError("session_closed", "session closed");
-    for (const stream of Array.from(this.#streams.values())) stream._terminate(streamError);
     this.#backlog = [];
     for (const waiter of this.#acceptWaiters) waiter.reject(streamError);
     this.#acceptWaiters = [];
@@ -668,7 +681,7 @@ export class Session implements FrameSink, StreamHost {
   }
 
   #count(reason: string): void {
-    this.stats.errors[reason] = (this.stats.errors[reason] ?? 0) + 1;
+    bump(this.stats.errors, reason);
   }
 
   #error(code: YamuxErrorCode, message: string): YamuxError {

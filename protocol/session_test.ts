@@ -383,6 +383,8 @@ describe("Session: lifecycle", () => {
       assert.equal(await closing, undefined);
       assert.equal(await server.closed, undefined);
       assert.equal(server.remoteGoAway, true);
+      assert.deepEqual(client.stats.goAwaySent, { normal: 1 });
+      assert.deepEqual(server.stats.goAwayReceived, { normal: 1 });
     } finally {
       done();
     }

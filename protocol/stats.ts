@@ -44,6 +44,26 @@ export interface SessionStats {
   pingRepliesDropped: number;
   /** Errors by reason, e.g. `{ window_exceeded: 1 }`. */
   errors: Record<string, number>;
+  /** GoAway frames we sent, by code name (`normal`, `protocol_error`, `internal_error`). */
+  goAwaySent: Record<string, number>;
+  /** GoAway frames we received, by code name (`unknown` for codes outside the spec). */
+  goAwayReceived: Record<string, number>;
+}
+
+/** The name of a GoAway code in {@linkcode SessionStats} and metrics. */
+export function goAwayCodeName(code: number): string {
+  return code === 0
+    ? "normal"
+    : code === 1
+    ? "protocol_error"
+    : code === 2
+    ? "internal_error"
+    : "unknown";
+}
+
+/** Adds one to `counts[key]`. */
+export function bump(counts: Record<string, number>, key: string): void {
+  counts[key] = (counts[key] ?? 0) + 1;
 }
 
 /** A zeroed set of counters. */
@@ -61,6 +81,8 @@ export function createSessionStats(): SessionStats {
     framesForUnknownStreams: 0,
     pingRepliesDropped: 0,
     errors: {},
+    goAwaySent: {},
+    goAwayReceived: {},
   };
 }
 

@@ -1,0 +1,78 @@
+/**
+ * The admin API as a hono app, the same on Deno and Bun (serving it is `serve.ts`'s job).
+ *
+ * Every request passes, in this order: secure response headers (outermost, so even refusals get
+ * them), the 405 check, the `Host` allowlist (421), the bearer token (401; not for the probes),
+ * and the body limit (413, enforced while reading, so chunked bodies and Content-Length with
+ * Transfer-Encoding are bounded too). No CORS: browsers must not reach this API cross-origin.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { methodNotAllowed } from "hono/method-not-allowed";
+import { secureHeaders } from "hono/secure-headers";
+import type { Daemon } from "../daemon.ts";
+import type { Logger } from "../../util/log.ts";
+import { errorResponse, onApiError, onNotFound } from "./errors.ts";
+import { allowedHosts, bearerAuth, hostAllowlist } from "./guards.ts";
+import { sessionRoutes } from "./routes_sessions.ts";
+import { systemRoutes } from "./routes_system.ts";
+import { tunnelRoutes } from "./routes_tunnels.ts";
+import { metricsRoutes } from "./metrics.ts";
+import { eventRoutes } from "./events.ts";
+
+/** Largest request body accepted; the biggest real one (a drain request) is a few bytes. */
+export const MAX_BODY_BYTES = 8 * 1024;
+
+/** How to build the admin app. */
+export interface AdminAppOptions {
+  /** The address the admin listener is bound to (its real port). */
+  hostname: string;
+  /** The bound port. */
+  port: number;
+  /** Further `Host` values to accept (a reverse proxy's name), with or without a port. */
+  extraHosts?: readonly string[];
+  /** Where unexpected errors are logged. */
+  log: Logger;
+  /** The admin token's hash; default: the daemon's `config.adminTokenHash`, read per request. */
+  tokenHash?: () => string | null;
+}
+
+/** Builds the admin API for `daemon`. */
+export function createAdminApp(daemon: Daemon, options: AdminAppOptions): Hono {
+  const app = new Hono();
+  const admin = `${
+    options.hostname.includes(":") ? `[${options.hostname}]` : options.hostname
+  }:${options.port}`;
+  app.onError(onApiError(options.log));
+  app.notFound(onNotFound);
+  app.use(secureHeaders());
+  app.use(methodNotAllowed({
+    app,
+    onMethodNotAllowed: (c, methods) =>
+      errorResponse(c, 405, "method_not_allowed", `${c.req.method} is not allowed here`, {
+        Allow: methods.join(", "),
+      }),
+  }));
+  app.use(hostAllowlist(allowedHosts(options.hostname, options.port, options.extraHosts)));
+  app.use(bearerAuth(options.tokenHash ?? (() => daemon.config.adminTokenHash)));
+  app.use(bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: (c) =>
+      errorResponse(
+        c,
+        413,
+        "payload_too_large",
+        `request bodies are limited to ${MAX_BODY_BYTES} bytes`,
+      ),
+  }));
+  app.route("/", systemRoutes(daemon, { admin }));
+  app.route("/", sessionRoutes(daemon));
+  app.route("/", tunnelRoutes(daemon));
+  // Metrics and the event feed (their own modules), behind the same guards.
+  app.route("/", metricsRoutes(daemon));
+  app.route("/", eventRoutes(daemon));
+  return app;
+}

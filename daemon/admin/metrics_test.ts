@@ -1,0 +1,346 @@
+// GET /metrics against a daemon in this process with real SDK clients: the exposition parses
+// strictly, every family is there, and counters move while a tunnel connection is still open and
+// do not go down when its session closes.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { Daemon } from "../daemon.ts";
+import { validateConfig } from "../config.ts";
+import { Logger } from "../../util/log.ts";
+import { connect } from "../../client/client.ts";
+import { connectTcp, listenTcp } from "../../transport/mod.ts";
+import type { Transport, TransportListener } from "../../protocol/transport.ts";
+import { pattern, roundTrip } from "../../tools/echo_check.ts";
+import { metricsRoutes, sessionTotals } from "./metrics.ts";
+
+const TOKEN = "metrics-test-token-0123456789abcdef";
+
+/** One parsed sample. */
+interface ParsedSample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** A parsed exposition: families by name with type, help and samples. */
+type Exposition = Map<string, { type: string; help: string; samples: ParsedSample[] }>;
+
+const NAME = "[a-zA-Z_:][a-zA-Z0-9_:]*";
+const LABEL = '([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\\\\n]|\\\\[\\\\"n])*)"';
+const SAMPLE = new RegExp(`^(${NAME})(?:\\{(${LABEL}(?:,${LABEL})*)?\\})? (\\S+)$`);
+
+/**
+ * A strict parser for what the daemon writes: every family has HELP then TYPE before its samples,
+ * every sample belongs to the family just declared, label values use only the three escapes.
+ */
+function parseExposition(text: string): Exposition {
+  assert.ok(text.endsWith("\n"), "ends with a line feed");
+  const families: Exposition = new Map();
+  let current: string | undefined;
+  let help: string | undefined;
+  for (const [i, line] of text.slice(0, -1).split("\n").entries()) {
+    const where = `line ${i + 1}: ${JSON.stringify(line)}`;
+    let m = /^# HELP (\S+) (.*)$/.exec(line);
+    if (m) {
+      assert.match(m[1], new RegExp(`^${NAME}$`), where);
+      assert.ok(!/\\[^\\n]/.test(m[2].replace(/\\\\/g, "")), `bad escape in HELP, ${where}`);
+      assert.ok(!families.has(m[1]), `family repeated, ${where}`);
+      [current, help] = [undefined, m[1]];
+      families.set(m[1], { type: "", help: m[2], samples: [] });
+      continue;
+    }
+    m = /^# TYPE (\S+) (counter|gauge|summary|histogram|untyped)$/.exec(line);
+    if (m) {
+      assert.equal(m[1], help, `TYPE right after its HELP, ${where}`);
+      families.get(m[1])!.type = m[2];
+      current = m[1];
+      help = undefined;
+      continue;
+    }
+    assert.ok(!line.startsWith("#"), `unexpected comment, ${where}`);
+    m = SAMPLE.exec(line);
+    assert.ok(m, `not a sample, ${where}`);
+    assert.equal(m[1], current, `sample outside its family, ${where}`);
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? "").matchAll(new RegExp(LABEL, "g"))) {
+      assert.ok(!(l[1] in labels), `label repeated, ${where}`);
+      labels[l[1]] = l[2].replace(/\\(.)/g, (_, c) => c === "n" ? "\n" : c);
+    }
+    const raw = m[m.length - 1];
+    assert.match(raw, /^(NaN|[+-]Inf|-?\d+(\.\d+)?(e[+-]?\d+)?)$/, where);
+    const value = raw === "NaN"
+      ? NaN
+      : raw.endsWith("Inf")
+      ? (raw[0] === "-" ? -1 : 1) * Infinity
+      : Number(raw);
+    families.get(current!)!.samples.push({ name: m[1], labels, value });
+  }
+  return families;
+}
+
+/** The value of the one sample of `name` whose labels include `labels`. */
+function value(exposition: Exposition, name: string, labels: Record<string, string> = {}): number {
+  const family = exposition.get(name);
+  assert.ok(family, `family ${name} is missing`);
+  const found = family.samples.filter((s) =>
+    Object.entries(labels).every(([k, v]) => s.labels[k] === v)
+  );
+  assert.equal(found.length, 1, `one ${name} sample with ${JSON.stringify(labels)}`);
+  return found[0].value;
+}
+
+const FAMILIES: Record<string, string> = {
+  tunnelmux_daemon_state: "gauge",
+  tunnelmux_start_time_seconds: "gauge",
+  tunnelmux_uptime_seconds: "gauge",
+  tunnelmux_sessions: "gauge",
+  tunnelmux_streams_open: "gauge",
+  tunnelmux_session_bytes_total: "counter",
+  tunnelmux_session_frames_total: "counter",
+  tunnelmux_session_streams_total: "counter",
+  tunnelmux_stream_resets_total: "counter",
+  tunnelmux_protocol_errors_total: "counter",
+  tunnelmux_session_rtt_seconds: "gauge",
+  tunnelmux_tunnels: "gauge",
+  tunnelmux_tunnel_bytes_total: "counter",
+  tunnelmux_tunnel_connections_total: "counter",
+  tunnelmux_tunnel_connections_active: "gauge",
+  tunnelmux_tunnel_errors_total: "counter",
+  tunnelmux_auth_failures_total: "counter",
+  tunnelmux_forward_refusals_total: "counter",
+  tunnelmux_forward_dial_errors_total: "counter",
+  tunnelmux_daemon_events_total: "counter",
+  tunnelmux_services: "gauge",
+  tunnelmux_process_memory_bytes: "gauge",
+};
+
+/** An echo server on 127.0.0.1. */
+function echoServer(): Promise<TransportListener> {
+  return listenTcp({ hostname: "127.0.0.1", port: 0 }, (t) => {
+    t.start({
+      data: (chunk) => void (t.write(chunk) || t.pause()),
+      drain: () => t.resume(),
+      end: () => t.end(),
+      close: () => {},
+    });
+  });
+}
+
+/** A visitor that stays connected; `echoed(n)` resolves once n bytes came back. */
+async function visitor(port: number) {
+  const t: Transport = await connectTcp({ hostname: "127.0.0.1", port });
+  let got = 0;
+  const waiters: { n: number; resolve: () => void }[] = [];
+  t.start({
+    data: (chunk) => {
+      got += chunk.length;
+      for (const w of waiters.filter((w) => got >= w.n)) w.resolve();
+    },
+    drain: () => {},
+    end: () => {},
+    close: () => {},
+  });
+  return {
+    transport: t,
+    echoed: (n: number) =>
+      bounded(
+        new Promise<void>((resolve) => got >= n ? resolve() : waiters.push({ n, resolve })),
+        "echo",
+      ),
+  };
+}
+
+/** Rejects if `promise` takes longer than 10 s: a hang fails the test instead of stalling it. */
+function bounded<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout>;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no result within 10 s`)), 10_000);
+  });
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+}
+
+/** Polls `check` every 10 ms, up to 500 times. */
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (check()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+describe("GET /metrics (daemon in process)", () => {
+  let echo: TransportListener;
+  let daemon: Daemon;
+  let app: ReturnType<typeof metricsRoutes>;
+  const scrape = async (): Promise<Exposition> => {
+    const response = await app.request("/metrics");
+    assert.equal(response.status, 200);
+    assert.equal(response.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+    return parseExposition(await response.text());
+  };
+
+  before(async () => {
+    echo = await echoServer();
+    const result = validateConfig({
+      listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
+      clients: [{
+        name: "alice",
+        token: TOKEN,
+        expose: { ports: [0, "20000-40000"] },
+        forward: [`127.0.0.1:${echo.port}`],
+        services: { use: ["echo"] },
+      }],
+    });
+    assert.deepEqual(result.errors, []);
+    const log = new Logger({ level: "error", format: "json", sink: () => {} });
+    daemon = new Daemon(result.config!, { log });
+    app = metricsRoutes(daemon);
+    await daemon.start();
+  });
+  after(() => {
+    daemon.stop();
+    echo.close();
+  });
+
+  it("writes every family, with its HELP and TYPE, in a strictly valid exposition", async () => {
+    const m = await scrape();
+    for (const [name, type] of Object.entries(FAMILIES)) {
+      assert.equal(m.get(name)?.type, type, `${name} is a ${type}`);
+      assert.ok(m.get(name)!.help.length > 0, `${name} has help`);
+    }
+    for (const name of m.keys()) assert.ok(name.startsWith("tunnelmux_"), name);
+    assert.equal(value(m, "tunnelmux_daemon_state", { state: "running" }), 1);
+    assert.equal(value(m, "tunnelmux_daemon_state", { state: "draining" }), 0);
+    assert.equal(value(m, "tunnelmux_sessions", { transport: "tcp", state: "ready" }), 0);
+    assert.ok(value(m, "tunnelmux_process_memory_bytes", { kind: "rss" }) > 0);
+    assert.ok(value(m, "tunnelmux_uptime_seconds") >= 0);
+  });
+
+  it("moves session and tunnel counters while a visitor is still connected", async () => {
+    const client = await connect(`tcp://${daemon.addresses.tcp}`, {
+      token: TOKEN,
+      reconnect: false,
+    });
+    let open: Awaited<ReturnType<typeof visitor>> | undefined;
+    try {
+      const tunnel = await client.expose({ local: `127.0.0.1:${echo.port}` });
+      const before = await scrape();
+      assert.equal(value(before, "tunnelmux_sessions", { transport: "tcp", state: "ready" }), 1);
+      assert.equal(value(before, "tunnelmux_tunnels"), 1);
+      const id = { tunnel: tunnel.id, client: "alice" };
+      assert.equal(value(before, "tunnelmux_tunnel_connections_total", id), 0);
+      assert.equal(
+        value(before, "tunnelmux_tunnel_bytes_total", { ...id, direction: "to_client" }),
+        0,
+      );
+
+      open = await visitor(tunnel.remotePort);
+      open.transport.write(pattern(5000, 1));
+      await open.echoed(5000);
+      const during = await scrape();
+      assert.equal(value(during, "tunnelmux_tunnel_connections_total", id), 1);
+      assert.equal(value(during, "tunnelmux_tunnel_connections_active", id), 1);
+      assert.ok(
+        value(during, "tunnelmux_tunnel_bytes_total", { ...id, direction: "to_client" }) >= 5000,
+      );
+      assert.ok(
+        value(during, "tunnelmux_tunnel_bytes_total", { ...id, direction: "to_visitor" }) >= 5000,
+      );
+      for (const direction of ["in", "out"]) {
+        const b = value(before, "tunnelmux_session_bytes_total", { direction });
+        assert.ok(
+          value(during, "tunnelmux_session_bytes_total", { direction }) >= b + 5000,
+          direction,
+        );
+      }
+      assert.ok(
+        value(during, "tunnelmux_session_frames_total", { direction: "out", type: "data" }) >
+          value(before, "tunnelmux_session_frames_total", { direction: "out", type: "data" }),
+      );
+      assert.ok(value(during, "tunnelmux_session_streams_total", { outcome: "opened" }) >= 1);
+      assert.ok(value(during, "tunnelmux_streams_open") >= 2, "control stream and the visitor's");
+    } finally {
+      open?.transport.close();
+      await client.close();
+    }
+  });
+
+  it("keeps closed sessions' counters: session totals never go down", async () => {
+    const client = await connect(`tcp://${daemon.addresses.tcp}`, {
+      token: TOKEN,
+      reconnect: false,
+    });
+    let live: Exposition;
+    try {
+      assert.deepEqual(await roundTrip(client.echo(), pattern(20_000, 2)), pattern(20_000, 2));
+      live = await scrape();
+      assert.equal(value(live, "tunnelmux_sessions", { transport: "tcp", state: "ready" }), 1);
+    } finally {
+      await client.close();
+    }
+    await until(() => daemon.sessions.size === 0, "the session to close");
+    await until(() => sessionTotals(daemon).trackedCount === 0, "its counters to be folded");
+    const closed = await scrape();
+    assert.equal(value(closed, "tunnelmux_sessions", { transport: "tcp", state: "ready" }), 0);
+    assert.equal(value(closed, "tunnelmux_tunnels"), 0);
+    for (const direction of ["in", "out"]) {
+      const was = value(live, "tunnelmux_session_bytes_total", { direction });
+      assert.ok(was >= 20_000);
+      assert.ok(value(closed, "tunnelmux_session_bytes_total", { direction }) >= was, direction);
+    }
+    for (const type of ["data", "window_update", "ping", "go_away"]) {
+      for (const direction of ["in", "out"]) {
+        const labels = { direction, type };
+        assert.ok(
+          value(closed, "tunnelmux_session_frames_total", labels) >=
+            value(live, "tunnelmux_session_frames_total", labels),
+          `${direction} ${type}`,
+        );
+      }
+    }
+  });
+
+  it("counts auth failures and forward refusals from the daemon's counters", async () => {
+    const before = await scrape();
+    const failure = await connect(`tcp://${daemon.addresses.tcp}`, {
+      token: "wrong-token-0123456789abcdefghij",
+      reconnect: false,
+    }).catch((e) => e);
+    assert.equal(failure.code, "unauthorized");
+    const client = await connect(`tcp://${daemon.addresses.tcp}`, {
+      token: TOKEN,
+      reconnect: false,
+    });
+    try {
+      await roundTrip(client.open("127.0.0.1:1"), pattern(1, 3)).catch(() => undefined);
+      await until(
+        () => Object.keys(daemon.counters).some((k) => k.startsWith("forward_")),
+        "a refusal",
+      );
+    } finally {
+      await client.close();
+    }
+    const m = await scrape();
+    assert.equal(
+      value(m, "tunnelmux_auth_failures_total"),
+      value(before, "tunnelmux_auth_failures_total") + 1,
+    );
+    const refusals = m.get("tunnelmux_forward_refusals_total")!.samples;
+    assert.equal(refusals.reduce((n, s) => n + s.value, 0), 1);
+    assert.ok(refusals[0].labels.reason.length > 0);
+    assert.ok(value(m, "tunnelmux_stream_resets_total", { direction: "sent" }) >= 1);
+    assert.equal(value(m, "tunnelmux_daemon_events_total", { event: "handshake_timeout" }), 0);
+  });
+
+  it("escapes label values it takes from outside (client names, reasons)", async () => {
+    daemon.counters['forward_we"ird\\reason\nx'] = 2;
+    try {
+      const m = await scrape();
+      assert.equal(
+        value(m, "tunnelmux_forward_refusals_total", { reason: 'we"ird\\reason\nx' }),
+        2,
+      );
+    } finally {
+      delete daemon.counters['forward_we"ird\\reason\nx'];
+    }
+  });
+});

@@ -1,0 +1,51 @@
+/**
+ * Starts the admin API for a daemon: binds the listener, then builds the app for the address it
+ * got (the `Host` allowlist needs the real port when port 0 was asked for).
+ *
+ * @module
+ */
+
+import type { Daemon } from "../daemon.ts";
+import type { HostPort } from "../../util/host_port.ts";
+import type { Logger } from "../../util/log.ts";
+import { createAdminApp } from "./app.ts";
+import { type FetchHandler, type HttpServer, serveHttp } from "./serve.ts";
+
+/** A running admin API. */
+export interface AdminServer extends HttpServer {
+  /** Its base URL, e.g. `http://127.0.0.1:7081`. */
+  readonly url: string;
+}
+
+/** How to start the admin API. */
+export interface StartAdminOptions {
+  /** Where to listen. */
+  address: HostPort;
+  /** Where unexpected errors are logged. */
+  log: Logger;
+  /** Further `Host` values to accept. */
+  extraHosts?: readonly string[];
+}
+
+/** Binds the admin listener and serves the admin app on it. */
+export async function startAdmin(daemon: Daemon, options: StartAdminOptions): Promise<AdminServer> {
+  // The app is built after binding; until then (no request can be handled before the listener
+  // resolves in practice) the handler answers 503 rather than guess at the allowlist.
+  let handler: FetchHandler = () =>
+    Response.json({ error: { code: "not_ready", message: "starting" } }, { status: 503 });
+  const server = await serveHttp(options.address, (request) => handler(request));
+  const app = createAdminApp(daemon, {
+    hostname: server.hostname,
+    port: server.port,
+    extraHosts: options.extraHosts,
+    log: options.log,
+  });
+  handler = (request) => app.fetch(request);
+  const host = server.hostname.includes(":") ? `[${server.hostname}]` : server.hostname;
+  return {
+    hostname: server.hostname,
+    port: server.port,
+    url: `http://${host}:${server.port}`,
+    close: () => server.close(),
+  };
+}

@@ -1,0 +1,95 @@
+/**
+ * The JSON shapes of the admin API: plain objects built from live daemon objects at request time.
+ * Kept apart from the routes so the shapes are reviewed in one place, and so that nothing secret
+ * (tokens, hashes) can reach a response by passing a config object through whole.
+ *
+ * @module
+ */
+
+import type { ClientSession } from "../client_session.ts";
+import type { ReverseTunnel } from "../reverse_tunnel.ts";
+import type { ServiceOffer } from "../services.ts";
+import type { Stream } from "../../protocol/stream.ts";
+
+/** One stream of a session, with its flow-control state. */
+export function streamView(stream: Stream, now: number) {
+  return {
+    id: stream.id,
+    state: stream.state,
+    bytesIn: stream.bytesIn,
+    bytesOut: stream.bytesOut,
+    sendWindow: stream.sendWindow,
+    receiveWindow: stream.receiveWindow,
+    bufferedBytes: stream.bufferedBytes,
+    queuedBytes: stream.queuedBytes,
+    ageMs: now - stream.createdAt,
+  };
+}
+
+/** A session as listed: who, from where, over what, since when, and its traffic. */
+export function sessionSummary(session: ClientSession) {
+  const yamux = session.session;
+  return {
+    id: session.id,
+    client: session.client ?? null,
+    state: session.state,
+    transport: session.transportKind,
+    remoteAddress: session.remoteAddress,
+    since: new Date(session.since).toISOString(),
+    // rtt is 0 until the first keepalive ping was answered; null says "not measured yet".
+    rttMs: yamux.rtt > 0 ? yamux.rtt : null,
+    bytesIn: yamux.stats.bytesIn,
+    bytesOut: yamux.stats.bytesOut,
+    streamCount: yamux.streamCount,
+    tunnelCount: [...session.tunnels()].length,
+  };
+}
+
+/** A session in detail: the summary plus every stream, its tunnels and its frame counters. */
+export function sessionDetail(session: ClientSession) {
+  const now = Date.now();
+  const stats = session.session.stats;
+  return {
+    ...sessionSummary(session),
+    frames: { in: stats.framesIn, out: stats.framesOut },
+    resets: { sent: stats.resetsSent, received: stats.resetsReceived },
+    streams: [...session.session.streams()].sort((a, b) => a.id - b.id).map((s) =>
+      streamView(s, now)
+    ),
+    tunnels: [...session.tunnels()].map((t) => t.id).sort(),
+  };
+}
+
+/** A reverse tunnel with its counters; `sessionId` is the owning session, if still known. */
+export function tunnelView(tunnel: ReverseTunnel, sessionId: string | null) {
+  return {
+    id: tunnel.id,
+    client: tunnel.client,
+    session: sessionId,
+    bind: `${
+      tunnel.bindHost.includes(":") ? `[${tunnel.bindHost}]` : tunnel.bindHost
+    }:${tunnel.port}`,
+    label: tunnel.label ?? null,
+    createdAt: new Date(tunnel.createdAt).toISOString(),
+    connections: tunnel.stats.connections,
+    active: tunnel.activeVisitors,
+    // aToB is visitor → client, bToA client → visitor (see TunnelStats).
+    bytesFromVisitors: tunnel.stats.aToB,
+    bytesToVisitors: tunnel.stats.bToA,
+    errors: tunnel.stats.errors,
+  };
+}
+
+/** A named service offer with its counters. */
+export function serviceView(offer: ServiceOffer) {
+  return {
+    name: offer.name,
+    client: offer.client,
+    session: offer.sessionId,
+    connections: offer.stats.connections,
+    active: offer.stats.active,
+    // aToB is user → offerer, bToA the other way (see ServiceOffer).
+    bytesToOfferer: offer.stats.aToB,
+    bytesFromOfferer: offer.stats.bToA,
+  };
+}
