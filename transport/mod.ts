@@ -1,7 +1,8 @@
 /**
  * Runtime-neutral entry point for transports: TCP, and TLS over TCP, through the best adapter of
- * the running runtime (Deno native, Bun native, or node:net / node:tls), WebSocket (Deno or Bun server, global `WebSocket`
- * client), plus in-memory pairs for tests.
+ * the running runtime (Deno native, Bun native, or node:net / node:tls), WebSocket (Deno or Bun
+ * server; our own client over TCP on Deno, the global `WebSocket` on Bun), plus in-memory pairs for
+ * tests.
  *
  * @module
  */

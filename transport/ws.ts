@@ -3,18 +3,20 @@
  * messages, so tunnels pass through HTTP reverse proxies that forward `Upgrade` headers.
  *
  * This module holds what every runtime shares (options, close codes, message packing and the
- * transport itself) and picks the runtime's server (`Deno.serve` or `Bun.serve`); the client is the
- * global `WebSocket` of either runtime. Runtime-specific code lives in `ws_server_deno.ts`,
- * `ws_server_bun.ts` and `ws_client.ts`, each of which drives a {@linkcode WebSocketTransport}
- * through a small {@linkcode SocketDriver}.
+ * transport itself) and picks the runtime's server (`Deno.serve` or `Bun.serve`) and client (our own
+ * RFC 6455 client over TCP on Deno, the global `WebSocket` on Bun; see {@linkcode connectWebSocket}).
+ * Runtime-specific code lives in `ws_server_deno.ts`, `ws_server_bun.ts`, `ws_client.ts` and
+ * `ws_client_raw.ts`, each of which drives a {@linkcode WebSocketTransport} through a small
+ * {@linkcode SocketDriver}.
  *
  * Semantics the byte-stream contract cannot carry over unchanged:
  * - WebSocket has no half-close. `end()` sends what is queued, then closes with 1000; the peer sees
  *   `end()` followed by `close()`. Bytes the peer sends after our close frame are lost, so a yamux
  *   session should end its transport only when it has nothing more to receive (Session does).
- * - `pause()` stops reading only where the socket can (Bun, server and client). Deno's WebSocket
- *   cannot stop reading, so there the messages are held in memory until `resume()`; over a yamux
- *   session that backlog is bounded by the stream windows the session granted.
+ * - `pause()` stops reading only where the socket can (Bun, server and client; our client on Deno).
+ *   Deno's server-side WebSocket cannot stop reading, so there the messages are held in memory
+ *   until `resume()`; over a yamux session that backlog is bounded by the stream windows the
+ *   session granted.
  * - The remote address is the TCP peer's. `X-Forwarded-For` and similar headers are not trusted;
  *   behind a reverse proxy the remote address is the proxy's (`authorize` sees the request and may
  *   read such headers if the deployment trusts its proxy).
@@ -28,6 +30,7 @@ import { DEFAULT_HIGH_WATER_MARK } from "./_write_queue.ts";
 import { listenBunWebSocket } from "./ws_server_bun.ts";
 import { listenDenoWebSocket } from "./ws_server_deno.ts";
 import { connectWebSocketClient } from "./ws_client.ts";
+import { connectRawWebSocket } from "./ws_client_raw.ts";
 
 /** Options for {@linkcode listenWebSocket}. */
 export interface WebSocketListenOptions {
@@ -64,7 +67,7 @@ export interface WebSocketConnectOptions {
   maxMessageSize?: number;
   /**
    * Extra PEM CA certificates to trust for `wss://` (e.g. a self-signed server certificate). Deno
-   * passes them through `Deno.createHttpClient({ caCerts })`, Bun through `tls.ca`. Deno (rustls)
+   * passes them to `connectTls` (our client), Bun through `tls.ca`. Deno (rustls)
    * refuses a self-signed certificate that says `CA:TRUE` when it is the server's own (leaf)
    * certificate: generate it with `basicConstraints=CA:FALSE`.
    */
@@ -94,7 +97,7 @@ export const POLLED_SOCKET_SEND_LIMIT = 4 * 1024 * 1024;
  */
 const POLL_MS = 1;
 /** How long we wait for the peer to answer our close frame before giving up on it. */
-const CLOSE_REPLY_MS = 5000;
+export const CLOSE_REPLY_MS = 5000;
 
 /** WebSocket close codes (RFC 6455 §7.4.1) this transport sends or interprets. */
 export const CloseCode = {
@@ -102,6 +105,8 @@ export const CloseCode = {
   Normal: 1000,
   /** The peer is going away (server shutdown, page left); treated like 1000. */
   GoingAway: 1001,
+  /** The peer broke the framing rules (sent by our own client, `ws_client_raw.ts`). */
+  ProtocolError: 1002,
   /** A text message arrived; the tunnel is binary only. */
   UnsupportedData: 1003,
   /** A close frame without a code (reported, never sent); treated like 1000. */
@@ -250,6 +255,12 @@ export interface SocketDriver {
   pause?(): void;
   /** Resumes reading after {@linkcode pause}. */
   resume?(): void;
+  /**
+   * True when the driver calls {@linkcode WebSocketTransport.onWritable} whenever its buffer falls
+   * below the send limit after a send filled it, and when a close frame queues behind the messages
+   * already sent: the transport then never polls `buffered()` (our own client, over TCP).
+   */
+  readonly signalsWritable?: boolean;
 }
 
 /** Tuning shared by every {@linkcode WebSocketTransport}. */
@@ -436,7 +447,9 @@ export class WebSocketTransport implements Transport {
       this.#sink.drain();
       if (this.#sink.closed || this.#closeSent) return;
     }
-    if (this.#ending && this.#queue.empty && this.#driver.buffered() === 0) {
+    // A driver that keeps frames in order can take the close frame behind unsent messages.
+    const socketDone = this.#driver.signalsWritable || this.#driver.buffered() === 0;
+    if (this.#ending && this.#queue.empty && socketDone) {
       // Everything is out: the close frame follows it.
       this.#closeSent = true;
       this.#driver.close(CloseCode.Normal, "");
@@ -450,6 +463,8 @@ export class WebSocketTransport implements Transport {
       }, CLOSE_REPLY_MS);
       return;
     }
+    // The driver's drain brings us back here: nothing to poll.
+    if (this.#driver.signalsWritable) return;
     // Nothing reports when the socket's own buffer shrinks on Deno or in a client: check again
     // shortly, only while something waits on it. (Bun's drain event also calls onWritable.)
     if (!this.#queue.empty || this.#needDrain || this.#ending) this.#poll();
@@ -532,14 +547,21 @@ export function listenWebSocket(
 }
 
 /**
- * Opens a WebSocket to `url` (`ws://` or `wss://`) with the global `WebSocket`. Rejects with a
+ * Opens a WebSocket to `url` (`ws://` or `wss://`). Rejects with a
  * {@linkcode WebSocketConnectError} (carrying the HTTP status when the server refused the upgrade).
+ *
+ * On Deno this is our own RFC 6455 client over `connectTcp` / `connectTls` (`ws_client_raw.ts`):
+ * Deno's global `WebSocket` turns TCP_NODELAY off on its socket, with no API to turn it back on,
+ * which cost each small yamux exchange a Nagle / delayed-ACK stall (~40 ms). Bun's global
+ * `WebSocket` has no such problem and stays in use there (`ws_client.ts`).
  */
 export function connectWebSocket(
   url: string,
   options: WebSocketConnectOptions = {},
 ): Promise<Transport> {
-  return connectWebSocketClient(url, options);
+  return "Deno" in globalThis
+    ? connectRawWebSocket(url, options)
+    : connectWebSocketClient(url, options);
 }
 
 /** A WebSocket connection attempt failed; `status` is the HTTP status of a refused upgrade. */
@@ -547,12 +569,16 @@ export class WebSocketConnectError extends Error {
   /** The HTTP status the server answered the upgrade with, when the runtime reports it. */
   readonly status: number | undefined;
 
-  /** Describes a failed connection to `url`; `detail` is the runtime's own message. */
-  constructor(url: string, detail: string, status?: number) {
+  /**
+   * Describes a failed connection to `url`; `detail` is the runtime's own message, `cause` the
+   * underlying error when there is one (a refused TCP connect, a TLS handshake failure).
+   */
+  constructor(url: string, detail: string, status?: number, cause?: unknown) {
     super(
       status === undefined
         ? `WebSocket connection to ${url} failed: ${detail}`
         : `WebSocket upgrade to ${url} refused with HTTP ${status}`,
+      cause === undefined ? undefined : { cause },
     );
     this.name = "WebSocketConnectError";
     this.status = status;

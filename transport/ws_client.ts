@@ -1,5 +1,7 @@
 /**
- * The WebSocket client: the runtime's global `WebSocket`, on Deno and on Bun.
+ * The global-`WebSocket` client, used on Bun. (It works on Deno too, but Deno's turns TCP_NODELAY
+ * off on its socket, so {@linkcode connectWebSocket} uses our own client there:
+ * `ws_client_raw.ts`.)
  *
  * - Handshake headers: both runtimes accept the non-standard `new WebSocket(url, { headers })`,
  *   which carries `Authorization: Bearer …`.
