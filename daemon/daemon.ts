@@ -18,6 +18,7 @@ import type { ReverseTunnel } from "./reverse_tunnel.ts";
 import { EventFeed } from "./events.ts";
 import { ServiceRegistry } from "./services.ts";
 import { TokenVerifier } from "./tokens.ts";
+import { TokenStore } from "./token_store.ts";
 
 /** Daemon lifecycle states. */
 export type DaemonState = "starting" | "running" | "draining" | "stopped";
@@ -57,8 +58,12 @@ export class Daemon {
   readonly startedAt = Date.now();
   /** Resolves once the daemon has stopped. */
   readonly stopped: Promise<void>;
+  /** Tokens minted through the admin API; their clients count as configured ones. */
+  readonly tokens: TokenStore;
 
   #config: Config;
+  /** `#config` with the minted tokens' clients added: what sessions authorize against. */
+  #effective: Config;
   readonly #log: Logger;
   readonly #verifier: TokenVerifier;
   readonly #lifecycle = new Lifecycle<DaemonState, DaemonEvent>(DAEMON_TRANSITIONS, "starting");
@@ -71,13 +76,20 @@ export class Daemon {
   /** Creates a daemon for `config`; nothing listens until {@linkcode start}. */
   constructor(config: Config, options: { log: Logger; lookup?: LookupFn }) {
     this.#config = config;
+    this.#effective = config;
     this.#log = options.log;
+    // The data directory is fixed for the daemon's life: a reload that moves it needs a restart.
+    this.tokens = new TokenStore({
+      dataDir: config.dataDir,
+      log: options.log,
+      onChange: () => this.#apply(this.#config),
+    });
     this.#verifier = new TokenVerifier(
       config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })),
     );
     this.stopped = new Promise((resolve) => this.#resolveStopped = resolve);
     this.#context = {
-      config: () => this.#config,
+      config: () => this.#effective,
       verifier: this.#verifier,
       services: this.services,
       tunnels: this.tunnels,
@@ -109,6 +121,7 @@ export class Daemon {
   async start(): Promise<void> {
     const { listen } = this.#config;
     try {
+      await this.tokens.load(); // before listening: a minted token works from the first hello
       // PEM contents are read once at start; replacing certificates needs a restart.
       const tls = this.#config.tls
         ? {
@@ -169,6 +182,7 @@ export class Daemon {
   /** Stops at once: listeners and every session closed. Idempotent. */
   stop(): void {
     if (!this.#lifecycle.fire("stop")) return;
+    this.tokens.close();
     for (const listener of this.#listeners) listener.close();
     for (const session of this.sessions.values()) session.close();
     this.#log.info("daemon stopped");
@@ -181,10 +195,22 @@ export class Daemon {
    * Listener addresses are not rebound; a change there needs a restart.
    */
   reload(config: Config): void {
-    this.#verifier.replace(config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })));
-    const previous = new Map(this.#config.clients.map((c) => [c.name, c.tokenHash]));
+    this.#apply(config);
+    this.#log.info("configuration reloaded", { clients: config.clients.length });
+  }
+
+  /**
+   * Puts `config` plus the minted tokens' clients in force (a reload, or a mint, revocation or
+   * expiry): the verifier first, which throws before anything changed if the list is bad, then
+   * closes the sessions whose client is gone or whose credential changed.
+   */
+  #apply(config: Config): void {
+    const effective = { ...config, clients: [...config.clients, ...this.tokens.clients(config)] };
+    this.#verifier.replace(effective.clients.map((c) => ({ name: c.name, hash: c.tokenHash })));
+    const previous = new Map(this.#effective.clients.map((c) => [c.name, c.tokenHash]));
     this.#config = config;
-    const current = new Map(config.clients.map((c) => [c.name, c.tokenHash]));
+    this.#effective = effective;
+    const current = new Map(effective.clients.map((c) => [c.name, c.tokenHash]));
     for (const session of this.sessions.values()) {
       const name = session.client;
       if (name === undefined) continue;
@@ -196,7 +222,6 @@ export class Daemon {
         session.close();
       }
     }
-    this.#log.info("configuration reloaded", { clients: config.clients.length });
   }
 
   #accept(transport: Transport, kind: TransportKind, preauthenticated?: string): void {

@@ -1,13 +1,19 @@
 #!/bin/sh
 # The whole test suite: formatting, lint and type checks, then every *_test.ts under Deno and
-# under Bun. Installs the pinned runtimes from npm first if they are missing. Exits non-zero when
+# under Bun. Installs the pinned runtimes (and playwright-core) from npm first if they are missing,
+# and Debian's chromium for the dashboard test. Exits non-zero when
 # anything fails, and ends with one summary line "tests: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 DENO=node_modules/.bin/deno
 BUN=node_modules/.bin/bun
-if [ ! -x "$DENO" ] || [ ! -x "$BUN" ]; then
+if [ ! -x "$DENO" ] || [ ! -x "$BUN" ] || [ ! -d node_modules/playwright-core ]; then
   npm install --no-audit --no-fund --loglevel=error || exit 1
+fi
+# The dashboard test drives the system chromium (playwright-core never downloads a browser).
+# Install Debian's package when it is missing and we can: as root, with apt-get.
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update && apt-get install -y --no-install-recommends chromium
 fi
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT

@@ -10,6 +10,9 @@ import { Buffer } from "node:buffer";
 import { connect as netConnect } from "node:net";
 import { Client, type ConnectOptions } from "../../client/client.ts";
 import { Daemon } from "../daemon.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { validateConfig } from "../config.ts";
 import { Logger } from "../../util/log.ts";
 import { listenTcp } from "../../transport/mod.ts";
@@ -51,8 +54,11 @@ export async function startFixture(): Promise<Fixture> {
       close: () => {},
     });
   });
+  // Minted tokens are persisted in the data directory: never the repository's ./data in tests.
+  const dataDir = mkdtempSync(join(tmpdir(), "tunnelmux-admin-"));
   const result = validateConfig({
     listen: { tcp: "127.0.0.1:0", websocket: null, admin: "127.0.0.1:0" },
+    dataDir,
     adminToken: ADMIN_TOKEN,
     clients: [{
       name: "alice",
@@ -99,6 +105,7 @@ export async function startFixture(): Promise<Fixture> {
       daemon.stop();
       await admin.close();
       echo.close();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

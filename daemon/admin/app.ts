@@ -4,7 +4,8 @@
  * Every request passes, in this order: secure response headers (outermost, so even refusals get
  * them), the 405 check, the `Host` allowlist (421), the bearer token (401; not for the probes),
  * and the body limit (413, enforced while reading, so chunked bodies and Content-Length with
- * Transfer-Encoding are bounded too). No CORS: browsers must not reach this API cross-origin.
+ * Transfer-Encoding are bounded too). The dashboard (`GET /` and its static files) sits between
+ * the Host check and the token check. No CORS: browsers must not reach this API cross-origin.
  *
  * @module
  */
@@ -20,8 +21,11 @@ import { allowedHosts, bearerAuth, hostAllowlist } from "./guards.ts";
 import { sessionRoutes } from "./routes_sessions.ts";
 import { systemRoutes } from "./routes_system.ts";
 import { tunnelRoutes } from "./routes_tunnels.ts";
+import { tokenRoutes } from "./routes_tokens.ts";
 import { metricsRoutes } from "./metrics.ts";
 import { eventRoutes } from "./events.ts";
+import { dashboardRoutes } from "./dashboard.ts";
+import { openapiRoutes } from "./openapi.ts";
 
 /** Largest request body accepted; the biggest real one (a drain request) is a few bytes. */
 export const MAX_BODY_BYTES = 8 * 1024;
@@ -57,6 +61,10 @@ export function createAdminApp(daemon: Daemon, options: AdminAppOptions): Hono {
       }),
   }));
   app.use(hostAllowlist(allowedHosts(options.hostname, options.port, options.extraHosts)));
+  // The dashboard's page and static files: after the Host check, before the token check (hono
+  // runs handlers in registration order, and these answer without calling next), because a
+  // browser cannot send a bearer token for a page load. The page sends it on its API calls.
+  app.route("/", dashboardRoutes());
   app.use(bearerAuth(options.tokenHash ?? (() => daemon.config.adminTokenHash)));
   app.use(bodyLimit({
     maxSize: MAX_BODY_BYTES,
@@ -71,8 +79,10 @@ export function createAdminApp(daemon: Daemon, options: AdminAppOptions): Hono {
   app.route("/", systemRoutes(daemon, { admin }));
   app.route("/", sessionRoutes(daemon));
   app.route("/", tunnelRoutes(daemon));
+  app.route("/", tokenRoutes(daemon));
   // Metrics and the event feed (their own modules), behind the same guards.
   app.route("/", metricsRoutes(daemon));
   app.route("/", eventRoutes(daemon));
+  app.route("/", openapiRoutes());
   return app;
 }

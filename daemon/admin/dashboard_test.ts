@@ -1,0 +1,170 @@
+// The dashboard in a real headless browser (Debian's chromium driven by playwright-core, which
+// runs under both Deno and Bun): log in with the admin token, see the sessions and the tunnel,
+// kick a session and watch it go, all under the page's strict CSP. Also checks what is served
+// without a browser: the page and its files are public, but still behind the Host allowlist.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { type Browser, chromium } from "playwright-core";
+import {
+  ADMIN_TOKEN,
+  errorCode,
+  eventually,
+  type Fixture,
+  rawHttp,
+  startFixture,
+} from "./_admin_fixture.ts";
+import type { Client } from "../../client/client.ts";
+
+/** Where the screenshot is kept (a test artifact; `.cache/` is git-ignored). */
+const ARTIFACT = fileURLToPath(new URL("../../.cache/artifacts/dashboard.png", import.meta.url));
+
+/** The system browser; never downloaded (scripts/test.sh installs the Debian package). */
+const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run",
+];
+
+/** Upper bound of every browser wait: generous, since CI machines vary; never a threshold. */
+const WAIT_MS = 20_000;
+
+/** The PNG file signature. */
+const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+describe("dashboard", () => {
+  let f: Fixture;
+  let first: Client;
+  let second: Client;
+  let tunnelId: string;
+
+  before(async () => {
+    f = await startFixture();
+    first = await f.client();
+    second = await f.client();
+    tunnelId = (await first.expose({ local: `127.0.0.1:${f.echo.port}`, label: "web" })).id;
+  });
+  after(() => f.stop());
+
+  it("serves the page and its files without a token, with a strict CSP on the page", async () => {
+    const page = await fetch(f.admin.url + "/");
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
+    const csp = page.headers.get("content-security-policy") ?? "";
+    assert.match(csp, /default-src 'none'/);
+    assert.match(csp, /script-src 'self'(;|$)/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+    assert.equal(page.headers.get("x-content-type-options"), "nosniff");
+    const html = await page.text();
+    assert.match(html, /<script src="\/dashboard\.js" defer><\/script>/);
+    assert.doesNotMatch(html, /<script>|<style>|style=/, "no inline code under the CSP");
+    for (
+      const [path, type] of [["/dashboard.js", /^text\/javascript/], [
+        "/dashboard.css",
+        /^text\/css/,
+      ]] as const
+    ) {
+      const response = await fetch(f.admin.url + path);
+      assert.equal(response.status, 200, path);
+      assert.match(response.headers.get("content-type") ?? "", type);
+      assert.ok((await response.text()).length > 100);
+    }
+    // Public does not mean open to any Host: a rebinding page still gets 421.
+    const raw = await rawHttp(
+      f.admin.port,
+      "GET / HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+    );
+    assert.match(raw, /^HTTP\/1\.1 421/);
+    // And the API behind it still wants the token.
+    const info = await fetch(f.admin.url + "/v1/info");
+    assert.equal(info.status, 401);
+    assert.equal(await errorCode(info), "unauthorized");
+  });
+
+  it("lists sessions and tunnels, resets and kicks, in a real browser", async () => {
+    const kicked = f.sessionId(second);
+    const kept = f.sessionId(first);
+    let browser: Browser | undefined;
+    try {
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: CHROMIUM_ARGS,
+        timeout: WAIT_MS,
+      });
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      page.setDefaultTimeout(WAIT_MS);
+      const problems: string[] = [];
+      page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+      page.on("console", (message) => {
+        // The browser logs every non-2xx answer; the 409 below is one on purpose.
+        if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) {
+          problems.push(`console: ${message.text()}`);
+        }
+      });
+
+      // CSP violations are reported to the page, not thrown: count them from inside, from
+      // before the page's own script runs.
+      // (Strings, not functions: these run in the page, and the test is not type-checked with
+      // the DOM library.)
+      await page.addInitScript({
+        content: `globalThis.violations = [];
+          document.addEventListener("securitypolicyviolation", (e) => {
+            globalThis.violations.push(e.violatedDirective + " " + e.blockedURI);
+          });`,
+      });
+      await page.goto(f.admin.url + "/");
+      assert.equal(await page.isVisible("#login"), true);
+      assert.equal(await page.isVisible("#main"), false);
+
+      await page.fill("#token", ADMIN_TOKEN);
+      await page.click("#login-form button[type=submit]");
+      await page.waitForSelector(`#sessions tr[data-session="${kept}"]`);
+      await page.waitForSelector(`#sessions tr[data-session="${kicked}"]`);
+      const tunnelRow = await page.waitForSelector(`#tunnels tr[data-tunnel="${tunnelId}"]`);
+      const tunnel = f.daemon.tunnels.get(tunnelId)!;
+      assert.match(await tunnelRow.textContent() ?? "", new RegExp(`:${tunnel.port}`));
+      assert.match(await tunnelRow.textContent() ?? "", /web/);
+      const sessionText = await page.textContent(`#sessions tr[data-session="${kept}"]`) ?? "";
+      assert.match(sessionText, /alice/);
+      assert.match(sessionText, /tcp/);
+      assert.match(sessionText, /127\.0\.0\.1:\d+/);
+      assert.equal(
+        await page.evaluate(() => sessionStorage.getItem("tunnelmux.adminToken")),
+        ADMIN_TOKEN,
+      );
+      await page.waitForSelector("#status.live"); // the event feed is connected
+
+      // Reset: the only stream of an idle session is its control stream, which the API refuses
+      // (409); the page shows the API's message.
+      await page.click(`#sessions tr[data-session="${kept}"] button[data-action="streams"]`);
+      await page.click(`tr[data-streams-of="${kept}"] button[data-action="reset"]`);
+      // A locator, not waitForFunction: the page's CSP (rightly) forbids evaluating strings.
+      await page.locator("#notice", { hasText: "control stream" }).waitFor();
+
+      await page.click(`#sessions tr[data-session="${kicked}"] button[data-action="kick"]`);
+      await page.waitForSelector(`#sessions tr[data-session="${kicked}"]`, { state: "detached" });
+      await eventually(() => !f.daemon.sessions.has(kicked), "the kicked session to go", 2000);
+      assert.equal(f.daemon.sessions.has(kept), true);
+      assert.equal(await page.isVisible(`#sessions tr[data-session="${kept}"]`), true);
+
+      mkdirSync(fileURLToPath(new URL(".", `file://${ARTIFACT}`)), { recursive: true });
+      rmSync(ARTIFACT, { force: true });
+      await page.screenshot({ path: ARTIFACT, fullPage: true });
+      const png = readFileSync(ARTIFACT);
+      assert.ok(png.length > PNG_SIGNATURE.length);
+      assert.deepEqual([...png.subarray(0, 8)], PNG_SIGNATURE);
+
+      const violations = await page.evaluate("globalThis.violations");
+      assert.deepEqual(violations, [], "no CSP violations");
+      assert.deepEqual(problems, [], "no script errors");
+    } finally {
+      await browser?.close();
+    }
+  });
+});

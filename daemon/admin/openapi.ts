@@ -1,0 +1,762 @@
+/**
+ * The admin API described as an OpenAPI 3.1 document, served at `GET /v1/openapi.json`.
+ *
+ * Written by hand rather than generated from the routes: the routes validate with small
+ * functions of their own (`params.ts`), not with a schema library, and adding one for the sake of
+ * the document would be the bigger change. `openapi_test.ts` keeps the two in step: the set of
+ * registered routes must equal the set of documented operations, and real responses of the GET
+ * routes must validate against their schemas.
+ *
+ * The schemas use only the JSON Schema subset that test checks (`type`, `required`,
+ * `properties`, `items`, `enum`, `$ref`, plus `pattern`/`minimum`/`maximum` as documentation), so
+ * that what is written here is what is tested.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import { DAEMON_VERSION } from "./routes_system.ts";
+
+/** A JSON Schema (the subset this document uses), or any OpenAPI object: plain JSON. */
+type Json = Record<string, unknown>;
+
+/** A reference to a schema under `components.schemas`. */
+const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
+
+/** A reference to a shared response under `components.responses`. */
+const response = (name: string): Json => ({ $ref: `#/components/responses/${name}` });
+
+/** A JSON response with `schema`. */
+function json(description: string, schema: Json): Json {
+  return { description, content: { "application/json": { schema } } };
+}
+
+/** A non-negative integer (counters, byte totals, milliseconds). */
+const count: Json = { type: "integer", minimum: 0 };
+
+/** The path parameter patterns, the same as `params.ts` enforces (a mismatch answers 400). */
+export const PARAM_PATTERNS = {
+  session: "^s[1-9]\\d{0,15}$",
+  stream: "^[1-9]\\d{0,9}$",
+  tunnel: "^t-[0-9a-f]{1,64}$",
+  token: "^tok_[0-9a-f]{16}$",
+} as const;
+
+/** A path parameter. */
+function pathParam(name: string, pattern: string, description: string): Json {
+  return { name, in: "path", required: true, description, schema: { type: "string", pattern } };
+}
+
+const sessionIdParam = pathParam("id", PARAM_PATTERNS.session, "A session id, e.g. `s12`.");
+
+/** Responses every guarded route can give besides its own: bad token, wrong Host, a failure. */
+const guarded: Json = {
+  "401": response("Unauthorized"),
+  "421": response("Misdirected"),
+  "500": response("Internal"),
+};
+
+/** Responses of routes that take an id in the path: malformed (400) or unknown (404). */
+const byId: Json = { "400": response("BadRequest"), "404": response("NotFound") };
+
+/** An operation that requires the admin token (the document's default security). */
+function op(summary: string, responses: Json, extra: Json = {}): Json {
+  return { summary, ...extra, responses: { ...responses, ...guarded } };
+}
+
+/** An operation served without the token: the probes, and the dashboard's static files. */
+function publicOp(summary: string, responses: Json, extra: Json = {}): Json {
+  return {
+    summary,
+    security: [],
+    ...extra,
+    responses: { ...responses, "421": response("Misdirected") },
+  };
+}
+
+/** A static text asset of the dashboard. */
+function asset(summary: string, type: string): Json {
+  return publicOp(summary, {
+    "200": { description: summary, content: { [type]: { schema: { type: "string" } } } },
+  }, { tags: ["dashboard"] });
+}
+
+const schemas: Record<string, Json> = {
+  Error: {
+    type: "object",
+    description: "Every failure, whatever raised it.",
+    required: ["error"],
+    properties: {
+      error: {
+        type: "object",
+        required: ["code", "message"],
+        properties: {
+          code: {
+            type: "string",
+            enum: [
+              "bad_request",
+              "unauthorized",
+              "forbidden",
+              "not_found",
+              "method_not_allowed",
+              "conflict",
+              "payload_too_large",
+              "misdirected",
+              "not_ready",
+              "internal",
+            ],
+          },
+          message: { type: "string" },
+        },
+      },
+    },
+  },
+  Health: {
+    type: "object",
+    required: ["status"],
+    properties: { status: { type: "string", enum: ["ok", "ready"] } },
+  },
+  DaemonState: { type: "string", enum: ["starting", "running", "draining", "stopped"] },
+  Info: {
+    type: "object",
+    required: [
+      "version",
+      "runtime",
+      "state",
+      "startedAt",
+      "uptimeMs",
+      "listeners",
+      "tls",
+      "limits",
+      "shutdownGraceMs",
+      "clients",
+      "counts",
+    ],
+    properties: {
+      version: { type: "string" },
+      runtime: {
+        type: "object",
+        required: ["name", "version"],
+        properties: {
+          name: { type: "string", enum: ["deno", "bun", "node"] },
+          version: { type: "string" },
+        },
+      },
+      state: ref("DaemonState"),
+      startedAt: { type: "string", format: "date-time" },
+      uptimeMs: count,
+      listeners: {
+        type: "object",
+        description: "Bound addresses as host:port (websocket with its path).",
+        properties: {
+          tcp: { type: "string" },
+          websocket: { type: "string" },
+          admin: { type: "string" },
+        },
+        required: ["admin"],
+      },
+      tls: { type: "boolean" },
+      limits: {
+        type: "object",
+        required: [
+          "sessions",
+          "streamsPerSession",
+          "tunnelsPerClient",
+          "dialTimeoutMs",
+          "handshakeTimeoutMs",
+          "idleTimeoutMs",
+          "maxWebSocketMessage",
+        ],
+        properties: {
+          sessions: count,
+          streamsPerSession: count,
+          tunnelsPerClient: count,
+          dialTimeoutMs: count,
+          handshakeTimeoutMs: count,
+          idleTimeoutMs: count,
+          maxWebSocketMessage: count,
+        },
+      },
+      shutdownGraceMs: count,
+      clients: {
+        type: "array",
+        items: {
+          type: "object",
+          required: [
+            "name",
+            "forwardRules",
+            "exposePortRanges",
+            "servicesOffered",
+            "servicesUsed",
+            "sessions",
+            "tunnels",
+          ],
+          properties: {
+            name: { type: "string" },
+            forwardRules: count,
+            exposePortRanges: count,
+            servicesOffered: count,
+            servicesUsed: count,
+            sessions: count,
+            tunnels: count,
+          },
+        },
+      },
+      counts: {
+        type: "object",
+        required: ["sessions", "tunnels", "services"],
+        properties: { sessions: count, tunnels: count, services: count },
+      },
+    },
+  },
+  SessionSummary: {
+    type: "object",
+    required: [
+      "id",
+      "client",
+      "state",
+      "transport",
+      "remoteAddress",
+      "since",
+      "rttMs",
+      "bytesIn",
+      "bytesOut",
+      "streamCount",
+      "tunnelCount",
+    ],
+    properties: {
+      id: { type: "string", pattern: PARAM_PATTERNS.session },
+      client: { type: ["string", "null"], description: "null until the handshake names it." },
+      state: { type: "string", enum: ["handshake", "ready", "closed"] },
+      transport: { type: "string", enum: ["tcp", "tls", "ws", "wss"] },
+      remoteAddress: { type: "string" },
+      since: { type: "string", format: "date-time" },
+      rttMs: { type: ["number", "null"], description: "null until a keepalive was answered." },
+      bytesIn: count,
+      bytesOut: count,
+      streamCount: count,
+      tunnelCount: count,
+    },
+  },
+  SessionPage: {
+    type: "object",
+    required: ["sessions", "nextCursor"],
+    properties: {
+      sessions: { type: "array", items: ref("SessionSummary") },
+      nextCursor: {
+        type: ["string", "null"],
+        description: "Pass as `cursor` for the next page; null on the last page.",
+      },
+    },
+  },
+  Stream: {
+    type: "object",
+    required: [
+      "id",
+      "state",
+      "bytesIn",
+      "bytesOut",
+      "sendWindow",
+      "receiveWindow",
+      "bufferedBytes",
+      "queuedBytes",
+      "ageMs",
+    ],
+    properties: {
+      id: { type: "integer", minimum: 1 },
+      state: { type: "string" },
+      bytesIn: count,
+      bytesOut: count,
+      sendWindow: count,
+      receiveWindow: count,
+      bufferedBytes: count,
+      queuedBytes: count,
+      ageMs: count,
+    },
+  },
+  SessionDetail: {
+    type: "object",
+    description: "A SessionSummary plus the fields below.",
+    required: [
+      "id",
+      "client",
+      "state",
+      "transport",
+      "remoteAddress",
+      "since",
+      "rttMs",
+      "bytesIn",
+      "bytesOut",
+      "streamCount",
+      "tunnelCount",
+      "frames",
+      "resets",
+      "streams",
+      "tunnels",
+    ],
+    properties: {
+      frames: {
+        type: "object",
+        description: "Frames received (`in`) and sent (`out`), by frame type.",
+        required: ["in", "out"],
+        properties: { in: ref("FrameCounts"), out: ref("FrameCounts") },
+      },
+      resets: {
+        type: "object",
+        required: ["sent", "received"],
+        properties: { sent: count, received: count },
+      },
+      streams: { type: "array", items: ref("Stream") },
+      tunnels: { type: "array", items: { type: "string", pattern: PARAM_PATTERNS.tunnel } },
+    },
+  },
+  FrameCounts: {
+    type: "object",
+    required: ["data", "windowUpdate", "ping", "goAway"],
+    properties: { data: count, windowUpdate: count, ping: count, goAway: count },
+  },
+  Kicked: {
+    type: "object",
+    required: ["session", "state"],
+    properties: {
+      session: { type: "string", pattern: PARAM_PATTERNS.session },
+      state: { type: "string", enum: ["closing"] },
+    },
+  },
+  Tunnel: {
+    type: "object",
+    required: [
+      "id",
+      "client",
+      "session",
+      "bind",
+      "label",
+      "createdAt",
+      "connections",
+      "active",
+      "bytesFromVisitors",
+      "bytesToVisitors",
+      "errors",
+    ],
+    properties: {
+      id: { type: "string", pattern: PARAM_PATTERNS.tunnel },
+      client: { type: "string" },
+      session: { type: ["string", "null"] },
+      bind: { type: "string", description: "host:port the tunnel listens on." },
+      label: { type: ["string", "null"] },
+      createdAt: { type: "string", format: "date-time" },
+      connections: count,
+      active: count,
+      bytesFromVisitors: count,
+      bytesToVisitors: count,
+      errors: count,
+    },
+  },
+  Service: {
+    type: "object",
+    required: [
+      "name",
+      "client",
+      "session",
+      "connections",
+      "active",
+      "bytesToOfferer",
+      "bytesFromOfferer",
+    ],
+    properties: {
+      name: { type: "string" },
+      client: { type: "string" },
+      session: { type: "string" },
+      connections: count,
+      active: count,
+      bytesToOfferer: count,
+      bytesFromOfferer: count,
+    },
+  },
+  TunnelList: {
+    type: "object",
+    required: ["tunnels", "services"],
+    properties: {
+      tunnels: { type: "array", items: ref("Tunnel") },
+      services: { type: "array", items: ref("Service") },
+    },
+  },
+  DrainRequest: {
+    type: "object",
+    description: "Optional; an empty body drains with the configured grace period.",
+    additionalProperties: false,
+    properties: { graceMs: { type: "integer", minimum: 0, maximum: 3_600_000 } },
+  },
+  Draining: {
+    type: "object",
+    required: ["state", "graceMs"],
+    properties: { state: ref("DaemonState"), graceMs: count },
+  },
+  // The minted client tokens of routes_tokens.ts. Scopes are kept as given (config-client
+  // shapes, re-validated on every reload), so they are only objects here.
+  Scopes: {
+    type: "object",
+    description: "As a config client's `expose`, `forward`, `services` and `limits`.",
+    properties: {
+      expose: { type: "object" },
+      forward: { type: "array" },
+      services: { type: "object" },
+      limits: { type: "object" },
+    },
+  },
+  Token: {
+    type: "object",
+    description: "A minted token as listed: never the token or its hash.",
+    required: ["id", "name", "scopes", "createdAt", "expiresAt", "active", "problem", "sessions"],
+    properties: {
+      id: { type: "string", pattern: PARAM_PATTERNS.token },
+      name: { type: "string", description: "The client name it authenticates as." },
+      scopes: ref("Scopes"),
+      createdAt: { type: "string", format: "date-time" },
+      expiresAt: { type: ["string", "null"], format: "date-time" },
+      active: { type: "boolean", description: "Whether it authenticates now." },
+      problem: { type: ["string", "null"], description: "Why it does not, when it does not." },
+      sessions: {
+        type: "array",
+        description: "Its ready sessions.",
+        items: { type: "string", pattern: PARAM_PATTERNS.session },
+      },
+    },
+  },
+  TokenList: {
+    type: "object",
+    required: ["tokens"],
+    properties: { tokens: { type: "array", items: ref("Token") } },
+  },
+  TokenRequest: {
+    type: "object",
+    description: "Unknown fields are refused; give at most one of expiresIn and expiresAt.",
+    additionalProperties: false,
+    required: ["name"],
+    properties: {
+      name: { type: "string", description: "The client name; not one the config uses." },
+      expose: { type: "object" },
+      forward: { type: "array" },
+      services: { type: "object" },
+      limits: { type: "object" },
+      expiresIn: { type: "integer", minimum: 1, maximum: 315_360_000 },
+      expiresAt: { type: "string", format: "date-time" },
+    },
+  },
+  TokenCreated: {
+    type: "object",
+    description: "A Token plus the secret, shown once, here; only its hash is kept.",
+    required: [
+      "id",
+      "name",
+      "scopes",
+      "createdAt",
+      "expiresAt",
+      "active",
+      "problem",
+      "sessions",
+      "token",
+      "limits",
+      "warnings",
+    ],
+    properties: {
+      token: { type: "string" },
+      limits: {
+        type: "object",
+        required: ["tunnels", "streams"],
+        properties: { tunnels: count, streams: count },
+      },
+      warnings: {
+        type: "array",
+        items: {
+          type: "object",
+          required: ["field", "message"],
+          properties: { field: { type: "string" }, message: { type: "string" } },
+        },
+      },
+    },
+  },
+  TokenRevoked: {
+    type: "object",
+    required: ["id", "name", "revoked", "sessionsClosed"],
+    properties: {
+      id: { type: "string", pattern: PARAM_PATTERNS.token },
+      name: { type: "string" },
+      revoked: { type: "boolean", enum: [true] },
+      sessionsClosed: { type: "array", items: { type: "string", pattern: PARAM_PATTERNS.session } },
+    },
+  },
+  FieldError: {
+    type: "object",
+    description: "A 400 of the token routes: the Error shape plus the fields at fault.",
+    required: ["error"],
+    properties: {
+      error: {
+        type: "object",
+        required: ["code", "message"],
+        properties: {
+          code: { type: "string", enum: ["bad_request"] },
+          message: { type: "string" },
+          field: { type: "string" },
+          issues: {
+            type: "array",
+            items: {
+              type: "object",
+              required: ["field", "message"],
+              properties: { field: { type: "string" }, message: { type: "string" } },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+// SessionDetail and TokenCreated repeat their base's properties rather than using allOf: the
+// test's checker (and some client generators) do not merge allOf.
+(schemas.SessionDetail.properties as Json) = {
+  ...(schemas.SessionSummary.properties as Json),
+  ...(schemas.SessionDetail.properties as Json),
+};
+(schemas.TokenCreated.properties as Json) = {
+  ...(schemas.Token.properties as Json),
+  ...(schemas.TokenCreated.properties as Json),
+};
+
+const errorContent = { "application/json": { schema: ref("Error") } };
+
+const responses: Record<string, Json> = {
+  BadRequest: { description: "A malformed parameter or body.", content: errorContent },
+  Unauthorized: {
+    description: "The admin bearer token is missing or wrong.",
+    headers: { "WWW-Authenticate": { schema: { type: "string" } } },
+    content: errorContent,
+  },
+  NotFound: { description: "Nothing has this id.", content: errorContent },
+  Conflict: { description: "Not possible in the current state.", content: errorContent },
+  PayloadTooLarge: { description: "The body is over 8 KiB.", content: errorContent },
+  Misdirected: {
+    description: "The Host header is not one this listener answers to (DNS rebinding guard).",
+    content: errorContent,
+  },
+  NotReady: {
+    description: "The daemon is not running (starting or draining).",
+    content: errorContent,
+  },
+  Internal: {
+    description: "An unexpected failure; details are only logged.",
+    content: errorContent,
+  },
+};
+
+/** The OpenAPI 3.1 document of the admin API. */
+export const OPENAPI_DOCUMENT: Json = {
+  openapi: "3.1.0",
+  info: {
+    title: "tunnelmux admin API",
+    version: DAEMON_VERSION,
+    description: "Inspect and control a tunnelmux daemon. Errors are always " +
+      "`{ error: { code, message } }`. A method a path does not serve answers 405 with `Allow`.",
+  },
+  security: [{ bearer: [] }],
+  tags: [
+    { name: "system" },
+    { name: "sessions" },
+    { name: "tunnels" },
+    { name: "tokens" },
+    { name: "dashboard" },
+  ],
+  paths: {
+    "/healthz": {
+      get: publicOp("Liveness: the process answers", { "200": json("Alive", ref("Health")) }, {
+        tags: ["system"],
+      }),
+    },
+    "/readyz": {
+      get: publicOp("Readiness: the daemon takes new sessions", {
+        "200": json("Running", ref("Health")),
+        "503": response("NotReady"),
+      }, { tags: ["system"] }),
+    },
+    "/v1/info": {
+      get: op("Version, runtime, listeners, limits and counts", {
+        "200": json("The daemon", ref("Info")),
+      }, { tags: ["system"] }),
+    },
+    "/v1/drain": {
+      post: op("Stop taking sessions and close the existing ones within a grace period", {
+        "202": json("Draining started", ref("Draining")),
+        "400": response("BadRequest"),
+        "409": response("Conflict"),
+        "413": response("PayloadTooLarge"),
+      }, {
+        tags: ["system"],
+        requestBody: {
+          required: false,
+          content: { "application/json": { schema: ref("DrainRequest") } },
+        },
+      }),
+    },
+    "/v1/sessions": {
+      get: op("List sessions in creation order, paged", {
+        "200": json("A page of sessions", ref("SessionPage")),
+        "400": response("BadRequest"),
+      }, {
+        tags: ["sessions"],
+        parameters: [
+          {
+            name: "limit",
+            in: "query",
+            required: false,
+            schema: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
+          },
+          {
+            name: "cursor",
+            in: "query",
+            required: false,
+            description: "The last session id of the previous page.",
+            schema: { type: "string", pattern: PARAM_PATTERNS.session },
+          },
+        ],
+      }),
+    },
+    "/v1/sessions/{id}": {
+      parameters: [sessionIdParam],
+      get: op("One session with its streams", {
+        "200": json("The session", ref("SessionDetail")),
+        ...byId,
+      }, { tags: ["sessions"] }),
+      delete: op("Kick a session (GoAway, then close); a reconnecting client comes back", {
+        "202": json("Closing", ref("Kicked")),
+        ...byId,
+      }, { tags: ["sessions"] }),
+    },
+    "/v1/sessions/{id}/streams/{sid}": {
+      parameters: [
+        sessionIdParam,
+        pathParam("sid", PARAM_PATTERNS.stream, "A stream id, 1 to 2^32-1."),
+      ],
+      delete: op("Reset one stream", {
+        "204": { description: "Reset" },
+        ...byId,
+        "409": {
+          description: "The stream is the session's control stream: kick the session instead.",
+          content: errorContent,
+        },
+      }, { tags: ["sessions"] }),
+    },
+    "/v1/tunnels": {
+      get: op("List reverse tunnels and named services", {
+        "200": json("Tunnels and services", ref("TunnelList")),
+      }, { tags: ["tunnels"] }),
+    },
+    "/v1/tunnels/{id}": {
+      parameters: [pathParam("id", PARAM_PATTERNS.tunnel, "A tunnel id, e.g. `t-1a2b`.")],
+      delete: op("Close a reverse tunnel (its client is told)", {
+        "204": { description: "Closed" },
+        ...byId,
+      }, { tags: ["tunnels"] }),
+    },
+    "/v1/tokens": {
+      get: op("List minted client tokens (never the secrets)", {
+        "200": json("Tokens", ref("TokenList")),
+      }, { tags: ["tokens"] }),
+      post: op("Mint a scoped, expiring client token; the secret is in this response only", {
+        "201": json("Minted", ref("TokenCreated")),
+        "400": json("A malformed body, or scopes that do not validate", ref("FieldError")),
+        "409": response("Conflict"),
+        "413": response("PayloadTooLarge"),
+      }, {
+        tags: ["tokens"],
+        requestBody: {
+          required: true,
+          content: { "application/json": { schema: ref("TokenRequest") } },
+        },
+      }),
+    },
+    "/v1/tokens/{id}": {
+      parameters: [
+        pathParam("id", PARAM_PATTERNS.token, "A token id, e.g. `tok_0123456789abcdef`."),
+      ],
+      get: op("One minted token", { "200": json("The token", ref("Token")), ...byId }, {
+        tags: ["tokens"],
+      }),
+      delete: op("Revoke a token: it stops authenticating and its sessions are closed", {
+        "200": json("Revoked", ref("TokenRevoked")),
+        ...byId,
+      }, { tags: ["tokens"] }),
+    },
+    "/v1/events": {
+      get: op("The event feed as Server-Sent Events, resumable", {
+        "200": {
+          description: "`id:` is the event's sequence number, `event:` its type, `data:` JSON " +
+            "with `type`, `time` and the event's fields. `event: reset` says events were lost.",
+          content: { "text/event-stream": { schema: { type: "string" } } },
+        },
+        "400": response("BadRequest"),
+      }, {
+        tags: ["system"],
+        parameters: [
+          {
+            name: "Last-Event-ID",
+            in: "header",
+            required: false,
+            description: "Resume after this event (what EventSource sends on reconnect).",
+            schema: { type: "string", pattern: "^\\d{1,15}$" },
+          },
+          {
+            name: "lastEventId",
+            in: "query",
+            required: false,
+            description: "As the header, for clients that cannot set it; 0 replays everything.",
+            schema: { type: "string", pattern: "^\\d{1,15}$" },
+          },
+        ],
+      }),
+    },
+    "/metrics": {
+      get: op("Prometheus metrics", {
+        "200": {
+          description: "Prometheus text exposition format 0.0.4",
+          content: { "text/plain": { schema: { type: "string" } } },
+        },
+      }, { tags: ["system"] }),
+    },
+    "/v1/openapi.json": {
+      get: op("This document", {
+        "200": json("OpenAPI 3.1", { type: "object", required: ["openapi", "paths"] }),
+      }, { tags: ["system"] }),
+    },
+    "/": {
+      get: publicOp("The dashboard page; it asks for the admin token and keeps it per tab", {
+        "200": { description: "HTML", content: { "text/html": { schema: { type: "string" } } } },
+      }, { tags: ["dashboard"] }),
+    },
+    "/dashboard.js": { get: asset("The dashboard's script", "text/javascript") },
+    "/dashboard.css": { get: asset("The dashboard's style sheet", "text/css") },
+  },
+  components: {
+    securitySchemes: {
+      bearer: {
+        type: "http",
+        scheme: "bearer",
+        description: "The daemon's admin token (config `adminToken`).",
+      },
+    },
+    schemas,
+    responses,
+  },
+};
+
+/** The document, serialized once: it does not change while the daemon runs. */
+const BODY = JSON.stringify(OPENAPI_DOCUMENT);
+
+/** `GET /v1/openapi.json`, as a sub-app for the admin API to mount behind its guards. */
+export function openapiRoutes(): Hono {
+  const app = new Hono();
+  app.get(
+    "/v1/openapi.json",
+    (c) => c.body(BODY, 200, { "content-type": "application/json; charset=utf-8" }),
+  );
+  return app;
+}

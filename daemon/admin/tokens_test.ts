@@ -1,0 +1,372 @@
+// Minted tokens over real HTTP against a daemon in this process, with real SDK clients: scopes
+// enforced, revocation and expiry ending sessions, persistence across restarts, validation,
+// name conflicts, reloads, and listings that never carry a secret.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+import { Client } from "../../client/client.ts";
+import type { ClientError } from "../../client/errors.ts";
+import { ResetReason } from "../../protocol/reset_reasons.ts";
+import type { YamuxError } from "../../protocol/errors.ts";
+import type { TransportListener } from "../../protocol/transport.ts";
+import { pattern, roundTrip } from "../../tools/echo_check.ts";
+import { listenTcp } from "../../transport/mod.ts";
+import { Logger } from "../../util/log.ts";
+import { Daemon } from "../daemon.ts";
+import { validateConfig } from "../config.ts";
+import { hashToken } from "../tokens.ts";
+import { type AdminServer, startAdmin } from "./start.ts";
+import { errorCode, eventually } from "./_admin_fixture.ts";
+
+const ADMIN_TOKEN = "tokens-admin-token-0123456789abcdef";
+const ALICE_TOKEN = "tokens-alice-token-0123456789abcdef";
+
+interface TokenJson {
+  id: string;
+  name: string;
+  token?: string;
+  scopes: Record<string, unknown>;
+  createdAt: string;
+  expiresAt: string | null;
+  active: boolean;
+  problem: string | null;
+  sessions: string[];
+}
+
+/** A TCP echo server on 127.0.0.1. */
+function echoServer(): Promise<TransportListener> {
+  return listenTcp({ hostname: "127.0.0.1", port: 0 }, (t) => {
+    t.start({
+      data: (chunk) => {
+        if (!t.write(chunk)) t.pause();
+      },
+      drain: () => t.resume(),
+      end: () => t.end(),
+      close: () => {},
+    });
+  });
+}
+
+/** The raw config document of the test daemons; `clients` may add to alice. */
+function configDoc(dataDir: string, clients: Record<string, unknown>[] = []) {
+  return {
+    listen: { tcp: "127.0.0.1:0", websocket: null, admin: "127.0.0.1:0" },
+    dataDir,
+    adminToken: ADMIN_TOKEN,
+    clients: [{ name: "alice", token: ALICE_TOKEN, services: { use: ["echo"] } }, ...clients],
+  };
+}
+
+function config(dataDir: string, clients: Record<string, unknown>[] = []) {
+  const result = validateConfig(configDoc(dataDir, clients));
+  assert.deepEqual(result.errors, []);
+  return result.config!;
+}
+
+/** A daemon with its admin API on `dataDir`, and helpers bound to it. */
+async function startDaemon(dataDir: string) {
+  const log = new Logger({ level: "error", format: "json", sink: () => {} });
+  const daemon = new Daemon(config(dataDir), { log });
+  await daemon.start();
+  const admin: AdminServer = await startAdmin(daemon, {
+    address: daemon.config.listen.admin!,
+    log,
+  });
+  const clients: Client[] = [];
+  const api = (path: string, init: RequestInit = {}) => {
+    const headers = new Headers(init.headers);
+    if (!headers.has("authorization")) headers.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+    return fetch(admin.url + path, { ...init, headers });
+  };
+  return {
+    daemon,
+    api,
+    mint: (body: unknown) =>
+      api("/v1/tokens", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: typeof body === "string" ? body : JSON.stringify(body),
+      }),
+    /** A client with `token` (no reconnect); `ready` is its first session, or the refusal. */
+    client(token: string) {
+      const client = new Client(`tcp://${daemon.addresses.tcp}`, { token, reconnect: false });
+      clients.push(client);
+      const welcome = new Promise<{ session: string; client: string }>((resolve) =>
+        client.on("ready", resolve)
+      );
+      return { client, welcome };
+    },
+    async stop() {
+      await Promise.all(clients.map((c) => c.close()));
+      daemon.stop();
+      await admin.close();
+    },
+  };
+}
+
+type Daemonish = Awaited<ReturnType<typeof startDaemon>>;
+
+async function minted(response: Response): Promise<TokenJson & { token: string }> {
+  assert.equal(response.status, 201, await response.clone().text());
+  return await response.json() as TokenJson & { token: string };
+}
+
+async function listed(d: Daemonish): Promise<TokenJson[]> {
+  const response = await d.api("/v1/tokens");
+  assert.equal(response.status, 200);
+  return (await response.json() as { tokens: TokenJson[] }).tokens;
+}
+
+/** Asserts that connecting with `token` is refused as unauthorized. */
+async function refused(d: Daemonish, token: string): Promise<void> {
+  const { client } = d.client(token);
+  await assert.rejects(client.ready(), (error: ClientError) => {
+    assert.equal(error.code, "unauthorized");
+    return true;
+  });
+}
+
+function sessionsOf(d: Daemonish, name: string): number {
+  return [...d.daemon.sessions.values()].filter((s) => s.client === name).length;
+}
+
+describe("admin API: minted tokens", () => {
+  let echo: TransportListener;
+  let other: TransportListener;
+  let dataDir: string;
+  let d: Daemonish;
+
+  before(async () => {
+    echo = await echoServer();
+    other = await echoServer();
+    dataDir = await mkdtemp(join(tmpdir(), "tunnelmux-tokens-"));
+    d = await startDaemon(dataDir);
+  });
+  after(async () => {
+    await d.stop();
+    echo.close();
+    other.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("mints a token whose client can do what its scopes allow and nothing else", async () => {
+    const body = await minted(
+      await d.mint({
+        name: "ci-bot",
+        forward: [`127.0.0.1:${echo.port}`],
+        services: { use: ["echo"] },
+        limits: { tunnels: 1 },
+        expiresIn: 3600,
+      }),
+    );
+    assert.match(body.id, /^tok_[0-9a-f]{16}$/);
+    assert.equal(body.name, "ci-bot");
+    assert.match(body.token, /^tmx_/);
+    assert.ok(Date.parse(body.expiresAt!) > Date.now());
+    assert.equal(body.active, true);
+
+    const { client, welcome } = d.client(body.token);
+    await client.ready();
+    const { session, client: name } = await welcome;
+    assert.equal(name, "ci-bot");
+    // Allowed: the echo service and the one forward target.
+    assert.deepEqual(await roundTrip(client.echo(), pattern(20_000, 1)), pattern(20_000, 1));
+    const target = `127.0.0.1:${echo.port}`;
+    assert.deepEqual(await roundTrip(client.open(target), pattern(5000, 2)), pattern(5000, 2));
+    // Not allowed: another target, exposing a port, a service outside `use`.
+    const notAllowed = (error: YamuxError) => {
+      assert.equal(error.resetCode, ResetReason.NotAllowed);
+      return true;
+    };
+    await assert.rejects(
+      roundTrip(client.open(`127.0.0.1:${other.port}`), pattern(10, 3)),
+      notAllowed,
+    );
+    await assert.rejects(roundTrip(client.openService("box"), pattern(10, 4)), notAllowed);
+    await assert.rejects(
+      client.expose({ local: target, remotePort: 0 }),
+      (error: ClientError) => error.code === "not_allowed",
+    );
+
+    const [view] = (await listed(d)).filter((t) => t.id === body.id);
+    assert.deepEqual(view.sessions, [session]);
+    assert.equal(view.active, true);
+    assert.deepEqual(view.scopes.forward, [target]);
+  });
+
+  it("never lists a token or its hash", async () => {
+    const body = await minted(await d.mint({ name: "quiet", services: { use: ["echo"] } }));
+    assert.equal(body.expiresAt, null);
+    for (const path of ["/v1/tokens", `/v1/tokens/${body.id}`]) {
+      const response = await d.api(path);
+      assert.equal(response.status, 200);
+      const text = await response.text();
+      assert.ok(!text.includes(body.token), `${path} shows the token`);
+      assert.ok(!text.includes(hashToken(body.token).slice(7)), `${path} shows the hash`);
+      assert.ok(!text.includes("sha256:"), `${path} shows a hash`);
+      assert.ok(!/"token"/.test(text), `${path} has a token field`);
+    }
+    assert.equal((await d.api(`/v1/tokens/${body.id}`, { method: "DELETE" })).status, 200);
+  });
+
+  it("revokes: the session ends at once and the token is refused from then on", async () => {
+    const body = await minted(await d.mint({ name: "revokee", services: { use: ["echo"] } }));
+    const { client } = d.client(body.token);
+    await client.ready();
+    assert.equal(sessionsOf(d, "revokee"), 1);
+
+    const response = await d.api(`/v1/tokens/${body.id}`, { method: "DELETE" });
+    assert.equal(response.status, 200);
+    const result = await response.json() as { revoked: boolean; sessionsClosed: string[] };
+    assert.equal(result.revoked, true);
+    assert.equal(result.sessionsClosed.length, 1);
+    await eventually(() => client.state === "closed", "the client to see its session end");
+    await eventually(() => sessionsOf(d, "revokee") === 0, "the daemon to drop the session");
+    await refused(d, body.token);
+    assert.ok(!(await listed(d)).some((t) => t.id === body.id));
+
+    const again = await d.api(`/v1/tokens/${body.id}`, { method: "DELETE" });
+    assert.equal(again.status, 404);
+    assert.equal(await errorCode(again), "not_found");
+    const malformed = await d.api("/v1/tokens/nope", { method: "DELETE" });
+    assert.equal(malformed.status, 400);
+    assert.equal(await errorCode(malformed), "bad_request");
+  });
+
+  it("expires: the session is closed when the token expires, and it is refused after", async () => {
+    const body = await minted(
+      await d.mint({ name: "brief", services: { use: ["echo"] }, expiresIn: 1 }),
+    );
+    const { client } = d.client(body.token);
+    await client.ready();
+    // Bounded poll (up to 10 s) for a 1 s lifetime; no claim about how close to 1 s it ends.
+    await eventually(() => client.state === "closed", "the expired token's session to end", 1000);
+    assert.equal(sessionsOf(d, "brief"), 0);
+    await refused(d, body.token);
+    assert.ok(!(await listed(d)).some((t) => t.id === body.id));
+  });
+
+  it("refuses invalid requests with 400 naming the field, and mints nothing", async () => {
+    const before = (await listed(d)).length;
+    const cases: [unknown, string][] = [
+      [{}, "name"],
+      [{ name: "bad name!" }, "name"],
+      [{ name: "x1", forward: ["not a rule at all"] }, "forward[0]"],
+      [{ name: "x1", forward: "127.0.0.1:80" }, "forward"],
+      [{ name: "x1", expose: { ports: ["abc"] } }, "expose.ports[0]"],
+      [{ name: "x1", expose: { prots: [80] } }, "expose.prots"],
+      [{ name: "x1", services: { use: [5] } }, "services.use[0]"],
+      [{ name: "x1", limits: { tunnels: 1_000_000 } }, "limits.tunnels"],
+      [{ name: "x1", token: "tokens-chosen-by-caller-0123456789" }, "token"],
+      [{ name: "x1", expiresIn: 0 }, "expiresIn"],
+      [{ name: "x1", expiresIn: "60" }, "expiresIn"],
+      [{ name: "x1", expiresAt: "2000-01-01T00:00:00Z" }, "expiresAt"],
+      [{ name: "x1", expiresAt: "tomorrow" }, "expiresAt"],
+      [{ name: "x1", expiresIn: 60, expiresAt: "2999-01-01T00:00:00Z" }, "expiresAt"],
+      [[], ""],
+    ];
+    for (const [body, field] of cases) {
+      const response = await d.mint(body);
+      assert.equal(response.status, 400, JSON.stringify(body));
+      const error = (await response.json() as { error: { code: string; field: string } }).error;
+      assert.equal(error.code, "bad_request");
+      assert.equal(error.field, field, JSON.stringify(body));
+    }
+    const notJson = await d.mint("{ nope");
+    assert.equal(notJson.status, 400);
+    assert.equal(await errorCode(notJson), "bad_request");
+    assert.equal((await listed(d)).length, before);
+  });
+
+  it("answers 409 when the name is taken by a config client or another minted token", async () => {
+    const clash = await d.mint({ name: "alice" });
+    assert.equal(clash.status, 409);
+    assert.equal(await errorCode(clash), "conflict");
+    const first = await minted(await d.mint({ name: "twice" }));
+    const second = await d.mint({ name: "twice" });
+    assert.equal(second.status, 409);
+    assert.equal(await errorCode(second), "conflict");
+    assert.equal((await d.api(`/v1/tokens/${first.id}`, { method: "DELETE" })).status, 200);
+  });
+
+  it("keeps minted tokens across a reload; a config client taking the name wins", async () => {
+    const body = await minted(await d.mint({ name: "reloaded", services: { use: ["echo"] } }));
+    const { client } = d.client(body.token);
+    await client.ready();
+    d.daemon.reload(config(dataDir));
+    assert.equal(client.state, "ready");
+    assert.deepEqual(await roundTrip(client.echo(), pattern(100, 5)), pattern(100, 5));
+    const second = d.client(body.token).client;
+    await second.ready();
+
+    // The config now names a client "reloaded": the minted token must not borrow its rights.
+    d.daemon.reload(
+      config(dataDir, [{ name: "reloaded", token: "tokens-configured-0123456789ab" }]),
+    );
+    await eventually(() => client.state === "closed" && second.state === "closed", "sessions end");
+    await refused(d, body.token);
+    const [view] = (await listed(d)).filter((t) => t.id === body.id);
+    assert.equal(view.active, false);
+    assert.match(view.problem ?? "", /config/);
+
+    d.daemon.reload(config(dataDir)); // gone from the config again: the token works again
+    const third = d.client(body.token).client;
+    await third.ready();
+    assert.equal((await d.api(`/v1/tokens/${body.id}`, { method: "DELETE" })).status, 200);
+    await eventually(() => third.state === "closed", "the revoked session to end");
+  });
+
+  it("needs the admin token", async () => {
+    const response = await d.api("/v1/tokens", { headers: { authorization: "Bearer wrong" } });
+    assert.equal(response.status, 401);
+  });
+});
+
+describe("admin API: minted tokens survive a restart", () => {
+  let dataDir: string;
+  before(async () => dataDir = await mkdtemp(join(tmpdir(), "tunnelmux-tokens-")));
+  after(() => rm(dataDir, { recursive: true, force: true }));
+
+  it("stores hashes only (0600), loads them at start, and remembers revocations", async () => {
+    const first = await startDaemon(dataDir);
+    let body: TokenJson & { token: string };
+    try {
+      body = await minted(
+        await first.mint({ name: "survivor", services: { use: ["echo"] }, expiresIn: 3600 }),
+      );
+    } finally {
+      await first.stop();
+    }
+    const path = join(dataDir, "tokens.json");
+    const text = await readFile(path, "utf8");
+    assert.ok(!text.includes(body.token), "the file holds no token");
+    assert.ok(text.includes(hashToken(body.token)), "the file holds its hash");
+    if (process.platform !== "win32") assert.equal((await stat(path)).mode & 0o777, 0o600);
+
+    const second = await startDaemon(dataDir);
+    try {
+      const [view] = await listed(second);
+      assert.equal(view.id, body.id);
+      assert.equal(view.expiresAt, body.expiresAt);
+      const { client, welcome } = second.client(body.token);
+      await client.ready();
+      assert.equal((await welcome).client, "survivor");
+      assert.deepEqual(await roundTrip(client.echo(), pattern(100, 6)), pattern(100, 6));
+      const response = await second.api(`/v1/tokens/${body.id}`, { method: "DELETE" });
+      assert.equal(response.status, 200);
+    } finally {
+      await second.stop();
+    }
+
+    const third = await startDaemon(dataDir);
+    try {
+      assert.deepEqual(await listed(third), []);
+      await refused(third, body.token);
+    } finally {
+      await third.stop();
+    }
+  });
+});
