@@ -14,6 +14,8 @@ export type DaemonEventType =
   | "tunnel_down"
   | "stream_reset"
   | "auth_failure"
+  | "token_minted"
+  | "token_revoked"
   | "drain";
 
 /** One event: its kind, when (ms since the epoch), and fields that depend on the kind. */

@@ -204,8 +204,8 @@ const schemas: Record<string, Json> = {
       },
       counts: {
         type: "object",
-        required: ["sessions", "tunnels", "services"],
-        properties: { sessions: count, tunnels: count, services: count },
+        required: ["mintedTokens", "sessions", "tunnels", "services"],
+        properties: { mintedTokens: count, sessions: count, tunnels: count, services: count },
       },
     },
   },

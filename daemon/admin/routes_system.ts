@@ -64,6 +64,7 @@ export function systemRoutes(daemon: Daemon, options: InfoOptions): Hono {
         tunnels: tunnels.filter((t) => t.client === client.name).length,
       })),
       counts: {
+        mintedTokens: daemon.tokens.list().length,
         sessions: daemon.sessions.size,
         tunnels: daemon.tunnels.size,
         services: daemon.services.list().length,

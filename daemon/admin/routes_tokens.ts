@@ -87,6 +87,7 @@ export function tokenRoutes(daemon: Daemon): Hono {
       if (error instanceof TokenNameConflict) throw new ApiError(409, "conflict", error.message);
       throw error;
     }
+    daemon.events.publish("token_minted", { token: minted.record.id, client: minted.record.name });
     return c.json(
       {
         ...tokenView(daemon, minted.record),
@@ -107,6 +108,7 @@ export function tokenRoutes(daemon: Daemon): Hono {
     if (!record) throw new ApiError(404, "not_found", `no token ${id}`);
     const sessions = tokenView(daemon, record).sessions;
     await daemon.tokens.revoke(id);
+    daemon.events.publish("token_revoked", { token: id, client: record.name });
     return c.json({ id, name: record.name, revoked: true, sessionsClosed: sessions });
   });
 

@@ -213,6 +213,10 @@ describe("admin API: minted tokens", () => {
   });
 
   it("revokes: the session ends at once and the token is refused from then on", async () => {
+    const feed: string[] = [];
+    const unsubscribe = d.daemon.events.subscribe((event) => {
+      if (event.type.startsWith("token_")) feed.push(`${event.type}:${event.fields.client}`);
+    });
     const body = await minted(await d.mint({ name: "revokee", services: { use: ["echo"] } }));
     const { client } = d.client(body.token);
     await client.ready();
@@ -227,6 +231,8 @@ describe("admin API: minted tokens", () => {
     await eventually(() => sessionsOf(d, "revokee") === 0, "the daemon to drop the session");
     await refused(d, body.token);
     assert.ok(!(await listed(d)).some((t) => t.id === body.id));
+    unsubscribe();
+    assert.deepEqual(feed, ["token_minted:revokee", "token_revoked:revokee"]);
 
     const again = await d.api(`/v1/tokens/${body.id}`, { method: "DELETE" });
     assert.equal(again.status, 404);
