@@ -33,7 +33,7 @@
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
 import { formatAddress } from "./_address.ts";
 import { EventSink, toError } from "./_sink.ts";
-import { DEFAULT_HIGH_WATER_MARK, WriteQueue } from "./_write_queue.ts";
+import { ChunkQueue, DEFAULT_HIGH_WATER_MARK, MAX_BATCH } from "./chunk_queue.ts";
 import { rootCertificates } from "node:tls";
 import {
   type TcpAddress,
@@ -130,7 +130,7 @@ export class BunTcpTransport implements Transport {
 
   #socket: BunSocket;
   #sink: EventSink;
-  #queue = new WriteQueue();
+  #queue = new ChunkQueue();
   // Unwritten tail of a batch the kernel took only part of.
   #pending: Uint8Array | undefined;
   #highWaterMark: number;
@@ -251,7 +251,7 @@ export class BunTcpTransport implements Transport {
 
   #flush(): void {
     while (!this.#sink.closed && (this.#pending || !this.#queue.empty)) {
-      const batch = this.#pending ?? this.#queue.take();
+      const batch = this.#pending ?? this.#queue.take(MAX_BATCH);
       const written = this.#socket.write(batch);
       if (written < 0) {
         // Bun says the socket is closed or shutting down: these bytes can no longer be sent.

@@ -28,7 +28,7 @@
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
 import { formatAddress } from "./_address.ts";
 import { EventSink, toError } from "./_sink.ts";
-import { DEFAULT_HIGH_WATER_MARK, WriteQueue } from "./_write_queue.ts";
+import { ChunkQueue, DEFAULT_HIGH_WATER_MARK, MAX_BATCH } from "./chunk_queue.ts";
 
 /** Size of the read buffer. */
 export const READ_SIZE = 64 * 1024;
@@ -110,7 +110,7 @@ export class DenoTcpTransport implements Transport {
 
   #conn: Deno.Conn;
   #sink: EventSink;
-  #queue = new WriteQueue();
+  #queue = new ChunkQueue();
   #highWaterMark: number;
   // Bytes passed to conn.write whose completion has not been reported yet.
   #inFlight = 0;
@@ -229,7 +229,7 @@ export class DenoTcpTransport implements Transport {
     try {
       while (!this.#queue.empty && !this.#sink.closed) {
         // Chunks queued during the previous syscall go out joined in one.
-        let pending = this.#queue.take();
+        let pending = this.#queue.take(MAX_BATCH);
         this.#inFlight = pending.length;
         while (pending.length > 0) {
           // conn.write may take only part of the buffer; loop until the kernel has all of it.

@@ -8,7 +8,7 @@
 
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
 import { EventSink } from "./_sink.ts";
-import { DEFAULT_HIGH_WATER_MARK } from "./_write_queue.ts";
+import { DEFAULT_HIGH_WATER_MARK } from "./chunk_queue.ts";
 import { prng } from "../util/prng.ts";
 
 /** Options for {@linkcode memoryPair}. */

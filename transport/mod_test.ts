@@ -3,7 +3,6 @@ import { describe, it } from "node:test";
 import { formatAddress } from "./_address.ts";
 import { tcpContract, tcpPairFactory, transportContract } from "./_contract.ts";
 import { isBun, isDeno, pattern, Probe, sameBytes } from "./_test_util.ts";
-import { MAX_BATCH, WriteQueue } from "./_write_queue.ts";
 import { connectTcp, listenTcp, memoryPair, runtimeName } from "./mod.ts";
 
 const forced = (globalThis as { process?: { env: Record<string, string | undefined> } }).process
@@ -69,29 +68,5 @@ describe("formatAddress", () => {
     assert.equal(formatAddress("fe80::1%eth0", 1), "[fe80::1%eth0]:1");
     assert.equal(formatAddress("localhost", 1), "localhost:1");
     assert.equal(formatAddress(undefined, undefined), "unknown");
-  });
-});
-
-describe("WriteQueue", () => {
-  it("joins small chunks up to MAX_BATCH and passes large ones alone", () => {
-    const queue = new WriteQueue();
-    queue.push(new Uint8Array([1]));
-    queue.push(new Uint8Array([2, 3]));
-    queue.push(new Uint8Array(MAX_BATCH));
-    queue.push(new Uint8Array([4]));
-    assert.equal(queue.bytes, 4 + MAX_BATCH);
-    assert.deepEqual([...queue.take()], [1, 2, 3]);
-    const big = queue.take();
-    assert.equal(big.length, MAX_BATCH);
-    assert.deepEqual([...queue.take()], [4]);
-    assert.ok(queue.empty);
-    assert.equal(queue.bytes, 0);
-  });
-
-  it("hands a lone chunk over without copying", () => {
-    const queue = new WriteQueue();
-    const chunk = new Uint8Array(10);
-    queue.push(chunk);
-    assert.equal(queue.take(), chunk);
   });
 });

@@ -12,7 +12,7 @@ import * as tls from "node:tls";
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
 import { formatAddress } from "./_address.ts";
 import { EventSink, toError } from "./_sink.ts";
-import { DEFAULT_HIGH_WATER_MARK } from "./_write_queue.ts";
+import { DEFAULT_HIGH_WATER_MARK } from "./chunk_queue.ts";
 import {
   type TcpAddress,
   TLS_HANDSHAKE_TIMEOUT_MS,

@@ -55,7 +55,7 @@ import {
   Opcode,
   randomMask,
 } from "./ws_frame.ts";
-import { DEFAULT_HIGH_WATER_MARK } from "./_write_queue.ts";
+import { DEFAULT_HIGH_WATER_MARK } from "./chunk_queue.ts";
 
 /** Routes the TCP transport's events to whoever handles the current phase (handshake, frames). */
 class Relay implements TransportHandlers {

@@ -32,7 +32,6 @@ import {
   connectWebSocket,
   listenWebSocket,
   MESSAGE_SIZE,
-  MessageQueue,
   WebSocketCloseError,
   WebSocketConnectError,
   type WebSocketListenOptions,
@@ -95,35 +94,6 @@ async function withPair(
     pair.cleanup();
   }
 }
-
-describe("MessageQueue", () => {
-  it("coalesces small chunks into one message and splits big ones without copying", () => {
-    const q = new MessageQueue();
-    q.push(new Uint8Array([1, 2]));
-    q.push(new Uint8Array([3]));
-    assert.deepEqual([...q.take()], [1, 2, 3]);
-    assert.ok(q.empty);
-    const big = pattern(3 * MESSAGE_SIZE + 5, 1);
-    q.push(big);
-    const parts = [q.take(), q.take(), q.take(), q.take()];
-    assert.deepEqual(parts.map((p) => p.length), [MESSAGE_SIZE, MESSAGE_SIZE, MESSAGE_SIZE, 5]);
-    assert.ok(parts.every((p) => p.buffer === big.buffer), "split parts are views");
-    assert.equal(q.bytes, 0);
-  });
-
-  it("joins across chunk boundaries, cutting the last one, and puts refused messages back first", () => {
-    const q = new MessageQueue();
-    const data = pattern(200 * KIB, 2);
-    for (let i = 0; i < data.length; i += 3000) q.push(data.subarray(i, i + 3000));
-    const first = q.take();
-    assert.equal(first.length, MESSAGE_SIZE);
-    q.unshift(first);
-    const out: Uint8Array[] = [];
-    while (!q.empty) out.push(q.take());
-    assert.ok(out.every((m) => m.length <= MESSAGE_SIZE));
-    assert.ok(sameBytes(new Uint8Array(out.flatMap((m) => [...m])), data));
-  });
-});
 
 describe("ws: transport contract (WebSocket version)", () => {
   it("echoes 4 MiB intact, keeping every received chunk valid; end then closes both cleanly", async () => {

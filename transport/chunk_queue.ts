@@ -1,0 +1,102 @@
+/**
+ * The outgoing queue of the transports that buffer for themselves (Deno and Bun TCP, WebSocket).
+ *
+ * @module
+ */
+
+/** Default high-water mark for queued outgoing bytes (1 MiB). */
+export const DEFAULT_HIGH_WATER_MARK = 1024 * 1024;
+
+/**
+ * Largest TCP write built by joining queued chunks: joining saves syscalls for many small frames,
+ * the cap keeps a backlog from being copied into one huge allocation.
+ */
+export const MAX_BATCH = 256 * 1024;
+
+/**
+ * Outgoing bytes as a FIFO of owned chunks, handed out in pieces of a bounded size: syscall-sized
+ * batches for TCP, messages for WebSocket. Small chunks are joined (fewer syscalls or messages),
+ * a large head chunk is handed out as views (no copy).
+ */
+export class ChunkQueue {
+  #chunks: Uint8Array[] = [];
+  #head = 0;
+  #bytes = 0;
+
+  /** Queued bytes not yet taken. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** True when nothing is queued. */
+  get empty(): boolean {
+    return this.#bytes === 0;
+  }
+
+  /** Appends a chunk; the queue now owns it. Empty chunks are ignored. */
+  push(chunk: Uint8Array): void {
+    if (chunk.length === 0) return;
+    this.#chunks.push(chunk);
+    this.#bytes += chunk.length;
+  }
+
+  /** Puts a piece the socket refused back in front, to go out first. */
+  unshift(message: Uint8Array): void {
+    if (message.length === 0) return;
+    if (this.#head > 0) this.#chunks[--this.#head] = message;
+    else this.#chunks.unshift(message);
+    this.#bytes += message.length;
+  }
+
+  /**
+   * Removes and returns the next piece of at most `max` bytes: a view of the head chunk when it
+   * fills the piece alone (no copy), otherwise the next chunks joined, the last one possibly cut.
+   */
+  take(max: number): Uint8Array {
+    const first = this.#chunks[this.#head];
+    if (first.length >= max) {
+      const out = first.subarray(0, max);
+      this.#consumeHead(first, max);
+      return out;
+    }
+    const size = Math.min(this.#bytes, max);
+    if (size === first.length) {
+      this.#consumeHead(first, first.length);
+      return first;
+    }
+    const out = new Uint8Array(size);
+    let offset = 0;
+    while (offset < size) {
+      const chunk = this.#chunks[this.#head];
+      const n = Math.min(chunk.length, size - offset);
+      out.set(n === chunk.length ? chunk : chunk.subarray(0, n), offset);
+      offset += n;
+      this.#consumeHead(chunk, n);
+    }
+    return out;
+  }
+
+  /** Drops everything (close discards unsent bytes). */
+  clear(): void {
+    this.#chunks = [];
+    this.#head = 0;
+    this.#bytes = 0;
+  }
+
+  #consumeHead(chunk: Uint8Array, n: number): void {
+    this.#bytes -= n;
+    if (n < chunk.length) {
+      this.#chunks[this.#head] = chunk.subarray(n);
+      return;
+    }
+    this.#head++;
+    // Keep take() O(1) amortised without letting the dead prefix grow with total traffic.
+    if (this.#head === this.#chunks.length) {
+      this.#chunks = [];
+      this.#head = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > this.#chunks.length) {
+      this.#chunks = this.#chunks.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+}
