@@ -10,6 +10,7 @@ import { parseArgs } from "node:util";
 import { type ConfigFlags, formatConfigReport, loadConfig } from "./config.ts";
 import { Daemon } from "./daemon.ts";
 import { type AdminServer, startAdmin } from "./admin/start.ts";
+import { HEALTHCHECK_TIMEOUT_MS, probe, readyzUrl } from "./healthcheck.ts";
 import { Logger } from "../util/log.ts";
 
 const HELP = `tunnelmux daemon: a multiplexed tunnel server (yamux over TCP and WebSocket)
@@ -18,6 +19,9 @@ Usage:
   daemon [options]                 run (embedded defaults: tunnels on 127.0.0.1:7000 over TCP
                                    and 127.0.0.1:7080/tunnel over WebSocket)
   daemon check [--config FILE]     validate the configuration and report every error
+  daemon healthcheck [--url URL]   exit 0 if the admin API's /readyz answers 200, else 1; the
+                                   URL defaults to the configured admin listener (a wildcard
+                                   bind is probed on loopback); --timeout MS bounds it (3000)
 
 Options (each overrides the config file and the matching TUNNELMUX_* variable):
   --config FILE              JSON or JSONC config file (env TUNNELMUX_CONFIG)
@@ -55,6 +59,8 @@ async function main(): Promise<number> {
       "log-format": { type: "string" },
       "tls-cert": { type: "string" },
       "tls-key": { type: "string" },
+      url: { type: "string" },
+      timeout: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -74,10 +80,15 @@ async function main(): Promise<number> {
     tlsKey: values["tls-key"],
   };
   const command = positionals[0] ?? "run";
-  if (command !== "run" && command !== "check") {
+  if (command !== "run" && command !== "check" && command !== "healthcheck") {
     console.error(`daemon: unknown command "${command}"\n\n${HELP}`);
     return 2;
   }
+  if (command !== "healthcheck" && (values.url !== undefined || values.timeout !== undefined)) {
+    console.error(`daemon: --url and --timeout belong to the healthcheck command`);
+    return 2;
+  }
+  if (command === "healthcheck") return await healthcheck(flags, values.url, values.timeout);
   const loaded = await loadConfig({ env: process.env, flags });
   if (command === "check" || loaded.errors.length > 0) {
     const report = formatConfigReport(loaded);
@@ -143,6 +154,38 @@ async function main(): Promise<number> {
   await daemon.stopped;
   await admin?.close(); // lets the answer to a POST /v1/drain that stopped us reach the caller
   return 0;
+}
+
+/**
+ * `daemon healthcheck`: probes `url`, or the configured admin listener's `/readyz`. Prints one
+ * line (stdout on success, stderr on failure) and never prints the generated tokens that loading
+ * the configuration may mint.
+ */
+async function healthcheck(
+  flags: ConfigFlags,
+  url: string | undefined,
+  timeout: string | undefined,
+): Promise<number> {
+  const timeoutMs = timeout === undefined ? HEALTHCHECK_TIMEOUT_MS : Number(timeout);
+  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
+    console.error(`daemon healthcheck: --timeout takes a positive number of ms, got "${timeout}"`);
+    return 2;
+  }
+  if (url === undefined) {
+    const loaded = await loadConfig({ env: process.env, flags });
+    if (!loaded.config) {
+      console.error(`daemon healthcheck: ${formatConfigReport(loaded)}`);
+      return 1;
+    }
+    if (!loaded.config.listen.admin) {
+      console.error("daemon healthcheck: the admin API is off; pass --url");
+      return 1;
+    }
+    url = readyzUrl(loaded.config.listen.admin);
+  }
+  const result = await probe(url, timeoutMs);
+  (result.ok ? console.log : console.error)(`daemon healthcheck: ${result.detail}`);
+  return result.ok ? 0 : 1;
 }
 
 if (import.meta.main) {

