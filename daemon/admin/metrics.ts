@@ -43,6 +43,10 @@ export interface SessionCounterTotals {
   resetsReceived: number;
   /** Protocol errors by reason. */
   errors: Record<string, number>;
+  /** GoAway frames sent, by code name. */
+  goAwaySent: Record<string, number>;
+  /** GoAway frames received, by code name. */
+  goAwayReceived: Record<string, number>;
 }
 
 /** A zeroed total. */
@@ -58,6 +62,8 @@ export function zeroTotals(): SessionCounterTotals {
     resetsSent: 0,
     resetsReceived: 0,
     errors: {},
+    goAwaySent: {},
+    goAwayReceived: {},
   };
 }
 
@@ -74,9 +80,13 @@ export function addTotals(into: SessionCounterTotals, from: SessionCounterTotals
   into.streamsRefused += from.streamsRefused;
   into.resetsSent += from.resetsSent;
   into.resetsReceived += from.resetsReceived;
-  for (const [reason, count] of Object.entries(from.errors)) {
-    into.errors[reason] = (into.errors[reason] ?? 0) + count;
-  }
+  addCounts(into.errors, from.errors);
+  addCounts(into.goAwaySent, from.goAwaySent);
+  addCounts(into.goAwayReceived, from.goAwayReceived);
+}
+
+function addCounts(into: Record<string, number>, from: Record<string, number>): void {
+  for (const [key, count] of Object.entries(from)) into[key] = (into[key] ?? 0) + count;
 }
 
 const FRAME_TYPES = ["data", "windowUpdate", "ping", "goAway"] as const;
@@ -263,6 +273,15 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
     "counter",
     "Yamux protocol errors of client sessions, by reason.",
     Object.entries(sum.errors).sort().map(([reason, value]) => ({ labels: { reason }, value })),
+  );
+  w.family(
+    "tunnelmux_goaway_total",
+    "counter",
+    "GoAway frames of client sessions, by direction and code.",
+    (["sent", "received"] as const).flatMap((direction) =>
+      Object.entries(direction === "sent" ? sum.goAwaySent : sum.goAwayReceived).sort()
+        .map(([code, value]) => ({ labels: { direction, code }, value }))
+    ),
   );
   w.family(
     "tunnelmux_session_rtt_seconds",

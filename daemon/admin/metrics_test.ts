@@ -297,6 +297,10 @@ describe("GET /metrics (daemon in process)", () => {
         );
       }
     }
+    // The client's graceful close said GoAway(normal); it stays counted after the session is gone.
+    assert.ok(
+      value(closed, "tunnelmux_goaway_total", { direction: "received", code: "normal" }) >= 1,
+    );
   });
 
   it("counts auth failures and forward refusals from the daemon's counters", async () => {
