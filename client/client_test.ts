@@ -10,11 +10,12 @@ import { ClientError, describeStreamError } from "./errors.ts";
 import { Daemon } from "../daemon/daemon.ts";
 import { validateConfig } from "../daemon/config.ts";
 import { Logger } from "../util/log.ts";
-import { connectTcp, listenTcp } from "../transport/mod.ts";
-import type { Transport, TransportListener } from "../protocol/transport.ts";
+import { listenTcp } from "../transport/mod.ts";
+import type { TransportListener } from "../protocol/transport.ts";
 import { pattern, roundTrip } from "../tools/echo_check.ts";
 import { decodeProxyHeader } from "../tunnel/proxy_protocol.ts";
 import { hasOpenssl, makeTestIdentity } from "../transport/_test_certificate.ts";
+import { tcpExchange } from "../transport/_test_util.ts";
 
 const TOKEN = "client-test-token-0123456789abcdef";
 const OTHER = "client-test-other-0123456789abcdef";
@@ -60,28 +61,6 @@ async function startDaemon(echoPort: number, extra: Record<string, unknown> = {}
   return daemon;
 }
 
-/** Sends `bytes` to 127.0.0.1:`port` and resolves with the first `bytes.length` bytes back. */
-function tcpEcho(port: number, bytes: Uint8Array): Promise<Uint8Array> {
-  return connectTcp({ hostname: "127.0.0.1", port }).then((t: Transport) =>
-    new Promise((resolve, reject) => {
-      const got: number[] = [];
-      t.start({
-        data: (chunk) => {
-          got.push(...chunk);
-          if (got.length >= bytes.length) {
-            t.close();
-            resolve(Uint8Array.from(got));
-          }
-        },
-        drain: () => {},
-        end: () => {},
-        close: (error) => error && reject(error),
-      });
-      t.write(bytes);
-    })
-  );
-}
-
 describe("client SDK (daemon in process)", () => {
   let echo: Awaited<ReturnType<typeof recordingEcho>>;
   let daemon: Daemon;
@@ -108,7 +87,7 @@ describe("client SDK (daemon in process)", () => {
         );
         assert.deepEqual(forwarded, pattern(9000, 2));
         const tunnel = await client.expose({ local: `127.0.0.1:${echo.listener.port}` });
-        assert.deepEqual(await tcpEcho(tunnel.remotePort, pattern(500, 3)), pattern(500, 3));
+        assert.deepEqual(await tcpExchange(tunnel.remotePort, pattern(500, 3)), pattern(500, 3));
         const refused = await roundTrip(client.open("127.0.0.1:1"), pattern(1, 4)).catch((e) => e);
         assert.match(describeStreamError(refused), /NotAllowed/);
         await tunnel.close();
@@ -139,7 +118,7 @@ describe("client SDK (daemon in process)", () => {
           local: `127.0.0.1:${echo.listener.port}`,
           proxyProtocol: version,
         });
-        await tcpEcho(tunnel.remotePort, new Uint8Array([7])).catch(() => undefined);
+        await tcpExchange(tunnel.remotePort, new Uint8Array([7])).catch(() => undefined);
         for (let i = 0; i < 200 && echo.firsts.length === before; i++) {
           await new Promise((r) => setTimeout(r, 5));
         }
@@ -170,7 +149,7 @@ describe("client SDK (daemon in process)", () => {
         target: `127.0.0.1:${echo.listener.port}`,
       });
       const localPort = Number(local.address.split(":")[1]);
-      assert.deepEqual(await tcpEcho(localPort, pattern(3000, 5)), pattern(3000, 5));
+      assert.deepEqual(await tcpExchange(localPort, pattern(3000, 5)), pattern(3000, 5));
       local.close();
       await alice.offer("box", `127.0.0.1:${echo.listener.port}`);
       assert.deepEqual(await roundTrip(bob.openService("box"), pattern(4000, 6)), pattern(4000, 6));
@@ -222,7 +201,7 @@ describe("client SDK: reconnect", () => {
         await new Promise((r) => setTimeout(r, 10));
       }
       assert.equal(tunnel.remotePort, remotePort, "the tunnel came back on the same port");
-      assert.deepEqual(await tcpEcho(remotePort, pattern(100, 8)), pattern(100, 8));
+      assert.deepEqual(await tcpExchange(remotePort, pattern(100, 8)), pattern(100, 8));
     } finally {
       await client.close();
       daemon.stop();

@@ -5,6 +5,7 @@
  */
 
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
+import { connectTcp } from "./mod.ts";
 
 /** True under Deno. */
 export const isDeno = "Deno" in globalThis;
@@ -159,4 +160,29 @@ export function echo(transport: Transport, probe: Probe): void {
   };
   probe.onDrain = () => transport.resume();
   probe.onEnd = () => transport.end();
+}
+
+/**
+ * Connects to 127.0.0.1:`port`, sends `bytes`, and resolves with the first `bytes.length` bytes
+ * that come back, then closes (a visitor of an echo service or a tunnel).
+ */
+export function tcpExchange(port: number, bytes: Uint8Array): Promise<Uint8Array> {
+  return connectTcp({ hostname: "127.0.0.1", port }).then((t: Transport) =>
+    new Promise((resolve, reject) => {
+      const got: number[] = [];
+      t.start({
+        data: (chunk) => {
+          got.push(...chunk);
+          if (got.length >= bytes.length) {
+            t.close();
+            resolve(Uint8Array.from(got));
+          }
+        },
+        drain: () => {},
+        end: () => {},
+        close: (error) => error && reject(error),
+      });
+      t.write(bytes);
+    })
+  );
 }

@@ -2,9 +2,8 @@
 // move, an operator closing a tunnel, and a drain that turns /readyz to 503 and sends GoAway.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { connectTcp } from "../../transport/mod.ts";
-import type { Transport } from "../../protocol/transport.ts";
 import { errorCode, eventually, type Fixture, startFixture } from "./_admin_fixture.ts";
+import { tcpExchange } from "../../transport/_test_util.ts";
 
 interface TunnelJson {
   id: string;
@@ -22,28 +21,6 @@ interface TunnelJson {
 interface ListJson {
   tunnels: TunnelJson[];
   services: { name: string; client: string; session: string }[];
-}
-
-/** Sends `bytes` to 127.0.0.1:`port` and resolves with as many bytes back, then closes. */
-function visit(port: number, bytes: Uint8Array): Promise<Uint8Array> {
-  return connectTcp({ hostname: "127.0.0.1", port }).then((t: Transport) =>
-    new Promise((resolve, reject) => {
-      const got: number[] = [];
-      t.start({
-        data: (chunk) => {
-          got.push(...chunk);
-          if (got.length >= bytes.length) {
-            t.close();
-            resolve(Uint8Array.from(got));
-          }
-        },
-        drain: () => {},
-        end: () => {},
-        close: (error) => error && reject(error),
-      });
-      t.write(bytes);
-    })
-  );
 }
 
 describe("admin API: tunnels", () => {
@@ -79,7 +56,7 @@ describe("admin API: tunnels", () => {
       },
     );
     const payload = new Uint8Array(3000).fill(7);
-    assert.deepEqual(await visit(tunnel.remotePort, payload), payload);
+    assert.deepEqual(await tcpExchange(tunnel.remotePort, payload), payload);
     await eventually(async () => {
       const t = (await list()).tunnels.find((t) => t.id === tunnel.id)!;
       return t.connections === 1 && t.bytesFromVisitors === 3000 && t.bytesToVisitors === 3000;
@@ -99,7 +76,7 @@ describe("admin API: tunnels", () => {
     assert.match(await closedNotice, /closed by an operator/);
     assert.equal(f.daemon.tunnels.has(tunnel.id), false);
     assert.equal((await list()).tunnels.some((t) => t.id === tunnel.id), false);
-    const refused = await visit(tunnel.remotePort, payload).then(
+    const refused = await tcpExchange(tunnel.remotePort, payload).then(
       () => "connected",
       () => "refused",
     );
