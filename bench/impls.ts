@@ -3,8 +3,7 @@
  * client for a scenario. JS implementations run a worker script (`bench/workers/*.ts`) in a fresh
  * process of their runtime; the Go peers are the interop binaries from `interop/`.
  *
- * Tunnel scenarios (T1–T4, M1) will add implementations here the same way: a command for the
- * server side and one for the client side that prints one JSON line.
+ * The tunnel suite's implementations (tunnels, not muxes) are in `tunnel/impls.ts`.
  *
  * @module
  */
@@ -154,7 +153,10 @@ export function allImpls(runtimes: readonly JsRuntime[]): Impl[] {
 }
 
 /** Keeps the implementations whose id starts with one of `prefixes` (all when empty). */
-export function selectImpls(impls: readonly Impl[], prefixes: readonly string[]): Impl[] {
+export function selectImpls<T extends { id: string }>(
+  impls: readonly T[],
+  prefixes: readonly string[],
+): T[] {
   if (prefixes.length === 0) return [...impls];
   const picked = impls.filter((impl) => prefixes.some((p) => impl.id.startsWith(p)));
   if (picked.length === 0) {

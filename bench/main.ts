@@ -1,14 +1,14 @@
 /**
- * `bench`: the protocol benchmark (S1–S5) across tunnelmux, libp2p-yamux, yamux-js, the Go yamux
- * peers and raw TCP. Every measurement is a fresh server process and a fresh client process;
- * rounds interleave the implementations so drift hits them all alike. Progress goes to stderr,
- * the tables to stdout, everything to `--json FILE`.
+ * `bench`: the protocol suite (S1–S5: tunnelmux, libp2p-yamux, yamux-js, the Go yamux peers and
+ * raw TCP) and the tunnel suite (T1–T4: tunnelmux's daemon and client on Deno and Bun over TCP
+ * and WebSocket, frp, chisel, bore and rathole, against `direct`). Every measurement runs in
+ * fresh processes; rounds interleave the implementations so drift hits them all alike. Progress
+ * goes to stderr, the tables to stdout, everything to `--json FILE`.
  *
- * Structure, so the rest of the issue fits: scenarios are data (`scenarios.ts`), implementations
- * are commands (`impls.ts`), a measurement is a process pair (`process.ts`), and the report is
- * built from samples (`report.ts`). The tunnel scenarios (T1–T4, M1) become a second scenario
- * table with their own worker commands (daemon + client + echo backend); `--svg` renders a
- * {@linkcode BenchReport} like `formatReport` does.
+ * Structure: scenarios are data (`scenarios.ts`, `tunnel/scenarios.ts`), implementations are
+ * commands (`impls.ts`, `tunnel/impls.ts`), a measurement is a set of processes (`process.ts`,
+ * `tunnel/measure.ts`), and one {@linkcode BenchReport} is built from all samples
+ * (`report.ts`); a further suite adds its samples and scenarios to the same report.
  *
  * @module
  */
@@ -17,78 +17,83 @@ import { writeFileSync } from "node:fs";
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { benchEnv } from "./env.ts";
-import { allImpls, type JsRuntime, selectImpls } from "./impls.ts";
+import { allImpls, type Impl, type JsRuntime, selectImpls } from "./impls.ts";
 import { measureOnce } from "./process.ts";
-import { type BenchReport, buildReport, formatReport, type SampleRecord } from "./report.ts";
-import { scenarioById, SCENARIOS } from "./scenarios.ts";
+import {
+  type BenchReport,
+  buildReport,
+  formatReport,
+  type ReportScenario,
+  type SampleRecord,
+  type SkippedImpl,
+  type Suite,
+} from "./report.ts";
+import { type Scenario, SCENARIOS, type Workload } from "./scenarios.ts";
+import { tunnelImpls } from "./tunnel/impls.ts";
+import { TUNNEL_SCENARIOS } from "./tunnel/scenarios.ts";
+import { runTunnelSuite } from "./tunnel/suite.ts";
 
 export type { BenchReport };
 
-const HELP = `tunnelmux bench: protocol scenarios S1-S5 across yamux implementations
+const HELP = `tunnelmux bench: yamux implementations (protocol suite) and tunnels (tunnel suite)
 
 Usage:
-  deno task bench [options]      (or: bun bench/main.ts [options])
+  deno task bench [options]      (or: bun run bench [options], bun bench/main.ts [options])
 
 Options:
+  --suite S           protocol, tunnel or all (default all)
+  --scenarios S1,T3   only these scenarios (default: every scenario of the chosen suites)
   --rounds N          measured rounds (default 5; --quick: 1)
-  --quick             tiny sizes, one round, no warm-up pass (a smoke test, not a measurement)
-  --only a,b          implementations whose id starts with one of these
-                      (tunnelmux, libp2p-yamux, yamux-js, hashicorp, goyamux, raw-native,
-                      raw-node, raw, or full ids like tunnelmux-bun)
-  --runtime deno|bun  only JS implementations on this runtime (default: both); Go always runs
-  --scenarios S1,S3   only these scenarios (default: all)
-  --timeout SECONDS   bound on one client process (default 300)
+  --quick             tiny sizes, one round, no warm-up pass, no foreign tunnels (a smoke test,
+                      not a measurement)
+  --only a,b          implementations whose id starts with one of these. Protocol: tunnelmux,
+                      libp2p-yamux, yamux-js, hashicorp, goyamux, raw-native, raw-node, raw, or
+                      full ids like tunnelmux-bun. Tunnel: tunnelmux, tunnelmux-deno-ws, frp,
+                      chisel, bore, rathole (direct, the baseline, always runs)
+  --runtime deno|bun  only JS implementations on this runtime (default: both); Go, direct and
+                      the foreign tunnels always run
+  --peers-dir DIR     where to look for frps, frpc, chisel, bore and rathole before PATH; those
+                      found in neither are reported as skipped (docs/bench.md builds them)
+  --timeout SECONDS   bound on one client or load process (default 300)
   --json FILE         write the full report (environment, samples, summaries, ratios) as JSON
   -h, --help          show this help
 
-Scenarios (client-opened echo streams, every byte verified by the client):
+Protocol scenarios (client-opened echo streams, every byte verified by the client):
 ${SCENARIOS.map((s) => `  ${s.id}  ${s.title} (${s.metric.unit})`).join("\n")}
 
 Raw TCP runs the same workloads without a mux: S1/S2 open a connection per stream, S3/S4 are
-one bulk echo of the same bytes, S5 round trips on one connection.`;
+one bulk echo of the same bytes, S5 round trips on one connection.
+
+Tunnel scenarios (a Go load generator and backend, the same for every tunnel; every byte
+verified; a fresh backend, tunnel server, tunnel client and load process per measurement):
+${TUNNEL_SCENARIOS.map((s) => `  ${s.id}  ${s.title} (${s.metric.unit})`).join("\n")}
+
+T1 counts MB/s as 10^6 bytes per second, from the request to the last byte. T4 times each new
+connection from just before connect() until the first byte of the 16 bytes sent right after it
+comes back, echoed by the backend through the tunnel (so it includes the tunnel opening its
+stream and its client dialing the backend).
+
+Tunnels: direct (the load straight to the backend), tunnelmux-{deno,bun}-{tcp,ws} (daemon/main.ts
+and client/main.ts --expose, each a fresh process on that runtime), frp (frps + frpc, a tcp
+proxy), chisel (server --reverse + client R:), bore (server + local), rathole (server + client),
+all on 127.0.0.1 with an auth token. T1 and T2 also report the CPU seconds (user + system) of the
+tunnel's two processes over the timed part, per GiB and per 1000 connections; T2 their RSS
+after the timed part. Ratios: each tunnel against direct in the same round, WebSocket against
+TCP, tunnelmux's CPU and RSS against the foreign tunnels'. See docs/bench.md.`;
 
 function list(text: string | undefined): string[] {
   return (text ?? "").split(",").map((s) => s.trim()).filter(Boolean);
 }
 
-async function main(): Promise<number> {
-  const args = process.argv.slice(2);
-  if (args[0] === "--") args.shift(); // `deno task bench -- --quick` passes the separator on
-  const { values } = parseArgs({
-    args,
-    options: {
-      rounds: { type: "string" },
-      quick: { type: "boolean", default: false },
-      only: { type: "string" },
-      runtime: { type: "string" },
-      scenarios: { type: "string" },
-      timeout: { type: "string", default: "300" },
-      json: { type: "string" },
-      help: { type: "boolean", short: "h", default: false },
-    },
-  });
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
-  const quick = values.quick;
-  const rounds = Number(values.rounds ?? (quick ? 1 : 5));
-  if (!Number.isInteger(rounds) || rounds < 1) throw new Error("--rounds must be >= 1");
-  const timeoutMs = Number(values.timeout) * 1000;
-  if (!(timeoutMs > 0)) throw new Error("--timeout must be a positive number of seconds");
-  if (values.runtime && values.runtime !== "deno" && values.runtime !== "bun") {
-    throw new Error("--runtime must be deno or bun");
-  }
-  const runtimes: JsRuntime[] = values.runtime ? [values.runtime as JsRuntime] : ["deno", "bun"];
-  const impls = selectImpls(allImpls(runtimes), list(values.only));
-  const scenarioIds = list(values.scenarios);
-  const scenarios = (scenarioIds.length ? scenarioIds.map(scenarioById) : [...SCENARIOS]).map(
-    (scenario) => ({ scenario, workload: quick ? scenario.quick : scenario.full }),
-  );
-  const env = benchEnv();
-  const log = (line: string) => process.stderr.write(line + "\n");
-  log(`bench: ${impls.map((i) => i.id).join(", ")}; ${rounds} round(s); ${env.cpus} CPUs`);
-
+/** The protocol suite: a process pair per measurement (see `process.ts`). */
+async function runProtocolSuite(
+  impls: readonly Impl[],
+  scenarios: readonly { scenario: Scenario; workload: Workload }[],
+  rounds: number,
+  quick: boolean,
+  timeoutMs: number,
+  log: (line: string) => void,
+): Promise<SampleRecord[]> {
   // One unrecorded pass at quick sizes: builds the Go peers, warms the module and disk caches.
   // (Each client also warms up in-process before its timed run.)
   if (!quick) {
@@ -142,14 +147,137 @@ async function main(): Promise<number> {
       }
     }
   }
+  return samples;
+}
+
+/** The scenarios of the chosen suites, narrowed to `--scenarios` (unknown ids throw). */
+function pickScenarios<S extends { id: string }>(
+  all: readonly S[],
+  suiteOn: boolean,
+  wanted: string[],
+): S[] {
+  if (!suiteOn) return [];
+  if (wanted.length === 0) return [...all];
+  return all.filter((s) => wanted.includes(s.id.toLowerCase()));
+}
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  if (args[0] === "--") args.shift(); // `deno task bench -- --quick` passes the separator on
+  const { values } = parseArgs({
+    args,
+    options: {
+      suite: { type: "string", default: "all" },
+      rounds: { type: "string" },
+      quick: { type: "boolean", default: false },
+      only: { type: "string" },
+      runtime: { type: "string" },
+      scenarios: { type: "string" },
+      "peers-dir": { type: "string" },
+      timeout: { type: "string", default: "300" },
+      json: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const quick = values.quick;
+  const rounds = Number(values.rounds ?? (quick ? 1 : 5));
+  if (!Number.isInteger(rounds) || rounds < 1) throw new Error("--rounds must be >= 1");
+  const timeoutMs = Number(values.timeout) * 1000;
+  if (!(timeoutMs > 0)) throw new Error("--timeout must be a positive number of seconds");
+  if (values.runtime && values.runtime !== "deno" && values.runtime !== "bun") {
+    throw new Error("--runtime must be deno or bun");
+  }
+  if (!["protocol", "tunnel", "all"].includes(values.suite)) {
+    throw new Error("--suite must be protocol, tunnel or all");
+  }
+  const runtimes: JsRuntime[] = values.runtime ? [values.runtime as JsRuntime] : ["deno", "bun"];
+  const only = list(values.only);
+  const wanted = list(values.scenarios).map((id) => id.toLowerCase());
+  const protocolOn = values.suite !== "tunnel";
+  const tunnelOn = values.suite !== "protocol";
+  const protocolScenarios = pickScenarios(SCENARIOS, protocolOn, wanted);
+  const tunnelScenarios = pickScenarios(TUNNEL_SCENARIOS, tunnelOn, wanted);
+  const known = [...protocolScenarios, ...tunnelScenarios].map((s) => s.id.toLowerCase());
+  const unknown = wanted.filter((id) => !known.includes(id));
+  if (unknown.length) {
+    throw new Error(`unknown scenario ${unknown.join(", ")} in suite ${values.suite}`);
+  }
+
+  // --only narrows each suite; a suite it leaves empty (the tunnel suite: only direct) drops out.
+  const matches = (id: string) => only.length === 0 || only.some((p) => id.startsWith(p));
+  const protocolImpls = protocolScenarios.length
+    ? allImpls(runtimes).filter((impl) => matches(impl.id))
+    : [];
+  const allTunnels = tunnelScenarios.length
+    ? tunnelImpls(runtimes, values["peers-dir"], !quick).filter((impl) =>
+      impl.id === "direct" || matches(impl.id)
+    )
+    : [];
+  const skipped: SkippedImpl[] = allTunnels.filter((impl) => impl.missing)
+    .map((impl) => ({ impl: impl.id, reason: impl.missing! }));
+  let tunnels = allTunnels.filter((impl) => !impl.missing);
+  if (!tunnels.some((impl) => impl.id !== "direct")) tunnels = [];
+  if (protocolImpls.length === 0 && tunnels.length === 0) {
+    // The same message as before for the protocol suite, with the tunnel ids added.
+    selectImpls([...allImpls(runtimes), ...allTunnels], only);
+    throw new Error("nothing to run: no implementation left in the chosen suites");
+  }
+
+  const env = benchEnv();
+  const log = (line: string) => process.stderr.write(line + "\n");
+  const ids = [...protocolImpls, ...tunnels].map((i) => i.id);
+  log(`bench: ${ids.join(", ")}; ${rounds} round(s); ${env.cpus} CPUs`);
+  for (const s of skipped) log(`bench: skipping ${s.impl}: ${s.reason}`);
+
+  const scenarios: { scenario: ReportScenario; workload: unknown; suite: Suite }[] = [];
+  const samples: SampleRecord[] = [];
+  if (protocolImpls.length) {
+    const picked = protocolScenarios.map((scenario) => ({
+      scenario,
+      workload: quick ? scenario.quick : scenario.full,
+    }));
+    samples.push(
+      ...await runProtocolSuite(protocolImpls, picked, rounds, quick, timeoutMs, log),
+    );
+    scenarios.push(...picked.map((p) => ({ ...p, suite: "protocol" as const })));
+  }
+  if (tunnels.length) {
+    const picked = tunnelScenarios.map((scenario) => ({
+      scenario,
+      workload: quick ? scenario.quick : scenario.full,
+    }));
+    samples.push(
+      ...await runTunnelSuite({
+        impls: tunnels,
+        scenarios: picked,
+        rounds,
+        warmUp: !quick,
+        timeoutMs,
+        log,
+      }),
+    );
+    scenarios.push(...picked.map((p) => ({ ...p, suite: "tunnel" as const })));
+  }
 
   const report = buildReport(
     env,
-    { rounds, quick, only: values.only ?? null, runtime: values.runtime ?? null },
+    {
+      suite: values.suite,
+      rounds,
+      quick,
+      only: values.only ?? null,
+      runtime: values.runtime ?? null,
+      peersDir: values["peers-dir"] ?? null,
+    },
     scenarios,
-    impls.map((i) => i.id),
+    ids,
     samples,
     rounds,
+    skipped,
   );
   console.log(formatReport(report));
   if (values.json) {

@@ -1,6 +1,8 @@
 /**
- * The CI smoke run of `bench`: `--quick --only tunnelmux,raw` on the runtime running the test,
- * checked for a number in every scenario for every implementation. No timing thresholds.
+ * The CI smoke runs of `bench` on the runtime running the test: the protocol suite
+ * (`--quick --only tunnelmux,raw`) and the tunnel suite (`--quick`: tunnelmux over TCP and
+ * WebSocket, and direct), each checked for a number in every scenario for every implementation,
+ * and argument errors. No timing thresholds.
  */
 
 import { spawn } from "node:child_process";
@@ -13,6 +15,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { BenchReport } from "./main.ts";
 import { SCENARIOS } from "./scenarios.ts";
+import { TUNNEL_SCENARIOS } from "./tunnel/scenarios.ts";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const RUNTIME = "Deno" in globalThis ? "deno" : "bun";
@@ -36,8 +39,19 @@ describe("bench", () => {
   it("--help lists every scenario and option", async () => {
     const { code, stdout } = await run(["--help"]);
     assert.equal(code, 0);
-    for (const s of SCENARIOS) assert.match(stdout, new RegExp(`\\b${s.id}\\b`));
-    for (const option of ["--quick", "--only", "--runtime", "--json", "--rounds"]) {
+    for (const s of [...SCENARIOS, ...TUNNEL_SCENARIOS]) {
+      assert.match(stdout, new RegExp(`\\b${s.id}\\b`));
+    }
+    const options = [
+      "--quick",
+      "--only",
+      "--runtime",
+      "--json",
+      "--rounds",
+      "--suite",
+      "--peers-dir",
+    ];
+    for (const option of options) {
       assert.ok(stdout.includes(option), option);
     }
   });
@@ -48,11 +62,37 @@ describe("bench", () => {
     assert.match(stderr, /--runtime must be deno or bun/);
   });
 
+  for (
+    const [args, message] of [
+      [["--suite", "nope"], /--suite must be protocol, tunnel or all/],
+      [["--suite", "protocol", "--scenarios", "T1"], /unknown scenario t1 in suite protocol/],
+      [["--scenarios", "T9"], /unknown scenario t9/],
+      [["--suite", "tunnel", "--only", "nothing-like-this"], /matches no implementation/],
+      [["--rounds", "0"], /--rounds must be >= 1/],
+    ] as const
+  ) {
+    it(`rejects ${args.join(" ")} with exit 2`, async () => {
+      const { code, stderr } = await run([...args]);
+      assert.equal(code, 2);
+      assert.match(stderr, message);
+    });
+  }
+
   it(`--quick --only tunnelmux,raw on ${RUNTIME} gives a number in every scenario`, async () => {
     const dir = mkdtempSync(join(tmpdir(), "bench-test-"));
     try {
       const file = join(dir, "bench.json");
-      const args = ["--quick", "--only", "tunnelmux,raw", "--runtime", RUNTIME, "--json", file];
+      const args = [
+        "--suite",
+        "protocol",
+        "--quick",
+        "--only",
+        "tunnelmux,raw",
+        "--runtime",
+        RUNTIME,
+        "--json",
+        file,
+      ];
       const { code, stdout, stderr } = await run([...args, "--timeout", "60"]);
       assert.equal(code, 0, stderr);
       assert.match(stdout, /tunnelmux protocol benchmark/);
@@ -71,6 +111,54 @@ describe("bench", () => {
           );
         }
       }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it(`--suite tunnel --quick on ${RUNTIME}: every tunnel scenario has a number`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bench-test-"));
+    try {
+      const file = join(dir, "bench.json");
+      const args = ["--suite", "tunnel", "--quick", "--runtime", RUNTIME, "--json", file];
+      const { code, stdout, stderr } = await run([...args, "--timeout", "60"]);
+      assert.equal(code, 0, stderr);
+      assert.match(stdout, /tunnelmux tunnel benchmark/);
+      assert.match(stdout, /CPU s\/GiB/);
+      const report = JSON.parse(readFileSync(file, "utf8")) as BenchReport;
+      const tunnels = [`tunnelmux-${RUNTIME}-tcp`, `tunnelmux-${RUNTIME}-ws`];
+      assert.deepEqual(report.impls, ["direct", ...tunnels]);
+      assert.deepEqual(report.scenarios.map((s) => s.id), TUNNEL_SCENARIOS.map((s) => s.id));
+      for (const s of TUNNEL_SCENARIOS) {
+        for (const impl of ["direct", ...tunnels]) {
+          const row = report.results.find((r) => r.scenario === s.id && r.impl === impl);
+          assert.ok(row, `${impl} ${s.id} missing`);
+          assert.ok(row.median > 0, `${impl} ${s.id}: ${row.error ?? "no number"}`);
+          if (s.metric.higher) continue;
+          assert.ok(row.p99! >= row.median, `${impl} ${s.id}: p99 below p50`);
+        }
+        for (const impl of tunnels) {
+          const ratio = report.ratios.find((r) =>
+            r.scenario === s.id && r.baseline === impl && r.versus === "direct"
+          );
+          assert.ok(ratio && ratio.median > 0, `${impl} vs direct in ${s.id}`);
+        }
+        const wsVsTcp = report.ratios.find((r) =>
+          r.scenario === s.id && r.baseline === tunnels[1] && r.versus === tunnels[0]
+        );
+        assert.ok(wsVsTcp && wsVsTcp.median > 0, `WebSocket vs TCP in ${s.id}`);
+      }
+      for (const impl of tunnels) {
+        const t2 = report.results.find((r) => r.scenario === "T2" && r.impl === impl)!;
+        assert.ok(t2.cpu && t2.cpu.median > 0, `${impl}: CPU per 1000 connections`);
+        assert.ok(t2.rssServerMiB && t2.rssServerMiB.median > 0, `${impl}: daemon RSS`);
+        assert.ok(t2.rssClientMiB && t2.rssClientMiB.median > 0, `${impl}: client RSS`);
+        const t1 = report.results.find((r) => r.scenario === "T1" && r.impl === impl)!;
+        assert.ok(t1.cpu && t1.cpu.n === 1, `${impl}: CPU per GiB`);
+      }
+      const direct = report.results.find((r) => r.scenario === "T2" && r.impl === "direct")!;
+      assert.equal(direct.cpu, undefined, "direct has no tunnel processes to measure");
+      assert.ok(report.targets.some((t) => t.scenario === "T1" && t.versus === "direct"));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

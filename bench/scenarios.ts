@@ -1,7 +1,7 @@
 /**
  * The protocol benchmark scenarios (S1–S5): what each one sends, at full and at `--quick` size,
- * and which number it reports. Tunnel scenarios (T1–T4, M1) get their own table later; they share
- * {@linkcode Scenario} so the runner, statistics and report need no change for them.
+ * and which number it reports. The tunnel scenarios (T1–T4) have their own table in
+ * `tunnel/scenarios.ts` and share {@linkcode Metric}.
  *
  * @module
  */
@@ -12,7 +12,7 @@ export type ScenarioKind = "streams" | "bulk" | "rtt";
 /** What a scenario's headline number means; `higher` tells ratios which way is better. */
 export interface Metric {
   /** Unit printed in the table. */
-  unit: "streams/s" | "MiB/s" | "µs";
+  unit: "streams/s" | "MiB/s" | "MB/s" | "conn/s" | "µs";
   /** True when bigger is better (rates); false for latencies. */
   higher: boolean;
 }

@@ -1,0 +1,290 @@
+/**
+ * What the tunnel scenarios run through: `direct` (the load straight to the backend, the
+ * baseline), tunnelmux's daemon and client CLIs on Deno or Bun over TCP or WebSocket, and the
+ * foreign tunnels frp, chisel, bore and rathole when their binaries are found. Every start is a
+ * fresh pair of processes on 127.0.0.1 with an auth token, exposing the backend on a new port.
+ *
+ * @module
+ */
+
+import { accessSync, constants, writeFileSync } from "node:fs";
+import { delimiter, join } from "node:path";
+import process from "node:process";
+import { daemonConfig, newToken, ROOT } from "../../e2e/_harness.ts";
+import { type JsRuntime, RUNTIME_BIN } from "../impls.ts";
+import { freePort, type LongProcess, startProcess, waitForPort } from "./procs.ts";
+
+/** A running tunnel from a public address to the backend. */
+export interface Tunnel {
+  /** Where the load connects (`HOST:PORT`). */
+  address: string;
+  /** The server side (daemon, frps, chisel server, ...); absent for `direct`. */
+  server?: LongProcess;
+  /** The client side, which dials the backend; absent for `direct`. */
+  client?: LongProcess;
+}
+
+/** One implementation of the tunnel suite. */
+export interface TunnelImpl {
+  /** Unique id (`tunnelmux-deno-tcp`, `frp`, `direct`); `--only` matches its prefix. */
+  id: string;
+  /** Why it cannot run here (a missing binary), or null. */
+  missing: string | null;
+  /** Starts a tunnel to `backend` (`HOST:PORT`); temp files go to `dir`. */
+  start(backend: string, dir: string): Promise<Tunnel>;
+}
+
+/** Bound on a tunnel's start (process start, handshake, public port open). */
+const START_MS = 20_000;
+
+/** Our environment without `TUNNELMUX_*` (so only what we pass applies), plus `extra`. */
+function childEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined && !key.startsWith("TUNNELMUX_")) env[key] = value;
+  }
+  return { ...env, NO_COLOR: "1", ...extra };
+}
+
+function runtimeArgv(runtime: JsRuntime, file: string): string[] {
+  const path = join(ROOT, file);
+  return runtime === "deno" ? [RUNTIME_BIN.deno, "run", "-A", path] : [RUNTIME_BIN.bun, path];
+}
+
+const direct: TunnelImpl = {
+  id: "direct",
+  missing: null,
+  start: (backend) => Promise.resolve({ address: backend }),
+};
+
+function tunnelmux(runtime: JsRuntime, transport: "tcp" | "ws"): TunnelImpl {
+  return {
+    id: `tunnelmux-${runtime}-${transport}`,
+    missing: null,
+    async start(backend, dir) {
+      const token = newToken("bench");
+      const config = join(dir, "daemon.json");
+      writeFileSync(
+        config,
+        JSON.stringify(daemonConfig([{ name: "bench", token }], { dataDir: join(dir, "data") })),
+      );
+      const server = await startProcess([
+        ...runtimeArgv(runtime, "daemon/main.ts"),
+        "--config",
+        config,
+        "--listen-tcp",
+        transport === "tcp" ? "127.0.0.1:0" : "off",
+        "--listen-ws",
+        transport === "ws" ? "127.0.0.1:0" : "off",
+        "--listen-admin",
+        "off",
+        "--log-format",
+        "json",
+      ], {
+        ready: transport === "tcp"
+          ? /tunnels over TCP on (\S+)/
+          : /tunnels over WebSocket on (ws:\/\/\S+)/,
+        timeoutMs: START_MS,
+        env: childEnv(),
+      });
+      const url = transport === "tcp" ? `tcp://${server.ready[1]}` : server.ready[1];
+      try {
+        const client = await startProcess([
+          ...runtimeArgv(runtime, "client/main.ts"),
+          "--server",
+          url,
+          "--expose",
+          `0=${backend}`,
+          "--no-reconnect",
+          "--log-format",
+          "json",
+        ], {
+          ready: /^(?=.*"tunnel up").*"remote":"([^"]+)"/m,
+          timeoutMs: START_MS,
+          env: childEnv({ TUNNELMUX_TOKEN: token }),
+        });
+        return { address: client.ready[1], server, client };
+      } catch (error) {
+        await server.stop(0);
+        throw error;
+      }
+    },
+  };
+}
+
+/** The path of `name` in `peersDir` or on PATH, or null. */
+function findBinary(name: string, peersDir: string | undefined): string | null {
+  const dirs = [...(peersDir ? [peersDir] : []), ...(process.env.PATH ?? "").split(delimiter)];
+  for (const dir of dirs.filter(Boolean)) {
+    try {
+      accessSync(join(dir, name), constants.X_OK);
+      return join(dir, name);
+    } catch { /* not here */ }
+  }
+  return null;
+}
+
+/**
+ * A foreign tunnel made of binaries `names`: `launch` gets their paths and starts the pair
+ * (the first process is the server side, the second the client side).
+ */
+function foreign(
+  id: string,
+  names: string[],
+  peersDir: string | undefined,
+  launch: (bins: string[], backend: string, dir: string) => Promise<Tunnel>,
+): TunnelImpl {
+  const bins = names.map((name) => findBinary(name, peersDir));
+  const absent = names.filter((_, i) => bins[i] === null);
+  return {
+    id,
+    missing: absent.length ? `${absent.join(", ")} not on PATH or in --peers-dir` : null,
+    start: (backend, dir) => launch(bins as string[], backend, dir),
+  };
+}
+
+/** Starts the server side, then the client side; stops the server if the client fails. */
+async function pair(
+  server: () => Promise<LongProcess>,
+  client: (server: LongProcess) => Promise<{ client: LongProcess; address: string }>,
+): Promise<Tunnel> {
+  const s = await server();
+  try {
+    const { client: c, address } = await client(s);
+    await waitForPort(address, START_MS);
+    return { address, server: s, client: c };
+  } catch (error) {
+    await s.stop(0);
+    throw error;
+  }
+}
+
+function split(address: string): [string, number] {
+  const at = address.lastIndexOf(":");
+  return [address.slice(0, at), Number(address.slice(at + 1))];
+}
+
+const frp = (peersDir?: string) =>
+  foreign("frp", ["frps", "frpc"], peersDir, async ([frps, frpc], backend, dir) => {
+    const token = newToken("bench");
+    const [bindPort, remotePort] = [await freePort(), await freePort()];
+    const [localIP, localPort] = split(backend);
+    const common = `auth.token = "${token}"\nlog.level = "info"\n`;
+    writeFileSync(
+      join(dir, "frps.toml"),
+      `bindAddr = "127.0.0.1"\nbindPort = ${bindPort}\n${common}`,
+    );
+    writeFileSync(
+      join(dir, "frpc.toml"),
+      `serverAddr = "127.0.0.1"\nserverPort = ${bindPort}\n${common}\n[[proxies]]\n` +
+        `name = "bench"\ntype = "tcp"\nlocalIP = "${localIP}"\nlocalPort = ${localPort}\n` +
+        `remotePort = ${remotePort}\n`,
+    );
+    return await pair(
+      () =>
+        startProcess([frps, "-c", join(dir, "frps.toml")], {
+          ready: /frps started successfully/,
+          timeoutMs: START_MS,
+        }),
+      async () => ({
+        client: await startProcess([frpc, "-c", join(dir, "frpc.toml")], {
+          ready: /start proxy success/,
+          timeoutMs: START_MS,
+        }),
+        address: `127.0.0.1:${remotePort}`,
+      }),
+    );
+  });
+
+const chisel = (peersDir?: string) =>
+  foreign("chisel", ["chisel"], peersDir, async ([bin], backend) => {
+    const auth = `bench:${newToken("bench")}`;
+    const [port, remotePort] = [await freePort(), await freePort()];
+    return await pair(
+      () =>
+        startProcess(
+          [bin, "server", "--host", "127.0.0.1", "--port", String(port), "--reverse"],
+          { ready: /Listening on/, timeoutMs: START_MS, env: childEnv({ AUTH: auth }) },
+        ),
+      async () => ({
+        client: await startProcess(
+          [bin, "client", `http://127.0.0.1:${port}`, `R:127.0.0.1:${remotePort}:${backend}`],
+          { ready: /Connected/, timeoutMs: START_MS, env: childEnv({ AUTH: auth }) },
+        ),
+        address: `127.0.0.1:${remotePort}`,
+      }),
+    );
+  });
+
+// bore's control port is fixed (7835): two bore runs cannot overlap, which the runner never does.
+const bore = (peersDir?: string) =>
+  foreign("bore", ["bore"], peersDir, async ([bin], backend) => {
+    const env = childEnv({ BORE_SECRET: newToken("bench") });
+    const [host, port] = split(backend);
+    return await pair(
+      () =>
+        startProcess([bin, "server", "--bind-addr", "127.0.0.1", "--min-port", "20000"], {
+          ready: /server listening/,
+          timeoutMs: START_MS,
+          env,
+        }),
+      async () => {
+        const client = await startProcess(
+          [bin, "local", String(port), "--local-host", host, "--to", "127.0.0.1"],
+          { ready: /listening at (\S+:\d+)/, timeoutMs: START_MS, env },
+        );
+        return { client, address: client.ready[1] };
+      },
+    );
+  });
+
+const rathole = (peersDir?: string) =>
+  foreign("rathole", ["rathole"], peersDir, async ([bin], backend, dir) => {
+    const token = newToken("bench");
+    const [port, remotePort] = [await freePort(), await freePort()];
+    writeFileSync(
+      join(dir, "server.toml"),
+      `[server]\nbind_addr = "127.0.0.1:${port}"\n[server.services.bench]\n` +
+        `token = "${token}"\nbind_addr = "127.0.0.1:${remotePort}"\n`,
+    );
+    writeFileSync(
+      join(dir, "client.toml"),
+      `[client]\nremote_addr = "127.0.0.1:${port}"\n[client.services.bench]\n` +
+        `token = "${token}"\nlocal_addr = "${backend}"\n`,
+    );
+    return await pair(
+      () =>
+        startProcess([bin, "--server", join(dir, "server.toml")], {
+          ready: /Listening at/,
+          timeoutMs: START_MS,
+          env: childEnv(),
+        }),
+      async () => ({
+        client: await startProcess([bin, "--client", join(dir, "client.toml")], {
+          ready: /Control channel established/,
+          timeoutMs: START_MS,
+          env: childEnv(),
+        }),
+        address: `127.0.0.1:${remotePort}`,
+      }),
+    );
+  });
+
+/** The foreign tunnel families, in table order. */
+export const FOREIGN = ["frp", "chisel", "bore", "rathole"] as const;
+
+/**
+ * Every tunnel implementation in table order: direct, tunnelmux on each runtime over TCP and
+ * WebSocket, and (unless `foreignPeers` is false) the foreign tunnels, found in `peersDir` or on
+ * PATH; those not found carry a `missing` reason.
+ */
+export function tunnelImpls(
+  runtimes: readonly JsRuntime[],
+  peersDir: string | undefined,
+  foreignPeers: boolean,
+): TunnelImpl[] {
+  const impls = [direct];
+  for (const runtime of runtimes) impls.push(tunnelmux(runtime, "tcp"), tunnelmux(runtime, "ws"));
+  if (foreignPeers) impls.push(frp(peersDir), chisel(peersDir), bore(peersDir), rathole(peersDir));
+  return impls;
+}

@@ -1,0 +1,3 @@
+module tunnelmux.local/bench/loadgen
+
+go 1.23

@@ -1,0 +1,96 @@
+/**
+ * The tunnel scenarios (T1–T4): the load generator's workload through a tunnel (or straight to
+ * the backend, `direct`), at full and at `--quick` size, and which numbers each one reports.
+ *
+ * @module
+ */
+
+import type { Metric } from "../scenarios.ts";
+
+/** The sizes of one tunnel scenario run (the load generator's flags). */
+export interface TunnelWorkload {
+  /** T1: bytes downloaded through the tunnel. */
+  bytes?: number;
+  /** T2: connections; T3: round trips; T4: new connections. */
+  count?: number;
+  /** T2: connections at once. */
+  concurrency?: number;
+  /** T2/T3: bytes per echo; T4: bytes sent before waiting for the first one back. */
+  size?: number;
+  /** Untimed repetitions before the timed part (the load generator's default when absent). */
+  warmup?: number;
+}
+
+/** One tunnel scenario. */
+export interface TunnelScenario {
+  /** Id used on the command line and in JSON (`T1`). */
+  id: string;
+  /** One-line description for the table. */
+  title: string;
+  /** The headline metric. */
+  metric: Metric;
+  /** Full-size workload. */
+  full: TunnelWorkload;
+  /** `--quick` workload: tiny, for CI smoke runs. */
+  quick: TunnelWorkload;
+  /**
+   * When set, the daemon's and client's CPU time over the timed part is reported per this many
+   * units of work (`per(work)` of them were done): CPU s/GiB for T1, CPU s/1000 conn for T2.
+   */
+  cpu?: { unit: string; per(work: TunnelWorkload): number };
+  /** Report the daemon's and client's RSS after the timed part (T2). */
+  rss?: boolean;
+}
+
+const MiB = 1024 * 1024;
+
+/** T1–T4 in report order. */
+export const TUNNEL_SCENARIOS: readonly TunnelScenario[] = [
+  {
+    id: "T1",
+    title: "256 MiB downloaded through the tunnel on one connection",
+    metric: { unit: "MB/s", higher: true },
+    full: { bytes: 256 * MiB },
+    quick: { bytes: 4 * MiB, warmup: 1 },
+    cpu: { unit: "CPU s/GiB", per: (work) => work.bytes! / (1024 * MiB) },
+  },
+  {
+    id: "T2",
+    title: "2000 short connections (connect, 64 B echo, close), 16 at once",
+    metric: { unit: "conn/s", higher: true },
+    full: { count: 2000, concurrency: 16, size: 64 },
+    quick: { count: 100, concurrency: 8, size: 64, warmup: 10 },
+    cpu: { unit: "CPU s/1000 conn", per: (work) => work.count! / 1000 },
+    rss: true,
+  },
+  {
+    id: "T3",
+    title: "2000 sequential 64 B round trips on one tunneled connection (p50)",
+    metric: { unit: "µs", higher: false },
+    full: { count: 2000, size: 64 },
+    quick: { count: 100, size: 64, warmup: 20 },
+  },
+  {
+    id: "T4",
+    title: "time to first byte of a new connection, 200 sequential (p50)",
+    metric: { unit: "µs", higher: false },
+    full: { count: 200, size: 16 },
+    quick: { count: 20, size: 16, warmup: 3 },
+  },
+];
+
+/** The load generator's flags for `scenario` at `work`. */
+export function loadArgs(scenario: TunnelScenario, work: TunnelWorkload): string[] {
+  const flags: [string, number | undefined][] = [
+    ["-bytes", work.bytes],
+    ["-count", work.count],
+    ["-concurrency", work.concurrency],
+    ["-size", work.size],
+    ["-warmup", work.warmup],
+  ];
+  return [
+    "-scenario",
+    scenario.id,
+    ...flags.flatMap(([flag, value]) => value === undefined ? [] : [flag, String(value)]),
+  ];
+}
