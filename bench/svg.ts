@@ -181,6 +181,14 @@ export function renderSvg(report: BenchReport): string {
     env?.bun !== undefined ? `bun ${env.bun}` : undefined,
     env?.go,
   ].filter(Boolean).join("; ");
+  // Implementations the run left out (e.g. a foreign tunnel's binary missing), when the report
+  // lists them: a chart without them should not read as if they had not been considered.
+  const skipped = (report as { skipped?: { impl: string; reason: string }[] }).skipped ?? [];
+  if (skipped.length) {
+    const note = `not run: ${skipped.map((s) => `${s.impl} (${s.reason})`).join(", ")}`;
+    charts.push(text(MARGIN, y + 4, note, 'class="skipped" font-size="10"'));
+    y += 16;
+  }
   const height = y + MARGIN - CHART_GAP;
   return [
     `<?xml version="1.0" encoding="UTF-8"?>`,

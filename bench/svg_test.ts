@@ -33,6 +33,14 @@ function row(
   };
 }
 
+// Not a literal inside REPORT, so the fixture type-checks whether or not BenchReport's scenarios
+// carry the optional-looking fields (`higher`, `suite`) yet.
+const SCENARIOS = [
+  { id: "S1", title: "streams one at a time", unit: "streams/s", workload: {}, higher: true },
+  { id: "S5", title: "round trips", unit: "µs", workload: {}, higher: false },
+  { id: "T1", title: "through a <tunnel>", unit: "MB/s", workload: {}, higher: true },
+].map((s) => ({ ...s, suite: s.id.startsWith("T") ? "tunnel" as const : "protocol" as const }));
+
 const REPORT: BenchReport = {
   env: {
     date: "2026-11-22T08:00:00.000Z",
@@ -44,11 +52,7 @@ const REPORT: BenchReport = {
     go: "go1.25",
   },
   options: { rounds: 3 },
-  scenarios: [
-    { id: "S1", title: "streams one at a time", unit: "streams/s", workload: {} },
-    { id: "S5", title: "round trips", unit: "µs", workload: {} },
-    { id: "T1", title: "through a <tunnel>", unit: "MB/s", workload: {} },
-  ],
+  scenarios: SCENARIOS,
   impls: ["tunnelmux-deno", "libp2p-yamux-deno", "yamux-js-deno", ODD],
   results: [
     row("S1", "tunnelmux-deno", "streams/s", 3000),
@@ -184,11 +188,26 @@ describe("renderSvg", () => {
     assert.match(svg, /timeout after 300000 ms red\uFFFD/);
   });
 
-  it("says which way is better, from the unit", () => {
+  it("says which way is better: the scenario's flag, else the unit", () => {
     const [s1, s5, t1] = charts(svg);
     assert.match(s1.body, /streams\/s, higher is better/);
     assert.match(s5.body, /µs, lower is better/);
     assert.match(t1.body, /MB\/s, higher is better/);
+    // A lower-is-better unit the renderer does not know, flagged by the scenario.
+    const cost = { id: "C1", title: "cost", unit: "CPU s/GiB", workload: {}, higher: false };
+    const flagged = renderSvg({ ...REPORT, scenarios: [{ ...SCENARIOS[0], ...cost }] });
+    assert.match(flagged, /CPU s\/GiB, lower is better/);
+    // A report without the flag (older JSON): the unit decides.
+    const { higher: _, ...unflagged } = SCENARIOS[1];
+    const old = renderSvg({ ...REPORT, scenarios: [unflagged as typeof SCENARIOS[1]] });
+    assert.match(old, /µs, lower is better/);
+  });
+
+  it("lists implementations that were not run, with the reason", () => {
+    const skipped = [{ impl: "frp", reason: "frps not on PATH" }];
+    const out = renderSvg({ ...REPORT, ...{ skipped } });
+    assert.match(out, /not run: frp \(frps not on PATH\)/);
+    assert.doesNotMatch(svg, /not run/);
   });
 
   it("highlights tunnelmux and prints values, p99 and partial failures", () => {
