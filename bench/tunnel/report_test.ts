@@ -1,0 +1,119 @@
+/**
+ * The tunnel suite's side of `buildReport`, on made-up samples (no processes): which ratios are
+ * paired, the CPU and RSS extras, and the targets, including against foreign tunnels that the
+ * `--quick` run in `main_test.ts` never starts.
+ */
+
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import type { BenchEnv } from "../env.ts";
+import { buildReport, formatReport, type SampleRecord } from "../report.ts";
+import { TUNNEL_SCENARIOS } from "./scenarios.ts";
+
+const ENV: BenchEnv = {
+  date: "2026-01-01T00:00:00Z",
+  cpus: 2,
+  cpuModel: "test",
+  os: "test",
+  deno: "deno test",
+  bun: "test",
+  go: "go test",
+};
+const IMPLS = ["direct", "tunnelmux-deno-tcp", "tunnelmux-deno-ws", "frp", "bore"];
+const T1 = TUNNEL_SCENARIOS[0];
+const T2 = TUNNEL_SCENARIOS[1];
+
+/** Two rounds of T1 and T2; tunnels carry CPU (and in T2, RSS) figures. */
+function samples(): SampleRecord[] {
+  const value: Record<string, [number, number]> = {
+    direct: [1000, 2000],
+    "tunnelmux-deno-tcp": [400, 600],
+    "tunnelmux-deno-ws": [200, 600],
+    frp: [100, 200],
+    bore: [500, 500],
+  };
+  const out: SampleRecord[] = [];
+  for (const round of [0, 1]) {
+    for (const impl of IMPLS) {
+      for (const scenario of [T1, T2]) {
+        const tunnel = impl !== "direct";
+        out.push({
+          round,
+          scenario: scenario.id,
+          impl,
+          ok: true,
+          value: value[impl][round],
+          ...(tunnel ? { cpu: impl === "bore" ? 2 : 1 } : {}),
+          ...(tunnel && scenario.rss ? { rssServerMiB: impl === "frp" ? 10 : 40 } : {}),
+          ...(tunnel && scenario.rss ? { rssClientMiB: 5 } : {}),
+        });
+      }
+    }
+  }
+  return out;
+}
+
+describe("tunnel report", () => {
+  const report = buildReport(
+    ENV,
+    { rounds: 2 },
+    [T1, T2].map((scenario) => ({ scenario, workload: scenario.full, suite: "tunnel" as const })),
+    IMPLS,
+    samples(),
+    2,
+    [{ impl: "rathole", reason: "rathole not on PATH or in --peers-dir" }],
+  );
+  const ratio = (scenario: string, baseline: string, versus: string, metric?: string) =>
+    report.ratios.find((r) =>
+      r.scenario === scenario && r.baseline === baseline && r.versus === versus &&
+      r.metric === metric
+    );
+
+  it("pairs every tunnel with direct per round, and WebSocket with TCP", () => {
+    assert.equal(ratio("T1", "tunnelmux-deno-tcp", "direct")?.median, (0.4 + 0.3) / 2);
+    assert.equal(ratio("T1", "frp", "direct")?.median, (0.1 + 0.1) / 2);
+    assert.equal(ratio("T1", "tunnelmux-deno-ws", "tunnelmux-deno-tcp")?.median, (0.5 + 1) / 2);
+    assert.equal(ratio("T1", "direct", "tunnelmux-deno-tcp"), undefined);
+  });
+
+  it("compares tunnelmux's CPU with bore's and its daemon's RSS with frp's", () => {
+    assert.equal(ratio("T1", "tunnelmux-deno-tcp", "bore", "cpu")?.median, 0.5);
+    assert.equal(ratio("T2", "tunnelmux-deno-tcp", "frp", "rss")?.median, 4);
+    assert.equal(ratio("T1", "tunnelmux-deno-tcp", "frp", "rss"), undefined, "no RSS in T1");
+    assert.equal(ratio("T1", "frp", "bore", "cpu"), undefined, "costs are tunnelmux's only");
+  });
+
+  it("summarizes the extras per row and leaves them out for direct", () => {
+    const row = report.results.find((r) => r.scenario === "T2" && r.impl === "frp")!;
+    assert.equal(row.cpu?.median, 1);
+    assert.equal(row.cpuUnit, "CPU s/1000 conn");
+    assert.equal(row.rssServerMiB?.median, 10);
+    assert.equal(row.rssClientMiB?.median, 5);
+    const direct = report.results.find((r) => r.scenario === "T2" && r.impl === "direct")!;
+    assert.equal(direct.cpu, undefined);
+  });
+
+  it("checks the issue's targets", () => {
+    const target = (scenario: string, baseline: string, versus: string, metric?: string) =>
+      report.targets.find((t) =>
+        t.scenario === scenario && t.baseline === baseline && t.versus === versus &&
+        t.metric === metric
+      );
+    assert.equal(target("T1", "tunnelmux-deno-tcp", "direct")?.met, true); // 0.35 >= 0.3
+    assert.equal(target("T2", "tunnelmux-deno-tcp", "direct")?.met, false); // 0.3 < 0.4
+    assert.equal(target("T1", "tunnelmux-deno-ws", "tunnelmux-deno-tcp")?.met, false); // 0.75
+    assert.equal(target("T1", "tunnelmux-deno-tcp", "bore", "cpu")?.met, true);
+    assert.equal(target("T2", "tunnelmux-deno-tcp", "frp", "rss")?.met, false);
+    assert.equal(target("T1", "frp", "direct"), undefined, "targets are tunnelmux's");
+  });
+
+  it("prints the resources table, the cost ratios and the skipped tunnels", () => {
+    const text = formatReport(report);
+    assert.match(text, /tunnelmux tunnel benchmark/);
+    assert.match(text, /T1 CPU s\/GiB/);
+    assert.match(text, /server RSS MiB after T2/);
+    assert.match(text, /tunnelmux-deno-tcp vs frp \(rss\)/);
+    assert.match(text, /rathole: rathole not on PATH/);
+    assert.doesNotMatch(text, /protocol benchmark/);
+  });
+});
