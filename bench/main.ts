@@ -220,7 +220,10 @@ async function main(): Promise<number> {
   const skipped: SkippedImpl[] = allTunnels.filter((impl) => impl.missing)
     .map((impl) => ({ impl: impl.id, reason: impl.missing! }));
   let tunnels = allTunnels.filter((impl) => !impl.missing);
-  if (!tunnels.some((impl) => impl.id !== "direct")) tunnels = [];
+  if (tunnelScenarios.length && !tunnels.some((impl) => impl.id !== "direct")) {
+    process.stderr.write("bench: no tunnel selected (or found): the tunnel suite is left out\n");
+    tunnels = [];
+  }
   if (protocolImpls.length === 0 && tunnels.length === 0) {
     // The same message as before for the protocol suite, with the tunnel ids added.
     selectImpls([...allImpls(runtimes), ...allTunnels], only);

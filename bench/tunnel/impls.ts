@@ -143,18 +143,23 @@ function foreign(
   };
 }
 
-/** Starts the server side, then the client side; stops the server if the client fails. */
+/**
+ * Starts the server side, then the client side, then waits for the public port; stops what
+ * started if a step fails.
+ */
 async function pair(
   server: () => Promise<LongProcess>,
   client: (server: LongProcess) => Promise<{ client: LongProcess; address: string }>,
 ): Promise<Tunnel> {
   const s = await server();
+  let c: LongProcess | undefined;
   try {
-    const { client: c, address } = await client(s);
-    await waitForPort(address, START_MS);
-    return { address, server: s, client: c };
+    const started = await client(s);
+    c = started.client;
+    await waitForPort(started.address, START_MS);
+    return { address: started.address, server: s, client: c };
   } catch (error) {
-    await s.stop(0);
+    await Promise.all([s.stop(0), c?.stop(0)]);
     throw error;
   }
 }

@@ -9,7 +9,7 @@
 import type { SampleRecord } from "../report.ts";
 import type { TunnelImpl } from "./impls.ts";
 import { buildLoadgen } from "./loadgen.ts";
-import { measureTunnel } from "./measure.ts";
+import { measureTunnel, type TunnelOutcome } from "./measure.ts";
 import type { TunnelScenario, TunnelWorkload } from "./scenarios.ts";
 
 /** What {@linkcode runTunnelSuite} runs. */
@@ -28,7 +28,7 @@ export interface TunnelRun {
   log(line: string): void;
 }
 
-function describe(scenario: TunnelScenario, outcome: Awaited<ReturnType<typeof measureTunnel>>) {
+function summary(scenario: TunnelScenario, outcome: TunnelOutcome) {
   if (!outcome.ok) return `FAILED ${outcome.error}`;
   const parts = [`${outcome.value.toFixed(1)} ${scenario.metric.unit}`];
   if (outcome.p99 !== undefined) parts.push(`p99 ${outcome.p99.toFixed(1)}`);
@@ -62,7 +62,7 @@ export async function runTunnelSuite(run: TunnelRun): Promise<SampleRecord[]> {
       for (const impl of run.impls) {
         const outcome = await measureTunnel(loadgen, impl, scenario, workload, run.timeoutMs);
         run.log(
-          `[${round + 1}/${run.rounds}] ${scenario.id} ${impl.id}: ${describe(scenario, outcome)}`,
+          `[${round + 1}/${run.rounds}] ${scenario.id} ${impl.id}: ${summary(scenario, outcome)}`,
         );
         const base = { round, scenario: scenario.id, impl: impl.id };
         if (outcome.ok && Number.isFinite(outcome.value)) {
