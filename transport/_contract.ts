@@ -127,6 +127,33 @@ export function transportContract(name: string, makePair: PairFactory, skip = fa
       });
     });
 
+    // The bench's full-duplex echo stalled when its last write was refused: it waited for a drain
+    // before end(). This pins the transport's half of that: end() right after a refused write (no
+    // drain awaited) still sends every queued byte, then the FIN, through a backpressured echo.
+    it("end() right after a refused write flushes everything, then ends", async () => {
+      const mark = 256 * 1024;
+      await withPair(makePair, { highWaterMark: mark }, async ({ a, b }, pa, pb) => {
+        // Kernel buffers take a few MiB first (node:net writes through at once); the size bounds it.
+        const data = pattern(32 * mark, 11);
+        echo(b, pb);
+        a.start(pa);
+        b.start(pb);
+        let written = 0;
+        let refused = false;
+        while (!refused && written < data.length) {
+          refused = !a.write(data.subarray(written, written + 16 * 1024));
+          written += 16 * 1024;
+        }
+        assert.ok(refused, "write never returned false");
+        a.end();
+        const sent = data.subarray(0, written);
+        await pb.until(() => pb.ends === 1, "end at the echo side");
+        assert.ok(sameBytes(pb.received(), sent), "bytes at the echo side differ");
+        await pa.until(() => pa.ends === 1, "echoed end");
+        assert.ok(sameBytes(pa.received(), sent), "echoed bytes differ");
+      });
+    });
+
     it("half-closes: end reaches the peer, which can still write back", async () => {
       await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
         a.start(pa);
