@@ -10,7 +10,9 @@ import type { SessionConfig } from "../../protocol/mod.ts";
 /**
  * The bench's own session limits, the same on both sides. The default `maxStreams` (4096) would
  * refuse the 10,000 idle streams, so it is raised; everything else keeps its default (windows,
- * auto-tuning, `maxUnackedOpens` 256, which only paces the SYNs of a burst of opens).
+ * auto-tuning, `maxUnackedOpens` 256, which only paces the SYNs of a burst of opens). M1 runs a
+ * bare session, not the daemon; through the daemon, `limits.streamsPerSession` (default 1024, the
+ * session's `maxStreams`) and a client's `limits.streams` would have to be raised as well.
  */
 export const M1_SESSION_CONFIG: Partial<SessionConfig> = { maxStreams: 16_384 };
 
