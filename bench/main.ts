@@ -32,6 +32,8 @@ import { type Scenario, SCENARIOS, type Workload } from "./scenarios.ts";
 import { tunnelImpls } from "./tunnel/impls.ts";
 import { TUNNEL_SCENARIOS } from "./tunnel/scenarios.ts";
 import { runTunnelSuite } from "./tunnel/suite.ts";
+import { formatMemory, runMemory } from "./memory.ts";
+import { renderSvg } from "./svg.ts";
 
 export type { BenchReport };
 
@@ -41,8 +43,9 @@ Usage:
   deno task bench [options]      (or: bun run bench [options], bun bench/main.ts [options])
 
 Options:
-  --suite S           protocol, tunnel or all (default all)
-  --scenarios S1,T3   only these scenarios (default: every scenario of the chosen suites)
+  --suite S           protocol, tunnel, memory or all (default all)
+  --scenarios S1,T3   only these scenarios (default: every scenario of the chosen suites; M1 is
+                      the memory suite)
   --rounds N          measured rounds (default 5; --quick: 1)
   --quick             tiny sizes, one round, no warm-up pass, no foreign tunnels (a smoke test,
                       not a measurement)
@@ -55,7 +58,10 @@ Options:
   --peers-dir DIR     where to look for frps, frpc, chisel, bore and rathole before PATH; those
                       found in neither are reported as skipped (docs/bench.md builds them)
   --timeout SECONDS   bound on one client or load process (default 300)
+  --soak MINUTES      M1 also soaks under steady traffic for this long (the issue's soak: 10),
+                      sampling RSS every 10 s; implies the memory suite
   --json FILE         write the full report (environment, samples, summaries, ratios) as JSON
+  --svg FILE          write a chart per scenario, implementations side by side, as SVG
   -h, --help          show this help
 
 Protocol scenarios (client-opened echo streams, every byte verified by the client):
@@ -79,7 +85,13 @@ proxy), chisel (server --reverse + client R:), bore (server + local), rathole (s
 all on 127.0.0.1 with an auth token. T1 and T2 also report the CPU seconds (user + system) of the
 tunnel's two processes over the timed part, per GiB and per 1000 connections; T2 their RSS
 after the timed part. Ratios: each tunnel against direct in the same round, WebSocket against
-TCP, tunnelmux's CPU and RSS against the foreign tunnels'. See docs/bench.md.`;
+TCP, tunnelmux's CPU and RSS against the foreign tunnels'.
+
+Memory (M1, tunnelmux on each runtime, two fresh processes over TCP, readings after a forced GC):
+RSS and heap per idle stream for 10,000 open streams on one session (--quick: 500); a stream whose
+reader paused while the peer offers 64 MiB, its buffered bytes against its receive window, and a
+second stream echoing meanwhile; with --soak, RSS over time under steady traffic. See
+docs/bench.md.`;
 
 function list(text: string | undefined): string[] {
   return (text ?? "").split(",").map((s) => s.trim()).filter(Boolean);
@@ -176,6 +188,8 @@ async function main(): Promise<number> {
       "peers-dir": { type: "string" },
       timeout: { type: "string", default: "300" },
       json: { type: "string" },
+      svg: { type: "string" },
+      soak: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -191,17 +205,26 @@ async function main(): Promise<number> {
   if (values.runtime && values.runtime !== "deno" && values.runtime !== "bun") {
     throw new Error("--runtime must be deno or bun");
   }
-  if (!["protocol", "tunnel", "all"].includes(values.suite)) {
-    throw new Error("--suite must be protocol, tunnel or all");
+  if (!["protocol", "tunnel", "memory", "all"].includes(values.suite)) {
+    throw new Error("--suite must be protocol, tunnel, memory or all");
+  }
+  const soakMinutes = values.soak === undefined ? undefined : Number(values.soak);
+  if (soakMinutes !== undefined && !(soakMinutes > 0)) {
+    throw new Error("--soak must be a positive number of minutes");
   }
   const runtimes: JsRuntime[] = values.runtime ? [values.runtime as JsRuntime] : ["deno", "bun"];
   const only = list(values.only);
   const wanted = list(values.scenarios).map((id) => id.toLowerCase());
-  const protocolOn = values.suite !== "tunnel";
-  const tunnelOn = values.suite !== "protocol";
+  const all = values.suite === "all";
+  const protocolOn = all || values.suite === "protocol";
+  const tunnelOn = all || values.suite === "tunnel";
+  // --soak asks for M1 whatever the suite; otherwise M1 runs with its suite or by name.
+  const memoryOn = soakMinutes !== undefined ||
+    ((all || values.suite === "memory") && (wanted.length === 0 || wanted.includes("m1")));
   const protocolScenarios = pickScenarios(SCENARIOS, protocolOn, wanted);
   const tunnelScenarios = pickScenarios(TUNNEL_SCENARIOS, tunnelOn, wanted);
   const known = [...protocolScenarios, ...tunnelScenarios].map((s) => s.id.toLowerCase());
+  if (memoryOn) known.push("m1");
   const unknown = wanted.filter((id) => !known.includes(id));
   if (unknown.length) {
     throw new Error(`unknown scenario ${unknown.join(", ")} in suite ${values.suite}`);
@@ -224,7 +247,7 @@ async function main(): Promise<number> {
     process.stderr.write("bench: no tunnel selected (or found): the tunnel suite is left out\n");
     tunnels = [];
   }
-  if (protocolImpls.length === 0 && tunnels.length === 0) {
+  if (protocolImpls.length === 0 && tunnels.length === 0 && !memoryOn) {
     // The same message as before for the protocol suite, with the tunnel ids added.
     selectImpls([...allImpls(runtimes), ...allTunnels], only);
     throw new Error("nothing to run: no implementation left in the chosen suites");
@@ -233,7 +256,8 @@ async function main(): Promise<number> {
   const env = benchEnv();
   const log = (line: string) => process.stderr.write(line + "\n");
   const ids = [...protocolImpls, ...tunnels].map((i) => i.id);
-  log(`bench: ${ids.join(", ")}; ${rounds} round(s); ${env.cpus} CPUs`);
+  const suites = [ids.join(", "), memoryOn ? "M1" : ""].filter(Boolean).join("; ");
+  log(`bench: ${suites}; ${rounds} round(s); ${env.cpus} CPUs`);
   for (const s of skipped) log(`bench: skipping ${s.impl}: ${s.reason}`);
 
   const scenarios: { scenario: ReportScenario; workload: unknown; suite: Suite }[] = [];
@@ -282,7 +306,15 @@ async function main(): Promise<number> {
     rounds,
     skipped,
   );
+  if (memoryOn) {
+    report.memory = await runMemory({ runtimes, quick, soakMinutes, log });
+  }
   console.log(formatReport(report));
+  if (report.memory) console.log("\n" + formatMemory(report.memory));
+  if (values.svg) {
+    writeFileSync(values.svg, renderSvg(report));
+    log(`bench: wrote ${values.svg}`);
+  }
   if (values.json) {
     // NaN is not JSON: failed values become null.
     writeFileSync(values.json, JSON.stringify(report, (_k, v) => Number.isNaN(v) ? null : v, 2));

@@ -64,7 +64,8 @@ describe("bench", () => {
 
   for (
     const [args, message] of [
-      [["--suite", "nope"], /--suite must be protocol, tunnel or all/],
+      [["--suite", "nope"], /--suite must be protocol, tunnel, memory or all/],
+      [["--soak", "0"], /--soak must be a positive number of minutes/],
       [["--suite", "protocol", "--scenarios", "T1"], /unknown scenario t1 in suite protocol/],
       [["--scenarios", "T9"], /unknown scenario t9/],
       [["--suite", "tunnel", "--only", "nothing-like-this"], /matches no implementation/],
@@ -120,9 +121,12 @@ describe("bench", () => {
     const dir = mkdtempSync(join(tmpdir(), "bench-test-"));
     try {
       const file = join(dir, "bench.json");
+      const svg = join(dir, "bench.svg");
       const args = ["--suite", "tunnel", "--quick", "--runtime", RUNTIME, "--json", file];
-      const { code, stdout, stderr } = await run([...args, "--timeout", "60"]);
+      const { code, stdout, stderr } = await run([...args, "--svg", svg, "--timeout", "60"]);
       assert.equal(code, 0, stderr);
+      const chart = readFileSync(svg, "utf8");
+      for (const s of TUNNEL_SCENARIOS) assert.ok(chart.includes(`${s.id}:`), `${s.id} chart`);
       assert.match(stdout, /tunnelmux tunnel benchmark/);
       assert.match(stdout, /CPU s\/GiB/);
       const report = JSON.parse(readFileSync(file, "utf8")) as BenchReport;
@@ -159,6 +163,24 @@ describe("bench", () => {
       const direct = report.results.find((r) => r.scenario === "T2" && r.impl === "direct")!;
       assert.equal(direct.cpu, undefined, "direct has no tunnel processes to measure");
       assert.ok(report.targets.some((t) => t.scenario === "T1" && t.versus === "direct"));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it(`--scenarios M1 --quick on ${RUNTIME}: the memory report goes to stdout and JSON`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bench-test-"));
+    try {
+      const file = join(dir, "bench.json");
+      const args = ["--scenarios", "M1", "--quick", "--runtime", RUNTIME, "--json", file];
+      const { code, stdout, stderr } = await run(args);
+      assert.equal(code, 0, stderr);
+      assert.match(stdout, /M1 memory \(quick sizes\)/);
+      const report = JSON.parse(readFileSync(file, "utf8")) as BenchReport;
+      assert.deepEqual(report.results, [], "M1 alone runs no protocol or tunnel scenario");
+      const runs = report.memory!.runs;
+      assert.deepEqual(runs.map((r) => [r.runtime, r.ok, r.error]), [[RUNTIME, true, undefined]]);
+      assert.equal(runs[0].stall!.withinWindow, true);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { type JsRuntime, RUNTIME_BIN } from "./impls.ts";
 import type { MemorySnapshot } from "./workers/memory_probe.ts";
 import { type Fields, type Peer, spawnPeer } from "./workers/memory_rpc.ts";
+import { textTable } from "./text_table.ts";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const KiB = 1024;
@@ -451,13 +452,6 @@ function signedMib(bytes: number): string {
   return `${bytes >= 0 ? "+" : ""}${(bytes / MiB).toFixed(1)} MiB`;
 }
 
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
-  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
-}
-
 /** The M1 report as plain text for stdout. */
 export function formatMemory(report: MemoryReport): string {
   const w = report.workload;
@@ -484,7 +478,7 @@ export function formatMemory(report: MemoryReport): string {
     }
   }
   out.push(
-    table(["runtime side", "rss/stream", "heap/stream", "rss", "heap", "rss target"], idleRows),
+    textTable(["runtime side", "rss/stream", "heap/stream", "rss", "heap", "rss target"], idleRows),
     "",
     `stalled reader: ${mib(w.stallBytes)} offered, the reader pauses after ${
       mib(w.stallReadFirst)
@@ -507,7 +501,7 @@ export function formatMemory(report: MemoryReport): string {
     ]);
   }
   out.push(
-    table([
+    textTable([
       "runtime",
       "buffered",
       "window",
@@ -545,7 +539,7 @@ export function formatMemory(report: MemoryReport): string {
       }
     }
     out.push(
-      table([
+      textTable([
         "runtime side",
         "rss first / last / max",
         "rss slope",

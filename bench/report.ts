@@ -11,6 +11,8 @@
 import type { BenchEnv } from "./env.ts";
 import type { Metric } from "./scenarios.ts";
 import { pairedRatio, type Spread, spread } from "./stats.ts";
+import type { MemoryReport } from "./memory.ts";
+import { textTable } from "./text_table.ts";
 
 /** Which suite a scenario belongs to; it decides what its ratios compare. */
 export type Suite = "protocol" | "tunnel";
@@ -123,6 +125,8 @@ export interface BenchReport {
   samples: SampleRecord[];
   /** Implementations left out, and why (absent when none). */
   skipped?: SkippedImpl[];
+  /** M1, when the memory suite ran (its own shape: see `memory.ts`). */
+  memory?: MemoryReport;
 }
 
 /** A goal on a ratio: `min` for rates, `max` for latencies and costs. */
@@ -340,13 +344,6 @@ function num(x: number): string {
   return x.toFixed(2);
 }
 
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
-  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
-}
-
 function cell(r: Spread | undefined, suffix = ""): string {
   return r && r.n ? `${num(r.median)}${suffix} [${num(r.min)}-${num(r.max)}]` : "-";
 }
@@ -385,7 +382,7 @@ function formatSuite(report: BenchReport, suite: Suite): string[] {
       return `${num(r.median)} [${num(r.min)}-${num(r.max)}]${p99}${fails}`;
     }),
   ]);
-  out.push(table(["impl", ...scenarios.map((s) => `${s.id} ${s.unit}`)], rows));
+  out.push(textTable(["impl", ...scenarios.map((s) => `${s.id} ${s.unit}`)], rows));
   const withCpu = results.filter((r) => r.cpu);
   const withRss = results.filter((r) => r.rssServerMiB);
   if (withCpu.length || withRss.length) {
@@ -407,7 +404,7 @@ function formatSuite(report: BenchReport, suite: Suite): string[] {
         ]),
       ]);
     out.push("", "CPU (user + system, timed part only) and RSS of the tunnel's processes:");
-    out.push(table(header, resourceRows));
+    out.push(textTable(header, resourceRows));
   }
   const failures = results.filter((r) => r.failures > 0);
   if (failures.length) {
@@ -426,7 +423,7 @@ function formatSuite(report: BenchReport, suite: Suite): string[] {
       pair,
       ...ids.map((id) => cell(ratios.find((x) => x.scenario === id && label(x) === pair), "x")),
     ]);
-    out.push(table(["pair", ...ids], ratioRows));
+    out.push(textTable(["pair", ...ids], ratioRows));
   }
   const targets = report.targets.filter((t) => ids.includes(t.scenario));
   if (targets.length) {
