@@ -9,19 +9,9 @@
  */
 
 import { spawn } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
 import { dirname, join } from "node:path";
-import process from "node:process";
 import { fileURLToPath } from "node:url";
+import { buildGoProgram } from "../util/go_build.ts";
 
 /** Name of a Go peer: the directory under `interop/` that holds it. */
 export type GoPeerName = "hashicorp" | "goyamux";
@@ -111,97 +101,19 @@ export interface RunGoClientOptions {
   timeoutMs?: number;
 }
 
-const INTEROP_DIR = dirname(fileURLToPath(import.meta.url));
-const REPO_ROOT = dirname(INTEROP_DIR);
-/** Directory the peer binaries are cached in (`<repo>/.cache/interop`). */
-export const GO_PEER_CACHE_DIR: string = join(REPO_ROOT, ".cache", "interop");
-
-const builds = new Map<GoPeerName, Promise<string>>();
-
-interface RunResult {
+/** What a finished client process left behind. */
+interface ClientRun {
   code: number | null;
   signal: string | null;
   stdout: string;
   stderr: string;
+  killed: boolean;
 }
 
-function run(
-  cmd: string,
-  args: string[],
-  cwd: string,
-): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd, env: process.env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout!.setEncoding("utf8");
-    child.stderr!.setEncoding("utf8");
-    child.stdout!.on("data", (d: string) => (stdout += d));
-    child.stderr!.on("data", (d: string) => (stderr += d));
-    child.on("error", reject);
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-}
-
-function checkName(name: string): asserts name is GoPeerName {
-  if (!(GO_PEERS as readonly string[]).includes(name)) {
-    throw new Error(`unknown Go peer ${JSON.stringify(name)} (want one of ${GO_PEERS.join(", ")})`);
-  }
-}
-
-/** Hash of everything that goes into a peer binary: its sources, the shared package, go version. */
-function sourceKey(name: GoPeerName, goVersion: string): string {
-  const h = createHash("sha256");
-  h.update(goVersion);
-  for (const dir of [name, "peer"]) {
-    const files = readdirSync(join(INTEROP_DIR, dir))
-      .filter((f) => f === "go.mod" || f === "go.sum" || f.endsWith(".go"))
-      .sort();
-    for (const f of files) {
-      h.update(`\0${dir}/${f}\0`);
-      h.update(readFileSync(join(INTEROP_DIR, dir, f)));
-    }
-  }
-  return h.digest("hex");
-}
-
-async function build(name: GoPeerName): Promise<string> {
-  let version: RunResult;
-  try {
-    version = await run("go", ["version"], INTEROP_DIR);
-  } catch (err) {
-    throw new Error(
-      `cannot build interop peer ${name}: the \`go\` command is not available ` +
-        `(${(err as Error).message}); install Go >= 1.23 and put it on PATH`,
-    );
-  }
-  if (version.code !== 0) {
-    throw new Error(`cannot build interop peer ${name}: \`go version\` failed:\n${version.stderr}`);
-  }
-  const key = sourceKey(name, version.stdout.trim());
-  const exe = process.platform === "win32" ? ".exe" : "";
-  const bin = join(GO_PEER_CACHE_DIR, name + exe);
-  const keyFile = join(GO_PEER_CACHE_DIR, `${name}.key`);
-  if (existsSync(bin) && existsSync(keyFile) && readFileSync(keyFile, "utf8") === key) {
-    return bin;
-  }
-  mkdirSync(GO_PEER_CACHE_DIR, { recursive: true });
-  // Build to a private temp name, then rename: concurrent builders never see a partial binary.
-  const tag = `${process.pid}-${randomBytes(4).toString("hex")}`;
-  const tmp = join(GO_PEER_CACHE_DIR, `${name}.tmp-${tag}${exe}`);
-  const res = await run("go", ["build", "-trimpath", "-o", tmp, "."], join(INTEROP_DIR, name));
-  if (res.code !== 0) {
-    rmSync(tmp, { force: true });
-    throw new Error(
-      `go build of interop/${name} failed (exit ${res.code ?? res.signal}):\n${res.stderr}`,
-    );
-  }
-  renameSync(tmp, bin);
-  const keyTmp = join(GO_PEER_CACHE_DIR, `${name}.key.tmp-${tag}`);
-  writeFileSync(keyTmp, key);
-  renameSync(keyTmp, keyFile);
-  return bin;
-}
+const INTEROP_DIR = dirname(fileURLToPath(import.meta.url));
+const REPO_ROOT = dirname(INTEROP_DIR);
+/** Directory the peer binaries are cached in (`<repo>/.cache/interop`). */
+export const GO_PEER_CACHE_DIR: string = join(REPO_ROOT, ".cache", "interop");
 
 /**
  * Builds the Go peer `name` (once per process; across processes a binary is
@@ -210,14 +122,15 @@ async function build(name: GoPeerName): Promise<string> {
  * Rejects with go's stderr if the build fails, or a clear message if `go` is missing.
  */
 export function buildGoPeer(name: GoPeerName): Promise<string> {
-  checkName(name);
-  let p = builds.get(name);
-  if (!p) {
-    p = build(name);
-    builds.set(name, p);
-    p.catch(() => builds.delete(name));
+  if (!(GO_PEERS as readonly string[]).includes(name)) {
+    throw new Error(`unknown Go peer ${JSON.stringify(name)} (want one of ${GO_PEERS.join(", ")})`);
   }
-  return p;
+  return buildGoProgram({
+    name,
+    packageDir: join(INTEROP_DIR, name),
+    sourceDirs: [join(INTEROP_DIR, name), join(INTEROP_DIR, "peer")],
+    cacheDir: GO_PEER_CACHE_DIR,
+  });
 }
 
 /**
@@ -355,7 +268,7 @@ export async function runGoClient(
 ): Promise<GoSummary> {
   const bin = await buildGoPeer(name);
   const timeoutMs = options.timeoutMs ?? 120_000;
-  const res = await new Promise<RunResult & { killed: boolean }>((resolve, reject) => {
+  const res = await new Promise<ClientRun>((resolve, reject) => {
     const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
