@@ -251,7 +251,7 @@ export class BunTcpTransport implements Transport {
 
   #flush(): void {
     while (!this.#sink.closed && (this.#pending || !this.#queue.empty)) {
-      const batch = this.#pending ?? this.#queue.take(MAX_BATCH);
+      const batch = this.#pending ?? this.#queue.takeWrite(MAX_BATCH);
       const written = this.#socket.write(batch);
       if (written < 0) {
         // Bun says the socket is closed or shutting down: these bytes can no longer be sent.

@@ -14,6 +14,12 @@ export const DEFAULT_HIGH_WATER_MARK = 1024 * 1024;
 export const MAX_BATCH = 256 * 1024;
 
 /**
+ * Chunks at least this long go to the socket alone and whole: a syscall costs less than copying
+ * them, so only smaller ones (control frames, small writes) are joined.
+ */
+export const JOIN_BELOW = 16 * 1024;
+
+/**
  * Outgoing bytes as a FIFO of owned chunks, handed out in pieces of a bounded size: syscall-sized
  * batches for TCP, messages for WebSocket. Small chunks are joined (fewer syscalls or messages),
  * a large head chunk is handed out as views (no copy).
@@ -72,6 +78,37 @@ export class ChunkQueue {
       out.set(n === chunk.length ? chunk : chunk.subarray(0, n), offset);
       offset += n;
       this.#consumeHead(chunk, n);
+    }
+    return out;
+  }
+
+  /**
+   * Removes and returns the next write for a stream socket, which may take any part of it (the
+   * adapter keeps the rest). A head chunk of at least {@linkcode JOIN_BELOW} bytes goes out whole,
+   * whatever its size: cut at a fixed size, its tail would be joined to the next chunk, copying
+   * every byte of a bulk transfer (a mux batch is 256 KiB plus frame headers). Smaller chunks are
+   * joined up to `max` bytes, stopping before a large one, which then goes out alone.
+   */
+  takeWrite(max: number): Uint8Array {
+    const chunks = this.#chunks;
+    const first = chunks[this.#head];
+    let end = this.#head;
+    let size = 0;
+    while (
+      end < chunks.length && chunks[end].length < JOIN_BELOW && size + chunks[end].length <= max
+    ) {
+      size += chunks[end++].length;
+    }
+    if (end - this.#head <= 1) {
+      this.#consumeHead(first, first.length);
+      return first;
+    }
+    const out = new Uint8Array(size);
+    for (let offset = 0; offset < size;) {
+      const chunk = chunks[this.#head];
+      out.set(chunk, offset);
+      offset += chunk.length;
+      this.#consumeHead(chunk, chunk.length);
     }
     return out;
   }

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ChunkQueue, MAX_BATCH } from "./chunk_queue.ts";
+import { ChunkQueue, JOIN_BELOW, MAX_BATCH } from "./chunk_queue.ts";
 import { MESSAGE_SIZE } from "./ws.ts";
 import { pattern, sameBytes } from "./_test_util.ts";
 
@@ -41,25 +41,35 @@ describe("ChunkQueue", () => {
 });
 
 describe("ChunkQueue as a TCP write queue", () => {
-  it("joins small chunks up to MAX_BATCH and hands a large head chunk out as views", () => {
+  it("joins small chunks up to the cap, and stops before a large one", () => {
     const queue = new ChunkQueue();
     queue.push(new Uint8Array([1]));
     queue.push(new Uint8Array([2, 3]));
-    assert.deepEqual([...queue.take(MAX_BATCH)], [1, 2, 3]);
-    const big = new Uint8Array(MAX_BATCH + 1);
+    const big = new Uint8Array(JOIN_BELOW);
     queue.push(big);
-    const first = queue.take(MAX_BATCH);
-    assert.equal(first.length, MAX_BATCH);
-    assert.equal(first.buffer, big.buffer, "no copy");
-    assert.equal(queue.take(MAX_BATCH).length, 1);
+    assert.deepEqual([...queue.takeWrite(MAX_BATCH)], [1, 2, 3]);
+    assert.equal(queue.takeWrite(MAX_BATCH), big, "a large chunk goes out alone, not copied");
+    for (let i = 0; i < 3; i++) queue.push(new Uint8Array(JOIN_BELOW - 1));
+    assert.equal(queue.takeWrite(2 * JOIN_BELOW).length, 2 * (JOIN_BELOW - 1), "the cap holds");
+    assert.equal(queue.takeWrite(2 * JOIN_BELOW).length, JOIN_BELOW - 1);
     assert.ok(queue.empty);
     assert.equal(queue.bytes, 0);
+  });
+
+  // A mux batch is 256 KiB of data plus frame headers: cut at MAX_BATCH, each one's tail was
+  // joined to the next batch, which copied every byte of a bulk transfer.
+  it("hands chunks larger than the cap over whole, one per write, without copying", () => {
+    const queue = new ChunkQueue();
+    const batches = [0, 1, 2].map(() => new Uint8Array(MAX_BATCH + 48));
+    for (const batch of batches) queue.push(batch);
+    for (const batch of batches) assert.equal(queue.takeWrite(MAX_BATCH), batch);
+    assert.ok(queue.empty);
   });
 
   it("hands a lone chunk over without copying", () => {
     const queue = new ChunkQueue();
     const chunk = new Uint8Array(10);
     queue.push(chunk);
-    assert.equal(queue.take(MAX_BATCH), chunk);
+    assert.equal(queue.takeWrite(MAX_BATCH), chunk);
   });
 });

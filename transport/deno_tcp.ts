@@ -229,7 +229,7 @@ export class DenoTcpTransport implements Transport {
     try {
       while (!this.#queue.empty && !this.#sink.closed) {
         // Chunks queued during the previous syscall go out joined in one.
-        let pending = this.#queue.take(MAX_BATCH);
+        let pending = this.#queue.takeWrite(MAX_BATCH);
         this.#inFlight = pending.length;
         while (pending.length > 0) {
           // conn.write may take only part of the buffer; loop until the kernel has all of it.
