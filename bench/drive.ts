@@ -19,6 +19,7 @@ export function echoOne(duplex: Duplex, base: number, size: number): Promise<voi
   return new Promise((resolve, reject) => {
     let sent = 0;
     let received = 0;
+    let ended = false;
     let failed = false;
     const fail = (error: Error) => {
       if (failed) return;
@@ -26,12 +27,14 @@ export function echoOne(duplex: Duplex, base: number, size: number): Promise<voi
       duplex.close();
       reject(error);
     };
+    // Ends only once every byte was accepted: a refused last write still waits for its drain.
     const pump = () => {
       while (sent < size) {
         const chunk = segment(base, sent, Math.min(CHUNK, size - sent));
         sent += chunk.length;
         if (!duplex.write(chunk)) return;
       }
+      ended = true;
       duplex.end();
     };
     const handlers: DuplexHandlers = {
@@ -50,7 +53,7 @@ export function echoOne(duplex: Duplex, base: number, size: number): Promise<voi
         if (duplex.endless && received === size) handlers.end();
       },
       drain: () => {
-        if (!failed && sent < size) pump();
+        if (!failed && !ended) pump();
       },
       end() {
         if (failed) return;
@@ -101,10 +104,15 @@ export function runRoundTrips(duplex: Duplex, count: number, size: number): Prom
       duplex.close();
       reject(error);
     };
+    // A round trip that crosses the end of the pattern block goes out as two writes.
     const send = () => {
       got = 0;
       started = performance.now();
-      duplex.write(segment(0, trip * size, size));
+      for (let at = 0; at < size;) {
+        const piece = segment(0, trip * size + at, size - at);
+        duplex.write(piece);
+        at += piece.length;
+      }
     };
     const handlers: DuplexHandlers = {
       data(chunk) {

@@ -81,10 +81,7 @@ export const SCENARIOS: readonly Scenario[] = [
     kind: "bulk",
     metric: RATE_BYTES,
     full: { count: 1, size: 256 * MiB, inflight: 1 },
-    // Kept small on purpose: a full-duplex echo of several hundred KiB over the native TCP adapters
-    // can stall (seen on Bun 1.4.4 and, under load, on Deno 2.9.6; under investigation), and this
-    // size is a harness smoke test, not a measurement. The full run still sends 256 MiB.
-    quick: { count: 1, size: 128 * KiB, inflight: 1 },
+    quick: { count: 1, size: 8 * MiB, inflight: 1 },
   },
   {
     id: "S5",
