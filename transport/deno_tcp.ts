@@ -30,8 +30,14 @@ import { formatAddress } from "./_address.ts";
 import { EventSink, toError } from "./_sink.ts";
 import { ChunkQueue, DEFAULT_HIGH_WATER_MARK, MAX_BATCH } from "./chunk_queue.ts";
 
-/** Size of the read buffer. */
+/** Largest read buffer: a connection's buffer grows to it while its reads keep filling it. */
 export const READ_SIZE = 64 * 1024;
+
+/**
+ * A new connection's read buffer. Most tunneled connections carry a request and a reply: a
+ * zero-filled 64 KiB buffer each is memory and page faults for bytes that never come.
+ */
+const FIRST_READ_SIZE = 8 * 1024;
 
 /** Reads shorter than this are copied out of the read buffer; longer ones are handed over. */
 const SMALL_READ = 8 * 1024;
@@ -120,7 +126,7 @@ export class DenoTcpTransport implements Transport {
   #writeClosed = false;
   #started = false;
   #wake: (() => void) | undefined;
-  #readBuffer = new Uint8Array(READ_SIZE);
+  #readBuffer = new Uint8Array(FIRST_READ_SIZE);
 
   /**
    * Wraps an established connection (a TLS one with its handshake done). Reading starts at
@@ -194,13 +200,16 @@ export class DenoTcpTransport implements Transport {
    * Hands out what the last read put in the read buffer. Receivers keep views, so the buffer can
    * never be reused once handed out: a large read is handed over whole (zero-copy) and a new buffer
    * takes its place, while a small read (a request, an ACK) is copied out so the buffer stays. A
-   * fresh zero-filled 64 KiB buffer per small read cost about 15 µs per round trip.
+   * fresh zero-filled 64 KiB buffer per small read cost about 15 µs per round trip. A read that
+   * filled the buffer says more is waiting, so the next buffer is twice as large, up to
+   * {@linkcode READ_SIZE}.
    */
   #takeRead(n: number): Uint8Array {
-    if (n < SMALL_READ) return this.#readBuffer.slice(0, n);
-    const chunk = this.#readBuffer.subarray(0, n);
-    this.#readBuffer = new Uint8Array(READ_SIZE);
-    return chunk;
+    const buffer = this.#readBuffer;
+    if (n < SMALL_READ) return buffer.slice(0, n);
+    const size = n === buffer.length ? Math.min(2 * buffer.length, READ_SIZE) : buffer.length;
+    this.#readBuffer = new Uint8Array(size);
+    return buffer.subarray(0, n);
   }
 
   async #readLoop(): Promise<void> {

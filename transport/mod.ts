@@ -88,11 +88,20 @@ function forcedNode(): boolean {
   }
 }
 
+let chosen: RuntimeName | undefined;
+
 /**
  * The adapter chosen for this process: the runtime's native sockets, or node:net when neither
- * Deno nor Bun is present or `TUNNELMUX_TRANSPORT=node` forces it (to test the fallback).
+ * Deno nor Bun is present or `TUNNELMUX_TRANSPORT=node` forces it (to test the fallback). Decided
+ * on first use and kept: asking Deno for the variable's permission on every connect cost a
+ * measurable share of a short tunneled connection.
  */
 export function runtimeName(): RuntimeName {
+  chosen ??= detectRuntime();
+  return chosen;
+}
+
+function detectRuntime(): RuntimeName {
   if (forcedNode()) return "node";
   // Bun also defines a node-style `process` but never `Deno`, and Deno never defines `Bun`.
   if ("Deno" in globalThis) return "deno";
