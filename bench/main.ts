@@ -18,7 +18,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { benchEnv } from "./env.ts";
 import { allImpls, type Impl, type JsRuntime, selectImpls } from "./impls.ts";
-import { measureOnce } from "./process.ts";
+import { measureOnce, type RunOutcome } from "./process.ts";
 import {
   type BenchReport,
   buildReport,
@@ -57,7 +57,8 @@ Options:
                       the foreign tunnels always run
   --peers-dir DIR     where to look for frps, frpc, chisel, bore and rathole before PATH; those
                       found in neither are reported as skipped (docs/bench.md builds them)
-  --timeout SECONDS   bound on one client or load process (default 300)
+  --timeout SECONDS   bound on one client or load process (default 60); an implementation that
+                      hangs in a protocol scenario is not run in it again
   --soak MINUTES      M1 also soaks under steady traffic for this long (the issue's soak: 10),
                       sampling RSS every 10 s; implies the memory suite
   --json FILE         write the full report (environment, samples, summaries, ratios) as JSON
@@ -106,6 +107,12 @@ async function runProtocolSuite(
   timeoutMs: number,
   log: (line: string) => void,
 ): Promise<SampleRecord[]> {
+  // An implementation that hung in a scenario (yamux-js, losing a split frame) is not run in it
+  // again: each retry would cost the whole bound and end the same way. Its rounds are recorded
+  // as failed, saying where it hung.
+  const hung = new Map<string, string>();
+  const hangKey = (scenario: Scenario, impl: Impl) => `${scenario.id} ${impl.id}`;
+
   // One unrecorded pass at quick sizes: builds the Go peers, warms the module and disk caches.
   // (Each client also warms up in-process before its timed run.)
   if (!quick) {
@@ -117,6 +124,9 @@ async function runProtocolSuite(
           Math.min(timeoutMs, 15_000), // quick sizes: a hang need not cost the full bound
         );
         log(`warm-up ${scenario.id} ${impl.id}: ${outcome.ok ? "ok" : outcome.error}`);
+        if (!outcome.ok && outcome.timedOut) {
+          hung.set(hangKey(scenario, impl), `hung in the warm-up (${outcome.error})`);
+        }
       }
     }
   }
@@ -126,12 +136,18 @@ async function runProtocolSuite(
     for (const { scenario, workload } of scenarios) {
       // Interleaved: every implementation once per scenario per round (A B C, A B C, ...).
       for (const impl of impls) {
-        const outcome = await measureOnce(
-          await impl.server(),
-          (address) => impl.client(address, scenario, workload),
-          timeoutMs,
-        );
         const where = `[${round + 1}/${rounds}] ${scenario.id} ${impl.id}`;
+        const hangNote = hung.get(hangKey(scenario, impl));
+        const outcome: RunOutcome = hangNote
+          ? { ok: false, error: `not run: ${hangNote}` }
+          : await measureOnce(
+            await impl.server(),
+            (address) => impl.client(address, scenario, workload),
+            timeoutMs,
+          );
+        if (!outcome.ok && outcome.timedOut) {
+          hung.set(hangKey(scenario, impl), `hung in round ${round + 1} (${outcome.error})`);
+        }
         if (outcome.ok) {
           const sample = impl.parse(outcome.line, scenario, workload);
           const ok = Number.isFinite(sample.value);
@@ -186,7 +202,7 @@ async function main(): Promise<number> {
       runtime: { type: "string" },
       scenarios: { type: "string" },
       "peers-dir": { type: "string" },
-      timeout: { type: "string", default: "300" },
+      timeout: { type: "string", default: "60" },
       json: { type: "string" },
       svg: { type: "string" },
       soak: { type: "string" },

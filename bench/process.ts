@@ -10,7 +10,7 @@ import { spawn } from "node:child_process";
 /** What one client run produced. */
 export type RunOutcome =
   | { ok: true; line: Record<string, unknown> }
-  | { ok: false; error: string };
+  | { ok: false; error: string; timedOut?: boolean };
 
 /** A started server process. */
 interface Server {
@@ -79,7 +79,9 @@ function runClient(argv: string[], timeoutMs: number): Promise<RunOutcome> {
       try {
         line = JSON.parse(last);
       } catch { /* reported below */ }
-      if (timedOut) return resolve({ ok: false, error: `timeout after ${timeoutMs} ms` });
+      if (timedOut) {
+        return resolve({ ok: false, error: `timeout after ${timeoutMs} ms`, timedOut: true });
+      }
       if (code === 0 && line?.ok === true) return resolve({ ok: true, line });
       const why = typeof line?.error === "string"
         ? line.error
