@@ -37,7 +37,7 @@ import { renderSvg } from "./svg.ts";
 
 export type { BenchReport };
 
-const HELP = `tunnelmux bench: yamux implementations (protocol suite) and tunnels (tunnel suite)
+const HELP = `tunnelmux bench: yamux engines (protocol suite), tunnels (tunnel) and memory (M1)
 
 Usage:
   deno task bench [options]      (or: bun run bench [options], bun bench/main.ts [options])
