@@ -33,14 +33,15 @@ import { ChunkQueue, DEFAULT_HIGH_WATER_MARK, MAX_BATCH } from "./chunk_queue.ts
 /** Largest read buffer: a connection's buffer grows to it while its reads keep filling it. */
 export const READ_SIZE = 64 * 1024;
 
-/**
- * A new connection's read buffer. Most tunneled connections carry a request and a reply: a
- * zero-filled 64 KiB buffer each is memory and page faults for bytes that never come.
- */
-const FIRST_READ_SIZE = 8 * 1024;
-
 /** Reads shorter than this are copied out of the read buffer; longer ones are handed over. */
 const SMALL_READ = 8 * 1024;
+
+/**
+ * A new connection's read buffer. Most tunneled connections carry a request and a reply: a
+ * zero-filled 64 KiB buffer each is memory and page faults for bytes that never come. It must not
+ * be smaller than {@linkcode SMALL_READ}: a read that fills it has to be handed over for it to grow.
+ */
+const FIRST_READ_SIZE = SMALL_READ;
 
 /** Tuning for Deno TCP transports. */
 export interface DenoTcpOptions {
