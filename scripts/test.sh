@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 DENO=node_modules/.bin/deno
 BUN=node_modules/.bin/bun
 if [ ! -x "$DENO" ] || [ ! -x "$BUN" ] || [ ! -d node_modules/playwright-core ]; then
-  npm install --no-audit --no-fund --loglevel=error || exit 1
+  npm ci --no-audit --no-fund --loglevel=error || exit 1
 fi
 # The dashboard test drives the system chromium (playwright-core never downloads a browser).
 # Install Debian's package when it is missing and we can: as root, with apt-get.
