@@ -4,14 +4,12 @@
 # --- Runtime dependencies --------------------------------------------------------------------
 # npm, not `deno install`: package.json lists the pinned deno and bun binaries (and the test
 # tools) as devDependencies; `--omit=dev` installs the lockfile's runtime set, which is hono alone
-# (an exact pin, no dependencies of its own). `npm install` rather than `npm ci`: the lockfile
-# lacks the deno package's optional per-platform binaries (npm drops them when it writes the lock
-# on one platform), and `npm ci` refuses it for that although none of them is installed here.
-# Only the manifest and lockfile are copied, so this layer is rebuilt only when they change.
+# (an exact pin, no dependencies of its own). Only the manifest and lockfile are copied, so this
+# layer is rebuilt only when they change.
 FROM node:22.12.0-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
 # --- The image -------------------------------------------------------------------------------
 # The Deno pinned in package.json. The debian variant: tini at /tini (distroless has it too, bin
@@ -24,7 +22,6 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY deno.json package.json ./
 COPY util ./util
-COPY tools/echo_stream.ts ./tools/
 COPY protocol ./protocol
 COPY transport ./transport
 COPY tunnel ./tunnel

@@ -6,14 +6,14 @@
  */
 
 import type { SessionConfig } from "../protocol/config.ts";
-import { CONTROL_VERSION, type DaemonMessage } from "../protocol/control.ts";
-import { ControlChannel } from "../protocol/control_channel.ts";
-import { Lifecycle } from "../protocol/lifecycle.ts";
-import { readStreamHeader } from "../protocol/read_stream_header.ts";
-import { ResetReason } from "../protocol/reset_reasons.ts";
+import { CONTROL_VERSION, type DaemonMessage } from "../tunnel/control.ts";
+import { ControlChannel } from "../tunnel/control_channel.ts";
+import { Lifecycle } from "../util/lifecycle.ts";
+import { readStreamHeader } from "../tunnel/read_stream_header.ts";
+import { ResetReason } from "../tunnel/reset_reasons.ts";
 import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
-import { encodeStreamHeader, type StreamHeader } from "../protocol/stream_header.ts";
+import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { listenTcp } from "../transport/mod.ts";
 import { DialError, dialTcp } from "../tunnel/dial.ts";

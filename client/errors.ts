@@ -4,9 +4,9 @@
  * @module
  */
 
-import type { ControlErrorCode } from "../protocol/control.ts";
+import type { ControlErrorCode } from "../tunnel/control.ts";
 import { YamuxError } from "../protocol/errors.ts";
-import { describeResetReason } from "../protocol/reset_reasons.ts";
+import { describeResetReason } from "../tunnel/reset_reasons.ts";
 
 /** Why something failed on the client side; daemon error codes pass through unchanged. */
 export type ClientErrorCode =

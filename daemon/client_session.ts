@@ -7,15 +7,15 @@
  * @module
  */
 
-import { type ClientMessage, CONTROL_VERSION, parseClientMessage } from "../protocol/control.ts";
-import { ControlChannel } from "../protocol/control_channel.ts";
-import { Lifecycle } from "../protocol/lifecycle.ts";
-import { readStreamHeader } from "../protocol/read_stream_header.ts";
-import { ResetReason } from "../protocol/reset_reasons.ts";
+import { type ClientMessage, CONTROL_VERSION, parseClientMessage } from "../tunnel/control.ts";
+import { ControlChannel } from "../tunnel/control_channel.ts";
+import { Lifecycle } from "../util/lifecycle.ts";
+import { readStreamHeader } from "../tunnel/read_stream_header.ts";
+import { ResetReason } from "../tunnel/reset_reasons.ts";
 import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
 import type { Transport } from "../protocol/transport.ts";
-import { echoStream } from "../tools/echo_stream.ts";
+import { echoStream } from "../tunnel/echo.ts";
 import type { ClientConfig, Config } from "./config.ts";
 import { serveForward } from "./forward.ts";
 import type { Logger } from "../util/log.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { Lifecycle } from "../protocol/lifecycle.ts";
+import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { readFile } from "node:fs/promises";
 import { listenTcp, listenTls } from "../transport/mod.ts";

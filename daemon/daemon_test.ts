@@ -6,9 +6,9 @@ import { Daemon } from "./daemon.ts";
 import { validateConfig } from "./config.ts";
 import { Logger } from "../util/log.ts";
 import { Session } from "../protocol/session.ts";
-import { ControlChannel } from "../protocol/control_channel.ts";
-import { encodeStreamHeader } from "../protocol/stream_header.ts";
-import { ResetReason } from "../protocol/reset_reasons.ts";
+import { ControlChannel } from "../tunnel/control_channel.ts";
+import { encodeStreamHeader } from "../tunnel/stream_header.ts";
+import { ResetReason } from "../tunnel/reset_reasons.ts";
 import type { YamuxError } from "../protocol/errors.ts";
 import { connectTcp } from "../transport/mod.ts";
 

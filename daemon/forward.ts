@@ -8,7 +8,7 @@
  */
 
 import type { Stream } from "../protocol/stream.ts";
-import { ResetReason } from "../protocol/reset_reasons.ts";
+import { ResetReason } from "../tunnel/reset_reasons.ts";
 import { DialError, dialTcp } from "../tunnel/dial.ts";
 import { splice, type SpliceResult, streamEnd, transportEnd } from "../tunnel/splice.ts";
 import type { ClientPolicy, DenyCode } from "./policy.ts";

@@ -6,7 +6,7 @@
  */
 
 import type { Session } from "../protocol/session.ts";
-import { encodeStreamHeader } from "../protocol/stream_header.ts";
+import { encodeStreamHeader } from "../tunnel/stream_header.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { listenTcp } from "../transport/mod.ts";
 import { splice, type SpliceCounters, streamEnd, transportEnd } from "../tunnel/splice.ts";

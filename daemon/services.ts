@@ -8,8 +8,8 @@
 
 import type { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
-import { encodeStreamHeader } from "../protocol/stream_header.ts";
-import { ResetReason } from "../protocol/reset_reasons.ts";
+import { encodeStreamHeader } from "../tunnel/stream_header.ts";
+import { ResetReason } from "../tunnel/reset_reasons.ts";
 import { splice, type SpliceCounters, streamEnd } from "../tunnel/splice.ts";
 
 /** One offered service. */

@@ -11,11 +11,11 @@ import { spawn } from "node:child_process";
 import { createServer, type Socket } from "node:net";
 import process from "node:process";
 import { ROOT, runtimeArgs, seededBytes, tcpConnect, withTimeout } from "./_harness.ts";
-import { ControlChannel } from "../protocol/control_channel.ts";
+import { ControlChannel } from "../tunnel/control_channel.ts";
 import { YamuxError } from "../protocol/errors.ts";
 import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
-import { encodeStreamHeader, type StreamHeader } from "../protocol/stream_header.ts";
+import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { connectTcp, connectWebSocket } from "../transport/mod.ts";
 

@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Session, type SessionOptions, type Stream, YamuxError } from "../protocol/mod.ts";
 import { connectTcp, listenTcp, memoryPair } from "../transport/mod.ts";
-import { echoStream } from "../tools/echo_stream.ts";
+import { echoStream } from "../tunnel/echo.ts";
 import { checkEcho, pattern, roundTrip } from "../tools/echo_check.ts";
 import { prng } from "../util/prng.ts";
 import {

@@ -6,7 +6,7 @@ import { GO_PEERS, type GoPeerName, runGoClient, startGoServer } from "./go_peer
 import { Session, type SessionConfig, type Stream, YamuxError } from "../protocol/mod.ts";
 import { connectTcp, listenTcp } from "../transport/mod.ts";
 import type { TransportListener } from "../protocol/transport.ts";
-import { echoStream } from "../tools/echo_stream.ts";
+import { echoStream } from "../tunnel/echo.ts";
 import { checkEcho, pattern, roundTrip } from "../tools/echo_check.ts";
 
 const MiB = 1024 * 1024;

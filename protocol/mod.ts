@@ -18,21 +18,15 @@
  */
 
 export * from "./constants.ts";
-export * from "./control.ts";
-export * from "./control_channel.ts";
 export * from "./config.ts";
 export * from "./errors.ts";
 export * from "./frame_decoder.ts";
 export * from "./header.ts";
-export * from "./lifecycle.ts";
 export { Session, SESSION_TRANSITIONS } from "./session.ts";
 export type { SessionEvent, SessionOptions, SessionState, StreamRefusal } from "./session.ts";
-export * from "./read_stream_header.ts";
-export * from "./reset_reasons.ts";
 export * from "./stats.ts";
 export { Stream } from "./stream.ts";
 export type { DataHandler } from "./stream.ts";
-export * from "./stream_header.ts";
 export * from "./stream_state.ts";
 export * from "./transport.ts";
 export { toReadable, toWritable } from "./web_streams.ts";

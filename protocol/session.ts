@@ -13,7 +13,7 @@ import { Flag, FrameType, GoAwayCode, MAX_UINT32 } from "./constants.ts";
 import { resolveSessionConfig, type SessionConfig } from "./config.ts";
 import { YamuxError, type YamuxErrorCode } from "./errors.ts";
 import { FrameDecoder, type FrameSink } from "./frame_decoder.ts";
-import { Lifecycle } from "./lifecycle.ts";
+import { Lifecycle } from "../util/lifecycle.ts";
 import { Outbound } from "./outbound.ts";
 import {
   bump,

@@ -6,7 +6,7 @@ import { YamuxError } from "./errors.ts";
 import type { Stream } from "./stream.ts";
 import type { Transport } from "./transport.ts";
 import { memoryPair } from "../transport/memory.ts";
-import { echoStream } from "../tools/echo_stream.ts";
+import { echoStream } from "../tunnel/echo.ts";
 import { pattern, roundTrip } from "../tools/echo_check.ts";
 
 const QUIET = { enableKeepAlive: false } as const;

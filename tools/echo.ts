@@ -12,7 +12,7 @@ import { parseArgs } from "node:util";
 import { Session } from "../protocol/mod.ts";
 import { connectTcp, listenTcp, runtimeName } from "../transport/mod.ts";
 import { checkEcho } from "./echo_check.ts";
-import { echoStream } from "./echo_stream.ts";
+import { echoStream } from "../tunnel/echo.ts";
 import { parseHostPort } from "../util/host_port.ts";
 
 const HELP = `tunnelmux echo: a strict, fast yamux echo peer

@@ -12,7 +12,7 @@ import { describe, it } from "node:test";
 import { Session } from "../protocol/mod.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { checkEcho } from "../tools/echo_check.ts";
-import { echoStream } from "../tools/echo_stream.ts";
+import { echoStream } from "../tunnel/echo.ts";
 import {
   type PairFactory,
   type TcpAdapter,

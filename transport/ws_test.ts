@@ -12,7 +12,7 @@ import { before, describe, it } from "node:test";
 import { Session } from "../protocol/mod.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { checkEcho } from "../tools/echo_check.ts";
-import { echoStream } from "../tools/echo_stream.ts";
+import { echoStream } from "../tunnel/echo.ts";
 import type { Pair } from "./_contract.ts";
 import { hasOpenssl, makeTestIdentity } from "./_test_certificate.ts";
 import {

@@ -11,7 +11,7 @@
 
 import { Session, type Stream } from "../../protocol/mod.ts";
 import { listenTcp } from "../../transport/mod.ts";
-import { echoStream } from "../../tools/echo_stream.ts";
+import { echoStream } from "../../tunnel/echo.ts";
 import { CHUNK } from "../drive.ts";
 import { segment } from "../pattern.ts";
 import { snapshot } from "./memory_probe.ts";

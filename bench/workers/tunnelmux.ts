@@ -7,7 +7,7 @@
 
 import { Session, type Stream } from "../../protocol/mod.ts";
 import { connectTcp, listenTcp } from "../../transport/mod.ts";
-import { echoStream } from "../../tools/echo_stream.ts";
+import { echoStream } from "../../tunnel/echo.ts";
 import type { Duplex } from "../duplex.ts";
 import { runWorker } from "./_worker.ts";
 

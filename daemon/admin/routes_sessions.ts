@@ -7,7 +7,7 @@
 import { Hono } from "hono";
 import type { ClientSession } from "../client_session.ts";
 import type { Daemon } from "../daemon.ts";
-import { ResetReason } from "../../protocol/reset_reasons.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { ApiError } from "./errors.ts";
 import { sessionId, sessionNumber, sessionPage, streamId } from "./params.ts";
 import { sessionDetail, sessionSummary } from "./views.ts";

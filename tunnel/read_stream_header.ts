@@ -5,7 +5,7 @@
  */
 
 import { decodeStreamHeader, type StreamHeader, StreamHeaderError } from "./stream_header.ts";
-import type { Stream } from "./stream.ts";
+import type { Stream } from "../protocol/stream.ts";
 
 /**
  * Resolves with the stream's header and whatever payload arrived with it (possibly empty). The

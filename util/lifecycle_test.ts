@@ -1,8 +1,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Lifecycle } from "./lifecycle.ts";
-import { SESSION_TRANSITIONS } from "./session.ts";
-import { nextStreamState, STREAM_TRANSITIONS, StreamState } from "./stream_state.ts";
+import { SESSION_TRANSITIONS } from "../protocol/session.ts";
+import { nextStreamState, STREAM_TRANSITIONS, StreamState } from "../protocol/stream_state.ts";
 
 describe("Lifecycle", () => {
   it("moves only along the table and tells listeners", () => {

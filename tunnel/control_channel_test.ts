@@ -3,8 +3,8 @@ import assert from "node:assert/strict";
 import { ControlChannel, MAX_CONTROL_MESSAGE } from "./control_channel.ts";
 import { readStreamHeader } from "./read_stream_header.ts";
 import { encodeStreamHeader, StreamHeaderError } from "./stream_header.ts";
-import { Session } from "./session.ts";
-import type { Stream } from "./stream.ts";
+import { Session } from "../protocol/session.ts";
+import type { Stream } from "../protocol/stream.ts";
 import { memoryPair } from "../transport/memory.ts";
 
 function sessions(onStream: (stream: Stream) => void) {
