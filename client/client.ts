@@ -19,7 +19,7 @@ import { listenTcp } from "../transport/mod.ts";
 import { DialError, dialTcp } from "../tunnel/dial.ts";
 import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
 import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
-import { parseHostPort } from "../util/host_port.ts";
+import { parseHostPort } from "../util/address.ts";
 import { Backoff, type BackoffOptions } from "./backoff.ts";
 import { dialServer } from "./dial_server.ts";
 import { ClientError, describeStreamError } from "./errors.ts";

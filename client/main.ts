@@ -9,7 +9,7 @@ import process from "node:process";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Logger } from "../util/log.ts";
-import { parseHostPort } from "../util/host_port.ts";
+import { parseHostPort } from "../util/address.ts";
 import { Client } from "./client.ts";
 
 const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon

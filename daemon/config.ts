@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { HostPort } from "../util/host_port.ts";
+import type { HostPort } from "../util/address.ts";
 import type { ClientPolicy } from "./policy.ts";
 
 /** Where the daemon listens; `null` turns a listener off. */

@@ -7,7 +7,7 @@
  */
 
 import { readFile as fsReadFile } from "node:fs/promises";
-import type { HostPort } from "../util/host_port.ts";
+import { formatHostPort, type HostPort } from "../util/address.ts";
 import type { Issue, ValidationResult } from "./config.ts";
 import { embeddedDefaults } from "./config_defaults.ts";
 import { isObject, mergeLayers, setOwn, suggest } from "./config_util.ts";
@@ -192,8 +192,7 @@ export function formatConfigReport(result: ValidationResult & { file?: string })
     lines.push(...result.errors.map(line));
   } else if (result.config) {
     const c = result.config;
-    const addr = (hp: HostPort | null) =>
-      hp ? `${hp.hostname.includes(":") ? `[${hp.hostname}]` : hp.hostname}:${hp.port}` : "off";
+    const addr = (hp: HostPort | null) => hp ? formatHostPort(hp.hostname, hp.port) : "off";
     lines.push(`config OK${where}: ${count(c.clients.length, "client")}`);
     lines.push(
       `  tcp ${addr(c.listen.tcp)}${c.tls ? " (tls)" : ""}, websocket ${addr(c.listen.websocket)}${

@@ -6,8 +6,8 @@
  * @module
  */
 
-import { type HostPort, parseHostPort } from "../util/host_port.ts";
-import { classify, type IpAddress, parseHost, parseIp } from "./address.ts";
+import { type HostPort, type IpAddress, parseHostPort, parseIp } from "../util/address.ts";
+import { classify, parseHost } from "./ip_ranges.ts";
 import type {
   ClientConfig,
   Issue,

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { HostPort } from "../util/host_port.ts";
+import { formatHostPort, type HostPort } from "../util/address.ts";
 
 /** Default bound on the whole probe; well under Docker's default healthcheck timeout (30 s). */
 export const HEALTHCHECK_TIMEOUT_MS = 3_000;
@@ -20,8 +20,7 @@ export function readyzUrl(admin: HostPort): string {
   let host = admin.hostname;
   if (host === "0.0.0.0" || host === "") host = "127.0.0.1";
   else if (host === "::") host = "::1";
-  const bracketed = host.includes(":") ? `[${host}]` : host;
-  return `http://${bracketed}:${admin.port}/readyz`;
+  return `http://${formatHostPort(host, admin.port)}/readyz`;
 }
 
 /** Outcome of {@linkcode probe}. */

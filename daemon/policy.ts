@@ -11,15 +11,12 @@ import {
   cidrContains,
   cidrLast,
   classify,
-  formatIp,
   type HostKind,
-  type IpAddress,
   type IpClass,
-  ipEquals,
   parseCidr,
   parseHost,
-  parseIp,
-} from "./address.ts";
+} from "./ip_ranges.ts";
+import { formatIp, type IpAddress, ipEquals, parseIp } from "../util/address.ts";
 
 /** An inclusive port range; a single port has `from === to`. */
 export interface PortRange {
@@ -201,7 +198,7 @@ export function canExpose(client: ClientPolicy, bindHost: string, port: number):
     : bindHost;
   const ip = parseIp(unbracketed);
   if (!ip || !expose.bindHosts.some((allowed) => ipEquals(allowed, ip))) {
-    const allowed = expose.bindHosts.map(formatIp).join(", ") || "none";
+    const allowed = expose.bindHosts.map((ip) => formatIp(ip)).join(", ") || "none";
     return deny(
       "bind_host_not_allowed",
       `bind address ${bindHost} not allowed (allowed: ${allowed})`,

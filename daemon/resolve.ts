@@ -7,7 +7,7 @@
  */
 
 import { lookup as dnsLookup } from "node:dns/promises";
-import { formatIp, type IpAddress, parseIp, unmapIPv4 } from "./address.ts";
+import { formatIp, type IpAddress, parseIp, unmapIPv4 } from "../util/address.ts";
 import {
   checkResolvedTarget,
   type ClientPolicy,

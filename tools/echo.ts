@@ -13,7 +13,7 @@ import { Session } from "../protocol/mod.ts";
 import { connectTcp, listenTcp, runtimeName } from "../transport/mod.ts";
 import { checkEcho } from "./echo_check.ts";
 import { echoStream } from "../tunnel/echo.ts";
-import { parseHostPort } from "../util/host_port.ts";
+import { formatHostPort, parseHostPort } from "../util/address.ts";
 
 const HELP = `tunnelmux echo: a strict, fast yamux echo peer
 
@@ -81,8 +81,7 @@ async function runServer(address: string, config: { maxStreamWindow: number }, q
       log(`session ${transport.remoteAddress}: closed${error ? `: ${error.message}` : ""}`)
     );
   });
-  const host = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
-  console.log(`listening on ${host}:${listener.port}`);
+  console.log(`listening on ${formatHostPort(listener.hostname, listener.port)}`);
   log(`echo server on ${runtimeName()}; Ctrl-C stops it`);
   const stop = () => {
     listener.close();

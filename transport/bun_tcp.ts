@@ -31,7 +31,7 @@
  */
 
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
-import { formatAddress } from "./_address.ts";
+import { formatHostPort } from "../util/address.ts";
 import { EventSink, toError } from "./_sink.ts";
 import { ChunkQueue, DEFAULT_HIGH_WATER_MARK, MAX_BATCH } from "./chunk_queue.ts";
 import { rootCertificates } from "node:tls";
@@ -151,8 +151,8 @@ export class BunTcpTransport implements Transport {
   constructor(socket: BunSocket, options: BunTcpOptions = {}, holdReads = true) {
     this.#socket = socket;
     this.#highWaterMark = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
-    this.remoteAddress = formatAddress(socket.remoteAddress, socket.remotePort);
-    this.localAddress = formatAddress(socket.localAddress, socket.localPort);
+    this.remoteAddress = formatHostPort(socket.remoteAddress, socket.remotePort);
+    this.localAddress = formatHostPort(socket.localAddress, socket.localPort);
     this.#sink = new EventSink({
       endDelivered: () => this.#maybeFinish(),
       handlerFailed: (error) => this.#teardown(error),
@@ -404,7 +404,7 @@ export async function connectBunTls(
   tls: TlsConnectOptions = {},
   options: BunTcpOptions = {},
 ): Promise<Transport> {
-  const where = formatAddress(address.hostname, address.port);
+  const where = formatHostPort(address.hostname, address.port);
   let sides!: TlsSides;
   const handshaken = new Promise<BunTcpTransport>((resolve, reject) => {
     sides = { ready: resolve, failed: (error) => reject(new TlsHandshakeError(where, error)) };

@@ -26,7 +26,7 @@
  */
 
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
-import { formatAddress } from "./_address.ts";
+import { formatHostPort } from "../util/address.ts";
 import { EventSink, toError } from "./_sink.ts";
 import { ChunkQueue, DEFAULT_HIGH_WATER_MARK, MAX_BATCH } from "./chunk_queue.ts";
 
@@ -105,7 +105,7 @@ export class TlsHandshakeError extends Error {
 function netAddress(addr: Deno.Addr): string {
   // Tested by shape, not `transport`: the TlsConn of Deno.startTls reports addresses without a
   // `transport` field (Deno 2.9.6).
-  return "hostname" in addr ? formatAddress(addr.hostname, addr.port) : addr.transport;
+  return "hostname" in addr ? formatHostPort(addr.hostname, addr.port) : addr.transport;
 }
 
 /** A `Deno.TcpConn` or `Deno.TlsConn` adapted to the {@linkcode Transport} contract. */
@@ -353,7 +353,7 @@ export async function connectDenoTls(
     await conn.handshake();
   } catch (error) {
     conn.close();
-    throw new TlsHandshakeError(formatAddress(address.hostname, address.port), error);
+    throw new TlsHandshakeError(formatHostPort(address.hostname, address.port), error);
   }
   return new DenoTcpTransport(conn, options);
 }

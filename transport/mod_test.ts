@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { formatAddress } from "./_address.ts";
 import { tcpContract, tcpPairFactory, transportContract } from "./_contract.ts";
 import { isBun, isDeno, pattern, Probe, sameBytes } from "./_test_util.ts";
 import { connectTcp, listenTcp, memoryPair, runtimeName } from "./mod.ts";
@@ -59,14 +58,3 @@ const chosen = {
 };
 transportContract("mod", tcpPairFactory(chosen));
 tcpContract("mod", chosen);
-
-describe("formatAddress", () => {
-  it("formats IPv4, brackets IPv6, and keeps names", () => {
-    assert.equal(formatAddress("127.0.0.1", 80), "127.0.0.1:80");
-    assert.equal(formatAddress("::1", 8080), "[::1]:8080");
-    assert.equal(formatAddress("[::1]", 8080), "[::1]:8080");
-    assert.equal(formatAddress("fe80::1%eth0", 1), "[fe80::1%eth0]:1");
-    assert.equal(formatAddress("localhost", 1), "localhost:1");
-    assert.equal(formatAddress(undefined, undefined), "unknown");
-  });
-});

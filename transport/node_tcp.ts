@@ -10,7 +10,7 @@
 import * as net from "node:net";
 import * as tls from "node:tls";
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
-import { formatAddress } from "./_address.ts";
+import { formatHostPort } from "../util/address.ts";
 import { EventSink, toError } from "./_sink.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "./chunk_queue.ts";
 import {
@@ -51,8 +51,8 @@ export class NodeTcpTransport implements Transport {
   constructor(socket: net.Socket, options: NodeTcpOptions = {}) {
     this.#socket = socket;
     this.#highWaterMark = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
-    this.remoteAddress = formatAddress(socket.remoteAddress, socket.remotePort);
-    this.localAddress = formatAddress(socket.localAddress, socket.localPort);
+    this.remoteAddress = formatHostPort(socket.remoteAddress, socket.remotePort);
+    this.localAddress = formatHostPort(socket.localAddress, socket.localPort);
     this.#sink = new EventSink({
       endDelivered: () => {
         if (this.#closeAfterEnd) this.#sink.close();
@@ -184,7 +184,7 @@ export function connectNodeTls(
       // Errors after the TCP connect belong to the handshake.
       reject(
         tcpConnected
-          ? new TlsHandshakeError(formatAddress(address.hostname, address.port), error)
+          ? new TlsHandshakeError(formatHostPort(address.hostname, address.port), error)
           : error,
       );
     };

@@ -24,7 +24,7 @@
  */
 
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
-import { formatAddress } from "./_address.ts";
+import { formatHostPort } from "../util/address.ts";
 import {
   headEnd,
   MAX_RESPONSE_HEAD,
@@ -385,7 +385,7 @@ export async function connectRawWebSocket(
   const rest = await handshake(tcp, relay, url, request, key);
   const driver = new RawClientDriver(tcp, options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE);
   const transport = new WebSocketTransport(driver, {
-    remoteAddress: formatAddress(hostOf(parsed), portOf(parsed)),
+    remoteAddress: formatHostPort(hostOf(parsed), portOf(parsed)),
     localAddress: tcp.localAddress,
     highWaterMark,
     maxMessageSize: options.maxMessageSize,

@@ -19,7 +19,7 @@
  */
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { formatAddress } from "./_address.ts";
+import { formatHostPort } from "../util/address.ts";
 import {
   CloseCode,
   DEFAULT_MAX_MESSAGE_SIZE,
@@ -155,7 +155,7 @@ export function listenBunWebSocket(
     tls: options.tls ? { cert: options.tls.cert, key: options.tls.key } : undefined,
     async fetch(request, server) {
       const ip = server.requestIP(request);
-      const remoteAddress = formatAddress(ip?.address, ip?.port);
+      const remoteAddress = formatHostPort(ip?.address, ip?.port);
       const refusal = await screenUpgrade(request, remoteAddress, options);
       if (refusal) return refusal;
       if (closed) return new Response("listener closed\n", { status: 503 });
@@ -206,7 +206,7 @@ export function listenBunWebSocket(
       },
     },
   });
-  localAddress = formatAddress(server.hostname, server.port);
+  localAddress = formatHostPort(server.hostname, server.port);
   return Promise.resolve({
     hostname: server.hostname,
     port: server.port,

@@ -10,7 +10,7 @@
  */
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { formatAddress } from "./_address.ts";
+import { formatHostPort } from "../util/address.ts";
 import { StandardSocketDriver } from "./_ws_standard_driver.ts";
 import {
   POLLED_SOCKET_SEND_LIMIT,
@@ -27,7 +27,7 @@ export function listenDenoWebSocket(
   let closed = false;
   let localAddress = "unknown";
   const handler = async (request: Request, info: Deno.ServeHandlerInfo<Deno.NetAddr>) => {
-    const remoteAddress = formatAddress(info.remoteAddr.hostname, info.remoteAddr.port);
+    const remoteAddress = formatHostPort(info.remoteAddr.hostname, info.remoteAddr.port);
     const refusal = await screenUpgrade(request, remoteAddress, options);
     if (refusal) return refusal;
     if (closed) return new Response("listener closed\n", { status: 503 });
@@ -70,7 +70,7 @@ export function listenDenoWebSocket(
       hostname: options.hostname,
       port: options.port,
       onListen: (addr: Deno.NetAddr) => {
-        localAddress = formatAddress(addr.hostname, addr.port);
+        localAddress = formatHostPort(addr.hostname, addr.port);
         resolve({
           hostname: addr.hostname,
           port: addr.port,

@@ -21,7 +21,7 @@ export * from "./control.ts";
 export * from "./control_channel.ts";
 export * from "./dial.ts";
 export * from "./echo.ts";
-export * from "./proxy_protocol.ts";
+export { encodeProxyV1, encodeProxyV2, PROXY_V2_SIGNATURE } from "./proxy_protocol.ts";
 export * from "./read_stream_header.ts";
 export * from "./reset_reasons.ts";
 export * from "./splice.ts";

@@ -5,14 +5,12 @@
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { encodeProxyV1, encodeProxyV2, PROXY_V2_SIGNATURE } from "./proxy_protocol.ts";
 import {
   decodeProxyHeader,
-  encodeProxyV1,
-  encodeProxyV2,
   PROXY_V1_MAX_LENGTH,
-  PROXY_V2_SIGNATURE,
   ProxyProtocolError,
-} from "./proxy_protocol.ts";
+} from "./_proxy_protocol_decoder.ts";
 
 const ascii = (text: string) => new TextEncoder().encode(text);
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);

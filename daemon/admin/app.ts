@@ -26,6 +26,7 @@ import { metricsRoutes } from "./metrics.ts";
 import { eventRoutes } from "./events.ts";
 import { dashboardRoutes } from "./dashboard.ts";
 import { openapiRoutes } from "./openapi.ts";
+import { formatHostPort } from "../../util/address.ts";
 
 /** Largest request body accepted; the biggest real one (a drain request) is a few bytes. */
 export const MAX_BODY_BYTES = 8 * 1024;
@@ -47,9 +48,7 @@ export interface AdminAppOptions {
 /** Builds the admin API for `daemon`. */
 export function createAdminApp(daemon: Daemon, options: AdminAppOptions): Hono {
   const app = new Hono();
-  const admin = `${
-    options.hostname.includes(":") ? `[${options.hostname}]` : options.hostname
-  }:${options.port}`;
+  const admin = formatHostPort(options.hostname, options.port);
   app.onError(onApiError(options.log));
   app.notFound(onNotFound);
   app.use(secureHeaders());

@@ -8,11 +8,11 @@
 import type { MiddlewareHandler } from "hono";
 import { TokenVerifier } from "../tokens.ts";
 import { errorResponse } from "./errors.ts";
+import { formatHostPort } from "../../util/address.ts";
 
 /** Formats `hostname:port` as it appears in a `Host` header (IPv6 in brackets), lower case. */
 function hostHeader(hostname: string, port: number): string {
-  const host = hostname.includes(":") && !hostname.startsWith("[") ? `[${hostname}]` : hostname;
-  return `${host}:${port}`.toLowerCase();
+  return formatHostPort(hostname, port).toLowerCase();
 }
 
 /**

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { HostPort } from "../../util/host_port.ts";
+import type { HostPort } from "../../util/address.ts";
 
 /** A bound HTTP server. */
 export interface HttpServer {

@@ -6,7 +6,7 @@
  */
 
 import type { Daemon } from "../daemon.ts";
-import type { HostPort } from "../../util/host_port.ts";
+import { formatHostPort, type HostPort } from "../../util/address.ts";
 import type { Logger } from "../../util/log.ts";
 import { createAdminApp } from "./app.ts";
 import { type FetchHandler, type HttpServer, serveHttp } from "./serve.ts";
@@ -41,11 +41,10 @@ export async function startAdmin(daemon: Daemon, options: StartAdminOptions): Pr
     log: options.log,
   });
   handler = (request) => app.fetch(request);
-  const host = server.hostname.includes(":") ? `[${server.hostname}]` : server.hostname;
   return {
     hostname: server.hostname,
     port: server.port,
-    url: `http://${host}:${server.port}`,
+    url: `http://${formatHostPort(server.hostname, server.port)}`,
     close: () => server.close(),
   };
 }

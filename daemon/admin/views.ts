@@ -10,6 +10,7 @@ import type { ClientSession } from "../client_session.ts";
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
 import type { ServiceOffer } from "../services.ts";
 import type { Stream } from "../../protocol/stream.ts";
+import { formatHostPort } from "../../util/address.ts";
 
 /** One stream of a session, with its flow-control state. */
 export function streamView(stream: Stream, now: number) {
@@ -66,9 +67,7 @@ export function tunnelView(tunnel: ReverseTunnel, sessionId: string | null) {
     id: tunnel.id,
     client: tunnel.client,
     session: sessionId,
-    bind: `${
-      tunnel.bindHost.includes(":") ? `[${tunnel.bindHost}]` : tunnel.bindHost
-    }:${tunnel.port}`,
+    bind: formatHostPort(tunnel.bindHost, tunnel.port),
     label: tunnel.label ?? null,
     createdAt: new Date(tunnel.createdAt).toISOString(),
     connections: tunnel.stats.connections,
