@@ -32,93 +32,29 @@
 
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
 import { formatHostPort } from "../util/address.ts";
-import { EventSink, toError } from "./_sink.ts";
-import { ChunkQueue, DEFAULT_HIGH_WATER_MARK, MAX_BATCH } from "./chunk_queue.ts";
+import { EventSink, toError } from "./event_sink.ts";
+import { ChunkQueue, MAX_BATCH } from "./chunk_queue.ts";
 import { rootCertificates } from "node:tls";
+import { bunApi, type BunListener, type BunSocket, type BunSocketHandler } from "./bun_types.ts";
 import {
   type TcpAddress,
+  type TcpTuning,
   TLS_HANDSHAKE_TIMEOUT_MS,
   type TlsConnectOptions,
   TlsHandshakeError,
   type TlsListenOptions,
-} from "./deno_tcp.ts";
+} from "./tcp_options.ts";
+import { WriteGate } from "./write_gate.ts";
 
-/** The part of Bun's `Socket` this adapter uses. */
-interface BunSocket {
-  data: BunTcpTransport | undefined;
-  readonly readyState: number;
-  readonly remoteAddress: string;
-  readonly remotePort: number;
-  readonly localAddress: string;
-  readonly localPort: number;
-  write(data: Uint8Array): number;
-  shutdown(halfClose?: boolean): void;
-  end(): void;
-  terminate(): void;
-  pause(): void;
-  resume(): void;
-  setNoDelay(noDelay?: boolean): boolean;
-}
+/** A Bun TCP socket carrying its transport in `data`. */
+type Socket = BunSocket<BunTcpTransport>;
 
-/** Bun's socket callbacks. */
-interface BunSocketHandler {
-  binaryType?: "uint8array";
-  open?(socket: BunSocket): void;
-  data?(socket: BunSocket, data: Uint8Array): void;
-  drain?(socket: BunSocket): void;
-  end?(socket: BunSocket): void;
-  close?(socket: BunSocket, error?: Error): void;
-  error?(socket: BunSocket, error: Error): void;
-  connectError?(socket: BunSocket, error: Error): void;
-  /** TLS only: the handshake finished; `error` says why verification failed. */
-  handshake?(socket: BunSocket, success: boolean, error: Error | null): void;
-}
+/** Bun's callbacks for such a socket. */
+type SocketHandler = BunSocketHandler<BunTcpTransport>;
 
-/** Bun's TLS options (a subset). */
-interface BunTlsOptions {
-  ca?: string[];
-  serverName?: string;
-  rejectUnauthorized?: boolean;
-  cert?: string;
-  key?: string;
-}
-
-interface BunListener {
-  readonly hostname: string;
-  readonly port: number;
-  stop(closeActiveConnections?: boolean): void;
-}
-
-/** The part of the `Bun` global this adapter uses. */
-interface BunApi {
-  connect(options: {
-    hostname: string;
-    port: number;
-    allowHalfOpen: boolean;
-    tls?: BunTlsOptions;
-    socket: BunSocketHandler;
-  }): Promise<BunSocket>;
-  listen(options: {
-    hostname: string;
-    port: number;
-    allowHalfOpen: boolean;
-    tls?: BunTlsOptions;
-    socket: BunSocketHandler;
-  }): BunListener;
-}
-
-function bun(): BunApi {
-  const api = (globalThis as unknown as { Bun?: BunApi }).Bun;
-  if (!api) throw new Error("the Bun TCP transport needs the Bun runtime");
-  return api;
-}
-
-/** Tuning for Bun TCP transports. */
-export interface BunTcpOptions {
-  /** Queued outgoing bytes at which `write` returns false. Default 1 MiB. */
-  highWaterMark?: number;
-  /** Disables Nagle's algorithm; yamux frames are small and latency-bound. Default true. */
-  noDelay?: boolean;
+/** `Bun.connect` and `Bun.listen`. */
+function bun() {
+  return bunApi("the Bun TCP transport");
 }
 
 /** A Bun TCP socket adapted to the {@linkcode Transport} contract. */
@@ -128,17 +64,15 @@ export class BunTcpTransport implements Transport {
   /** The local `host:port`. */
   readonly localAddress: string;
 
-  #socket: BunSocket;
+  #socket: Socket;
   #sink: EventSink;
   #queue = new ChunkQueue();
   // Unwritten tail of a batch the kernel took only part of.
   #pending: Uint8Array | undefined;
-  #highWaterMark: number;
+  #gate: WriteGate;
   #flushScheduled = false;
   // The kernel refused bytes; only the drain callback may write again.
   #blocked = false;
-  #needDrain = false;
-  #ending = false;
   #writeClosed = false;
   #peerEnded = false;
   // Bun already closed the socket cleanly; report close once the held end is delivered.
@@ -148,9 +82,9 @@ export class BunTcpTransport implements Transport {
    * Wraps an open socket; called from the `open` callback. `holdReads` false leaves the socket
    * reading (a TLS socket mid-handshake); the caller pauses it before handing the transport out.
    */
-  constructor(socket: BunSocket, options: BunTcpOptions = {}, holdReads = true) {
+  constructor(socket: Socket, options: TcpTuning = {}, holdReads = true) {
     this.#socket = socket;
-    this.#highWaterMark = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
+    this.#gate = new WriteGate(options.highWaterMark);
     this.remoteAddress = formatHostPort(socket.remoteAddress, socket.remotePort);
     this.localAddress = formatHostPort(socket.localAddress, socket.localPort);
     this.#sink = new EventSink({
@@ -173,15 +107,12 @@ export class BunTcpTransport implements Transport {
   }
 
   write(chunk: Uint8Array): boolean {
-    // Dropped writes answer false without a later drain: there is nothing left to wait for.
-    if (this.#sink.closed || this.#ending) return false;
+    if (!this.#gate.open(this.#sink.closed)) return false;
     if (chunk.length > 0) {
       this.#queue.push(chunk);
       this.#scheduleFlush();
     }
-    if (this.bufferedAmount < this.#highWaterMark) return true;
-    this.#needDrain = true;
-    return false;
+    return this.#gate.underMark(this.bufferedAmount);
   }
 
   pause(): void {
@@ -195,8 +126,7 @@ export class BunTcpTransport implements Transport {
   }
 
   end(): void {
-    if (this.#ending || this.#sink.closed) return;
-    this.#ending = true;
+    if (!this.#gate.end(this.#sink.closed)) return;
     this.#scheduleFlush();
   }
 
@@ -266,11 +196,8 @@ export class BunTcpTransport implements Transport {
       this.#pending = undefined;
     }
     if (this.#sink.closed) return;
-    if (this.#needDrain && this.bufferedAmount < this.#highWaterMark) {
-      this.#needDrain = false;
-      this.#sink.drain();
-    }
-    if (this.#ending && !this.#writeClosed && this.bufferedAmount === 0) {
+    if (this.#gate.drainDue(this.bufferedAmount)) this.#sink.drain();
+    if (this.#gate.ending && !this.#writeClosed && this.bufferedAmount === 0) {
       this.#writeClosed = true;
       this.#socket.shutdown();
       this.#maybeFinish();
@@ -300,10 +227,10 @@ export class BunTcpTransport implements Transport {
 }
 
 function socketHandler(
-  options: BunTcpOptions,
+  options: TcpTuning,
   onOpen: (transport: BunTcpTransport) => void,
   onConnectError?: (error: Error) => void,
-): BunSocketHandler {
+): SocketHandler {
   return {
     binaryType: "uint8array",
     open(socket) {
@@ -334,13 +261,13 @@ interface TlsSides {
  * Socket callbacks for TLS: the transport exists from `open` (so nothing that arrives is lost),
  * but is handed out only once the handshake succeeded.
  */
-function tlsSocketHandler(options: BunTcpOptions, sides: TlsSides): BunSocketHandler {
+function tlsSocketHandler(options: TcpTuning, sides: TlsSides): SocketHandler {
   const plain = socketHandler(options, () => {});
   // Sockets whose handshake is over, one way or the other; per-socket state, as the handler object
   // is shared by every socket of a listener.
-  const settled = new WeakSet<BunSocket>();
-  const timers = new WeakMap<BunSocket, ReturnType<typeof setTimeout>>();
-  const settle = (socket: BunSocket): boolean => {
+  const settled = new WeakSet<Socket>();
+  const timers = new WeakMap<Socket, ReturnType<typeof setTimeout>>();
+  const settle = (socket: Socket): boolean => {
     if (settled.has(socket)) return false;
     settled.add(socket);
     clearTimeout(timers.get(socket));
@@ -381,7 +308,7 @@ function tlsSocketHandler(options: BunTcpOptions, sides: TlsSides): BunSocketHan
 /** Connects to `address` over Bun TCP. */
 export async function connectBunTcp(
   address: TcpAddress,
-  options: BunTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<Transport> {
   let opened: BunTcpTransport | undefined;
   // connectError keeps Bun from also reporting the rejection as unhandled; the await reports it.
@@ -402,7 +329,7 @@ export async function connectBunTcp(
 export async function connectBunTls(
   address: TcpAddress,
   tls: TlsConnectOptions = {},
-  options: BunTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<Transport> {
   const where = formatHostPort(address.hostname, address.port);
   let sides!: TlsSides;
@@ -454,7 +381,7 @@ function listenerHandle(listener: BunListener): TransportListener {
 export function listenBunTcp(
   address: TcpAddress,
   onTransport: (transport: Transport) => void,
-  options: BunTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<TransportListener> {
   const listener = bun().listen({
     hostname: address.hostname,
@@ -474,7 +401,7 @@ export function listenBunTls(
   address: TcpAddress,
   tls: TlsListenOptions,
   onTransport: (transport: Transport) => void,
-  options: BunTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<TransportListener> {
   const listener = bun().listen({
     hostname: address.hostname,

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ChunkQueue, JOIN_BELOW, MAX_BATCH } from "./chunk_queue.ts";
-import { MESSAGE_SIZE } from "./ws.ts";
+import { MESSAGE_SIZE } from "./ws_transport.ts";
 import { pattern, sameBytes } from "./_test_util.ts";
 
 const KIB = 1024;

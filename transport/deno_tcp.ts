@@ -18,17 +18,22 @@
  * - `Deno.connectTls` has no server-name option (it verifies `hostname`), hence `Deno.connect` +
  *   `Deno.startTls`, whose `hostname` is the name to verify.
  *
- * The TLS types shared by all three adapters ({@linkcode TlsHandshakeError},
- * {@linkcode TlsConnectOptions}, {@linkcode TlsListenOptions}) live here, next to
- * {@linkcode TcpAddress}.
- *
  * @module
  */
 
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
 import { formatHostPort } from "../util/address.ts";
-import { EventSink, toError } from "./_sink.ts";
-import { ChunkQueue, DEFAULT_HIGH_WATER_MARK, MAX_BATCH } from "./chunk_queue.ts";
+import { EventSink, toError } from "./event_sink.ts";
+import { ChunkQueue, MAX_BATCH } from "./chunk_queue.ts";
+import {
+  type TcpAddress,
+  type TcpTuning,
+  TLS_HANDSHAKE_TIMEOUT_MS,
+  type TlsConnectOptions,
+  TlsHandshakeError,
+  type TlsListenOptions,
+} from "./tcp_options.ts";
+import { WriteGate } from "./write_gate.ts";
 
 /** Largest read buffer: a connection's buffer grows to it while its reads keep filling it. */
 export const READ_SIZE = 64 * 1024;
@@ -42,65 +47,6 @@ const SMALL_READ = 8 * 1024;
  * be smaller than {@linkcode SMALL_READ}: a read that fills it has to be handed over for it to grow.
  */
 const FIRST_READ_SIZE = SMALL_READ;
-
-/** Tuning for Deno TCP transports. */
-export interface DenoTcpOptions {
-  /** Queued outgoing bytes at which `write` returns false. Default 1 MiB. */
-  highWaterMark?: number;
-  /** Disables Nagle's algorithm; yamux frames are small and latency-bound. Default true. */
-  noDelay?: boolean;
-}
-
-/** Where to connect or listen. */
-export interface TcpAddress {
-  /** Host name or IP literal. */
-  hostname: string;
-  /** Port; 0 asks the OS for a free one when listening. */
-  port: number;
-}
-
-/** How a TLS client verifies the server. */
-export interface TlsConnectOptions {
-  /**
-   * PEM certificates trusted in addition to the runtime's bundled roots (Deno's `caCerts`
-   * semantics; the Bun and node:tls adapters add the bundled roots explicitly to match).
-   */
-  caCerts?: string[];
-  /** The name the certificate must be valid for (and the SNI name). Default: the hostname. */
-  serverName?: string;
-}
-
-/** A TLS server's identity. */
-export interface TlsListenOptions {
-  /** PEM certificate chain. */
-  cert: string;
-  /** PEM private key. */
-  key: string;
-}
-
-/**
- * How long an accepted connection may take to finish its TLS handshake before it is dropped, so
- * clients that connect and stall cannot pile up half-open handshakes.
- */
-export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
-
-/**
- * The TCP connection was made but the TLS handshake failed: an untrusted certificate, a name the
- * certificate does not cover, no common protocol version, or the server hanging up. The runtime's
- * own error is the `cause`.
- */
-export class TlsHandshakeError extends Error {
-  /** The `host:port` that was dialed. */
-  readonly address: string;
-
-  /** Creates the error; `cause` is the runtime's error, whose text ends the message. */
-  constructor(address: string, cause: unknown) {
-    const detail = cause instanceof Error ? cause.message : String(cause);
-    super(`TLS handshake with ${address} failed: ${detail}`, { cause });
-    this.name = "TlsHandshakeError";
-    this.address = address;
-  }
-}
 
 function netAddress(addr: Deno.Addr): string {
   // Tested by shape, not `transport`: the TlsConn of Deno.startTls reports addresses without a
@@ -118,12 +64,10 @@ export class DenoTcpTransport implements Transport {
   #conn: Deno.Conn;
   #sink: EventSink;
   #queue = new ChunkQueue();
-  #highWaterMark: number;
+  #gate: WriteGate;
   // Bytes passed to conn.write whose completion has not been reported yet.
   #inFlight = 0;
   #writing = false;
-  #needDrain = false;
-  #ending = false;
   #writeClosed = false;
   #started = false;
   #wake: (() => void) | undefined;
@@ -133,9 +77,9 @@ export class DenoTcpTransport implements Transport {
    * Wraps an established connection (a TLS one with its handshake done). Reading starts at
    * {@linkcode start}.
    */
-  constructor(conn: Deno.Conn, options: DenoTcpOptions = {}) {
+  constructor(conn: Deno.Conn, options: TcpTuning = {}) {
     this.#conn = conn;
-    this.#highWaterMark = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
+    this.#gate = new WriteGate(options.highWaterMark);
     this.remoteAddress = netAddress(conn.remoteAddr);
     this.localAddress = netAddress(conn.localAddr);
     this.#sink = new EventSink({
@@ -166,15 +110,12 @@ export class DenoTcpTransport implements Transport {
   }
 
   write(chunk: Uint8Array): boolean {
-    // Dropped writes answer false without a later drain: there is nothing left to wait for.
-    if (this.#sink.closed || this.#ending) return false;
+    if (!this.#gate.open(this.#sink.closed)) return false;
     if (chunk.length > 0) {
       this.#queue.push(chunk);
       if (!this.#writing) void this.#pump();
     }
-    if (this.bufferedAmount < this.#highWaterMark) return true;
-    this.#needDrain = true;
-    return false;
+    return this.#gate.underMark(this.bufferedAmount);
   }
 
   pause(): void {
@@ -187,8 +128,7 @@ export class DenoTcpTransport implements Transport {
   }
 
   end(): void {
-    if (this.#ending || this.#sink.closed) return;
-    this.#ending = true;
+    if (!this.#gate.end(this.#sink.closed)) return;
     // With a pump running, it shuts the write side down once the queue is empty.
     if (!this.#writing) void this.#shutdownWrite();
   }
@@ -247,10 +187,7 @@ export class DenoTcpTransport implements Transport {
           if (this.#sink.closed) return;
           this.#inFlight -= n;
           pending = pending.subarray(n);
-          if (this.#needDrain && this.bufferedAmount < this.#highWaterMark) {
-            this.#needDrain = false;
-            this.#sink.drain();
-          }
+          if (this.#gate.drainDue(this.bufferedAmount)) this.#sink.drain();
         }
       }
     } catch (error) {
@@ -259,7 +196,7 @@ export class DenoTcpTransport implements Transport {
     } finally {
       this.#writing = false;
     }
-    if (this.#ending && !this.#sink.closed) await this.#shutdownWrite();
+    if (this.#gate.ending && !this.#sink.closed) await this.#shutdownWrite();
   }
 
   async #shutdownWrite(): Promise<void> {
@@ -308,7 +245,7 @@ export class DenoTcpTransport implements Transport {
 /** Connects to `address` over Deno TCP. */
 export async function connectDenoTcp(
   address: TcpAddress,
-  options: DenoTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<Transport> {
   const conn = await Deno.connect({
     hostname: address.hostname,
@@ -326,7 +263,7 @@ export async function connectDenoTcp(
 export async function connectDenoTls(
   address: TcpAddress,
   tls: TlsConnectOptions = {},
-  options: DenoTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<Transport> {
   const tcp = await Deno.connect({
     hostname: address.hostname,
@@ -418,7 +355,7 @@ function listenerHandle(listener: Deno.Listener, onClose: () => void): Transport
 export function listenDenoTcp(
   address: TcpAddress,
   onTransport: (transport: Transport) => void,
-  options: DenoTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<TransportListener> {
   const listener = Deno.listen({
     hostname: address.hostname,
@@ -442,7 +379,7 @@ export function listenDenoTls(
   address: TcpAddress,
   tls: TlsListenOptions,
   onTransport: (transport: Transport) => void,
-  options: DenoTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<TransportListener> {
   const listener = Deno.listenTls({
     hostname: address.hostname,

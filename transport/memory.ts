@@ -7,8 +7,8 @@
  */
 
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
-import { EventSink } from "./_sink.ts";
-import { DEFAULT_HIGH_WATER_MARK } from "./chunk_queue.ts";
+import { EventSink } from "./event_sink.ts";
+import { WriteGate } from "./write_gate.ts";
 import { prng } from "../util/prng.ts";
 
 /** Options for {@linkcode memoryPair}. */
@@ -56,7 +56,7 @@ class MemoryTransport implements Transport {
 
   #peer!: MemoryTransport;
   #sink: EventSink;
-  #highWaterMark: number;
+  #gate: WriteGate;
   #sizer: ((available: number) => number) | undefined;
   #coalesce: boolean;
   #macrotask: boolean;
@@ -65,13 +65,11 @@ class MemoryTransport implements Transport {
   #inboundBytes = 0;
   #peerEnded = false;
   #scheduled = false;
-  #needDrain = false;
-  #ending = false;
 
   constructor(name: string, options: MemoryPairOptions) {
     this.localAddress = name;
     this.remoteAddress = name === "memory:a" ? "memory:b" : "memory:a";
-    this.#highWaterMark = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
+    this.#gate = new WriteGate(options.highWaterMark);
     this.#sizer = chunkSizer(options);
     this.#coalesce = options.coalesce ?? false;
     this.#macrotask = options.delivery === "macrotask";
@@ -95,16 +93,14 @@ class MemoryTransport implements Transport {
   }
 
   write(chunk: Uint8Array): boolean {
-    if (this.#sink.closed || this.#ending) return false;
+    if (!this.#gate.open(this.#sink.closed)) return false;
     const peer = this.#peer;
     if (chunk.length > 0 && !peer.#sink.closed) {
       peer.#inbound.push(chunk);
       peer.#inboundBytes += chunk.length;
       peer.#schedule();
     }
-    if (this.bufferedAmount < this.#highWaterMark) return true;
-    this.#needDrain = true;
-    return false;
+    return this.#gate.underMark(this.bufferedAmount);
   }
 
   pause(): void {
@@ -117,8 +113,7 @@ class MemoryTransport implements Transport {
   }
 
   end(): void {
-    if (this.#ending || this.#sink.closed) return;
-    this.#ending = true;
+    if (!this.#gate.end(this.#sink.closed)) return;
     this.#peer.#peerEnded = true;
     this.#peer.#schedule();
     this.#maybeFinish();
@@ -143,7 +138,7 @@ class MemoryTransport implements Transport {
   }
 
   #maybeFinish(): void {
-    if (this.#ending && this.#sink.endDelivered) this.#closeSelf();
+    if (this.#gate.ending && this.#sink.endDelivered) this.#closeSelf();
   }
 
   #schedule(): void {
@@ -174,10 +169,7 @@ class MemoryTransport implements Transport {
 
   // The writer's buffer shrank: tell it when it fell under its mark after a refused write.
   #delivered(): void {
-    if (this.#needDrain && this.bufferedAmount < this.#highWaterMark) {
-      this.#needDrain = false;
-      this.#sink.drain();
-    }
+    if (this.#gate.drainDue(this.bufferedAmount)) this.#sink.drain();
   }
 
   #nextPiece(): Uint8Array {

@@ -11,23 +11,16 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";
 import { formatHostPort } from "../util/address.ts";
-import { EventSink, toError } from "./_sink.ts";
-import { DEFAULT_HIGH_WATER_MARK } from "./chunk_queue.ts";
+import { EventSink, toError } from "./event_sink.ts";
 import {
   type TcpAddress,
+  type TcpTuning,
   TLS_HANDSHAKE_TIMEOUT_MS,
   type TlsConnectOptions,
   TlsHandshakeError,
   type TlsListenOptions,
-} from "./deno_tcp.ts";
-
-/** Tuning for node:net transports. */
-export interface NodeTcpOptions {
-  /** Queued outgoing bytes at which `write` returns false. Default 1 MiB. */
-  highWaterMark?: number;
-  /** Disables Nagle's algorithm; yamux frames are small and latency-bound. Default true. */
-  noDelay?: boolean;
-}
+} from "./tcp_options.ts";
+import { WriteGate } from "./write_gate.ts";
 
 /**
  * A connected `net.Socket` (or a `tls.TLSSocket` with its handshake done) adapted to the
@@ -41,16 +34,14 @@ export class NodeTcpTransport implements Transport {
 
   #socket: net.Socket;
   #sink: EventSink;
-  #highWaterMark: number;
-  #needDrain = false;
-  #ending = false;
+  #gate: WriteGate;
   #peerEnded = false;
   #closeAfterEnd = false;
 
   /** Wraps a connected socket; it must have been made with `allowHalfOpen: true`. */
-  constructor(socket: net.Socket, options: NodeTcpOptions = {}) {
+  constructor(socket: net.Socket, options: TcpTuning = {}) {
     this.#socket = socket;
-    this.#highWaterMark = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
+    this.#gate = new WriteGate(options.highWaterMark);
     this.remoteAddress = formatHostPort(socket.remoteAddress, socket.remotePort);
     this.localAddress = formatHostPort(socket.localAddress, socket.localPort);
     this.#sink = new EventSink({
@@ -68,10 +59,7 @@ export class NodeTcpTransport implements Transport {
       this.#sink.end();
     });
     socket.on("drain", () => {
-      if (this.#needDrain && socket.writableLength < this.#highWaterMark) {
-        this.#needDrain = false;
-        this.#sink.drain();
-      }
+      if (this.#gate.drainDue(socket.writableLength)) this.#sink.drain();
     });
     // An 'error' listener is mandatory: without one node throws it as an uncaught exception.
     socket.on("error", (error) => this.#teardown(toError(error)));
@@ -97,14 +85,11 @@ export class NodeTcpTransport implements Transport {
   }
 
   write(chunk: Uint8Array): boolean {
-    // Dropped writes answer false without a later drain: there is nothing left to wait for.
-    if (this.#sink.closed || this.#ending) return false;
+    if (!this.#gate.open(this.#sink.closed)) return false;
     if (chunk.length > 0) this.#socket.write(chunk);
-    if (this.#socket.writableLength < this.#highWaterMark) return true;
-    // Node emits 'drain' when its buffer empties after any false write(), which is the case here
-    // since our mark is above node's own.
-    this.#needDrain = true;
-    return false;
+    // Node emits 'drain' when its buffer empties after any false write(), which is the case when
+    // we answer false, since our mark is above node's own.
+    return this.#gate.underMark(this.#socket.writableLength);
   }
 
   pause(): void {
@@ -118,8 +103,7 @@ export class NodeTcpTransport implements Transport {
   }
 
   end(): void {
-    if (this.#ending || this.#sink.closed) return;
-    this.#ending = true;
+    if (!this.#gate.end(this.#sink.closed)) return;
     this.#socket.end();
   }
 
@@ -137,7 +121,7 @@ export class NodeTcpTransport implements Transport {
 /** Connects to `address` with node:net. */
 export function connectNodeTcp(
   address: TcpAddress,
-  options: NodeTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<Transport> {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host: address.hostname, port: address.port, allowHalfOpen: true });
@@ -161,7 +145,7 @@ export function connectNodeTcp(
 export function connectNodeTls(
   address: TcpAddress,
   options: TlsConnectOptions = {},
-  tuning: NodeTcpOptions = {},
+  tuning: TcpTuning = {},
 ): Promise<Transport> {
   const name = options.serverName ?? address.hostname;
   return new Promise((resolve, reject) => {
@@ -235,7 +219,7 @@ function listenOn(server: net.Server, address: TcpAddress): Promise<TransportLis
 export function listenNodeTcp(
   address: TcpAddress,
   onTransport: (transport: Transport) => void,
-  options: NodeTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<TransportListener> {
   const server = net.createServer({ allowHalfOpen: true }, (socket) => {
     handOver(new NodeTcpTransport(socket, options), onTransport);
@@ -252,7 +236,7 @@ export function listenNodeTls(
   address: TcpAddress,
   identity: TlsListenOptions,
   onTransport: (transport: Transport) => void,
-  options: NodeTcpOptions = {},
+  options: TcpTuning = {},
 ): Promise<TransportListener> {
   const server = tls.createServer({
     cert: identity.cert,

@@ -23,7 +23,8 @@ import {
 import { hasOpenssl, makeTestIdentity, type TestIdentity } from "./_test_certificate.ts";
 import { isBun, isDeno, pattern, poll, Probe, sameBytes } from "./_test_util.ts";
 import { connectBunTls, listenBunTls } from "./bun_tcp.ts";
-import { connectDenoTls, listenDenoTls, type TlsConnectOptions } from "./deno_tcp.ts";
+import { connectDenoTls, listenDenoTls } from "./deno_tcp.ts";
+import type { TlsConnectOptions } from "./tcp_options.ts";
 import { connectTls, listenTcp, listenTls, TlsHandshakeError } from "./mod.ts";
 import { connectNodeTls, listenNodeTls } from "./node_tcp.ts";
 

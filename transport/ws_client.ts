@@ -23,13 +23,13 @@
 
 import type { Transport } from "../protocol/transport.ts";
 import { formatHostPort } from "../util/address.ts";
-import { StandardSocketDriver } from "./_ws_standard_driver.ts";
+import { StandardSocketDriver } from "./ws_standard_driver.ts";
 import {
   POLLED_SOCKET_SEND_LIMIT,
   WebSocketConnectError,
   type WebSocketConnectOptions,
   WebSocketTransport,
-} from "./ws.ts";
+} from "./ws_transport.ts";
 
 function remoteOf(url: URL): string {
   const port = url.port ? Number(url.port) : url.protocol === "wss:" ? 443 : 80;

@@ -32,8 +32,8 @@ import {
   parseResponseHead,
   upgradeProblem,
   upgradeRequest,
-} from "./_ws_handshake.ts";
-import { connectTcp, connectTls } from "./mod.ts";
+} from "./ws_handshake.ts";
+import { connectTcp, connectTls } from "./tcp.ts";
 import {
   CLOSE_REPLY_MS,
   CloseCode,
@@ -45,7 +45,7 @@ import {
   WebSocketConnectError,
   type WebSocketConnectOptions,
   WebSocketTransport,
-} from "./ws.ts";
+} from "./ws_transport.ts";
 import {
   decodeClosePayload,
   encodeClosePayload,

@@ -10,7 +10,7 @@ import { Session, type Stream } from "../protocol/mod.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { hasOpenssl, makeTestIdentity } from "./_test_certificate.ts";
 import { concat, echo, pattern, poll, Probe, sameBytes, writeAll } from "./_test_util.ts";
-import { acceptFor, headEnd } from "./_ws_handshake.ts";
+import { acceptFor, headEnd } from "./ws_handshake.ts";
 import { listenTcp } from "./mod.ts";
 import { CloseCode, listenWebSocket, WebSocketCloseError, WebSocketConnectError } from "./ws.ts";
 import { connectRawWebSocket } from "./ws_client_raw.ts";

@@ -20,6 +20,7 @@
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { formatHostPort } from "../util/address.ts";
+import { bunApi, type BunServerWebSocket } from "./bun_types.ts";
 import {
   CloseCode,
   DEFAULT_MAX_MESSAGE_SIZE,
@@ -29,7 +30,7 @@ import {
   WebSocketCloseError,
   type WebSocketListenOptions,
   WebSocketTransport,
-} from "./ws.ts";
+} from "./ws_transport.ts";
 
 /** Per-connection state kept in `ws.data`. */
 interface ConnectionData {
@@ -38,51 +39,12 @@ interface ConnectionData {
   transport?: WebSocketTransport;
 }
 
-/** The part of Bun's `ServerWebSocket` this adapter uses. */
-interface BunServerWebSocket {
-  data: ConnectionData;
-  readonly readyState: number;
-  binaryType: "nodebuffer" | "arraybuffer" | "uint8array";
-  send(data: Uint8Array): number;
-  close(code?: number, reason?: string): void;
-  terminate(): void;
-  getBufferedAmount(): number;
-  pause(): void;
-  resume(): void;
-}
+/** A Bun server WebSocket carrying its connection state in `data`. */
+type ServerWebSocket = BunServerWebSocket<ConnectionData>;
 
-/** The part of Bun's `Server` this adapter uses. */
-interface BunServer {
-  readonly hostname: string;
-  readonly port: number;
-  stop(closeActiveConnections?: boolean): void;
-  upgrade(request: Request, options: { data: ConnectionData }): boolean;
-  requestIP(request: Request): { address: string; port: number } | null;
-}
-
-/** The part of `Bun.serve`'s options this adapter uses. */
-interface BunServeOptions {
-  hostname: string;
-  port: number;
-  tls?: { cert: string; key: string };
-  fetch(request: Request, server: BunServer): Promise<Response | undefined>;
-  error?(error: Error): Response;
-  websocket: {
-    maxPayloadLength: number;
-    backpressureLimit: number;
-    closeOnBackpressureLimit: boolean;
-    open(ws: BunServerWebSocket): void;
-    message(ws: BunServerWebSocket, message: string | Uint8Array): void;
-    drain(ws: BunServerWebSocket): void;
-    close(ws: BunServerWebSocket, code: number, reason: string): void;
-  };
-}
-
-function bun(): { serve(options: BunServeOptions): BunServer } {
-  const api = (globalThis as unknown as { Bun?: { serve(options: BunServeOptions): BunServer } })
-    .Bun;
-  if (!api) throw new Error("the Bun WebSocket server needs the Bun runtime");
-  return api;
+/** `Bun.serve`. */
+function bun() {
+  return bunApi("the Bun WebSocket server");
 }
 
 /** Bun's `readyState` for an open socket. */
@@ -100,10 +62,10 @@ export interface BunWebSocketTuning {
 
 /** Drives one Bun `ServerWebSocket`. */
 class BunServerDriver implements SocketDriver {
-  #ws: BunServerWebSocket;
+  #ws: ServerWebSocket;
   #results: BunWebSocketTuning["sendResults"];
 
-  constructor(ws: BunServerWebSocket, results: BunWebSocketTuning["sendResults"]) {
+  constructor(ws: ServerWebSocket, results: BunWebSocketTuning["sendResults"]) {
     this.#ws = ws;
     this.#results = results;
   }
@@ -149,7 +111,7 @@ export function listenBunWebSocket(
   const maxMessageSize = options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
   let closed = false;
   let localAddress = "unknown";
-  const server = bun().serve({
+  const server = bun().serve<ConnectionData>({
     hostname: options.hostname,
     port: options.port,
     tls: options.tls ? { cert: options.tls.cert, key: options.tls.key } : undefined,

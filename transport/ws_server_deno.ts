@@ -11,13 +11,13 @@
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { formatHostPort } from "../util/address.ts";
-import { StandardSocketDriver } from "./_ws_standard_driver.ts";
+import { StandardSocketDriver } from "./ws_standard_driver.ts";
 import {
   POLLED_SOCKET_SEND_LIMIT,
   screenUpgrade,
   type WebSocketListenOptions,
   WebSocketTransport,
-} from "./ws.ts";
+} from "./ws_transport.ts";
 
 /** Listens with `Deno.serve`; see {@linkcode listenWebSocket} in ws.ts. */
 export function listenDenoWebSocket(

@@ -31,11 +31,11 @@ import {
   CloseCode,
   connectWebSocket,
   listenWebSocket,
-  MESSAGE_SIZE,
   WebSocketCloseError,
   WebSocketConnectError,
   type WebSocketListenOptions,
 } from "./ws.ts";
+import { MESSAGE_SIZE } from "./ws_transport.ts";
 import { listenBunWebSocket } from "./ws_server_bun.ts";
 
 const KIB = 1024;

@@ -1,12 +1,13 @@
 /**
  * Serves a fetch handler over HTTP with the runtime's own server: `Deno.serve` on Deno,
- * `Bun.serve` on Bun. The only runtime-specific code of the admin API; Bun's types are declared
- * locally (no `@types/bun`) so `deno check` stays clean.
+ * `Bun.serve` on Bun. The admin API's listener, kept here with the other runtime adapters.
  *
  * @module
  */
 
-import type { HostPort } from "../../util/address.ts";
+import type { HostPort } from "../util/address.ts";
+import { currentRuntime } from "../util/runtime.ts";
+import { bunApi } from "./bun_types.ts";
 
 /** A bound HTTP server. */
 export interface HttpServer {
@@ -20,23 +21,6 @@ export interface HttpServer {
 
 /** A request handler, as `app.fetch` of a hono app. */
 export type FetchHandler = (request: Request) => Response | Promise<Response>;
-
-/** The part of Bun's `Server` used here. */
-interface BunServer {
-  readonly hostname: string;
-  readonly port: number;
-  stop(closeActiveConnections?: boolean): Promise<void> | void;
-}
-
-/** The part of the `Bun` global used here. */
-interface BunApi {
-  serve(options: {
-    hostname: string;
-    port: number;
-    fetch: FetchHandler;
-    error: (error: Error) => Response;
-  }): BunServer;
-}
 
 /** How long close() waits for a graceful shutdown (long-lived responses keep it waiting). */
 const SHUTDOWN_WAIT_MS = 2_000;
@@ -58,10 +42,9 @@ function internalError(): Response {
 
 /** Listens on `address` and serves `handler`; resolves once bound, rejects if it cannot bind. */
 export function serveHttp(address: HostPort, handler: FetchHandler): Promise<HttpServer> {
-  const bun = (globalThis as unknown as { Bun?: BunApi }).Bun;
-  if (bun) {
+  if (currentRuntime() === "bun") {
     // Bun.serve binds synchronously and throws (EADDRINUSE) right here.
-    const server = bun.serve({
+    const server = bunApi("serveHttp").serve({
       hostname: address.hostname,
       port: address.port,
       fetch: handler,

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { applicationCloseCode, type SendResult, type SocketDriver } from "./ws.ts";
+import { applicationCloseCode, type SendResult, type SocketDriver } from "./ws_transport.ts";
 
 /** Bun's non-standard additions to the client `WebSocket`. */
 interface BunClientSocket {
