@@ -61,7 +61,8 @@ export function tcpPairFactory(adapter: TcpAdapter): PairFactory {
   };
 }
 
-async function withPair(
+/** Runs `body` with a fresh pair and a probe on each side, cleaning the pair up after. */
+export async function withPair(
   makePair: PairFactory,
   options: { highWaterMark?: number },
   body: (pair: Pair, pa: Probe, pb: Probe) => Promise<void>,
@@ -76,8 +77,32 @@ async function withPair(
   }
 }
 
+/**
+ * What a transport can do beyond the common contract, so one suite covers byte streams (TCP, TLS,
+ * memory) and message transports without half-close (WebSocket).
+ */
+export interface TransportCapabilities {
+  /** Skip the whole suite (an adapter of another runtime). Default false. */
+  skip?: boolean;
+  /**
+   * `end()` closes only our direction and the peer may still write back (TCP). Without it (as in
+   * WebSocket) `end()` flushes and then closes both ways: the peer sees end, then close. Default
+   * true.
+   */
+  halfClose?: boolean;
+  /** `pause()` stops reading from the peer, so the peer's writes get refused. Default true. */
+  pauseStopsReading?: boolean;
+  /** The close code the peer reports when our handler throws (WebSocket: 1011). */
+  handlerErrorCloseCode?: number;
+}
+
 /** Runs the transport contract against pairs from `makePair`. */
-export function transportContract(name: string, makePair: PairFactory, skip = false): void {
+export function transportContract(
+  name: string,
+  makePair: PairFactory,
+  capabilities: TransportCapabilities = {},
+): void {
+  const { skip = false, halfClose = true, pauseStopsReading = true } = capabilities;
   describe(`${name}: transport contract`, { skip }, () => {
     it("echoes 4 MiB intact, keeping every received chunk valid", async () => {
       await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
@@ -86,18 +111,24 @@ export function transportContract(name: string, makePair: PairFactory, skip = fa
         a.start(pa);
         b.start(pb);
         await writeAll(a, pa, data);
+        // Without half-close, end only once the echo is back, or it would be cut off.
+        if (!halfClose) await pa.until(() => pa.bytes === data.length, "echo");
         a.end();
         await pa.until(() => pa.ends === 1, "echoed end");
         // Chunks were retained as handed over; reused read buffers would corrupt the early ones.
         assert.ok(sameBytes(pa.received(), data), "echoed bytes differ");
         assert.ok(sameBytes(pb.received(), data), "bytes seen by the echo side differ");
         await pa.until(() => pa.closes.length === 1 && pb.closes.length === 1, "both closed");
+        assert.deepEqual(pa.log.filter((e) => e !== "drain"), ["end", "close"]);
+        assert.deepEqual(pb.log.filter((e) => e !== "drain"), ["end", "close"]);
         assert.deepEqual(pa.closes, [undefined]);
         assert.deepEqual(pb.closes, [undefined]);
       });
     });
 
-    it("returns false from write while the peer is paused, drains after resume, loses nothing", async () => {
+    it("returns false from write while the peer is paused, drains after resume, loses nothing", {
+      skip: !pauseStopsReading && "this transport cannot stop reading; pause holds data in memory",
+    }, async () => {
       await withPair(makePair, { highWaterMark: 64 * 1024 }, async ({ a, b }, pa, pb) => {
         a.start(pa);
         b.start(pb);
@@ -149,12 +180,34 @@ export function transportContract(name: string, makePair: PairFactory, skip = fa
         const sent = data.subarray(0, written);
         await pb.until(() => pb.ends === 1, "end at the echo side");
         assert.ok(sameBytes(pb.received(), sent), "bytes at the echo side differ");
+        // Without half-close the echo side cannot answer after our end: its bytes are lost.
+        if (!halfClose) return;
         await pa.until(() => pa.ends === 1, "echoed end");
         assert.ok(sameBytes(pa.received(), sent), "echoed bytes differ");
       });
     });
 
-    it("half-closes: end reaches the peer, which can still write back", async () => {
+    it("without half-close: end reaches the peer as end then close", {
+      skip: halfClose && "this transport half-closes (next case)",
+    }, async () => {
+      await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
+        a.start(pa);
+        b.start(pb);
+        a.write(new TextEncoder().encode("ping"));
+        a.end();
+        assert.equal(a.write(new Uint8Array(1)), false, "writes after end are dropped");
+        await pb.until(() => pb.closes.length === 1, "b closed");
+        assert.equal(new TextDecoder().decode(pb.received()), "ping");
+        assert.deepEqual(pb.log, ["end", "close"]);
+        await pa.until(() => pa.closes.length === 1, "a closed");
+        assert.deepEqual(pa.log, ["end", "close"]);
+        assert.deepEqual([...pa.closes, ...pb.closes], [undefined, undefined]);
+      });
+    });
+
+    it("half-closes: end reaches the peer, which can still write back", {
+      skip: !halfClose && "this transport has no half-close (previous case)",
+    }, async () => {
       await withPair(makePair, {}, async ({ a, b }, pa, pb) => {
         a.start(pa);
         b.start(pb);
@@ -260,6 +313,10 @@ export function transportContract(name: string, makePair: PairFactory, skip = fa
         await pb.until(() => pb.closes.length === 1, "close");
         assert.equal(pb.closes[0]?.message, "boom");
         await pa.until(() => pa.ends + pa.closes.length > 0, "peer notices");
+        const code = capabilities.handlerErrorCloseCode;
+        if (code === undefined) return;
+        await pa.until(() => pa.closes.length === 1, "peer closed");
+        assert.equal((pa.closes[0] as Error & { code?: number } | undefined)?.code, code);
       });
     });
   });

@@ -97,7 +97,9 @@ const suites: [string, TlsImpl | undefined, TlsImpl | undefined, boolean][] = [
 for (const [name, client, listener, swap] of suites) {
   const skip = !client || !listener || !hasOpenssl;
   const pair = adapter(client ?? node, listener ?? node);
-  transportContract(name, (swap ? swapped : (f: PairFactory) => f)(tcpPairFactory(pair)), skip);
+  transportContract(name, (swap ? swapped : (f: PairFactory) => f)(tcpPairFactory(pair)), {
+    skip,
+  });
 }
 // Listener and address behaviour does not pause anything, so every combination runs.
 tcpContract(`${nativeName}_tls`, adapter(native ?? node, native ?? node), !native || !hasOpenssl);

@@ -13,7 +13,7 @@ import { Session } from "../protocol/mod.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { checkEcho } from "../tools/echo_check.ts";
 import { echoStream } from "../tunnel/echo.ts";
-import type { Pair } from "./_contract.ts";
+import { type Pair, transportContract, withPair } from "./_contract.ts";
 import { hasOpenssl, makeTestIdentity } from "./_test_certificate.ts";
 import {
   echo,
@@ -31,7 +31,7 @@ import {
   CloseCode,
   connectWebSocket,
   listenWebSocket,
-  WebSocketCloseError,
+  type WebSocketCloseError,
   WebSocketConnectError,
   type WebSocketListenOptions,
 } from "./ws.ts";
@@ -81,42 +81,18 @@ async function makePair(options: { highWaterMark?: number } = {}): Promise<Pair>
   }
 }
 
-async function withPair(
-  options: { highWaterMark?: number },
-  body: (pair: Pair, pa: Probe, pb: Probe) => Promise<void>,
-): Promise<void> {
-  const pair = await makePair(options);
-  const pa = new Probe();
-  const pb = new Probe();
-  try {
-    await body(pair, pa, pb);
-  } finally {
-    pair.cleanup();
-  }
-}
+transportContract("ws", makePair, {
+  halfClose: false,
+  pauseStopsReading: isBun, // Deno's server-side WebSocket cannot stop reading
+  handlerErrorCloseCode: CloseCode.InternalError,
+});
 
-describe("ws: transport contract (WebSocket version)", () => {
-  it("echoes 4 MiB intact, keeping every received chunk valid; end then closes both cleanly", async () => {
-    await withPair({}, async ({ a, b }, pa, pb) => {
-      const data = pattern(4 * MIB, 7);
-      echo(b, pb);
-      a.start(pa);
-      b.start(pb);
-      await writeAll(a, pa, data);
-      // No half-close: end only once the echo is back, or it would be cut off.
-      await pa.until(() => pa.bytes === data.length, "echo");
-      a.end();
-      await poll(() => pa.closes.length === 1 && pb.closes.length === 1, "both closed");
-      assert.ok(sameBytes(pa.received(), data), "echoed bytes differ");
-      assert.ok(sameBytes(pb.received(), data), "bytes seen by the echo side differ");
-      assert.deepEqual(pa.log.filter((e) => e !== "drain"), ["end", "close"]);
-      assert.deepEqual(pb.log.filter((e) => e !== "drain"), ["end", "close"]);
-      assert.deepEqual([...pa.closes, ...pb.closes], [undefined, undefined]);
-    });
-  });
-
+describe("ws: beyond the transport contract", () => {
   it("returns false above the high-water mark, drains, loses nothing", async () => {
-    await withPair({ highWaterMark: 64 * KIB }, async ({ a, b }, pa, pb) => {
+    const { a, b, cleanup } = await makePair({ highWaterMark: 64 * KIB });
+    const pa = new Probe();
+    const pb = new Probe();
+    try {
       a.start(pa);
       b.start(pb);
       // Within one tick nothing leaves the queue, so the mark is reached on every runtime.
@@ -131,138 +107,9 @@ describe("ws: transport contract (WebSocket version)", () => {
       assert.ok(a.bufferedAmount < 64 * KIB);
       await pb.until(() => pb.bytes === data.length, "all bytes");
       assert.ok(sameBytes(pb.received(), data));
-    });
-  });
-
-  it("returns false while the peer is paused and resumes after (Bun: pause stops reading)", {
-    skip: isBun ? false : "Deno's WebSocket cannot stop reading; pause holds data in memory",
-  }, async () => {
-    await withPair({ highWaterMark: 64 * KIB }, async ({ a, b }, pa, pb) => {
-      a.start(pa);
-      b.start(pb);
-      b.pause();
-      const chunk = 32 * KIB;
-      const data = pattern(chunk * 2048, 3);
-      let written = 0;
-      let refused = false;
-      // Kernel buffers absorb a few MiB first; the bound keeps a broken pause from looping on.
-      while (written < data.length) {
-        const ok = a.write(data.subarray(written, written + chunk));
-        written += chunk;
-        if (!ok) {
-          refused = true;
-          break;
-        }
-        await tick();
-      }
-      assert.ok(refused, "write never returned false");
-      assert.equal(pa.drains, 0);
-      b.resume();
-      await pa.until(() => pa.drains === 1, "drain");
-      await pb.until(() => pb.bytes === written, "all bytes");
-      assert.ok(sameBytes(pb.received(), data.subarray(0, written)));
-    });
-  });
-
-  it("end: the peer sees end then close, and writes after end are dropped", async () => {
-    await withPair({}, async ({ a, b }, pa, pb) => {
-      a.start(pa);
-      b.start(pb);
-      a.write(new TextEncoder().encode("ping"));
-      a.end();
-      assert.equal(a.write(new Uint8Array(1)), false, "writes after end are dropped");
-      await pb.until(() => pb.closes.length === 1, "b closed");
-      assert.equal(new TextDecoder().decode(pb.received()), "ping");
-      assert.deepEqual(pb.log, ["end", "close"]);
-      await pa.until(() => pa.closes.length === 1, "a closed");
-      assert.deepEqual(pa.log, ["end", "close"]);
-      assert.deepEqual([...pa.closes, ...pb.closes], [undefined, undefined]);
-    });
-  });
-
-  it("close reports close exactly once and drops later writes", async () => {
-    await withPair({}, async ({ a, b }, pa, pb) => {
-      a.start(pa);
-      b.start(pb);
-      a.write(new Uint8Array(100));
-      await pb.until(() => pb.bytes === 100, "data");
-      a.close();
-      a.close();
-      assert.equal(a.write(new Uint8Array(10)), false);
-      assert.equal(a.bufferedAmount, 0);
-      await pa.until(() => pa.closes.length === 1, "close at a");
-      assert.equal(pa.closes[0], undefined);
-      await pb.until(() => pb.closes.length === 1, "peer closed");
-      assert.deepEqual(pb.log, ["end", "close"], "a 1000 close is a clean end");
-      assert.equal(pb.closes[0], undefined);
-      b.close();
-      await tick(10);
-      assert.equal(pa.closes.length, 1);
-      assert.equal(pb.closes.length, 1);
-    });
-  });
-
-  it("pause holds data until resume", async () => {
-    await withPair({}, async ({ a, b }, pa, pb) => {
-      a.start(pa);
-      b.start(pb);
-      b.pause();
-      a.write(new TextEncoder().encode("hello"));
-      a.end();
-      await tick(30);
-      assert.equal(pb.bytes, 0);
-      assert.equal(pb.ends, 0);
-      b.resume();
-      await pb.until(() => pb.ends === 1, "end after resume");
-      assert.equal(new TextDecoder().decode(pb.received()), "hello");
-      await pb.until(() => pb.closes.length === 1, "close after end");
-    });
-  });
-
-  it("pausing inside a data handler stops further deliveries at once", async () => {
-    await withPair({}, async ({ a, b }, pa, pb) => {
-      a.start(pa);
-      pb.onData = () => b.pause();
-      b.start(pb);
-      a.write(new Uint8Array(10));
-      await pb.until(() => pb.bytes > 0, "first chunk");
-      const seen = pb.chunks.length;
-      a.write(new Uint8Array(10));
-      await tick(30);
-      assert.equal(pb.chunks.length, seen);
-      pb.onData = undefined;
-      b.resume();
-      await pb.until(() => pb.bytes === 20, "rest");
-    });
-  });
-
-  it("delivers what arrived before start, then the end", async () => {
-    await withPair({}, async ({ a, b }, pa, pb) => {
-      a.start(pa);
-      a.write(new TextEncoder().encode("early"));
-      a.end();
-      await tick(30);
-      b.start(pb);
-      await pb.until(() => pb.ends === 1, "end");
-      assert.equal(new TextDecoder().decode(pb.received()), "early");
-      await pa.until(() => pa.closes.length === 1, "a closed");
-    });
-  });
-
-  it("closes with the error when a handler throws; the peer sees 1011 (4011 from Deno's client)", async () => {
-    await withPair({}, async ({ a, b }, pa, pb) => {
-      a.start(pa);
-      pb.onData = () => {
-        throw new Error("boom");
-      };
-      b.start(pb);
-      a.write(new Uint8Array(1));
-      await pb.until(() => pb.closes.length === 1, "close");
-      assert.equal(pb.closes[0]?.message, "boom");
-      await pa.until(() => pa.closes.length === 1, "peer notices");
-      assert.ok(pa.closes[0] instanceof WebSocketCloseError);
-      assert.equal((pa.closes[0] as WebSocketCloseError).code, CloseCode.InternalError);
-    });
+    } finally {
+      cleanup();
+    }
   });
 
   it("reports host:port addresses; the listener binds port 0 and stops accepting on close", async () => {
@@ -303,7 +150,7 @@ describe("ws: transport contract (WebSocket version)", () => {
 
 describe("ws: backpressure", () => {
   it("echoes 8 MiB through a receiver that keeps pausing, losing nothing", async () => {
-    await withPair({ highWaterMark: 256 * KIB }, async ({ a, b }, pa, pb) => {
+    await withPair(makePair, { highWaterMark: 256 * KIB }, async ({ a, b }, pa, pb) => {
       const data = pattern(8 * MIB, 11);
       echo(b, pb);
       // The receiving side stops for a moment after every 8th chunk.
