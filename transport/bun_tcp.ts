@@ -37,6 +37,7 @@ import { ChunkQueue, MAX_BATCH } from "./chunk_queue.ts";
 import { rootCertificates } from "node:tls";
 import { bunApi, type BunListener, type BunSocket, type BunSocketHandler } from "./bun_types.ts";
 import {
+  handOver,
   type TcpAddress,
   type TcpTuning,
   TLS_HANDSHAKE_TIMEOUT_MS,
@@ -350,14 +351,6 @@ export async function connectBunTls(
     socket: { ...tlsSocketHandler(options, sides), connectError: () => {} },
   });
   return handshaken;
-}
-
-function handOver(transport: Transport, onTransport: (transport: Transport) => void): void {
-  try {
-    onTransport(transport);
-  } catch {
-    transport.close();
-  }
 }
 
 function listenerHandle(listener: BunListener): TransportListener {

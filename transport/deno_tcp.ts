@@ -26,6 +26,7 @@ import { formatHostPort } from "../util/address.ts";
 import { EventSink, toError } from "./event_sink.ts";
 import { ChunkQueue, MAX_BATCH } from "./chunk_queue.ts";
 import {
+  handOver,
   type TcpAddress,
   type TcpTuning,
   TLS_HANDSHAKE_TIMEOUT_MS,
@@ -293,15 +294,6 @@ export async function connectDenoTls(
     throw new TlsHandshakeError(formatHostPort(address.hostname, address.port), error);
   }
   return new DenoTcpTransport(conn, options);
-}
-
-/** Runs `onTransport` for `transport`, closing it if the callback throws rather than leaking it. */
-function handOver(transport: Transport, onTransport: (transport: Transport) => void): void {
-  try {
-    onTransport(transport);
-  } catch {
-    transport.close();
-  }
 }
 
 /**

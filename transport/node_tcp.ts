@@ -13,6 +13,7 @@ import type { Transport, TransportHandlers, TransportListener } from "../protoco
 import { formatHostPort } from "../util/address.ts";
 import { EventSink, toError } from "./event_sink.ts";
 import {
+  handOver,
   type TcpAddress,
   type TcpTuning,
   TLS_HANDSHAKE_TIMEOUT_MS,
@@ -178,15 +179,6 @@ export function connectNodeTls(
       resolve(new NodeTcpTransport(socket, tuning));
     });
   });
-}
-
-/** Runs `onTransport` for `transport`, closing it if the callback throws rather than leaking it. */
-function handOver(transport: Transport, onTransport: (transport: Transport) => void): void {
-  try {
-    onTransport(transport);
-  } catch {
-    transport.close();
-  }
 }
 
 /** Starts `server` listening and resolves with a handle, or rejects if binding fails. */

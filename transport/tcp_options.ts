@@ -6,6 +6,8 @@
  * @module
  */
 
+import type { Transport } from "../protocol/transport.ts";
+
 /** Tuning every TCP adapter takes. */
 export interface TcpTuning {
   /** Queued outgoing bytes at which `write` returns false. Default 1 MiB. */
@@ -62,5 +64,17 @@ export class TlsHandshakeError extends Error {
     super(`TLS handshake with ${address} failed: ${detail}`, { cause });
     this.name = "TlsHandshakeError";
     this.address = address;
+  }
+}
+
+/**
+ * Runs a listener's `onTransport` for a new `transport`, closing it if the callback throws
+ * rather than leaking it.
+ */
+export function handOver(transport: Transport, onTransport: (transport: Transport) => void): void {
+  try {
+    onTransport(transport);
+  } catch {
+    transport.close();
   }
 }
