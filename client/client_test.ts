@@ -197,7 +197,7 @@ describe("client SDK: reconnect", () => {
         await new Promise((r) => setTimeout(r, 10));
       }
       assert.ok(states.includes("backoff") && states.includes("ready"), states.join(","));
-      for (let i = 0; i < 200 && daemon.tunnels.size === 0; i++) {
+      for (let i = 0; i < 200 && daemon.registry.tunnels().length === 0; i++) {
         await new Promise((r) => setTimeout(r, 10));
       }
       assert.equal(tunnel.remotePort, remotePort, "the tunnel came back on the same port");

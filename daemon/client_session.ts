@@ -13,6 +13,7 @@ import { Lifecycle } from "../util/lifecycle.ts";
 import { readStreamHeader } from "../tunnel/read_stream_header.ts";
 import { ResetReason } from "../tunnel/reset_reasons.ts";
 import { Session } from "../protocol/session.ts";
+import type { SessionStats } from "../protocol/stats.ts";
 import type { Stream } from "../protocol/stream.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { echoStream } from "../tunnel/echo.ts";
@@ -22,7 +23,15 @@ import type { Logger } from "../util/log.ts";
 import { canExpose, canOfferService, canUseService } from "./policy.ts";
 import type { LookupFn } from "./resolve.ts";
 import type { ReverseTunnel } from "./reverse_tunnel.ts";
-import type { ServiceRegistry } from "./services.ts";
+import type {
+  ClientSessionState,
+  PortClaim,
+  Registry,
+  SessionHandle,
+  StreamResetResult,
+  TransportKind,
+} from "./registry/registry.ts";
+import { connectService, serviceOffer } from "./services.ts";
 import type { TokenVerifier } from "./tokens.ts";
 import type { DaemonEventType } from "./events.ts";
 import { openTunnel } from "./open_tunnel.ts";
@@ -33,10 +42,8 @@ export interface DaemonContext {
   config(): Config;
   /** Checks tokens. */
   verifier: TokenVerifier;
-  /** Named services. */
-  services: ServiceRegistry;
-  /** All reverse tunnels, by id. */
-  tunnels: Map<string, ReverseTunnel>;
+  /** Sessions, tunnels, ports, services and tokens: the daemon's state. */
+  registry: Registry;
   /** True while the daemon drains: no new tunnels or streams. */
   draining(): boolean;
   /** The daemon logger. */
@@ -51,11 +58,7 @@ export interface DaemonContext {
   admit(): boolean;
 }
 
-/** How the client reached the daemon. */
-export type TransportKind = "tcp" | "tls" | "ws" | "wss";
-
-/** Lifecycle of a client session. */
-export type ClientSessionState = "handshake" | "ready" | "closed";
+export type { ClientSessionState, TransportKind };
 
 const TRANSITIONS = {
   handshake: { authenticated: "ready", close: "closed" },
@@ -69,11 +72,9 @@ let nextSessionNumber = 1;
 const DRAIN_CHECK_MS = 50;
 
 /** A connected client. */
-export class ClientSession {
+export class ClientSession implements SessionHandle {
   /** Session id, unique in this daemon run. */
   readonly id = `s${nextSessionNumber++}`;
-  /** The yamux session. */
-  readonly session: Session;
   /** How the client connected. */
   readonly transportKind: TransportKind;
   /** The client's address. */
@@ -84,6 +85,7 @@ export class ClientSession {
   readonly closed: Promise<void>;
 
   readonly #context: DaemonContext;
+  readonly #yamux: Session;
   readonly #lifecycle = new Lifecycle<ClientSessionState, "authenticated" | "close">(
     TRANSITIONS,
     "handshake",
@@ -115,7 +117,7 @@ export class ClientSession {
     this.#preauthenticated = preauthenticated;
     this.#log = context.log.child({ session: this.id, remote: transport.remoteAddress });
     const limits = context.config().limits;
-    this.session = new Session(transport, {
+    this.#yamux = new Session(transport, {
       client: false,
       config: { maxStreams: limits.streamsPerSession },
       onStream: (stream) => this.#onStream(stream),
@@ -130,7 +132,7 @@ export class ClientSession {
       this.#log.warn("no handshake within the timeout; closing");
       this.close();
     }, limits.handshakeTimeoutMs);
-    this.closed = this.session.closed.then((error) => this.#teardown(error));
+    this.closed = this.#yamux.closed.then((error) => this.#teardown(error));
     this.#log.debug("connection", { transport: kind });
   }
 
@@ -144,9 +146,44 @@ export class ClientSession {
     return this.#lifecycle.state;
   }
 
-  /** This session's reverse tunnels. */
-  tunnels(): IterableIterator<ReverseTunnel> {
-    return this.#tunnels.values();
+  /** The yamux session's counters (live). */
+  get stats(): Readonly<SessionStats> {
+    return this.#yamux.stats;
+  }
+
+  /** Last keepalive round trip in ms; 0 until one was answered. */
+  get rtt(): number {
+    return this.#yamux.rtt;
+  }
+
+  /** Streams open now, the control stream included. */
+  get streamCount(): number {
+    return this.#yamux.streamCount;
+  }
+
+  /** The control stream's id, once the client opened it. */
+  get controlStreamId(): number | undefined {
+    return this.#control?.stream.id;
+  }
+
+  /** The open streams, for inspection. */
+  streams(): IterableIterator<Readonly<Stream>> {
+    return this.#yamux.streams();
+  }
+
+  /** Ids of this session's reverse tunnels. */
+  tunnelIds(): string[] {
+    return [...this.#tunnels.keys()];
+  }
+
+  /** Resets one stream (an operator's action); the control stream is refused. */
+  resetStream(id: number): StreamResetResult {
+    const stream = this.#yamux.stream(id);
+    if (!stream) return "not_found";
+    if (id === this.controlStreamId) return "control_stream";
+    // No reset reason means "operator action": the protocol has no code of its own for it.
+    stream.reset(ResetReason.None);
+    return "reset";
   }
 
   /**
@@ -155,10 +192,10 @@ export class ClientSession {
    * connected. Checked on a short timer only while draining.
    */
   drain(): void {
-    this.session.goAway();
+    this.#yamux.goAway();
     const check = () => {
       if (this.#hasEnded()) return;
-      const busy = this.session.streamCount > (this.#control ? 1 : 0);
+      const busy = this.#yamux.streamCount > (this.#control ? 1 : 0);
       if (!busy) return this.close();
       this.#drainTimer = setTimeout(check, DRAIN_CHECK_MS);
     };
@@ -167,8 +204,8 @@ export class ClientSession {
 
   /** Closes now: GoAway and transport closed, streams fail. */
   close(): void {
-    this.session.goAway();
-    this.session.destroy();
+    this.#yamux.goAway();
+    this.#yamux.destroy();
   }
 
   /** Closes one reverse tunnel of this session (operator action); false if it is not ours. */
@@ -201,7 +238,7 @@ export class ClientSession {
           return stream.reset(ResetReason.NotAuthenticated);
         }
         if (this.#context.draining()) return stream.reset(ResetReason.ShuttingDown);
-        if (this.session.streamCount > client.limits.streams) {
+        if (this.#yamux.streamCount > client.limits.streams) {
           this.#context.count("stream_limit");
           return stream.reset(ResetReason.LimitReached);
         }
@@ -229,7 +266,8 @@ export class ClientSession {
               log.warn("service refused", { service: header.service, reason: decision.code });
               return stream.reset(ResetReason.NotAllowed);
             }
-            return void this.#context.services.connect(stream, header.service, client.name, rest);
+            const offer = this.#context.registry.service(header.service);
+            return void connectService(stream, offer, client.name, rest);
           }
           case "echo": {
             if (!canUseService(client, "echo").ok) return stream.reset(ResetReason.NotAllowed);
@@ -293,7 +331,8 @@ export class ClientSession {
         | "not_found"
         | "conflict"
         | "shutting_down"
-        | "port_in_use",
+        | "port_in_use"
+        | "unavailable",
       text: string,
     ) => {
       this.#log.warn(`${message.type} refused`, { reason: code, detail: text });
@@ -302,8 +341,8 @@ export class ClientSession {
     switch (message.type) {
       case "expose": {
         if (this.#context.draining()) return fail("shutting_down", "the daemon is draining");
-        const owned =
-          [...this.#context.tunnels.values()].filter((t) => t.client === client.name).length;
+        const owned = this.#context.registry.tunnels().filter((t) => t.client === client.name)
+          .length;
         if (owned >= client.limits.tunnels) {
           return fail("limit_reached", `tunnel limit ${client.limits.tunnels} reached`);
         }
@@ -312,16 +351,21 @@ export class ClientSession {
         if (!decision.ok) return fail("not_allowed", decision.message);
         const opened = await openTunnel(client, bindHost, message.port, {
           client: client.name,
-          session: this.session,
+          session: this.#yamux,
+          sessionId: this.id,
           label: message.label,
           log: this.#log,
+          registry: this.#context.registry,
         });
         if (!opened.ok) return fail(opened.code, opened.message);
         const tunnel = opened.tunnel;
         // The session may have ended while the port was being bound.
-        if (this.#hasEnded()) return tunnel.close();
+        if (this.#hasEnded()) {
+          tunnel.close();
+          return void this.#context.registry.releasePort(this.#portClaim(tunnel));
+        }
         this.#tunnels.set(tunnel.id, tunnel);
-        this.#context.tunnels.set(tunnel.id, tunnel);
+        this.#context.registry.addTunnel(tunnel, this.id);
         this.#log.info("tunnel up", {
           tunnel: tunnel.id,
           bind: `${tunnel.bindHost}:${tunnel.port}`,
@@ -349,14 +393,20 @@ export class ClientSession {
       case "offer": {
         const decision = canOfferService(client, message.service);
         if (!decision.ok) return fail("not_allowed", decision.message);
-        if (!this.#context.services.offer(message.service, client.name, this.id, this.session)) {
+        const offer = serviceOffer({
+          name: message.service,
+          client: client.name,
+          session: this.id,
+          node: this.#context.registry.node,
+        }, this.#yamux);
+        if (!await this.#context.registry.offerService(offer)) {
           return fail("conflict", `service ${message.service} is offered by another session`);
         }
         this.#log.info("service offered", { service: message.service });
         return control.send({ type: "ok", id: message.id });
       }
       case "withdraw": {
-        if (!this.#context.services.withdraw(message.service, this.id)) {
+        if (!await this.#context.registry.withdrawService(message.service, this.id)) {
           return fail("not_found", `this session does not offer ${message.service}`);
         }
         return control.send({ type: "ok", id: message.id });
@@ -438,9 +488,9 @@ export class ClientSession {
     const check = () => {
       if (this.#hasEnded()) return;
       // Data frames only: keepalive pings must not keep an idle session alive.
-      const { framesIn, framesOut } = this.session.stats;
+      const { framesIn, framesOut } = this.#yamux.stats;
       const frames = framesIn.data + framesOut.data;
-      const busy = this.#tunnels.size > 0 || this.session.streamCount > 1 || frames !== lastFrames;
+      const busy = this.#tunnels.size > 0 || this.#yamux.streamCount > 1 || frames !== lastFrames;
       lastFrames = frames;
       if (busy) idleSince = Date.now();
       else if (Date.now() - idleSince >= timeout) {
@@ -456,14 +506,15 @@ export class ClientSession {
   /** Lets the error reply reach the client, then closes. */
   #closeAfterReply(): void {
     this.#control?.end();
-    void this.session.close();
-    this.#closeTimer = setTimeout(() => this.session.destroy(), 1_000);
+    void this.#yamux.close();
+    this.#closeTimer = setTimeout(() => this.#yamux.destroy(), 1_000);
   }
 
   #removeTunnel(tunnel: ReverseTunnel): void {
     tunnel.close();
     this.#tunnels.delete(tunnel.id);
-    this.#context.tunnels.delete(tunnel.id);
+    this.#context.registry.removeTunnel(tunnel.id);
+    void this.#context.registry.releasePort(this.#portClaim(tunnel));
     this.#log.info("tunnel down", { tunnel: tunnel.id });
     // The final counts go with the event: the tunnel leaves the daemon's tables right after.
     this.#context.publish("tunnel_down", {
@@ -477,6 +528,18 @@ export class ClientSession {
     });
   }
 
+  /** The registry's record of `tunnel`'s port, as claimed for it. */
+  #portClaim(tunnel: ReverseTunnel): PortClaim {
+    return {
+      bindHost: tunnel.bindHost,
+      port: tunnel.port,
+      tunnel: tunnel.id,
+      session: this.id,
+      client: tunnel.client,
+      node: this.#context.registry.node,
+    };
+  }
+
   #teardown(error: Error | undefined): void {
     clearTimeout(this.#handshakeTimer);
     clearTimeout(this.#closeTimer);
@@ -484,7 +547,7 @@ export class ClientSession {
     clearTimeout(this.#drainTimer);
     this.#lifecycle.fire("close");
     for (const tunnel of [...this.#tunnels.values()]) this.#removeTunnel(tunnel);
-    this.#context.services.withdrawAll(this.id);
+    void this.#context.registry.withdrawServices(this.id);
     this.#log.info("session closed", { reason: error?.message });
     if (this.#client !== undefined) {
       this.#context.publish("session_closed", {

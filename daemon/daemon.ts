@@ -14,9 +14,10 @@ import { ClientSession, type DaemonContext, type TransportKind } from "./client_
 import type { Config } from "./config.ts";
 import type { Logger } from "../util/log.ts";
 import type { LookupFn } from "./resolve.ts";
-import type { ReverseTunnel } from "./reverse_tunnel.ts";
+import { Counters } from "./counters.ts";
 import { EventFeed } from "./events.ts";
-import { ServiceRegistry } from "./services.ts";
+import { LocalRegistry } from "./registry/local_registry.ts";
+import type { Registry } from "./registry/registry.ts";
 import { TokenVerifier } from "./tokens.ts";
 import { TokenStore } from "./token_store.ts";
 
@@ -44,22 +45,19 @@ export interface DaemonAddresses {
 
 /** A running tunnelmux daemon. */
 export class Daemon {
-  /** Client sessions, by id. */
-  readonly sessions = new Map<string, ClientSession>();
-  /** Reverse tunnels, by id. */
-  readonly tunnels = new Map<string, ReverseTunnel>();
-  /** Named services. */
-  readonly services = new ServiceRegistry();
+  /**
+   * Its state: sessions, tunnels and their ports, service offers, minted tokens (whose clients
+   * count as configured ones). The only place they change; read it, or act through it.
+   */
+  readonly registry: Registry;
   /** Event counters (auth failures, refusals by reason, ...), for metrics. */
-  readonly counters: Record<string, number> = {};
+  readonly counters = new Counters();
   /** What happens, as it happens (sessions, tunnels, resets, auth failures, drain). */
   readonly events = new EventFeed();
   /** When the daemon started (ms since the epoch). */
   readonly startedAt = Date.now();
   /** Resolves once the daemon has stopped. */
   readonly stopped: Promise<void>;
-  /** Tokens minted through the admin API; their clients count as configured ones. */
-  readonly tokens: TokenStore;
 
   #config: Config;
   /** `#config` with the minted tokens' clients added: what sessions authorize against. */
@@ -79,11 +77,12 @@ export class Daemon {
     this.#effective = config;
     this.#log = options.log;
     // The data directory is fixed for the daemon's life: a reload that moves it needs a restart.
-    this.tokens = new TokenStore({
+    const tokens = new TokenStore({
       dataDir: config.dataDir,
       log: options.log,
       onChange: () => this.#apply(this.#config),
     });
+    this.registry = new LocalRegistry({ tokens });
     this.#verifier = new TokenVerifier(
       config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })),
     );
@@ -91,11 +90,10 @@ export class Daemon {
     this.#context = {
       config: () => this.#effective,
       verifier: this.#verifier,
-      services: this.services,
-      tunnels: this.tunnels,
+      registry: this.registry,
       draining: () => this.#lifecycle.state !== "running",
       log: this.#log,
-      count: (event) => this.counters[event] = (this.counters[event] ?? 0) + 1,
+      count: (event) => this.counters.count(event),
       publish: (type, fields) => this.events.publish(type, fields),
       lookup: options.lookup,
       admit: () => this.#readySessions() < this.#config.limits.sessions,
@@ -121,7 +119,7 @@ export class Daemon {
   async start(): Promise<void> {
     const { listen } = this.#config;
     try {
-      await this.tokens.load(); // before listening: a minted token works from the first hello
+      await this.registry.tokens.load(); // before listening: a minted token works from the first hello
       // PEM contents are read once at start; replacing certificates needs a restart.
       const tls = this.#config.tls
         ? {
@@ -162,16 +160,17 @@ export class Daemon {
    */
   async drain(graceMs: number = this.#config.shutdownGraceMs): Promise<void> {
     if (!this.#lifecycle.fire("drain")) return this.stopped;
-    this.#log.info("draining", { sessions: this.sessions.size, graceMs });
-    this.events.publish("drain", { sessions: this.sessions.size, graceMs });
+    const sessions = this.registry.sessions();
+    this.#log.info("draining", { sessions: sessions.length, graceMs });
+    this.events.publish("drain", { sessions: sessions.length, graceMs });
     // New connections are refused from here on: the TCP listener closes, WebSocket upgrades get
     // 503. The WebSocket listener stays bound until stop(), since closing Deno's HTTP server also
     // closes the WebSockets it accepted, which would cut the sessions we are draining.
     this.#tcpListener?.close();
     // Tunnels stop taking visitors; visitors already connected finish within the grace period.
-    for (const tunnel of this.tunnels.values()) tunnel.stopAccepting();
-    for (const session of this.sessions.values()) session.drain();
-    const all = Promise.all([...this.sessions.values()].map((s) => s.closed));
+    for (const tunnel of this.registry.tunnels()) tunnel.stopAccepting();
+    for (const session of sessions) session.drain();
+    const all = Promise.all(sessions.map((s) => s.closed));
     let timer: ReturnType<typeof setTimeout> | undefined;
     const graceOver = new Promise<void>((resolve) => timer = setTimeout(resolve, graceMs));
     await Promise.race([all, graceOver]);
@@ -182,9 +181,9 @@ export class Daemon {
   /** Stops at once: listeners and every session closed. Idempotent. */
   stop(): void {
     if (!this.#lifecycle.fire("stop")) return;
-    this.tokens.close();
+    this.registry.tokens.close();
     for (const listener of this.#listeners) listener.close();
-    for (const session of this.sessions.values()) session.close();
+    for (const session of this.registry.sessions()) session.close();
     this.#log.info("daemon stopped");
     this.#resolveStopped();
   }
@@ -205,13 +204,16 @@ export class Daemon {
    * closes the sessions whose client is gone or whose credential changed.
    */
   #apply(config: Config): void {
-    const effective = { ...config, clients: [...config.clients, ...this.tokens.clients(config)] };
+    const effective = {
+      ...config,
+      clients: [...config.clients, ...this.registry.tokens.clients(config)],
+    };
     this.#verifier.replace(effective.clients.map((c) => ({ name: c.name, hash: c.tokenHash })));
     const previous = new Map(this.#effective.clients.map((c) => [c.name, c.tokenHash]));
     this.#config = config;
     this.#effective = effective;
     const current = new Map(effective.clients.map((c) => [c.name, c.tokenHash]));
-    for (const session of this.sessions.values()) {
+    for (const session of this.registry.sessions()) {
       const name = session.client;
       if (name === undefined) continue;
       if (current.get(name) !== previous.get(name)) {
@@ -228,7 +230,7 @@ export class Daemon {
     if (this.#lifecycle.state !== "running") return transport.close();
     // Connections still in their handshake are bounded too (a flood of silent connections); the
     // headroom lets a client over the session limit still hear "limit_reached" at its hello.
-    if (this.sessions.size >= 2 * this.#config.limits.sessions) {
+    if (this.registry.sessionCount >= 2 * this.#config.limits.sessions) {
       this.#context.count("session_limit");
       this.#log.warn("connection refused: session limit reached", {
         remote: transport.remoteAddress,
@@ -236,13 +238,13 @@ export class Daemon {
       return transport.close();
     }
     const session = new ClientSession(transport, this.#context, kind, preauthenticated);
-    this.sessions.set(session.id, session);
-    session.closed.then(() => this.sessions.delete(session.id));
+    this.registry.addSession(session);
+    session.closed.then(() => this.registry.removeSession(session.id));
   }
 
   #readySessions(): number {
     let ready = 0;
-    for (const session of this.sessions.values()) if (session.state === "ready") ready++;
+    for (const session of this.registry.sessions()) if (session.state === "ready") ready++;
     return ready;
   }
 

@@ -76,7 +76,7 @@ describe("Daemon (in process)", () => {
     try {
       await session.closed;
       assert.equal(session.remoteGoAway, true, "the daemon said GoAway before closing");
-      assert.equal(daemon.counters.handshake_timeout, 1);
+      assert.equal(daemon.counters.get("handshake_timeout"), 1);
       assert.ok(lines.some((l) => JSON.parse(l).msg.includes("no handshake")));
     } finally {
       session.destroy();
@@ -139,7 +139,7 @@ describe("Daemon (in process)", () => {
       channel.send({ type: "expose", id: 1, port: 0 });
       assert.equal((await exposed as { type: string }).type, "exposed");
       await idle.closed;
-      assert.equal(daemon.counters.idle_timeout, 1);
+      assert.equal(daemon.counters.get("idle_timeout"), 1);
       assert.equal(busy.state, "open", "the session with a tunnel stays");
     } finally {
       idle.destroy();

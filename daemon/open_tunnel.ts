@@ -1,7 +1,8 @@
 /**
  * Binding a reverse tunnel's port: the one asked for, or, for port 0, a free one among the
  * client's allowed ports, tried from a random place in the list so clients do not pile up on the
- * lowest ports.
+ * lowest ports. Each port is claimed in the registry before it is bound (and the claim released
+ * if binding fails), so that where the registry is shared no two daemons hold one port.
  *
  * @module
  */
@@ -11,6 +12,7 @@ import type { Session } from "../protocol/session.ts";
 import type { ClientConfig } from "./config.ts";
 import type { Logger } from "../util/log.ts";
 import { allowedPorts } from "./policy.ts";
+import type { PortClaim, Registry } from "./registry/registry.ts";
 import { ReverseTunnel } from "./reverse_tunnel.ts";
 
 /** Ports tried for a port-0 request before giving up. */
@@ -19,23 +21,67 @@ const MAX_ATTEMPTS = 64;
 /** The result of {@linkcode openTunnel}. */
 export type OpenTunnelResult =
   | { ok: true; tunnel: ReverseTunnel }
-  | { ok: false; code: "port_in_use" | "not_allowed"; message: string };
+  | { ok: false; code: "port_in_use" | "not_allowed" | "unavailable"; message: string };
 
-/** Binds a tunnel for `client` (whose permission for `bindHost:port` is already checked). */
+/** What {@linkcode openTunnel} needs besides the client's permissions. */
+export interface OpenTunnelOptions {
+  /** The client's name. */
+  client: string;
+  /** The client's yamux session, which visitors are sent through. */
+  session: Session;
+  /** That session's id. */
+  sessionId: string;
+  /** The client's label for the tunnel. */
+  label?: string;
+  /** Logger with the session's context. */
+  log: Logger;
+  /** Where ports are claimed. */
+  registry: Registry;
+}
+
+/**
+ * Claims and binds a tunnel for `client` (whose permission for `bindHost:port` is already
+ * checked). On success the port stays claimed for the tunnel; the caller releases it with the
+ * tunnel.
+ */
 export async function openTunnel(
   client: ClientConfig,
   bindHost: string,
   port: number,
-  options: { client: string; session: Session; label?: string; log: Logger },
+  options: OpenTunnelOptions,
 ): Promise<OpenTunnelResult> {
+  const { registry, sessionId, ...listen } = options;
   const id = `t-${randomBytes(6).toString("hex")}`;
   const candidates = port !== 0 ? [port] : pick(client);
   let lastError: Error | undefined;
   for (const candidate of candidates) {
+    const claim: PortClaim = {
+      bindHost,
+      port: candidate,
+      tunnel: id,
+      session: sessionId,
+      client: options.client,
+      node: registry.node,
+    };
+    const claimed = await registry.claimPort(claim);
+    if (!claimed.ok) {
+      if (claimed.reason === "unavailable") {
+        return {
+          ok: false,
+          code: "unavailable",
+          message: `cannot claim port ${candidate}: the registry cannot be reached`,
+        };
+      }
+      lastError = Object.assign(new Error(`port ${candidate} is held by another tunnel`), {
+        code: "EADDRINUSE",
+      });
+      continue;
+    }
     try {
-      const tunnel = await ReverseTunnel.listen({ ...options, id, bindHost, port: candidate });
+      const tunnel = await ReverseTunnel.listen({ ...listen, id, bindHost, port: candidate });
       return { ok: true, tunnel };
     } catch (error) {
+      await registry.releasePort(claim);
       lastError = error as Error;
       if (!inUse(lastError)) break;
     }

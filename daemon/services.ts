@@ -1,7 +1,8 @@
 /**
  * Named services: a client offers a service under a name with no public port; another client that
  * may use it opens a `service` stream naming it, and the daemon opens a stream to the offering
- * client and splices the two (like frp's stcp, but multiplexed over the sessions that exist).
+ * client and splices the two (like frp's stcp, but multiplexed over the sessions that exist). Who
+ * offers what is kept by the registry; this module is the offer and the splice.
  *
  * @module
  */
@@ -11,70 +12,50 @@ import type { Stream } from "../protocol/stream.ts";
 import { encodeStreamHeader } from "../tunnel/stream_header.ts";
 import { ResetReason } from "../tunnel/reset_reasons.ts";
 import { splice, type SpliceCounters, streamEnd } from "../tunnel/splice.ts";
+import type { ServiceRecord } from "./registry/registry.ts";
 
-/** One offered service. */
-export interface ServiceOffer {
-  /** The service name. */
-  readonly name: string;
-  /** The offering client. */
-  readonly client: string;
-  /** The offering client's session id. */
-  readonly sessionId: string;
-  /** Live counters: `aToB` user → offerer bytes, `bToA` the other way. */
-  readonly stats: SpliceCounters & { connections: number; active: number };
+/** Live counters of an offer: `aToB` user → offerer bytes, `bToA` the other way. */
+export interface ServiceStats extends SpliceCounters {
+  /** Users connected in all. */
+  connections: number;
+  /** Users connected now. */
+  active: number;
 }
 
-/** Who offers which service. One offer per name: a second client gets a conflict. */
-export class ServiceRegistry {
-  readonly #offers = new Map<string, ServiceOffer & { session: Session }>();
+/** An offer this node can reach: its record, its counters and the offerer's yamux session. */
+export interface ServiceOffer extends ServiceRecord {
+  /** Live counters. */
+  readonly stats: ServiceStats;
+  /** The offering client's yamux session, to open streams to it. */
+  readonly yamux: Session;
+}
 
-  /** Registers an offer; false when another session already offers the name. */
-  offer(name: string, client: string, sessionId: string, session: Session): boolean {
-    const existing = this.#offers.get(name);
-    if (existing && existing.sessionId !== sessionId) return false;
-    if (!existing) {
-      const stats = { aToB: 0, bToA: 0, connections: 0, active: 0 };
-      this.#offers.set(name, { name, client, sessionId, session, stats });
-    }
-    return true;
-  }
+/** A new offer, reached through the offering client's `yamux` session. */
+export function serviceOffer(record: ServiceRecord, yamux: Session): ServiceOffer {
+  return { ...record, yamux, stats: { aToB: 0, bToA: 0, connections: 0, active: 0 } };
+}
 
-  /** Removes an offer of this session; false when it had none under that name. */
-  withdraw(name: string, sessionId: string): boolean {
-    if (this.#offers.get(name)?.sessionId !== sessionId) return false;
-    return this.#offers.delete(name);
+/**
+ * Connects a user's `stream` to `offer`: opens a stream to the offerer (header `service` with
+ * `from`) and splices the two. Resets the user's stream with UnknownService when nobody offers
+ * it, or LimitReached when the offerer's session cannot take another stream.
+ */
+export async function connectService(
+  stream: Stream,
+  offer: ServiceOffer | undefined,
+  from: string,
+  rest: Uint8Array,
+): Promise<void> {
+  if (!offer) return stream.reset(ResetReason.UnknownService);
+  let target: Stream;
+  try {
+    target = offer.yamux.open();
+  } catch {
+    return stream.reset(ResetReason.LimitReached);
   }
-
-  /** Removes every offer of a session (it ended). */
-  withdrawAll(sessionId: string): void {
-    for (const [name, offer] of this.#offers) {
-      if (offer.sessionId === sessionId) this.#offers.delete(name);
-    }
-  }
-
-  /** The current offers. */
-  list(): ServiceOffer[] {
-    return [...this.#offers.values()].map(({ session: _, ...offer }) => offer);
-  }
-
-  /**
-   * Connects a user's `stream` to the service: opens a stream to the offerer (header `service`
-   * with `from`) and splices the two. Resets the user's stream with UnknownService when nobody
-   * offers it, or LimitReached when the offerer's session cannot take another stream.
-   */
-  async connect(stream: Stream, name: string, from: string, rest: Uint8Array): Promise<void> {
-    const offer = this.#offers.get(name);
-    if (!offer) return stream.reset(ResetReason.UnknownService);
-    let target: Stream;
-    try {
-      target = offer.session.open();
-    } catch {
-      return stream.reset(ResetReason.LimitReached);
-    }
-    target.write(encodeStreamHeader({ kind: "service", service: name, from }));
-    offer.stats.connections++;
-    offer.stats.active++;
-    await splice(streamEnd(stream), streamEnd(target), { aFirst: rest, counters: offer.stats });
-    offer.stats.active--;
-  }
+  target.write(encodeStreamHeader({ kind: "service", service: offer.name, from }));
+  offer.stats.connections++;
+  offer.stats.active++;
+  await splice(streamEnd(stream), streamEnd(target), { aFirst: rest, counters: offer.stats });
+  offer.stats.active--;
 }

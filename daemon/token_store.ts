@@ -47,8 +47,38 @@ export interface Minted {
   record: TokenRecord;
 }
 
-/** The minted tokens of a daemon. */
-export class TokenStore {
+/**
+ * Minted tokens as the daemon's registry offers them: the records (hashes only), what each stands
+ * for under the config in force, and mint and revoke. {@linkcode TokenStore} keeps them in the
+ * data directory; a cluster keeps them in a shared store, so that a token minted on one node works
+ * on every node.
+ */
+export interface TokenRegistry {
+  /** Reads the stored records; rejects on damage, so the daemon does not start without them. */
+  load(): Promise<void>;
+  /** The records, oldest first. */
+  list(): TokenRecord[];
+  /** One record, by id. */
+  get(id: string): TokenRecord | undefined;
+  /** Why the record gives no usable client at the moment, or undefined when it does. */
+  problem(id: string): string | undefined;
+  /** The clients the live minted tokens stand for under `config`. */
+  clients(config: Config): ClientConfig[];
+  /** Mints a token for client `name`; rejects with {@linkcode TokenNameConflict} on a taken name. */
+  mint(
+    name: string,
+    scopes: TokenScopes,
+    expiresAt: number | null,
+    config: Config,
+  ): Promise<Minted>;
+  /** Revokes a token; resolves with its record, or undefined if unknown. */
+  revoke(id: string): Promise<TokenRecord | undefined>;
+  /** Stops timers. Idempotent. */
+  close(): void;
+}
+
+/** The minted tokens of a daemon, kept in `<dataDir>/tokens.json`. */
+export class TokenStore implements TokenRegistry {
   readonly #records = new Map<string, TokenRecord>();
   readonly #dataDir: string;
   readonly #path: string;

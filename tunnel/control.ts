@@ -49,6 +49,7 @@ export type ControlErrorCode =
   | "not_found"
   | "conflict"
   | "shutting_down"
+  | "unavailable"
   | "internal";
 
 /** A control message was malformed. */

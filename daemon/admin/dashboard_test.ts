@@ -127,7 +127,7 @@ describe("dashboard", () => {
       await page.waitForSelector(`#sessions tr[data-session="${kept}"]`);
       await page.waitForSelector(`#sessions tr[data-session="${kicked}"]`);
       const tunnelRow = await page.waitForSelector(`#tunnels tr[data-tunnel="${tunnelId}"]`);
-      const tunnel = f.daemon.tunnels.get(tunnelId)!;
+      const tunnel = f.daemon.registry.tunnel(tunnelId)!;
       assert.match(await tunnelRow.textContent() ?? "", new RegExp(`:${tunnel.port}`));
       assert.match(await tunnelRow.textContent() ?? "", /web/);
       const sessionText = await page.textContent(`#sessions tr[data-session="${kept}"]`) ?? "";
@@ -149,8 +149,12 @@ describe("dashboard", () => {
 
       await page.click(`#sessions tr[data-session="${kicked}"] button[data-action="kick"]`);
       await page.waitForSelector(`#sessions tr[data-session="${kicked}"]`, { state: "detached" });
-      await eventually(() => !f.daemon.sessions.has(kicked), "the kicked session to go", 2000);
-      assert.equal(f.daemon.sessions.has(kept), true);
+      await eventually(
+        () => !(f.daemon.registry.session(kicked) !== undefined),
+        "the kicked session to go",
+        2000,
+      );
+      assert.equal(f.daemon.registry.session(kept) !== undefined, true);
       assert.equal(await page.isVisible(`#sessions tr[data-session="${kept}"]`), true);
 
       mkdirSync(fileURLToPath(new URL(".", `file://${ARTIFACT}`)), { recursive: true });

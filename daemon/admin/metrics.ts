@@ -16,7 +16,7 @@
 
 import { Hono } from "hono";
 import process from "node:process";
-import type { ClientSession, TransportKind } from "../client_session.ts";
+import type { SessionHandle, TransportKind } from "../registry/registry.ts";
 import type { Daemon, DaemonState } from "../daemon.ts";
 import type { FrameCounts } from "../../protocol/stats.ts";
 import { PROMETHEUS_CONTENT_TYPE, PrometheusWriter, type Sample } from "./prometheus.ts";
@@ -112,7 +112,7 @@ export class SessionTotals {
   /** Counters of sessions that have closed. */
   readonly closed: SessionCounterTotals = zeroTotals();
   readonly #daemon: Daemon;
-  readonly #tracked = new Set<ClientSession>();
+  readonly #tracked = new Set<SessionHandle>();
   /** Ids folded into `closed`, in case a scrape still finds them in `daemon.sessions`. */
   readonly #folded = new Set<string>();
 
@@ -121,7 +121,7 @@ export class SessionTotals {
     this.#daemon = daemon;
     daemon.events.subscribe((event) => {
       if (event.type !== "session_opened" && event.type !== "session_closed") return;
-      const session = daemon.sessions.get(String(event.fields.session));
+      const session = daemon.registry.session(String(event.fields.session));
       if (session) this.track(session);
     });
   }
@@ -130,14 +130,14 @@ export class SessionTotals {
   snapshot(): SessionCounterTotals {
     const total = zeroTotals();
     addTotals(total, this.closed);
-    for (const session of this.live()) addTotals(total, session.session.stats);
+    for (const session of this.live()) addTotals(total, session.stats);
     return total;
   }
 
   /** The daemon's sessions not yet folded into `closed` (tracking any new ones on the way). */
-  *live(): Generator<ClientSession> {
+  *live(): Generator<SessionHandle> {
     const present = new Set<string>();
-    for (const session of this.#daemon.sessions.values()) {
+    for (const session of this.#daemon.registry.sessions()) {
       present.add(session.id);
       if (this.#folded.has(session.id)) continue;
       this.track(session);
@@ -147,16 +147,16 @@ export class SessionTotals {
   }
 
   /** Follows `session` until it closes. Idempotent. */
-  track(session: ClientSession): void {
+  track(session: SessionHandle): void {
     if (this.#tracked.has(session) || this.#folded.has(session.id)) return;
     this.#tracked.add(session);
-    // ClientSession.closed settles after the session's teardown, and after the daemon's own
+    // SessionHandle.closed settles after the session's teardown, and after the daemon's own
     // handler that removes it from `sessions`: its counters are final by then, give or take the
     // last GoAway frame.
     session.closed.then(() => {
       this.#tracked.delete(session);
-      if (this.#daemon.sessions.get(session.id) === session) this.#folded.add(session.id);
-      addTotals(this.closed, session.session.stats);
+      if (this.#daemon.registry.session(session.id) === session) this.#folded.add(session.id);
+      addTotals(this.closed, session.stats);
     });
   }
 
@@ -213,7 +213,7 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
     if (session.state === "closed") continue;
     const key = `${session.transportKind} ${session.state}`;
     sessionsBy.set(key, (sessionsBy.get(key) ?? 0) + 1);
-    streams += session.session.streamCount;
+    streams += session.streamCount;
   }
   w.family(
     "tunnelmux_sessions",
@@ -287,9 +287,9 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
     "tunnelmux_session_rtt_seconds",
     "gauge",
     "Smoothed round-trip time of each ready session, from pings (absent until measured).",
-    live.filter((s) => s.state === "ready" && s.session.rtt > 0).map((s) => ({
+    live.filter((s) => s.state === "ready" && s.rtt > 0).map((s) => ({
       labels: { session: s.id, client: s.client ?? "" },
-      value: s.session.rtt / 1000,
+      value: s.rtt / 1000,
     })),
   );
 
@@ -299,7 +299,7 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
     "tunnelmux_services",
     "gauge",
     "Named services offered now.",
-    daemon.services.list().length,
+    daemon.registry.services().length,
   );
 
   const memory = process.memoryUsage();
@@ -313,7 +313,7 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
 }
 
 function writeTunnels(w: PrometheusWriter, daemon: Daemon): void {
-  const tunnels = [...daemon.tunnels.values()];
+  const tunnels = daemon.registry.tunnels();
   const id = (t: typeof tunnels[number]) => ({ tunnel: t.id, client: t.client });
   w.single("tunnelmux_tunnels", "gauge", "Reverse tunnels listening now.", tunnels.length);
   w.family(
@@ -350,7 +350,7 @@ function writeDaemonCounters(w: PrometheusWriter, daemon: Daemon): void {
   const refusals: Sample[] = [];
   const dialErrors: Sample[] = [];
   const others = new Map(KNOWN_EVENTS.map((event) => [event, 0]));
-  for (const [name, value] of Object.entries(daemon.counters).sort()) {
+  for (const [name, value] of Object.entries(daemon.counters.snapshot()).sort()) {
     if (name === "auth_failure") continue;
     if (name.startsWith("forward_dial_")) {
       dialErrors.push({ labels: { reason: name.slice("forward_dial_".length) }, value });
@@ -362,7 +362,7 @@ function writeDaemonCounters(w: PrometheusWriter, daemon: Daemon): void {
     "tunnelmux_auth_failures_total",
     "counter",
     "Failed authentications (hello with a wrong or missing token, WebSocket bearer refused).",
-    daemon.counters.auth_failure ?? 0,
+    daemon.counters.get("auth_failure"),
   );
   w.family(
     "tunnelmux_forward_refusals_total",

@@ -218,7 +218,7 @@ describe("OpenAPI document", () => {
   });
 
   it("matches real GET responses", async () => {
-    const sessionId = [...f.daemon.sessions.keys()][0];
+    const sessionId = f.daemon.registry.sessions().map((s) => s.id)[0];
     const cases: [string, string][] = [
       ["/healthz", "/healthz"],
       ["/readyz", "/readyz"],

@@ -41,8 +41,9 @@ export function systemRoutes(daemon: Daemon, options: InfoOptions): Hono {
   });
 
   app.get("/v1/info", (c) => {
-    const config = daemon.config;
-    const tunnels = [...daemon.tunnels.values()];
+    const { config, registry } = daemon;
+    const tunnels = registry.tunnels();
+    const sessions = registry.sessions();
     return c.json({
       version: DAEMON_VERSION,
       runtime: runtime(),
@@ -60,14 +61,14 @@ export function systemRoutes(daemon: Daemon, options: InfoOptions): Hono {
         exposePortRanges: client.expose.ports.length,
         servicesOffered: client.services.offer.length,
         servicesUsed: client.services.use.length,
-        sessions: [...daemon.sessions.values()].filter((s) => s.client === client.name).length,
+        sessions: sessions.filter((s) => s.client === client.name).length,
         tunnels: tunnels.filter((t) => t.client === client.name).length,
       })),
       counts: {
-        mintedTokens: daemon.tokens.list().length,
-        sessions: daemon.sessions.size,
-        tunnels: daemon.tunnels.size,
-        services: daemon.services.list().length,
+        mintedTokens: registry.tokens.list().length,
+        sessions: sessions.length,
+        tunnels: tunnels.length,
+        services: registry.services().length,
       },
     });
   });

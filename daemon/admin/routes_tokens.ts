@@ -28,7 +28,7 @@ export function tokenId(value: string | undefined): string {
  * sessions using it. Built field by field so that the hash can never slip into a response.
  */
 export function tokenView(daemon: Daemon, record: TokenRecord) {
-  const problem = daemon.tokens.problem(record.id);
+  const problem = daemon.registry.tokens.problem(record.id);
   return {
     id: record.id,
     name: record.name,
@@ -38,7 +38,7 @@ export function tokenView(daemon: Daemon, record: TokenRecord) {
     active: problem === undefined,
     problem: problem ?? null,
     // The name is unique to the token, so the sessions of that client are the token's sessions.
-    sessions: [...daemon.sessions.values()]
+    sessions: daemon.registry.sessions()
       .filter((s) => s.client === record.name && s.state === "ready")
       .map((s) => s.id),
   };
@@ -57,12 +57,13 @@ export function tokenRoutes(daemon: Daemon): Hono {
 
   app.get(
     "/v1/tokens",
-    (c) => c.json({ tokens: daemon.tokens.list().map((record) => tokenView(daemon, record)) }),
+    (c) =>
+      c.json({ tokens: daemon.registry.tokens.list().map((record) => tokenView(daemon, record)) }),
   );
 
   app.get("/v1/tokens/:id", (c) => {
     const id = tokenId(c.req.param("id"));
-    const record = daemon.tokens.get(id);
+    const record = daemon.registry.tokens.get(id);
     if (!record) throw new ApiError(404, "not_found", `no token ${id}`);
     return c.json(tokenView(daemon, record));
   });
@@ -82,7 +83,12 @@ export function tokenRoutes(daemon: Daemon): Hono {
     if (!scoped.client) return invalid(c, scoped.errors);
     let minted;
     try {
-      minted = await daemon.tokens.mint(scoped.client.name, scopes, expiresAt, daemon.config);
+      minted = await daemon.registry.tokens.mint(
+        scoped.client.name,
+        scopes,
+        expiresAt,
+        daemon.config,
+      );
     } catch (error) {
       if (error instanceof TokenNameConflict) throw new ApiError(409, "conflict", error.message);
       throw error;
@@ -104,10 +110,10 @@ export function tokenRoutes(daemon: Daemon): Hono {
   // the answer is sent (the file is rewritten after that).
   app.delete("/v1/tokens/:id", async (c) => {
     const id = tokenId(c.req.param("id"));
-    const record = daemon.tokens.get(id);
+    const record = daemon.registry.tokens.get(id);
     if (!record) throw new ApiError(404, "not_found", `no token ${id}`);
     const sessions = tokenView(daemon, record).sessions;
-    await daemon.tokens.revoke(id);
+    await daemon.registry.tokens.revoke(id);
     daemon.events.publish("token_revoked", { token: id, client: record.name });
     return c.json({ id, name: record.name, revoked: true, sessionsClosed: sessions });
   });

@@ -5,31 +5,21 @@
  */
 
 import { Hono } from "hono";
-import type { ClientSession } from "../client_session.ts";
 import type { Daemon } from "../daemon.ts";
 import { ApiError } from "./errors.ts";
 import { tunnelId } from "./params.ts";
 import { serviceView, tunnelView } from "./views.ts";
-
-/** The session holding tunnel `id`; tunnels only know their client's name, not the session. */
-function owner(daemon: Daemon, id: string): ClientSession | undefined {
-  for (const session of daemon.sessions.values()) {
-    for (const tunnel of session.tunnels()) if (tunnel.id === id) return session;
-  }
-  return undefined;
-}
 
 /** `/v1/tunnels` and below. */
 export function tunnelRoutes(daemon: Daemon): Hono {
   const app = new Hono();
 
   app.get("/v1/tunnels", (c) => {
-    const tunnels = [...daemon.tunnels.values()].sort((a, b) => a.createdAt - b.createdAt);
+    const { registry } = daemon;
+    const tunnels = registry.tunnels().sort((a, b) => a.createdAt - b.createdAt);
     return c.json({
-      tunnels: tunnels.map((t) => tunnelView(t, owner(daemon, t.id)?.id ?? null)),
-      services: daemon.services.list().sort((a, b) => a.name.localeCompare(b.name)).map(
-        serviceView,
-      ),
+      tunnels: tunnels.map((t) => tunnelView(t, registry.tunnelOwner(t.id)?.id ?? null)),
+      services: registry.services().map(serviceView),
     });
   });
 
@@ -37,12 +27,11 @@ export function tunnelRoutes(daemon: Daemon): Hono {
   // client with `tunnel_closed`.
   app.delete("/v1/tunnels/:id", (c) => {
     const id = tunnelId(c.req.param("id"));
-    const tunnel = daemon.tunnels.get(id);
+    const tunnel = daemon.registry.tunnel(id);
     if (!tunnel) throw new ApiError(404, "not_found", `no tunnel ${id}`);
-    const session = owner(daemon, id);
-    if (!session?.closeTunnel(id, "closed by an operator")) {
+    if (!daemon.registry.tunnelOwner(id)?.closeTunnel(id, "closed by an operator")) {
       tunnel.close(); // orphaned: no session claims it any more; at least stop it listening
-      daemon.tunnels.delete(id);
+      daemon.registry.removeTunnel(id);
     }
     return c.body(null, 204);
   });

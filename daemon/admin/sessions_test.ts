@@ -42,7 +42,7 @@ describe("admin API: sessions", () => {
   it("lists real sessions in id order, paged with a cursor", async () => {
     const clients = [await f.client(), await f.client(), await f.client()];
     const ids = clients.map((c) => f.sessionId(c));
-    const all = [...f.daemon.sessions.keys()].sort((a, b) =>
+    const all = f.daemon.registry.sessions().map((s) => s.id).sort((a, b) =>
       Number(a.slice(1)) - Number(b.slice(1))
     );
     const seen: string[] = [];
@@ -130,7 +130,7 @@ describe("admin API: sessions", () => {
       () => once.state === "closed" || once.state === "backoff",
       "the client to notice",
     );
-    await eventually(() => !f.daemon.sessions.has(onceId), "the session to go");
+    await eventually(() => !(f.daemon.registry.session(onceId) !== undefined), "the session to go");
     const gone = await f.api(`/v1/sessions/${onceId}`);
     assert.equal(gone.status, 404);
 

@@ -130,7 +130,7 @@ async function refused(d: Daemonish, token: string): Promise<void> {
 }
 
 function sessionsOf(d: Daemonish, name: string): number {
-  return [...d.daemon.sessions.values()].filter((s) => s.client === name).length;
+  return d.daemon.registry.sessions().filter((s) => s.client === name).length;
 }
 
 describe("admin API: minted tokens", () => {

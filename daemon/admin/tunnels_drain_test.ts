@@ -74,7 +74,7 @@ describe("admin API: tunnels", () => {
     const deleted = await f.api(`/v1/tunnels/${tunnel.id}`, { method: "DELETE" });
     assert.equal(deleted.status, 204);
     assert.match(await closedNotice, /closed by an operator/);
-    assert.equal(f.daemon.tunnels.has(tunnel.id), false);
+    assert.equal(f.daemon.registry.tunnel(tunnel.id) !== undefined, false);
     assert.equal((await list()).tunnels.some((t) => t.id === tunnel.id), false);
     const refused = await tcpExchange(tunnel.remotePort, payload).then(
       () => "connected",

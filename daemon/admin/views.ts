@@ -6,14 +6,14 @@
  * @module
  */
 
-import type { ClientSession } from "../client_session.ts";
+import type { SessionHandle } from "../registry/registry.ts";
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
 import type { ServiceOffer } from "../services.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { formatHostPort } from "../../util/address.ts";
 
 /** One stream of a session, with its flow-control state. */
-export function streamView(stream: Stream, now: number) {
+export function streamView(stream: Readonly<Stream>, now: number) {
   return {
     id: stream.id,
     state: stream.state,
@@ -28,8 +28,7 @@ export function streamView(stream: Stream, now: number) {
 }
 
 /** A session as listed: who, from where, over what, since when, and its traffic. */
-export function sessionSummary(session: ClientSession) {
-  const yamux = session.session;
+export function sessionSummary(session: SessionHandle) {
   return {
     id: session.id,
     client: session.client ?? null,
@@ -38,26 +37,24 @@ export function sessionSummary(session: ClientSession) {
     remoteAddress: session.remoteAddress,
     since: new Date(session.since).toISOString(),
     // rtt is 0 until the first keepalive ping was answered; null says "not measured yet".
-    rttMs: yamux.rtt > 0 ? yamux.rtt : null,
-    bytesIn: yamux.stats.bytesIn,
-    bytesOut: yamux.stats.bytesOut,
-    streamCount: yamux.streamCount,
-    tunnelCount: [...session.tunnels()].length,
+    rttMs: session.rtt > 0 ? session.rtt : null,
+    bytesIn: session.stats.bytesIn,
+    bytesOut: session.stats.bytesOut,
+    streamCount: session.streamCount,
+    tunnelCount: session.tunnelIds().length,
   };
 }
 
 /** A session in detail: the summary plus every stream, its tunnels and its frame counters. */
-export function sessionDetail(session: ClientSession) {
+export function sessionDetail(session: SessionHandle) {
   const now = Date.now();
-  const stats = session.session.stats;
+  const stats = session.stats;
   return {
     ...sessionSummary(session),
     frames: { in: stats.framesIn, out: stats.framesOut },
     resets: { sent: stats.resetsSent, received: stats.resetsReceived },
-    streams: [...session.session.streams()].sort((a, b) => a.id - b.id).map((s) =>
-      streamView(s, now)
-    ),
-    tunnels: [...session.tunnels()].map((t) => t.id).sort(),
+    streams: [...session.streams()].sort((a, b) => a.id - b.id).map((s) => streamView(s, now)),
+    tunnels: session.tunnelIds().sort(),
   };
 }
 
@@ -84,7 +81,7 @@ export function serviceView(offer: ServiceOffer) {
   return {
     name: offer.name,
     client: offer.client,
-    session: offer.sessionId,
+    session: offer.session,
     connections: offer.stats.connections,
     active: offer.stats.active,
     // aToB is user → offerer, bToA the other way (see ServiceOffer).

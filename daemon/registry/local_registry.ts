@@ -1,0 +1,171 @@
+/**
+ * The single-node {@linkcode Registry}: everything in this process's memory, minted tokens in the
+ * data directory (through the {@linkcode TokenRegistry} it is given). Its asynchronous operations
+ * settle at once; their semantics (create-if-absent claims, releases only by the holder) are the
+ * ones a shared store must keep too.
+ *
+ * @module
+ */
+
+import type { ReverseTunnel } from "../reverse_tunnel.ts";
+import type { ServiceOffer } from "../services.ts";
+import type { TokenRegistry } from "../token_store.ts";
+import type {
+  ClaimResult,
+  PortClaim,
+  Registry,
+  RegistryChange,
+  ServiceRecord,
+  SessionHandle,
+} from "./registry.ts";
+
+/** The key of a port claim: `bindHost:port` (a host holds each port once per address). */
+export function portKey(bindHost: string, port: number): string {
+  return `${bindHost}|${port}`;
+}
+
+/** The plain record of an offer (no live handles, no counters). */
+export function serviceRecord(offer: ServiceOffer): ServiceRecord {
+  return { name: offer.name, client: offer.client, session: offer.session, node: offer.node };
+}
+
+/** How to build a {@linkcode LocalRegistry}. */
+export interface LocalRegistryOptions {
+  /** This node's name. Default `local`. */
+  node?: string;
+  /** Where minted tokens live. */
+  tokens: TokenRegistry;
+}
+
+/** In-memory registry of one daemon. */
+export class LocalRegistry implements Registry {
+  readonly node: string;
+  readonly tokens: TokenRegistry;
+  readonly #sessions = new Map<string, SessionHandle>();
+  readonly #tunnels = new Map<string, { tunnel: ReverseTunnel; session: string }>();
+  readonly #ports = new Map<string, PortClaim>();
+  readonly #services = new Map<string, ServiceOffer>();
+  readonly #watchers = new Set<(change: RegistryChange) => void>();
+
+  /** An empty registry. */
+  constructor(options: LocalRegistryOptions) {
+    this.node = options.node ?? "local";
+    this.tokens = options.tokens;
+  }
+
+  addSession(session: SessionHandle): void {
+    this.#sessions.set(session.id, session);
+    this.#emit({ kind: "session", op: "added", id: session.id });
+  }
+
+  removeSession(id: string): void {
+    if (this.#sessions.delete(id)) this.#emit({ kind: "session", op: "removed", id });
+  }
+
+  session(id: string): SessionHandle | undefined {
+    return this.#sessions.get(id);
+  }
+
+  sessions(): SessionHandle[] {
+    return [...this.#sessions.values()]; // insertion order: oldest first
+  }
+
+  get sessionCount(): number {
+    return this.#sessions.size;
+  }
+
+  claimPort(claim: PortClaim): Promise<ClaimResult> {
+    const key = portKey(claim.bindHost, claim.port);
+    const holder = this.#ports.get(key);
+    if (holder) return Promise.resolve({ ok: false, reason: "taken", holder });
+    this.#ports.set(key, claim);
+    this.#emit({ kind: "port", op: "claimed", claim });
+    return Promise.resolve({ ok: true });
+  }
+
+  releasePort(claim: PortClaim): Promise<void> {
+    const key = portKey(claim.bindHost, claim.port);
+    const holder = this.#ports.get(key);
+    if (holder && holder.tunnel === claim.tunnel && holder.node === claim.node) {
+      this.#ports.delete(key);
+      this.#emit({ kind: "port", op: "released", claim: holder });
+    }
+    return Promise.resolve();
+  }
+
+  portHolder(bindHost: string, port: number): Promise<PortClaim | undefined> {
+    return Promise.resolve(this.#ports.get(portKey(bindHost, port)));
+  }
+
+  addTunnel(tunnel: ReverseTunnel, sessionId: string): void {
+    this.#tunnels.set(tunnel.id, { tunnel, session: sessionId });
+    this.#emit({ kind: "tunnel", op: "added", id: tunnel.id, session: sessionId });
+  }
+
+  removeTunnel(id: string): ReverseTunnel | undefined {
+    const entry = this.#tunnels.get(id);
+    if (!entry) return undefined;
+    this.#tunnels.delete(id);
+    this.#emit({ kind: "tunnel", op: "removed", id, session: entry.session });
+    return entry.tunnel;
+  }
+
+  tunnel(id: string): ReverseTunnel | undefined {
+    return this.#tunnels.get(id)?.tunnel;
+  }
+
+  tunnelOwner(id: string): SessionHandle | undefined {
+    const entry = this.#tunnels.get(id);
+    return entry ? this.#sessions.get(entry.session) : undefined;
+  }
+
+  tunnels(): ReverseTunnel[] {
+    return [...this.#tunnels.values()].map((entry) => entry.tunnel);
+  }
+
+  offerService(offer: ServiceOffer): Promise<boolean> {
+    const existing = this.#services.get(offer.name);
+    if (existing) return Promise.resolve(existing.session === offer.session);
+    this.#services.set(offer.name, offer);
+    this.#emit({ kind: "service", op: "offered", record: serviceRecord(offer) });
+    return Promise.resolve(true);
+  }
+
+  withdrawService(name: string, sessionId: string): Promise<boolean> {
+    const offer = this.#services.get(name);
+    if (offer?.session !== sessionId) return Promise.resolve(false);
+    this.#services.delete(name);
+    this.#emit({ kind: "service", op: "withdrawn", record: serviceRecord(offer) });
+    return Promise.resolve(true);
+  }
+
+  async withdrawServices(sessionId: string): Promise<void> {
+    for (const offer of [...this.#services.values()]) {
+      if (offer.session === sessionId) await this.withdrawService(offer.name, sessionId);
+    }
+  }
+
+  service(name: string): ServiceOffer | undefined {
+    return this.#services.get(name);
+  }
+
+  services(): ServiceOffer[] {
+    return [...this.#services.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  watch(listener: (change: RegistryChange) => void): () => void {
+    this.#watchers.add(listener);
+    return () => this.#watchers.delete(listener);
+  }
+
+  /** Tells every watcher; one that throws does not stop the others or the operation. */
+  #emit(change: RegistryChange): void {
+    for (const watcher of this.#watchers) {
+      try {
+        watcher(change);
+      } catch {
+        // A broken watcher must not break the registry.
+      }
+    }
+  }
+}

@@ -1,0 +1,178 @@
+/**
+ * The daemon's state behind one interface: its client sessions, the reverse tunnels they hold
+ * and the public ports those listen on, named service offers, and minted tokens. The registry is
+ * the only place these change; the daemon, client sessions and the admin API use its operations
+ * and read-only views, never each other's maps.
+ *
+ * Two kinds of things live here, on purpose kept apart:
+ * - **live, node-local objects** (a {@linkcode SessionHandle}, a reverse tunnel's listener, the
+ *   yamux session a service offer is reached through) that only this daemon can act on;
+ * - **plain records** ({@linkcode PortClaim}, {@linkcode ServiceRecord}, token records): JSON-safe,
+ *   naming the node that holds them, so that a store shared by several daemons can keep them.
+ *
+ * {@linkcode LocalRegistry} keeps everything in memory (and minted tokens in the data directory).
+ * A cluster backs the same interface with NATS JetStream KV: the operations on shared records are
+ * asynchronous for that reason, ports are claimed create-if-absent (a KV `create`, which fails
+ * when the key exists) and released only by their holder (a delete with the revision it wrote),
+ * and {@linkcode Registry.watch} delivers changes made anywhere.
+ *
+ * @module
+ */
+
+import type { SessionStats } from "../../protocol/stats.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import type { ReverseTunnel } from "../reverse_tunnel.ts";
+import type { ServiceOffer } from "../services.ts";
+import type { TokenRegistry } from "../token_store.ts";
+
+/** How a client reached the daemon. */
+export type TransportKind = "tcp" | "tls" | "ws" | "wss";
+
+/** Lifecycle of a client session. */
+export type ClientSessionState = "handshake" | "ready" | "closed";
+
+/** What {@linkcode SessionHandle.resetStream} did. */
+export type StreamResetResult = "reset" | "not_found" | "control_stream";
+
+/**
+ * A client session as the rest of the daemon sees it: read-only facts and counters, and the
+ * operator's actions. The yamux session itself stays inside.
+ */
+export interface SessionHandle {
+  /** Session id, unique in this daemon run (`s1`, `s2`, …). */
+  readonly id: string;
+  /** The authenticated client's name; undefined during the handshake. */
+  readonly client: string | undefined;
+  /** handshake, ready or closed. */
+  readonly state: ClientSessionState;
+  /** How the client connected. */
+  readonly transportKind: TransportKind;
+  /** The client's address. */
+  readonly remoteAddress: string;
+  /** When it connected (ms since the epoch). */
+  readonly since: number;
+  /** Resolves once the session is closed and its tunnels and offers are released. */
+  readonly closed: Promise<void>;
+  /** The yamux session's counters (live: they keep moving). */
+  readonly stats: Readonly<SessionStats>;
+  /** Last measured keepalive round trip, ms; 0 until one was answered. */
+  readonly rtt: number;
+  /** Streams open now, the control stream included. */
+  readonly streamCount: number;
+  /** The control stream's id, once the client opened it. */
+  readonly controlStreamId: number | undefined;
+  /** The open streams, for inspection only. */
+  streams(): IterableIterator<Readonly<Stream>>;
+  /** Ids of this session's reverse tunnels. */
+  tunnelIds(): string[];
+  /** Closes now: GoAway, then the connection ends (the operator's kick, a revoked token). */
+  close(): void;
+  /** Graceful: GoAway, then close once only the control stream is left. */
+  drain(): void;
+  /** Resets one stream; the control stream is refused (closing the session is for that). */
+  resetStream(id: number): StreamResetResult;
+  /** Closes one of this session's tunnels and tells the client why; false if not its own. */
+  closeTunnel(id: string, reason: string): boolean;
+}
+
+/** A public port held for a reverse tunnel: cluster-wide, one holder at a time. */
+export interface PortClaim {
+  /** The address the port is bound on. */
+  readonly bindHost: string;
+  /** The port. */
+  readonly port: number;
+  /** The tunnel that listens on it. */
+  readonly tunnel: string;
+  /** The session holding the tunnel. */
+  readonly session: string;
+  /** The client of that session. */
+  readonly client: string;
+  /** The node holding the session. */
+  readonly node: string;
+}
+
+/** The outcome of {@linkcode Registry.claimPort}. */
+export type ClaimResult =
+  | { ok: true }
+  | {
+    ok: false;
+    /** `taken`: someone holds it; `unavailable`: the registry cannot be asked now. */
+    reason: "taken" | "unavailable";
+    /** Who holds it, when known. */
+    holder?: PortClaim;
+  };
+
+/** A named service offer as a record: who offers it, where. */
+export interface ServiceRecord {
+  /** The service name. */
+  readonly name: string;
+  /** The offering client. */
+  readonly client: string;
+  /** The offering session. */
+  readonly session: string;
+  /** The node holding that session. */
+  readonly node: string;
+}
+
+/** One change to the registry, as {@linkcode Registry.watch} delivers it. */
+export type RegistryChange =
+  | { kind: "session"; op: "added" | "removed"; id: string }
+  | { kind: "tunnel"; op: "added" | "removed"; id: string; session: string }
+  | { kind: "port"; op: "claimed" | "released"; claim: PortClaim }
+  | { kind: "service"; op: "offered" | "withdrawn"; record: ServiceRecord }
+  | { kind: "token"; op: "changed" };
+
+/** The daemon's state and the only operations that change it. */
+export interface Registry {
+  /** This node's name, written into every record it makes. */
+  readonly node: string;
+
+  /** Adds a new (handshaking) session of this node. */
+  addSession(session: SessionHandle): void;
+  /** Forgets a closed session. */
+  removeSession(id: string): void;
+  /** This node's session `id`. */
+  session(id: string): SessionHandle | undefined;
+  /** This node's sessions, oldest first. */
+  sessions(): SessionHandle[];
+  /** How many sessions this node has (handshaking ones included). */
+  readonly sessionCount: number;
+
+  /**
+   * Claims a public port for a tunnel, if nobody holds it (create-if-absent): of two claims of
+   * the same port, however close together, exactly one succeeds.
+   */
+  claimPort(claim: PortClaim): Promise<ClaimResult>;
+  /** Releases a claim, if it is still this one (same tunnel); a stale release changes nothing. */
+  releasePort(claim: PortClaim): Promise<void>;
+  /** Who holds `bindHost:port`, if anyone. */
+  portHolder(bindHost: string, port: number): Promise<PortClaim | undefined>;
+
+  /** Adds a listening tunnel of this node, held by session `sessionId`. */
+  addTunnel(tunnel: ReverseTunnel, sessionId: string): void;
+  /** Forgets a tunnel; returns it, if it was known. */
+  removeTunnel(id: string): ReverseTunnel | undefined;
+  /** This node's tunnel `id`. */
+  tunnel(id: string): ReverseTunnel | undefined;
+  /** The session holding tunnel `id`. */
+  tunnelOwner(id: string): SessionHandle | undefined;
+  /** This node's tunnels, oldest first. */
+  tunnels(): ReverseTunnel[];
+
+  /** Registers an offer; false when another session already offers the name. */
+  offerService(offer: ServiceOffer): Promise<boolean>;
+  /** Withdraws session `sessionId`'s offer of `name`; false when it had none. */
+  withdrawService(name: string, sessionId: string): Promise<boolean>;
+  /** Withdraws every offer of a session (it ended). */
+  withdrawServices(sessionId: string): Promise<void>;
+  /** The offer of `name` that this node can reach, if any. */
+  service(name: string): ServiceOffer | undefined;
+  /** Every offer, by name. */
+  services(): ServiceOffer[];
+
+  /** Minted tokens. */
+  readonly tokens: TokenRegistry;
+
+  /** Calls `listener` with every change from now on; returns the function that stops it. */
+  watch(listener: (change: RegistryChange) => void): () => void;
+}
