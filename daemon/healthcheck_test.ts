@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { after, describe, it } from "node:test";
-import { cleanup, closedPort } from "../e2e/_harness.ts";
+import { cleanup, closedPort } from "../testing/mod.ts";
 import { runProgram } from "../e2e/_ops_util.ts";
 import { probe, readyzUrl } from "./healthcheck.ts";
 

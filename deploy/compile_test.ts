@@ -10,8 +10,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { after, describe, it } from "node:test";
-import { ROOT } from "../e2e/_harness.ts";
-import { run, start } from "./_process.ts";
+import { ROOT, runCommand, startCommand } from "../testing/mod.ts";
 
 /** The directories the daemon is built from. */
 const SOURCE_DIRS = ["daemon", "util", "protocol", "transport", "tunnel"];
@@ -48,7 +47,7 @@ async function compiled(): Promise<string> {
     readFileSync(stamp, "utf8").trim() === digest;
   if (!cached) {
     rmSync(stamp, { force: true });
-    const build = await run(join(ROOT, command), args, { timeoutMs: 120_000 });
+    const build = await runCommand(join(ROOT, command), args, { timeoutMs: 120_000 });
     assert.equal(build.code, 0, `${task}\n${build.stdout}${build.stderr}`);
     writeFileSync(stamp, digest + "\n");
   }
@@ -61,7 +60,7 @@ describe("single binary (deno task compile)", () => {
 
   it("builds, starts, answers /healthz, and exits 0 on SIGTERM", async () => {
     const binary = await compiled();
-    const daemon = start(binary, [
+    const daemon = startCommand(binary, [
       "--listen-admin",
       "127.0.0.1:0",
       "--listen-tcp",
@@ -83,7 +82,7 @@ describe("single binary (deno task compile)", () => {
       assert.equal(info.status, 200, await info.text());
 
       // The binary carries its own healthcheck subcommand too.
-      const probe = await run(binary, ["healthcheck", "--url", `${adminUrl}/readyz`]);
+      const probe = await runCommand(binary, ["healthcheck", "--url", `${adminUrl}/readyz`]);
       assert.equal(probe.code, 0, probe.stderr);
 
       assert.equal(await daemon.stop(), 0, daemon.stderr().slice(-1000));

@@ -15,8 +15,7 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, describe, it } from "node:test";
-import { closedPort, ROOT } from "../e2e/_harness.ts";
-import { baseEnv, run, start } from "./_process.ts";
+import { baseEnv, closedPort, ROOT, runCommand, startCommand } from "../testing/mod.ts";
 import { mapPaths, parseDockerfile } from "./dockerfile.ts";
 
 const DENO = join(ROOT, "node_modules", ".bin", "deno");
@@ -54,7 +53,7 @@ describe("Dockerfile", () => {
   });
 
   it("copies every module the daemon loads, and hono is its only npm package", async () => {
-    const info = await run(DENO, ["info", "--json", "daemon/main.ts"]);
+    const info = await runCommand(DENO, ["info", "--json", "daemon/main.ts"]);
     assert.equal(info.code, 0, info.stderr);
     const modules = (JSON.parse(info.stdout).modules as { specifier: string }[])
       .map((m) => m.specifier)
@@ -92,12 +91,12 @@ describe("Dockerfile", () => {
     });
     env.TUNNELMUX_ADMIN_TOKEN = "image-test-admin-token-0123456789";
     const [command, ...args] = hostCommand([...spec.entrypoint, ...spec.cmd]);
-    const daemon = start(command, args, { env });
+    const daemon = startCommand(command, args, { env });
     try {
       const adminUrl = (await daemon.waitForStdout(/admin API on (\S+)/))[1];
 
       const [hcCommand, ...hcArgs] = hostCommand(spec.healthcheck);
-      const healthy = await run(hcCommand, hcArgs, { env });
+      const healthy = await runCommand(hcCommand, hcArgs, { env });
       assert.equal(healthy.code, 0, `healthcheck: ${healthy.stdout}${healthy.stderr}`);
       assert.match(healthy.stdout, /readyz: 200/);
 

@@ -10,7 +10,7 @@
 import { spawn } from "node:child_process";
 import { createServer, type Socket } from "node:net";
 import process from "node:process";
-import { ROOT, runtimeArgs, seededBytes, tcpConnect, withTimeout } from "./_harness.ts";
+import { pattern, ROOT, runtimeArgs, tcpConnect, withTimeout } from "../testing/mod.ts";
 import { ControlChannel } from "../tunnel/control_channel.ts";
 import { YamuxError } from "../protocol/errors.ts";
 import { Session } from "../protocol/session.ts";
@@ -18,18 +18,7 @@ import type { Stream } from "../protocol/stream.ts";
 import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { connectTcp, connectWebSocket } from "../transport/mod.ts";
-
-/** Joins chunks. */
-export function concat(chunks: Uint8Array[]): Uint8Array {
-  const total = chunks.reduce((n, c) => n + c.length, 0);
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
-}
+import { concat } from "../util/bytes.ts";
 
 // ---- Raw yamux sessions to the daemon ----
 
@@ -231,7 +220,7 @@ export async function upgradeStatus(
 
 /**
  * A TCP server whose every connection gets `chunks` chunks of `chunkSize` bytes of
- * `seededBytes(total, seed)`, one every `intervalMs`, then FIN; with `stall`, it sends the first
+ * `pattern(total, seed)`, one every `intervalMs`, then FIN; with `stall`, it sends the first
  * chunk and then nothing, never ending. Returns the port and a closer.
  */
 export async function slowSource(options: {
@@ -241,7 +230,7 @@ export async function slowSource(options: {
   seed?: number;
   stall?: boolean;
 }): Promise<{ port: number; expected: Uint8Array; connections: number; close(): void }> {
-  const expected = seededBytes(options.chunkSize * options.chunks, options.seed ?? 7);
+  const expected = pattern(options.chunkSize * options.chunks, options.seed ?? 7);
   const sockets = new Set<Socket>();
   const timers = new Set<ReturnType<typeof setInterval>>();
   const state = { connections: 0 };

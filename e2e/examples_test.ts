@@ -16,7 +16,7 @@ import {
   tcpRoundTrip,
   type TestServer,
   waitFor,
-} from "./_harness.ts";
+} from "../testing/mod.ts";
 
 /**
  * Runs an example with the token in its environment. With `until`, the example is interrupted

@@ -22,8 +22,8 @@ import {
   daemonConfig,
   type DaemonProcess,
   newToken,
+  pattern,
   probePort,
-  seededBytes,
   startClient,
   startDaemon,
   startEchoServer,
@@ -31,7 +31,7 @@ import {
   tcpRoundTrip,
   waitFor,
   withTimeout,
-} from "./_harness.ts";
+} from "../testing/mod.ts";
 import {
   collectStream,
   openWithHeader,
@@ -151,7 +151,7 @@ describe("named services between two client processes", () => {
     });
     const bPort = await usingPort(b, "ssh-box");
 
-    const payload = seededBytes(300_000, 11);
+    const payload = pattern(300_000, 11);
     assertSameBytes(await tcpRoundTrip(bPort, payload), payload, "through ssh-box");
     assert.equal(echo.connections, 1, "A dialled its local service once");
 
@@ -189,7 +189,7 @@ describe("named services between two client processes", () => {
     assert.match(String(unknownLog.msg), /nobody-home/);
 
     // A and B are undisturbed.
-    const again = seededBytes(100_000, 12);
+    const again = pattern(100_000, 12);
     assertSameBytes(await tcpRoundTrip(bPort, again), again, "through ssh-box after refusals");
     assert.equal(a.hasExited || b.hasExited || c.hasExited, false, "every client still runs");
   });
@@ -368,7 +368,7 @@ describe("SIGHUP reload", () => {
     // A stream of y's that stays open across the reload.
     const longLived = yc.open(echo.address);
     const longLivedOutcome = collectStream(longLived, 30_000);
-    const first = seededBytes(10_000, 21);
+    const first = pattern(10_000, 21);
     longLived.write(first);
     await waitFor(() => longLived.bytesIn >= first.length, { message: "echo before reload" });
 
@@ -379,15 +379,15 @@ describe("SIGHUP reload", () => {
       message: `the sessions of x and z to close (x ${x.state}, z ${z.state})`,
     });
     assert.equal(yc.state, "ready", "y's session is untouched");
-    const second = seededBytes(10_000, 22);
+    const second = pattern(10_000, 22);
     longLived.write(second);
     longLived.end();
     const kept = await longLivedOutcome;
     assert.equal(kept.error, undefined);
     assertSameBytes(kept.data, new Uint8Array([...first, ...second]), "stream across the reload");
-    const fresh = await roundTrip(yc.open(echo.address), seededBytes(5_000, 23));
-    assertSameBytes(fresh.data, seededBytes(5_000, 23), "new forward after the reload");
-    const viaTunnel = seededBytes(20_000, 24);
+    const fresh = await roundTrip(yc.open(echo.address), pattern(5_000, 23));
+    assertSameBytes(fresh.data, pattern(5_000, 23), "new forward after the reload");
+    const viaTunnel = pattern(20_000, 24);
     assertSameBytes(await tcpRoundTrip(tunnelPort, viaTunnel), viaTunnel, "y's tunnel");
 
     // Old credentials are refused; z's new token works.
@@ -407,12 +407,12 @@ describe("SIGHUP reload", () => {
     const token = newToken("y");
     const daemon = await daemonWith([{ name: "y", token, forward: [echo.address] }]);
     const client = await sdk(daemon.tcpUrl, token);
-    const before = await roundTrip(client.open(echo.address), seededBytes(4_000, 31));
-    assertSameBytes(before.data, seededBytes(4_000, 31), "forward before the reload");
+    const before = await roundTrip(client.open(echo.address), pattern(4_000, 31));
+    assertSameBytes(before.data, pattern(4_000, 31), "forward before the reload");
 
     await reload(daemon, daemonConfig([{ name: "y", token, forward: [] }]));
 
-    const after = await roundTrip(client.open(echo.address), seededBytes(4_000, 32));
+    const after = await roundTrip(client.open(echo.address), pattern(4_000, 32));
     assert.equal(
       after.resetCode,
       ResetReason.NotAllowed,
@@ -453,8 +453,8 @@ describe("SIGHUP reload", () => {
 
     assert.equal(x.state, "ready");
     assert.equal(y.state, "ready");
-    const ok = await roundTrip(y.open(echo.address), seededBytes(4_000, 41));
-    assertSameBytes(ok.data, seededBytes(4_000, 41), "y's forward under the old config");
+    const ok = await roundTrip(y.open(echo.address), pattern(4_000, 41));
+    assertSameBytes(ok.data, pattern(4_000, 41), "y's forward under the old config");
     const x2 = await sdk(daemon.tcpUrl, tx);
     assert.equal(x2.state, "ready", "x can still connect with its token");
     assert.equal(daemon.hasExited, false);
@@ -598,7 +598,7 @@ describe("handshake and authentication", () => {
     const welcome = await control.request({ type: "hello", version: 1, agent: "e2e" });
     assert.equal(welcome.type, "welcome", JSON.stringify(welcome));
     assert.equal(welcome.client, "ws");
-    const bytes = seededBytes(50_000, 51);
+    const bytes = pattern(50_000, 51);
     const echoed = await roundTrip(openWithHeader(raw.session, { kind: "echo" }), bytes);
     assert.equal(echoed.error, undefined);
     assertSameBytes(echoed.data, bytes, "echo over a bearer-authenticated session");
@@ -644,7 +644,7 @@ describe("limits", () => {
     });
     assert.equal(reply.code, "limit_reached", JSON.stringify(reply));
 
-    const bytes = seededBytes(20_000, 61);
+    const bytes = pattern(20_000, 61);
     const echoed = await roundTrip(first.echo(), bytes);
     assertSameBytes(echoed.data, bytes, "the first client still works");
   });
@@ -681,7 +681,7 @@ describe("limits", () => {
       client.expose({ local: echo.address }),
       (error: Error & { code?: string }) => error.code === "limit_reached",
     );
-    const bytes = seededBytes(30_000, 71);
+    const bytes = pattern(30_000, 71);
     assertSameBytes(await tcpRoundTrip(tunnel.remotePort, bytes), bytes, "the first tunnel");
   });
 
@@ -702,7 +702,7 @@ describe("limits", () => {
       const stream = openWithHeader(raw.session, { kind: "echo" });
       const got: Uint8Array[] = [];
       stream.onData = (chunk) => got.push(chunk);
-      stream.write(seededBytes(1_000, 80 + i));
+      stream.write(pattern(1_000, 80 + i));
       open.push({ stream, got });
     }
     const sum = (chunks: Uint8Array[]) => chunks.reduce((n, c) => n + c.length, 0);
@@ -719,7 +719,7 @@ describe("limits", () => {
 
     // The three streams and the control channel still work.
     for (const [i, o] of open.entries()) {
-      o.stream.write(seededBytes(1_000, 90 + i));
+      o.stream.write(pattern(1_000, 90 + i));
       o.stream.end();
     }
     await waitFor(() => open.every((o) => sum(o.got) === 2_000), {
@@ -739,13 +739,13 @@ describe("limits", () => {
     // Control + one echo stream = 2.
     const held = client.echo();
     const heldOutcome = collectStream(held, 15_000);
-    held.write(seededBytes(100, 1));
+    held.write(pattern(100, 1));
     await waitFor(() => held.bytesIn === 100, { message: "the held echo" });
     const extra = await collectStream(client.echo());
     assert.equal(extra.resetCode, ResetReason.LimitReached, reasonName(extra.resetCode));
     held.end();
     const { data } = await heldOutcome;
-    assertSameBytes(data, seededBytes(100, 1), "the held stream");
+    assertSameBytes(data, pattern(100, 1), "the held stream");
   });
 });
 
@@ -766,7 +766,7 @@ describe("embedded default configuration", () => {
     const tunnel = await client.expose({ local: echo.address });
     assert.equal(tunnel.remoteHost, "127.0.0.1");
     assert.ok(tunnel.remotePort >= 1024, `port ${tunnel.remotePort}`);
-    const bytes = seededBytes(40_000, 101);
+    const bytes = pattern(40_000, 101);
     assertSameBytes(await tcpRoundTrip(tunnel.remotePort, bytes), bytes, "through the tunnel");
 
     await assert.rejects(
@@ -780,7 +780,7 @@ describe("embedded default configuration", () => {
       "binding beyond 127.0.0.1 is not allowed",
     );
 
-    const forward = await roundTrip(client.open(echo.address), seededBytes(100, 102));
+    const forward = await roundTrip(client.open(echo.address), pattern(100, 102));
     assert.equal(forward.resetCode, ResetReason.NotAllowed, reasonName(forward.resetCode));
     assert.equal(echo.connections, 1, "only the tunnel visitor reached the echo server");
   });

@@ -20,9 +20,9 @@ import {
   type DaemonProcess,
   httpGet,
   newToken,
+  pattern,
   probePort,
   rssBytes,
-  seededBytes,
   socketClosed,
   startAfterEofServer,
   startClient,
@@ -35,7 +35,7 @@ import {
   tcpRoundTrip,
   type TestServer,
   waitFor,
-} from "./_harness.ts";
+} from "../testing/mod.ts";
 import { prng } from "../util/prng.ts";
 
 const MiB = 1024 * 1024;
@@ -93,7 +93,7 @@ function httpPost(
  */
 function pumpWithoutReading(socket: Socket, limit: number): { readonly written: number } {
   let written = 0;
-  const chunk = seededBytes(256 * 1024, 99);
+  const chunk = pattern(256 * 1024, 99);
   const pump = () => {
     while (written < limit && !socket.destroyed) {
       written += chunk.length;
@@ -138,7 +138,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       http = await startHttpServer();
       afterEof = await startAfterEofServer((request) =>
         // Answers only after EOF: the request length, then 512 KiB derived from it.
-        Buffer.concat([Buffer.from(`${request.length}\n`), seededBytes(512 * 1024, request.length)])
+        Buffer.concat([Buffer.from(`${request.length}\n`), pattern(512 * 1024, request.length)])
       );
       closed = await closedPort();
       config = daemonConfig([
@@ -177,13 +177,13 @@ for (const transport of ["TCP", "WebSocket"] as const) {
 
     it("serves real HTTP through a reverse tunnel (1 MiB body intact)", async () => {
       const port = await tunnelPort(client, http.address);
-      const expected = seededBytes(MiB, 7);
+      const expected = pattern(MiB, 7);
       const big = await httpGet(port, `/bytes?n=${MiB}&seed=7`);
       assert.equal(big.status, 200);
       assert.equal(big.headers.get("content-length"), String(MiB));
       assertSameBytes(big.body, expected, "GET /bytes");
 
-      const upload = seededBytes(768 * 1024, 8);
+      const upload = pattern(768 * 1024, 8);
       const posted = await httpPost(port, "/echo", upload);
       assert.equal(posted.status, 200);
       assertSameBytes(posted.body, upload, "POST /echo");
@@ -196,7 +196,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
 
     it("echoes several MiB through a forward, intact", async () => {
       const port = await forwardPort(client, echo.address);
-      const payloads = [seededBytes(8 * MiB, 11), seededBytes(3 * MiB + 17, 12)];
+      const payloads = [pattern(8 * MiB, 11), pattern(3 * MiB + 17, 12)];
       const echoed = await Promise.all(
         payloads.map((p) => tcpRoundTrip(port, p, { timeoutMs: 30_000 })),
       );
@@ -205,17 +205,17 @@ for (const transport of ["TCP", "WebSocket"] as const) {
 
     it("carries a half-close through a reverse tunnel: the answer after EOF arrives whole", async () => {
       const port = await tunnelPort(client, afterEof.address);
-      const request = seededBytes(100_000, 3);
+      const request = pattern(100_000, 3);
       const response = await tcpRoundTrip(port, request);
       const expected = Buffer.concat([
         Buffer.from(`${request.length}\n`),
-        seededBytes(512 * 1024, request.length),
+        pattern(512 * 1024, request.length),
       ]);
       assertSameBytes(response, expected, "answer after EOF");
     });
 
     it("carries a half-close the other way: the service ends first, the visitor still sends", async () => {
-      const greeting = seededBytes(200_000, 4);
+      const greeting = pattern(200_000, 4);
       const received: Uint8Array[] = [];
       const service = await startTcpServer((socket) => {
         const chunks: Buffer[] = [];
@@ -230,7 +230,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       });
       const { port } = await proc.waitForTunnel();
       const visitor = await tcpConnect(port);
-      const upload = seededBytes(300_000, 5);
+      const upload = pattern(300_000, 5);
       const chunks: Buffer[] = [];
       visitor.on("data", (c: Buffer) => chunks.push(c));
       // Only after the service's EOF does the visitor send, then half-close.
@@ -267,7 +267,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       const random = prng(200);
       const payloads = Array.from(
         { length: 200 },
-        (_, i) => seededBytes(1 + Math.floor(random() * 64 * 1024), 1000 + i),
+        (_, i) => pattern(1 + Math.floor(random() * 64 * 1024), 1000 + i),
       );
       const echoed = await Promise.all(
         payloads.map((p) => tcpRoundTrip(port, p, { timeoutMs: 30_000 })),
@@ -291,7 +291,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       const random = prng(5);
       const payloads = Array.from(
         { length: 20 },
-        (_, i) => seededBytes(64 * 1024 + Math.floor(random() * MiB), 2000 + i),
+        (_, i) => pattern(64 * 1024 + Math.floor(random() * MiB), 2000 + i),
       );
       const echoed = await Promise.all(
         payloads.map((p) => tcpRoundTrip(port, p, { timeoutMs: 30_000 })),
@@ -318,7 +318,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       assert.ok(clientGrowth < bound, `client RSS grew by ${(clientGrowth / MiB).toFixed(1)} MiB`);
       stalled.destroy();
       // And the tunnel still works.
-      const after = seededBytes(MiB, 77);
+      const after = pattern(MiB, 77);
       assertSameBytes(await tcpRoundTrip(port, after), after, "after the stall");
     });
 
@@ -339,7 +339,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
         message: "the visitor to reach the stalled service",
       });
       // Same session, other tunnel: unaffected.
-      const payloads = Array.from({ length: 10 }, (_, i) => seededBytes(512 * 1024, 3000 + i));
+      const payloads = Array.from({ length: 10 }, (_, i) => pattern(512 * 1024, 3000 + i));
       const echoed = await Promise.all(payloads.map((p) => tcpRoundTrip(echoPort, p)));
       echoed.forEach((bytes, i) => assertSameBytes(bytes, payloads[i], `echo visitor #${i}`));
       let last = -1;
@@ -390,7 +390,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       );
       assert.equal(failure.level, "warn");
       const port = await tunnelPort(client, echo.address);
-      const payload = seededBytes(200_000, 21);
+      const payload = pattern(200_000, 21);
       assertSameBytes(await tcpRoundTrip(port, payload), payload, "tunnel of the other client");
     });
 
@@ -423,7 +423,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
           tunnel.remotePort >= 20000 && tunnel.remotePort <= 30000,
           `port ${tunnel.remotePort}`,
         );
-        const payload = seededBytes(300_000, 31);
+        const payload = pattern(300_000, 31);
         assertSameBytes(
           await tcpRoundTrip(tunnel.remotePort, payload),
           payload,
@@ -469,7 +469,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       await daemon.waitForLog((e) => e.msg === "forward refused" && e.reason === "dial_refused");
       // The same session still forwards.
       const port = await forwardPort(forwarder, echo.address);
-      const payload = seededBytes(MiB, 41);
+      const payload = pattern(MiB, 41);
       assertSameBytes(await tcpRoundTrip(port, payload), payload, "allowed forward afterwards");
       assert.equal(forwarder.hasExited, false);
     });
@@ -496,7 +496,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       });
       // The daemon is fine: the main client's tunnel works.
       const echoPort = await tunnelPort(client, echo.address);
-      const payload = seededBytes(100_000, 51);
+      const payload = pattern(100_000, 51);
       assertSameBytes(await tcpRoundTrip(echoPort, payload), payload, "other tunnel");
     });
 
@@ -509,7 +509,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
         args: ["--expose", `0=${echo.address}`],
       });
       const { port } = await survivor.waitForTunnel();
-      const payload = seededBytes(500_000, 61);
+      const payload = pattern(500_000, 61);
       assertSameBytes(await tcpRoundTrip(port, payload), payload, "before the restart");
 
       const mark = survivor.logs().length;

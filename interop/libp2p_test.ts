@@ -18,6 +18,7 @@ import {
   listenLibp2pTcp,
   toBytes,
 } from "./libp2p_peer.ts";
+import { concat } from "../util/bytes.ts";
 
 type Kind = "memory" | "tcp";
 const KINDS: readonly Kind[] = ["memory", "tcp"];
@@ -479,14 +480,4 @@ for (const kind of KINDS) {
       );
     });
   });
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.length;
-  }
-  return out;
 }

@@ -8,6 +8,7 @@ import { connectTcp, listenTcp } from "../transport/mod.ts";
 import type { TransportListener } from "../protocol/transport.ts";
 import { echoStream } from "../tunnel/echo.ts";
 import { checkEcho, pattern, roundTrip } from "../tools/echo_check.ts";
+import { waitFor } from "../testing/wait.ts";
 
 const MiB = 1024 * 1024;
 const CONFIG: Partial<SessionConfig> = { maxStreamWindow: 16 * MiB };
@@ -186,13 +187,4 @@ async function withServer(
   } finally {
     await server.close();
   }
-}
-
-/** Polls `condition` once per 10 ms, at most 1000 times. */
-async function waitFor(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    if (condition()) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  assert.fail("condition not reached within 1000 polls");
 }

@@ -10,6 +10,8 @@
 import { HEADER_LENGTH } from "./constants.ts";
 import type { Transport, TransportHandlers } from "./transport.ts";
 import { prng } from "../util/prng.ts";
+import { EACH_TURN, waitFor } from "../testing/wait.ts";
+import { concat } from "../util/bytes.ts";
 
 /** One frame as the session wrote it. */
 export interface RawFrame {
@@ -48,37 +50,9 @@ export function frame(
   return out;
 }
 
-/** Concatenates byte arrays into a fresh one. */
-export function concat(chunks: readonly Uint8Array[]): Uint8Array {
-  let size = 0;
-  for (const c of chunks) size += c.length;
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
-}
-
 /** Resolves after pending microtasks and `times` macrotask turns. */
 export async function tick(times = 1): Promise<void> {
   for (let i = 0; i < times; i++) await new Promise((r) => setTimeout(r, 0));
-}
-
-/** Waits until `condition` holds, checking once per macrotask turn, at most `turns` times. */
-export async function until(
-  condition: () => boolean,
-  what = "condition",
-  turns = 5000,
-  delayMs = 0,
-): Promise<void> {
-  for (let i = 0; i < turns; i++) {
-    if (condition()) return;
-    await new Promise((r) => setTimeout(r, delayMs));
-  }
-  if (condition()) return;
-  throw new Error(`${what} not reached after ${turns} turns`);
 }
 
 /**
@@ -212,12 +186,20 @@ export class RawPeer implements Transport {
 
   /** Waits until the session wrote at least `n` frames. */
   waitFrames(n: number, turns = 5000): Promise<RawFrame[]> {
-    return until(() => this.#frames.length >= n, `${n} frames`, turns).then(() => this.frames());
+    return waitFor(() => this.#frames.length >= n, {
+      ...EACH_TURN,
+      message: `${n} frames`,
+      tries: turns,
+    }).then(() => this.frames());
   }
 
   /** Waits until the session ended or closed the transport. */
-  waitGone(turns = 5000): Promise<void> {
-    return until(() => this.ended || this.closed, "transport end/close", turns);
+  async waitGone(turns = 5000): Promise<void> {
+    await waitFor(() => this.ended || this.closed, {
+      ...EACH_TURN,
+      message: "transport end/close",
+      tries: turns,
+    });
   }
 
   #parse(chunk: Uint8Array): void {

@@ -10,7 +10,9 @@ import { YamuxError } from "./errors.ts";
 import { Session } from "./session.ts";
 import type { Stream } from "./stream.ts";
 import { StreamState } from "./stream_state.ts";
-import { concat, frame, type RawFrame, RawPeer, tick, until } from "./_raw_peer.ts";
+import { frame, type RawFrame, RawPeer, tick } from "./_raw_peer.ts";
+import { concat } from "../util/bytes.ts";
+import { EACH_TURN, waitFor } from "../testing/wait.ts";
 
 const { Data, WindowUpdate: WU, Ping, GoAway } = FrameType;
 const { SYN, ACK, FIN, RST } = Flag;
@@ -99,9 +101,9 @@ async function sync(peer: RawPeer, from = 0): Promise<string[]> {
   // queued control frames such as ping replies go before stream frames.
   await tick();
   peer.send(frame(Ping, SYN, 0, marker));
-  await until(
+  await waitFor(
     () => peer.frames().some((f) => f.type === Ping && f.flags === ACK && f.length === marker),
-    `ping reply ${marker}`,
+    { ...EACH_TURN, message: `ping reply ${marker}` },
   );
   const frames = peer.frames();
   const at = frames.findIndex((f) => f.type === Ping && f.flags === ACK && f.length === marker);
@@ -644,7 +646,11 @@ describe("conformance: timeouts", () => {
       const stream = session.open();
       const closedWith: { error?: Error; called: boolean } = { called: false };
       stream.onClose = (error) => Object.assign(closedWith, { error, called: true });
-      await until(() => stream.state === StreamState.Reset, "open timeout", 2000, 5);
+      await waitFor(() => stream.state === StreamState.Reset, {
+        message: "open timeout",
+        tries: 2000,
+        intervalMs: 5,
+      });
       assert.deepEqual(shown(peer), ["WU SYN 1 0", "WU RST 1 0"]);
       assert.equal(session.stats.errors.open_timeout, 1);
       assert.equal(session.state, "open");
@@ -661,7 +667,11 @@ describe("conformance: timeouts", () => {
   it("open timeout: the stream's error has code open_timeout", async () => {
     await withSession({ client: true, config: { openTimeout: 50 } }, async (ctx) => {
       const stream = ctx.session.open();
-      await until(() => stream.state === StreamState.Reset, "open timeout", 2000, 5);
+      await waitFor(() => stream.state === StreamState.Reset, {
+        message: "open timeout",
+        tries: 2000,
+        intervalMs: 5,
+      });
       assert.ok(stream.error instanceof YamuxError);
       assert.equal(stream.error.code, "open_timeout");
     });
@@ -672,7 +682,11 @@ describe("conformance: timeouts", () => {
     await withSession({ client: true, config }, async (ctx) => {
       const { peer, session } = ctx;
       const first = session.open();
-      await until(() => first.state === StreamState.Reset, "open timeout", 2000, 5);
+      await waitFor(() => first.state === StreamState.Reset, {
+        message: "open timeout",
+        tries: 2000,
+        intervalMs: 5,
+      });
       assert.deepEqual(shown(peer), ["WU SYN 1 0", "WU RST 1 0"]);
       session.open();
       assert.deepEqual(await sync(peer, 2), ["WU SYN 3 0"], "SYN 3 goes out");
@@ -685,12 +699,11 @@ describe("conformance: timeouts", () => {
       const { peer, session } = ctx;
       const first = session.open();
       const queued = session.open();
-      await until(
-        () => first.state === StreamState.Reset && queued.state === StreamState.Reset,
-        "open timeouts",
-        2000,
-        5,
-      );
+      await waitFor(() => first.state === StreamState.Reset && queued.state === StreamState.Reset, {
+        message: "open timeouts",
+        tries: 2000,
+        intervalMs: 5,
+      });
       await tick(2);
       assert.deepEqual(shown(peer), ["WU SYN 1 0", "WU RST 1 0"], "no frame for stream 3");
     });
@@ -703,7 +716,11 @@ describe("conformance: timeouts", () => {
       assert.deepEqual(await sync(peer), ["WU SYN 1 0"]);
       peer.send(frame(WU, ACK, 1, 0));
       stream.end();
-      await until(() => stream.state === StreamState.Reset, "close timeout", 2000, 5);
+      await waitFor(() => stream.state === StreamState.Reset, {
+        message: "close timeout",
+        tries: 2000,
+        intervalMs: 5,
+      });
       assert.deepEqual(shown(peer).filter((f) => !f.startsWith("Ping")), [
         "WU SYN 1 0",
         "WU FIN 1 0",
@@ -721,7 +738,11 @@ describe("conformance: timeouts", () => {
       await sync(ctx.peer);
       ctx.peer.send(frame(WU, ACK, 1, 0));
       stream.end();
-      await until(() => stream.state === StreamState.Reset, "close timeout", 2000, 5);
+      await waitFor(() => stream.state === StreamState.Reset, {
+        message: "close timeout",
+        tries: 2000,
+        intervalMs: 5,
+      });
       assert.ok(stream.error instanceof YamuxError);
       assert.equal(stream.error.code, "close_timeout");
     });
@@ -733,7 +754,7 @@ describe("conformance: timeouts", () => {
       const { peer, session } = ctx;
       const result: { done: boolean; error?: Error } = { done: false };
       session.closed.then((error) => Object.assign(result, { done: true, error }));
-      await until(() => result.done, "keepalive close", 2000, 5);
+      await waitFor(() => result.done, { message: "keepalive close", tries: 2000, intervalMs: 5 });
       assert.ok(result.error instanceof YamuxError);
       assert.equal(result.error.code, "keepalive_timeout");
       assert.equal(session.stats.errors.keepalive_timeout, 1);
@@ -753,7 +774,11 @@ describe("conformance: timeouts", () => {
         peer.send(frame(WU, SYN, 1, 0));
         // Each time the session pings, answer with a data frame instead of a Ping ACK.
         for (let i = 1; i <= 4; i++) {
-          await until(() => peer.framesOf(Ping, SYN).length >= i, `keepalive ping ${i}`, 4000, 2);
+          await waitFor(() => peer.framesOf(Ping, SYN).length >= i, {
+            message: `keepalive ping ${i}`,
+            tries: 4000,
+            intervalMs: 2,
+          });
           peer.send(frame(Data, 0, 1, 1, new Uint8Array([i])));
         }
         assert.equal(session.state, "open");

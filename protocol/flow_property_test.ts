@@ -9,7 +9,8 @@ import fc from "fast-check";
 import type { SessionConfig } from "./config.ts";
 import { Session } from "./session.ts";
 import type { Stream } from "./stream.ts";
-import { testPair, tick, until } from "./_raw_peer.ts";
+import { testPair, tick } from "./_raw_peer.ts";
+import { EACH_TURN, waitFor } from "../testing/wait.ts";
 
 const STREAMS = 3;
 
@@ -149,7 +150,10 @@ async function runScenario(
 
   try {
     for (let i = 0; i < STREAMS; i++) endpoints[0][i] = attach(0, i, client.open());
-    await until(() => server.streamCount === STREAMS, "server sees every stream");
+    await waitFor(() => server.streamCount === STREAMS, {
+      ...EACH_TURN,
+      message: "server sees every stream",
+    });
 
     for (const o of ops) {
       if (o.kind === "tick") {
@@ -159,7 +163,10 @@ async function runScenario(
       }
       if (o.kind === "expectBuffered") {
         const s = endpoints[o.side][o.stream].stream;
-        await until(() => s.bufferedBytes >= o.bytes, `${o.bytes} bytes buffered`);
+        await waitFor(() => s.bufferedBytes >= o.bytes, {
+          ...EACH_TURN,
+          message: `${o.bytes} bytes buffered`,
+        });
         await tick(4);
         assert.equal(s.bufferedBytes, o.bytes);
         continue;
@@ -202,14 +209,10 @@ async function runScenario(
         endpoint.stream.end();
       }
     }
-    await until(
-      () => {
-        checkWindows("finish");
-        return client.streamCount === 0 && server.streamCount === 0;
-      },
-      "every stream finished",
-      50_000,
-    );
+    await waitFor(() => {
+      checkWindows("finish");
+      return client.streamCount === 0 && server.streamCount === 0;
+    }, { ...EACH_TURN, message: "every stream finished", tries: 50_000 });
 
     assert.deepEqual(windowViolations, []);
     assert.deepEqual(errors, []);

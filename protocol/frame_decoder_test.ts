@@ -4,7 +4,8 @@ import fc from "fast-check";
 import { Flag, FrameType, HEADER_LENGTH, MAX_UINT32 } from "./constants.ts";
 import { FrameDecoder, type FrameSink } from "./frame_decoder.ts";
 import { writeHeader } from "./header.ts";
-import { concat, frame } from "./_raw_peer.ts";
+import { frame } from "./_raw_peer.ts";
+import { concat } from "../util/bytes.ts";
 
 interface Decoded {
   type: number;

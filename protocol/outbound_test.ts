@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { Flag, FrameType } from "./constants.ts";
 import { Session } from "./session.ts";
-import { concat, RawPeer } from "./_raw_peer.ts";
+import { RawPeer } from "./_raw_peer.ts";
+import { concat } from "../util/bytes.ts";
 
 /** `n` bytes of a pattern that differs per `seed`. */
 function bytes(n: number, seed: number): Uint8Array {

@@ -8,6 +8,8 @@ import type { Transport } from "./transport.ts";
 import { memoryPair } from "../transport/memory.ts";
 import { echoStream } from "../tunnel/echo.ts";
 import { pattern, roundTrip } from "../tools/echo_check.ts";
+import { EACH_TURN, waitFor } from "../testing/wait.ts";
+import { concat } from "../util/bytes.ts";
 
 const QUIET = { enableKeepAlive: false } as const;
 
@@ -36,15 +38,6 @@ function tick(times = 1): Promise<void> {
   return p;
 }
 
-/** Waits until `condition` holds, checking once per macrotask, at most `turns` times. */
-async function until(condition: () => boolean, turns = 2000): Promise<void> {
-  for (let i = 0; i < turns; i++) {
-    if (condition()) return;
-    await tick();
-  }
-  assert.fail("condition not reached");
-}
-
 function collect(stream: Stream): { chunks: Uint8Array[]; ended: Promise<Uint8Array> } {
   const chunks: Uint8Array[] = [];
   const ended = new Promise<Uint8Array>((resolve, reject) => {
@@ -53,16 +46,6 @@ function collect(stream: Stream): { chunks: Uint8Array[]; ended: Promise<Uint8Ar
     stream.onClose = (error) => error && reject(error);
   });
   return { chunks, ended };
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
 }
 
 describe("Session: streams", () => {
@@ -74,7 +57,7 @@ describe("Session: streams", () => {
       const payload = pattern(300_000, 1);
       const echoed = await roundTrip(stream, payload);
       assert.deepEqual(echoed, payload);
-      await until(() => client.streamCount === 0 && server.streamCount === 0);
+      await waitFor(() => client.streamCount === 0 && server.streamCount === 0, EACH_TURN);
       assert.equal(stream.state, StreamState.Closed);
       assert.equal(client.stats.streamsOpened, 1);
       assert.equal(server.stats.streamsAccepted, 1);
@@ -102,7 +85,7 @@ describe("Session: streams", () => {
       assert.equal(stream.state, StreamState.SynSent, "not acknowledged before accept");
       const accepted = await server.accept();
       assert.equal(accepted.id, stream.id);
-      await until(() => stream.state === StreamState.Established);
+      await waitFor(() => stream.state === StreamState.Established, EACH_TURN);
       const { ended } = collect(accepted);
       stream.end();
       assert.deepEqual(await ended, new Uint8Array([1, 2, 3]));
@@ -146,7 +129,7 @@ describe("Session: streams", () => {
       const victim = client.open();
       const sibling = client.open();
       victim.write(pattern(1000, 1));
-      await until(() => serverSide !== undefined && serverSide.bytesIn === 1000);
+      await waitFor(() => serverSide !== undefined && serverSide.bytesIn === 1000, EACH_TURN);
       const closed = new Promise<Error | undefined>((resolve) => serverSide!.onClose = resolve);
       victim.reset();
       const error = await closed;
@@ -166,7 +149,7 @@ describe("Session: streams", () => {
     try {
       const stream = client.open();
       stream.write(new Uint8Array([1]));
-      await until(() => serverSide !== undefined);
+      await waitFor(() => serverSide !== undefined, EACH_TURN);
       const closed = new Promise<Error | undefined>((resolve) => stream.onClose = resolve);
       serverSide!.reset(7);
       const error = (await closed) as YamuxError;
@@ -216,14 +199,14 @@ describe("Session: streams", () => {
       };
       writer.onDrain = offer;
       offer();
-      await until(() => writer.sendWindow === 0);
+      await waitFor(() => writer.sendWindow === 0, EACH_TURN);
       const other = pattern(4 * 1024 * 1024, 3);
       assert.deepEqual(await roundTrip(client.open(), other), other);
       assert.ok(stalled!.bufferedBytes <= stalled!.receiveWindow);
       assert.equal(stalled!.bufferedBytes, 256 * 1024, "exactly the initial window is buffered");
       assert.ok(writer.queuedBytes <= client.config.writeHighWaterMark + chunk.length);
       stalled!.resume();
-      await until(() => stalled!.bufferedBytes === 0 && writer.sendWindow > 0);
+      await waitFor(() => stalled!.bufferedBytes === 0 && writer.sendWindow > 0, EACH_TURN);
     } finally {
       done();
     }
@@ -252,7 +235,10 @@ describe("Session: streams", () => {
       };
       stream.onDrain = pump;
       pump();
-      await until(() => receiver !== undefined && receiver.bytesIn === 64 * 1024 * 1024, 20_000);
+      await waitFor(() => receiver !== undefined && receiver.bytesIn === 64 * 1024 * 1024, {
+        ...EACH_TURN,
+        tries: 20_000,
+      });
       assert.ok(receiver!.receiveWindow > 256 * 1024, `window grew (${receiver!.receiveWindow})`);
       assert.ok(receiver!.receiveWindow <= max);
     } finally {
@@ -275,7 +261,10 @@ describe("Session: streams", () => {
       const chunk = new Uint8Array(64 * 1024);
       for (let i = 0; i < 64; i++) stream.write(chunk);
       stream.end();
-      await until(() => receiver !== undefined && receiver.bytesIn === 64 * 64 * 1024, 20_000);
+      await waitFor(() => receiver !== undefined && receiver.bytesIn === 64 * 64 * 1024, {
+        ...EACH_TURN,
+        tries: 20_000,
+      });
       assert.ok(receiver!.receiveWindow <= 256 * 1024 + 1);
     } finally {
       done();
@@ -296,7 +285,7 @@ describe("Session: streams", () => {
       );
       assert.equal(client.localGoAway, true);
       assert.deepEqual(await roundTrip(last, pattern(1000, 8)), pattern(1000, 8));
-      await until(() => server.remoteGoAway);
+      await waitFor(() => server.remoteGoAway, EACH_TURN);
     } finally {
       done();
     }
@@ -394,7 +383,7 @@ describe("Session: lifecycle", () => {
     const { client, server, done } = connected();
     try {
       server.goAway();
-      await until(() => client.remoteGoAway);
+      await waitFor(() => client.remoteGoAway, EACH_TURN);
       assert.equal(client.state, "draining");
       assert.throws(
         () => client.open(),

@@ -6,6 +6,7 @@
  */
 
 import type { Session, Stream } from "../protocol/mod.ts";
+import { pattern } from "../util/bytes.ts";
 import { prng } from "../util/prng.ts";
 
 /** What {@linkcode checkEcho} should do. */
@@ -30,12 +31,7 @@ export interface EchoCheckResult {
   ms: number;
 }
 
-/** Fills a payload whose every byte depends on the stream index, so crossed streams are caught. */
-export function pattern(size: number, index: number): Uint8Array {
-  const bytes = new Uint8Array(size);
-  for (let i = 0; i < size; i++) bytes[i] = (i * 31 + index * 7 + (i >>> 8)) & 0xff;
-  return bytes;
-}
+export { pattern };
 
 /**
  * Sends `payload` on `stream` with backpressure, half-closes, and resolves with everything received

@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { echo, pattern, poll, Probe, sameBytes, tick, writeAll } from "./_test_util.ts";
+import { echo, pattern, Probe, sameBytes, tick, writeAll } from "./_test_util.ts";
+import { waitFor } from "../testing/wait.ts";
 
 /** Two connected, not yet started transports and how to dispose of them. */
 export interface Pair {
@@ -348,7 +349,7 @@ export function tcpContract(name: string, adapter: TcpAdapter, skip = false): vo
       const pb = new Probe();
       try {
         a.start(pa);
-        await poll(() => accepted.length === 1, "accept");
+        await waitFor(() => accepted.length === 1, "accept");
         assert.equal(accepted.length, 1);
         listener.close();
         listener.close();

@@ -6,6 +6,9 @@
 
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
 import { connectTcp } from "./mod.ts";
+import { concat } from "../util/bytes.ts";
+
+export { pattern, sameBytes } from "../util/bytes.ts";
 
 /** True under Deno. */
 export const isDeno = "Deno" in globalThis;
@@ -89,49 +92,9 @@ export class Probe implements TransportHandlers {
   }
 }
 
-/** Joins chunks into one buffer. */
-export function concat(chunks: Uint8Array[]): Uint8Array {
-  let size = 0;
-  for (const chunk of chunks) size += chunk.length;
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return out;
-}
-
-/** Deterministic pseudo-random bytes, so corrupted or reordered data shows up as a mismatch. */
-export function pattern(size: number, seed = 1): Uint8Array {
-  const out = new Uint8Array(size);
-  let state = seed >>> 0;
-  for (let i = 0; i < size; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    out[i] = state >>> 24;
-  }
-  return out;
-}
-
-/** Asserts byte equality without printing megabytes on failure. */
-export function sameBytes(actual: Uint8Array, expected: Uint8Array): boolean {
-  if (actual.length !== expected.length) return false;
-  for (let i = 0; i < actual.length; i++) if (actual[i] !== expected[i]) return false;
-  return true;
-}
-
 /** Lets timers and I/O run once. */
 export function tick(ms = 0): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Waits for a condition no probe event signals (an accept), checking every few milliseconds. */
-export async function poll(condition: () => boolean, what: string): Promise<void> {
-  for (let waited = 0; waited < WAIT_LIMIT_MS; waited += 5) {
-    if (condition()) return;
-    await tick(5);
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 /**

@@ -7,7 +7,8 @@
  */
 
 import type { Transport } from "../protocol/transport.ts";
-import { concat, Probe } from "./_test_util.ts";
+import { Probe } from "./_test_util.ts";
+import { concat } from "../util/bytes.ts";
 import { connectTcp } from "./mod.ts";
 
 /** One message (or control frame) the server sent. */

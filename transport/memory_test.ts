@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { PairFactory } from "./_contract.ts";
 import { transportContract } from "./_contract.ts";
-import { concat, pattern, Probe, sameBytes, tick } from "./_test_util.ts";
+import { pattern, Probe, sameBytes, tick } from "./_test_util.ts";
+import { concat } from "../util/bytes.ts";
 import { memoryPair, type MemoryPairOptions } from "./memory.ts";
 
 function factory(extra: MemoryPairOptions = {}): PairFactory {

@@ -21,12 +21,13 @@ import {
   transportContract,
 } from "./_contract.ts";
 import { hasOpenssl, makeTestIdentity, type TestIdentity } from "./_test_certificate.ts";
-import { isBun, isDeno, pattern, poll, Probe, sameBytes } from "./_test_util.ts";
+import { isBun, isDeno, pattern, Probe, sameBytes } from "./_test_util.ts";
 import { connectBunTls, listenBunTls } from "./bun_tcp.ts";
 import { connectDenoTls, listenDenoTls } from "./deno_tcp.ts";
 import type { TlsConnectOptions } from "./tcp_options.ts";
 import { connectTls, listenTcp, listenTls, TlsHandshakeError } from "./mod.ts";
 import { connectNodeTls, listenNodeTls } from "./node_tcp.ts";
+import { waitFor } from "../testing/wait.ts";
 
 type Identity = TestIdentity;
 
@@ -112,7 +113,7 @@ tcpContract("node_tls", adapter(node, node), !hasOpenssl);
  * client then abandons. Native clients fail inside the handshake and their servers never hand out.
  */
 async function serverSide(accepted: Transport[], client: Transport): Promise<Transport> {
-  await poll(() => accepted.some((t) => t.remoteAddress === client.localAddress), "accept");
+  await waitFor(() => accepted.some((t) => t.remoteAddress === client.localAddress), "accept");
   const others = accepted.filter((t) => t.remoteAddress !== client.localAddress);
   for (const t of others) {
     const probe = new Probe();
@@ -174,7 +175,7 @@ for (const [name, impl] of impls) {
         });
         assert.equal(result.streams, 50);
         assert.equal(await client.close(), undefined);
-        await poll(() => sessions.length === 1, "server session");
+        await waitFor(() => sessions.length === 1, "server session");
         assert.equal(await sessions[0].closed, undefined);
       } finally {
         client?.destroy();

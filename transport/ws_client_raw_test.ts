@@ -9,12 +9,14 @@ import { describe, it } from "node:test";
 import { Session, type Stream } from "../protocol/mod.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { hasOpenssl, makeTestIdentity } from "./_test_certificate.ts";
-import { concat, echo, pattern, poll, Probe, sameBytes, writeAll } from "./_test_util.ts";
+import { echo, pattern, Probe, sameBytes, writeAll } from "./_test_util.ts";
+import { concat } from "../util/bytes.ts";
 import { acceptFor, headEnd } from "./ws_handshake.ts";
 import { listenTcp } from "./mod.ts";
 import { CloseCode, listenWebSocket, WebSocketCloseError, WebSocketConnectError } from "./ws.ts";
 import { connectRawWebSocket } from "./ws_client_raw.ts";
 import { encodeClosePayload, encodeFrame, MessageDecoder, Opcode } from "./ws_frame.ts";
+import { waitFor } from "../testing/wait.ts";
 
 /** The server end of one scripted connection. */
 interface Scripted {
@@ -61,7 +63,7 @@ async function scriptedServer(
   return {
     url: `ws://127.0.0.1:${listener.port}/tunnel`,
     async next() {
-      await poll(() => ready.length > 0, "scripted connection");
+      await waitFor(() => ready.length > 0, "scripted connection");
       return ready.shift()!;
     },
     close: () => listener.close(),
@@ -101,7 +103,7 @@ describe("ws_client_raw: against the real servers", () => {
       },
     );
     try {
-      await poll(() => sessions.length === 1, "server session");
+      await waitFor(() => sessions.length === 1, "server session");
       const server = sessions[0];
       for (let i = 0; i < 200; i++) {
         const request = pattern(64, i);
@@ -138,7 +140,7 @@ describe("ws_client_raw: against the real servers", () => {
     try {
       await assert.rejects(connectRawWebSocket(url), WebSocketConnectError);
       const a = await connectRawWebSocket(url, { caCerts: [cert] });
-      await poll(() => accepted.length === 1, "accept");
+      await waitFor(() => accepted.length === 1, "accept");
       const b = accepted[0];
       const pa = new Probe();
       const pb = new Probe();
@@ -248,12 +250,12 @@ describe("ws_client_raw: frames", () => {
       await pa.until(() => pa.bytes === 70010, "the fragmented message");
       assert.equal(pa.chunks.length, 2, "one chunk per message");
       assert.ok(sameBytes(pa.chunks[1], whole));
-      await poll(() => s.frames.length === 1, "pong");
+      await waitFor(() => s.frames.length === 1, "pong");
       assert.equal(s.frames[0].opcode, Opcode.Pong);
       assert.ok(sameBytes(s.frames[0].payload, pattern(5, 3)));
       // Our data goes out masked (the server-side decoder insists) and intact.
       a.write(pattern(300, 4));
-      await poll(() => s.frames.length === 2, "data frame");
+      await waitFor(() => s.frames.length === 2, "data frame");
       assert.ok(sameBytes(s.frames[1].payload, pattern(300, 4)));
       a.close();
     } finally {
@@ -280,7 +282,7 @@ describe("ws_client_raw: frames", () => {
         assert.ok(error instanceof WebSocketCloseError, String(error));
         assert.equal(error.code, code);
         assert.match(error.message, message);
-        await poll(() => s.frames.length === 1, "close frame");
+        await waitFor(() => s.frames.length === 1, "close frame");
         assert.equal(s.frames[0].opcode, Opcode.Close);
         assert.equal(closeCode(s.frames[0].payload), code);
         // Then the client half-closes its TCP side.

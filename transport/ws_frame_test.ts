@@ -14,7 +14,8 @@ import {
   Opcode,
   randomMask,
 } from "./ws_frame.ts";
-import { concat, pattern, sameBytes } from "./_test_util.ts";
+import { pattern, sameBytes } from "./_test_util.ts";
+import { concat } from "../util/bytes.ts";
 
 /** Decodes `bytes` fed in the given piece sizes (cycled); returns what came out. */
 function decode(

@@ -15,17 +15,7 @@ import { checkEcho } from "../tools/echo_check.ts";
 import { echoStream } from "../tunnel/echo.ts";
 import { type Pair, transportContract, withPair } from "./_contract.ts";
 import { hasOpenssl, makeTestIdentity } from "./_test_certificate.ts";
-import {
-  echo,
-  isBun,
-  isDeno,
-  pattern,
-  poll,
-  Probe,
-  sameBytes,
-  tick,
-  writeAll,
-} from "./_test_util.ts";
+import { echo, isBun, isDeno, pattern, Probe, sameBytes, tick, writeAll } from "./_test_util.ts";
 import { RawWebSocket } from "./_ws_test_util.ts";
 import {
   CloseCode,
@@ -37,6 +27,7 @@ import {
 } from "./ws.ts";
 import { MESSAGE_SIZE } from "./ws_transport.ts";
 import { listenBunWebSocket } from "./ws_server_bun.ts";
+import { waitFor } from "../testing/wait.ts";
 
 const KIB = 1024;
 const MIB = 1024 * KIB;
@@ -55,7 +46,7 @@ async function serve(
     listener,
     url: `${scheme}://127.0.0.1:${listener.port}${options.path ?? "/tunnel"}`,
     async next() {
-      await poll(() => accepted.length > 0, "accept");
+      await waitFor(() => accepted.length > 0, "accept");
       return accepted.shift()!;
     },
   };
@@ -132,7 +123,7 @@ describe("ws: beyond the transport contract", () => {
       if (isDeno) {
         // Deno.serve's shutdown() also closes upgraded sockets: 1001 "Server shutting down" to
         // the client, 1005 on the server side. Both are clean ends.
-        await poll(() => pa.closes.length === 1 && pb.closes.length === 1, "both closed");
+        await waitFor(() => pa.closes.length === 1 && pb.closes.length === 1, "both closed");
         assert.deepEqual([...pa.log, ...pb.log], ["end", "close", "end", "close"]);
         assert.deepEqual([...pa.closes, ...pb.closes], [undefined, undefined]);
         return;
@@ -190,7 +181,7 @@ describe("ws: backpressure", () => {
       assert.equal(pb.drains, 0);
       raw.tcp.resume();
       await pb.until(() => pb.drains === 1, "drain");
-      await poll(() => raw.binaryBytes === written, "all bytes at the client");
+      await waitFor(() => raw.binaryBytes === written, "all bytes at the client");
       assert.ok(raw.messages.every((m) => m.opcode === 2 && m.payload.length <= MESSAGE_SIZE));
       let offset = 0;
       for (const m of raw.messages) {
@@ -215,7 +206,7 @@ describe("ws: backpressure", () => {
       { backpressureLimit: 1, sendResults },
     );
     const a = await connectWebSocket(`ws://127.0.0.1:${listener.port}/tunnel`);
-    await poll(() => accepted.length === 1, "accept");
+    await waitFor(() => accepted.length === 1, "accept");
     const b = accepted[0];
     const pa = new Probe();
     const pb = new Probe();
@@ -256,7 +247,7 @@ describe("ws: close codes", () => {
       raw.send(1, new TextEncoder().encode("hello"));
       await pb.until(() => pb.closes.length === 1, "server close");
       assert.match(String(pb.closes[0]?.message), /text message/);
-      await poll(() => raw.closeCode !== undefined, "close frame");
+      await waitFor(() => raw.closeCode !== undefined, "close frame");
       assert.equal(raw.closeCode, CloseCode.UnsupportedData);
     } finally {
       raw.tcp.close();
@@ -276,7 +267,7 @@ describe("ws: close codes", () => {
       raw.send(2, new Uint8Array(1001));
       await pb.until(() => pb.closes.length === 1, "server close");
       assert.match(String(pb.closes[0]?.message), /maxMessageSize/);
-      await poll(() => raw.closeCode !== undefined, "close frame");
+      await waitFor(() => raw.closeCode !== undefined, "close frame");
       assert.equal(raw.closeCode, CloseCode.MessageTooBig);
     } finally {
       raw.tcp.close();
@@ -320,7 +311,7 @@ describe("ws: close codes", () => {
         assert.deepEqual(pb.log, ["end", "close"]);
         assert.deepEqual(pb.closes, [undefined]);
         assert.equal(pb.bytes, 3);
-        await poll(() => raw.closeCode !== undefined, "close reply");
+        await waitFor(() => raw.closeCode !== undefined, "close reply");
       } finally {
         raw.tcp.close();
         server.listener.close();
@@ -356,7 +347,7 @@ describe("ws: close codes", () => {
       b.start(pb);
       b.write(new TextEncoder().encode("bye"));
       b.end();
-      await poll(() => pa.closes.length === 1 && pb.closes.length === 1, "both closed");
+      await waitFor(() => pa.closes.length === 1 && pb.closes.length === 1, "both closed");
       assert.equal(new TextDecoder().decode(pa.received()), "bye");
       assert.deepEqual([...pa.log, ...pb.log], ["end", "close", "end", "close"]);
       assert.deepEqual([...pa.closes, ...pb.closes], [undefined, undefined]);
@@ -444,7 +435,7 @@ describe("ws: yamux over WebSocket", () => {
       });
       assert.equal(result.streams, 100);
       assert.equal(await client.close(), undefined);
-      await poll(() => sessions.length === 1, "server session");
+      await waitFor(() => sessions.length === 1, "server session");
       assert.equal(await sessions[0].closed, undefined);
     } finally {
       client.destroy();

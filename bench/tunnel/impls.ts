@@ -10,7 +10,7 @@
 import { accessSync, constants, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import process from "node:process";
-import { daemonConfig, newToken, ROOT } from "../../e2e/_harness.ts";
+import { daemonConfig, newToken, ROOT } from "../../testing/mod.ts";
 import { type JsRuntime, RUNTIME_BIN } from "../impls.ts";
 import { freePort, type LongProcess, startProcess, waitForPort } from "./procs.ts";
 

@@ -152,16 +152,3 @@ export function rawHttp(port: number, request: string | Uint8Array): Promise<str
     socket.write(request);
   });
 }
-
-/** Polls `check` every 10 ms, at most `tries` times; fails the test if it never holds. */
-export async function eventually(
-  check: () => boolean | Promise<boolean>,
-  what: string,
-  tries = 300,
-) {
-  for (let i = 0; i < tries; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}

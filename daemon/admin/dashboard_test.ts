@@ -7,15 +7,9 @@ import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { type Browser, chromium } from "playwright-core";
-import {
-  ADMIN_TOKEN,
-  errorCode,
-  eventually,
-  type Fixture,
-  rawHttp,
-  startFixture,
-} from "./_admin_fixture.ts";
+import { ADMIN_TOKEN, errorCode, type Fixture, rawHttp, startFixture } from "./_admin_fixture.ts";
 import type { Client } from "../../client/client.ts";
+import { waitFor } from "../../testing/wait.ts";
 
 /** Where the screenshot is kept (a test artifact; `.cache/` is git-ignored). */
 const ARTIFACT = fileURLToPath(new URL("../../.cache/artifacts/dashboard.png", import.meta.url));
@@ -149,11 +143,11 @@ describe("dashboard", () => {
 
       await page.click(`#sessions tr[data-session="${kicked}"] button[data-action="kick"]`);
       await page.waitForSelector(`#sessions tr[data-session="${kicked}"]`, { state: "detached" });
-      await eventually(
-        () => !(f.daemon.registry.session(kicked) !== undefined),
-        "the kicked session to go",
-        2000,
-      );
+      await waitFor(() => !(f.daemon.registry.session(kicked) !== undefined), {
+        message: "the kicked session to go",
+        intervalMs: 10,
+        tries: 2000,
+      });
       assert.equal(f.daemon.registry.session(kept) !== undefined, true);
       assert.equal(await page.isVisible(`#sessions tr[data-session="${kept}"]`), true);
 

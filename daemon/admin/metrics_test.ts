@@ -11,6 +11,7 @@ import { connectTcp, listenTcp } from "../../transport/mod.ts";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
 import { pattern, roundTrip } from "../../tools/echo_check.ts";
 import { metricsRoutes, sessionTotals } from "./metrics.ts";
+import { waitFor } from "../../testing/wait.ts";
 
 const TOKEN = "metrics-test-token-0123456789abcdef";
 
@@ -158,15 +159,6 @@ function bounded<T>(promise: Promise<T>, what: string): Promise<T> {
   return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
 }
 
-/** Polls `check` every 10 ms, up to 500 times. */
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (check()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
-
 describe("GET /metrics (daemon in process)", () => {
   let echo: TransportListener;
   let daemon: Daemon;
@@ -277,8 +269,8 @@ describe("GET /metrics (daemon in process)", () => {
     } finally {
       await client.close();
     }
-    await until(() => daemon.registry.sessionCount === 0, "the session to close");
-    await until(() => sessionTotals(daemon).trackedCount === 0, "its counters to be folded");
+    await waitFor(() => daemon.registry.sessionCount === 0, "the session to close");
+    await waitFor(() => sessionTotals(daemon).trackedCount === 0, "its counters to be folded");
     const closed = await scrape();
     assert.equal(value(closed, "tunnelmux_sessions", { transport: "tcp", state: "ready" }), 0);
     assert.equal(value(closed, "tunnelmux_tunnels"), 0);
@@ -316,7 +308,7 @@ describe("GET /metrics (daemon in process)", () => {
     });
     try {
       await roundTrip(client.open("127.0.0.1:1"), pattern(1, 3)).catch(() => undefined);
-      await until(
+      await waitFor(
         () => Object.keys(daemon.counters.snapshot()).some((k) => k.startsWith("forward_")),
         "a refusal",
       );

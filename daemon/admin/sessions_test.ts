@@ -3,7 +3,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { pattern, roundTrip } from "../../tools/echo_check.ts";
-import { errorCode, eventually, type Fixture, startFixture } from "./_admin_fixture.ts";
+import { errorCode, type Fixture, startFixture } from "./_admin_fixture.ts";
+import { waitFor } from "../../testing/wait.ts";
 
 interface StreamJson {
   id: number;
@@ -76,7 +77,7 @@ describe("admin API: sessions", () => {
     // The echo stream ended after its round trip; a second one stays open while we look.
     const open = client.echo();
     open.write(pattern(5000, 2));
-    await eventually(async () => {
+    await waitFor(async () => {
       const now = await detail(id);
       return now.streams.some((s) => s.id === open.id && s.bytesIn >= 5000);
     }, "the open stream's bytes to show");
@@ -102,7 +103,7 @@ describe("admin API: sessions", () => {
     const victimClosed = new Promise<Error | undefined>((resolve) => victim.onClose = resolve);
     victim.onData = () => {};
     victim.write(pattern(10, 3));
-    await eventually(async () => {
+    await waitFor(async () => {
       const d = await detail(id);
       return d.streams.some((s) => s.id === victim.id);
     }, "the stream to reach the daemon");
@@ -126,11 +127,11 @@ describe("admin API: sessions", () => {
     const onceId = f.sessionId(once);
     const kicked = await f.api(`/v1/sessions/${onceId}`, { method: "DELETE" });
     assert.equal(kicked.status, 202);
-    await eventually(
+    await waitFor(
       () => once.state === "closed" || once.state === "backoff",
       "the client to notice",
     );
-    await eventually(() => !(f.daemon.registry.session(onceId) !== undefined), "the session to go");
+    await waitFor(() => !(f.daemon.registry.session(onceId) !== undefined), "the session to go");
     const gone = await f.api(`/v1/sessions/${onceId}`);
     assert.equal(gone.status, 404);
 

@@ -19,7 +19,8 @@ import { Daemon } from "../daemon.ts";
 import { validateConfig } from "../config.ts";
 import { hashToken } from "../tokens.ts";
 import { type AdminServer, startAdmin } from "./start.ts";
-import { errorCode, eventually } from "./_admin_fixture.ts";
+import { errorCode } from "./_admin_fixture.ts";
+import { waitFor } from "../../testing/wait.ts";
 
 const ADMIN_TOKEN = "tokens-admin-token-0123456789abcdef";
 const ALICE_TOKEN = "tokens-alice-token-0123456789abcdef";
@@ -227,8 +228,8 @@ describe("admin API: minted tokens", () => {
     const result = await response.json() as { revoked: boolean; sessionsClosed: string[] };
     assert.equal(result.revoked, true);
     assert.equal(result.sessionsClosed.length, 1);
-    await eventually(() => client.state === "closed", "the client to see its session end");
-    await eventually(() => sessionsOf(d, "revokee") === 0, "the daemon to drop the session");
+    await waitFor(() => client.state === "closed", "the client to see its session end");
+    await waitFor(() => sessionsOf(d, "revokee") === 0, "the daemon to drop the session");
     await refused(d, body.token);
     assert.ok(!(await listed(d)).some((t) => t.id === body.id));
     unsubscribe();
@@ -249,7 +250,11 @@ describe("admin API: minted tokens", () => {
     const { client } = d.client(body.token);
     await client.ready();
     // Bounded poll (up to 10 s) for a 1 s lifetime; no claim about how close to 1 s it ends.
-    await eventually(() => client.state === "closed", "the expired token's session to end", 1000);
+    await waitFor(() => client.state === "closed", {
+      message: "the expired token's session to end",
+      intervalMs: 10,
+      tries: 1000,
+    });
     assert.equal(sessionsOf(d, "brief"), 0);
     await refused(d, body.token);
     assert.ok(!(await listed(d)).some((t) => t.id === body.id));
@@ -312,7 +317,7 @@ describe("admin API: minted tokens", () => {
     d.daemon.reload(
       config(dataDir, [{ name: "reloaded", token: "tokens-configured-0123456789ab" }]),
     );
-    await eventually(() => client.state === "closed" && second.state === "closed", "sessions end");
+    await waitFor(() => client.state === "closed" && second.state === "closed", "sessions end");
     await refused(d, body.token);
     const [view] = (await listed(d)).filter((t) => t.id === body.id);
     assert.equal(view.active, false);
@@ -322,7 +327,7 @@ describe("admin API: minted tokens", () => {
     const third = d.client(body.token).client;
     await third.ready();
     assert.equal((await d.api(`/v1/tokens/${body.id}`, { method: "DELETE" })).status, 200);
-    await eventually(() => third.state === "closed", "the revoked session to end");
+    await waitFor(() => third.state === "closed", "the revoked session to end");
   });
 
   it("needs the admin token", async () => {

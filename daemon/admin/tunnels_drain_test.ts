@@ -2,8 +2,9 @@
 // move, an operator closing a tunnel, and a drain that turns /readyz to 503 and sends GoAway.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { errorCode, eventually, type Fixture, startFixture } from "./_admin_fixture.ts";
+import { errorCode, type Fixture, startFixture } from "./_admin_fixture.ts";
 import { tcpExchange } from "../../transport/_test_util.ts";
+import { waitFor } from "../../testing/wait.ts";
 
 interface TunnelJson {
   id: string;
@@ -57,7 +58,7 @@ describe("admin API: tunnels", () => {
     );
     const payload = new Uint8Array(3000).fill(7);
     assert.deepEqual(await tcpExchange(tunnel.remotePort, payload), payload);
-    await eventually(async () => {
+    await waitFor(async () => {
       const t = (await list()).tunnels.find((t) => t.id === tunnel.id)!;
       return t.connections === 1 && t.bytesFromVisitors === 3000 && t.bytesToVisitors === 3000;
     }, "the tunnel counters to move");
@@ -113,7 +114,7 @@ describe("admin API: drain", () => {
     const ready = await fetch(f.admin.url + "/readyz");
     assert.equal(ready.status, 503);
     assert.equal(await errorCode(ready), "not_ready");
-    await eventually(() => session.remoteGoAway, "the client to get GoAway");
+    await waitFor(() => session.remoteGoAway, "the client to get GoAway");
     assert.equal(session.stats.framesIn.goAway, 1);
     assert.throws(() => client.echo(), "no new streams after GoAway");
     busy.end();
@@ -124,7 +125,7 @@ describe("admin API: drain", () => {
     const health = await fetch(f.admin.url + "/healthz");
     assert.equal(health.status, 200);
     assert.deepEqual(await health.json(), { status: "ok" });
-    await eventually(() => f.daemon.state === "stopped", "the drain to finish");
+    await waitFor(() => f.daemon.state === "stopped", "the drain to finish");
     assert.equal((await fetch(f.admin.url + "/readyz")).status, 503);
   });
 });

@@ -1,14 +1,16 @@
 /**
- * Running a given executable (not a file under the test's own runtime, as `e2e/_harness.ts`
- * does): the pinned Deno for the image's command, the compiled binary for the single-binary
- * test. Every wait is bounded; a started process is SIGKILLed by `stop` if SIGTERM is not enough.
+ * Test support: running a given executable (not a file under the test's own runtime, as
+ * `process.ts` does): the pinned Deno for the image's command, the compiled binary for the
+ * single-binary test. Every wait is bounded; a started process is SIGKILLed by `stop` if SIGTERM
+ * is not enough.
  *
  * @module
  */
 
 import { type ChildProcess, spawn } from "node:child_process";
 import process from "node:process";
-import { ROOT, waitFor, withTimeout } from "../e2e/_harness.ts";
+import { ROOT } from "./process.ts";
+import { waitFor, withTimeout } from "./wait.ts";
 
 /** How to run it. */
 export interface RunOptions {
@@ -45,8 +47,8 @@ export function baseEnv(): Record<string, string> {
   return env;
 }
 
-/** Starts `command args`. */
-export function start(command: string, args: string[], options: RunOptions = {}): Started {
+/** Starts `command args`; stop it with {@linkcode Started.stop}. */
+export function startCommand(command: string, args: string[], options: RunOptions = {}): Started {
   const child = spawn(command, args, {
     cwd: options.cwd ?? ROOT,
     env: options.env ?? baseEnv(),
@@ -87,7 +89,7 @@ export function start(command: string, args: string[], options: RunOptions = {})
 }
 
 /**
- * Signals through `process.kill(pid)`, as `e2e/_harness.ts` does: Deno's `ChildProcess.kill()`
+ * Signals through `process.kill(pid)`, as `process.ts` does: Deno's `ChildProcess.kill()`
  * makes the exit report the signal it sent even when the program handled it and exited 0.
  */
 function signal(child: ChildProcess, name: NodeJS.Signals): void {
@@ -98,12 +100,12 @@ function signal(child: ChildProcess, name: NodeJS.Signals): void {
 }
 
 /** Runs `command args` to completion; bounded. */
-export async function run(
+export async function runCommand(
   command: string,
   args: string[],
   options: RunOptions = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const started = start(command, args, options);
+  const started = startCommand(command, args, options);
   try {
     const code = await withTimeout(
       started.exited,
