@@ -7,10 +7,9 @@
  * @module
  */
 
-import { spawn } from "node:child_process";
 import { createServer, type Socket } from "node:net";
 import process from "node:process";
-import { pattern, ROOT, runtimeArgs, tcpConnect, withTimeout } from "../testing/mod.ts";
+import { pattern, runCommand, runtimeArgs, tcpConnect, withTimeout } from "../testing/mod.ts";
 import { ControlChannel } from "../tunnel/control_channel.ts";
 import { YamuxError } from "../protocol/errors.ts";
 import { Session } from "../protocol/session.ts";
@@ -337,30 +336,5 @@ export function runProgram(
   args: string[],
   ms = 30_000,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !key.startsWith("TUNNELMUX_")) env[key] = value;
-  }
-  env.NO_COLOR = "1";
-  const child = spawn(process.execPath, runtimeArgs(file, args), {
-    cwd: ROOT,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.setEncoding("utf8");
-  child.stderr!.setEncoding("utf8");
-  child.stdout!.on("data", (chunk: string) => stdout += chunk);
-  child.stderr!.on("data", (chunk: string) => stderr += chunk);
-  const result = new Promise<{ code: number | null; stdout: string; stderr: string }>(
-    (resolve, reject) => {
-      child.on("error", reject);
-      child.on("close", (code) => resolve({ code, stdout, stderr }));
-    },
-  );
-  return withTimeout(result, ms, `${file} ${args.join(" ")} to finish`).catch((error) => {
-    child.kill("SIGKILL");
-    throw error;
-  });
+  return runCommand(process.execPath, runtimeArgs(file, args), { timeoutMs: ms });
 }

@@ -2,15 +2,15 @@
 // cannot rot.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import process from "node:process";
 import {
+  baseEnv,
   cleanup,
   daemonConfig,
   type DaemonProcess,
   newToken,
-  ROOT,
   runtimeArgs,
+  startCommand,
   startDaemon,
   startEchoServer,
   tcpRoundTrip,
@@ -22,34 +22,22 @@ import {
  * Runs an example with the token in its environment. With `until`, the example is interrupted
  * (SIGINT) once `until` resolves, or killed if it fails.
  */
-function runExample(
+async function runExample(
   file: string,
   args: string[],
   token: string,
   until?: (output: () => string) => Promise<void>,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, runtimeArgs(file, args), {
-    cwd: ROOT,
-    env: { ...process.env, TUNNELMUX_TOKEN: token, NO_COLOR: "1" },
-    stdio: ["ignore", "pipe", "pipe"],
+  const example = startCommand(process.execPath, runtimeArgs(file, args), {
+    env: { ...baseEnv(), TUNNELMUX_TOKEN: token },
   });
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.setEncoding("utf8");
-  child.stderr!.setEncoding("utf8");
-  child.stdout!.on("data", (chunk: string) => stdout += chunk);
-  child.stderr!.on("data", (chunk: string) => stderr += chunk);
-  const killer = setTimeout(() => child.kill("SIGKILL"), 30_000);
-  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    child.on("close", (code) => {
-      clearTimeout(killer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-  // process.kill, not child.kill: Deno's child.kill() reports a caught signal as a kill.
-  const signal = (name: "SIGINT" | "SIGKILL") => child.pid && process.kill(child.pid, name);
-  if (until) until(() => stdout).then(() => signal("SIGINT"), () => signal("SIGKILL"));
-  return done;
+  const killer = setTimeout(() => example.signal("SIGKILL"), 30_000);
+  if (until) {
+    until(example.stdout).then(() => example.signal("SIGINT"), () => example.signal("SIGKILL"));
+  }
+  const code = await example.exited;
+  clearTimeout(killer);
+  return { code, stdout: example.stdout(), stderr: example.stderr() };
 }
 
 describe("examples/", () => {

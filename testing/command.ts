@@ -36,6 +36,8 @@ export interface Started {
   waitForStdout(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>;
   /** SIGTERM; resolves with the exit code, or SIGKILLs and rejects after `graceMs`. */
   stop(graceMs?: number): Promise<number | null>;
+  /** Sends a signal (nothing once it has exited). */
+  signal(name: NodeJS.Signals): void;
 }
 
 /** This process's environment without `TUNNELMUX_*` (a developer's own settings stay out). */
@@ -75,6 +77,7 @@ export function startCommand(command: string, args: string[], options: RunOption
         timeoutMs,
         message: `${pattern} on stdout of ${command} (stderr: ${stderr.slice(-800)})`,
       }),
+    signal: (name) => signal(child, name),
     stop: async (graceMs = 20_000) => {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       signal(child, "SIGTERM");
