@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { connect } from "./client.ts";
 import { ClientError, describeStreamError } from "./errors.ts";
 import { Daemon } from "../daemon/daemon.ts";
-import { validateConfig } from "../daemon/config.ts";
+import { validateConfig } from "../daemon/config/mod.ts";
 import { Logger } from "../util/log.ts";
 import { listenTcp } from "../transport/mod.ts";
 import type { TransportListener } from "../protocol/transport.ts";

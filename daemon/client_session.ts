@@ -17,7 +17,7 @@ import type { SessionStats } from "../protocol/stats.ts";
 import type { Stream } from "../protocol/stream.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { echoStream } from "../tunnel/echo.ts";
-import type { ClientConfig, Config } from "./config.ts";
+import type { ClientConfig, Config } from "./config/mod.ts";
 import { serveForward } from "./forward.ts";
 import type { Logger } from "../util/log.ts";
 import { canExpose, canOfferService, canUseService } from "./policy.ts";
@@ -32,7 +32,7 @@ import type {
   TransportKind,
 } from "./registry/registry.ts";
 import { connectService, serviceOffer } from "./services.ts";
-import type { TokenVerifier } from "./tokens.ts";
+import type { TokenVerifier } from "./tokens/verifier.ts";
 import type { DaemonEventType } from "./events.ts";
 import { openTunnel } from "./open_tunnel.ts";
 

@@ -11,15 +11,15 @@ import { readFile } from "node:fs/promises";
 import { listenTcp, listenTls } from "../transport/mod.ts";
 import { listenWebSocket } from "../transport/ws.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./client_session.ts";
-import type { Config } from "./config.ts";
+import type { Config } from "./config/mod.ts";
 import type { Logger } from "../util/log.ts";
 import type { LookupFn } from "./resolve.ts";
 import { Counters } from "./counters.ts";
 import { EventFeed } from "./events.ts";
 import { LocalRegistry } from "./registry/local_registry.ts";
 import type { Registry } from "./registry/registry.ts";
-import { TokenVerifier } from "./tokens.ts";
-import { TokenStore } from "./token_store.ts";
+import { TokenVerifier } from "./tokens/verifier.ts";
+import { TokenStore } from "./tokens/store.ts";
 
 /** Daemon lifecycle states. */
 export type DaemonState = "starting" | "running" | "draining" | "stopped";

@@ -3,7 +3,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Daemon } from "./daemon.ts";
-import { validateConfig } from "./config.ts";
+import { validateConfig } from "./config/mod.ts";
 import { Logger } from "../util/log.ts";
 import { Session } from "../protocol/session.ts";
 import { ControlChannel } from "../tunnel/control_channel.ts";

@@ -7,7 +7,7 @@
 
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { type ConfigFlags, formatConfigReport, loadConfig } from "./config.ts";
+import { type ConfigFlags, formatConfigReport, loadConfig } from "./config/mod.ts";
 import { Daemon } from "./daemon.ts";
 import { type AdminServer, startAdmin } from "./admin/start.ts";
 import { HEALTHCHECK_TIMEOUT_MS, probe, readyzUrl } from "./healthcheck.ts";

@@ -9,7 +9,7 @@
 
 import { randomBytes } from "node:crypto";
 import type { Session } from "../protocol/session.ts";
-import type { ClientConfig } from "./config.ts";
+import type { ClientConfig } from "./config/mod.ts";
 import type { Logger } from "../util/log.ts";
 import { allowedPorts } from "./policy.ts";
 import type { PortClaim, Registry } from "./registry/registry.ts";

@@ -11,24 +11,8 @@ import type { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { encodeStreamHeader } from "../tunnel/stream_header.ts";
 import { ResetReason } from "../tunnel/reset_reasons.ts";
-import { splice, type SpliceCounters, streamEnd } from "../tunnel/splice.ts";
-import type { ServiceRecord } from "./registry/registry.ts";
-
-/** Live counters of an offer: `aToB` user → offerer bytes, `bToA` the other way. */
-export interface ServiceStats extends SpliceCounters {
-  /** Users connected in all. */
-  connections: number;
-  /** Users connected now. */
-  active: number;
-}
-
-/** An offer this node can reach: its record, its counters and the offerer's yamux session. */
-export interface ServiceOffer extends ServiceRecord {
-  /** Live counters. */
-  readonly stats: ServiceStats;
-  /** The offering client's yamux session, to open streams to it. */
-  readonly yamux: Session;
-}
+import { splice, streamEnd } from "../tunnel/splice.ts";
+import type { ServiceOffer, ServiceRecord } from "./registry/registry.ts";
 
 /** A new offer, reached through the offering client's `yamux` session. */
 export function serviceOffer(record: ServiceRecord, yamux: Session): ServiceOffer {

@@ -2,7 +2,7 @@
  * Helpers for the operations end-to-end tests (not a test file itself): a bare yamux session to the
  * daemon that speaks the tunnel protocol by hand (to misbehave on purpose), raw HTTP upgrade
  * requests (to read the status of a refused WebSocket upgrade on every runtime), raw TCP probes,
- * and byte collectors with bounded waits. Process helpers live in `_harness.ts`.
+ * and byte collectors with bounded waits. Process helpers live in `testing/`.
  *
  * @module
  */

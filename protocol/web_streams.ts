@@ -7,7 +7,34 @@
  * @module
  */
 
-import type { Stream } from "./stream.ts";
+/**
+ * The callback API these adapters sit on: what a yamux `Stream` offers (declared here, so this
+ * module needs nothing from stream.ts, which builds the adapters on demand).
+ */
+export interface CallbackStream {
+  /** The stream id, for error messages. */
+  readonly id: number;
+  /** Why the stream failed, once it has. */
+  readonly error: Error | undefined;
+  /** Called with each received chunk. */
+  onData: ((chunk: Uint8Array) => void) | null;
+  /** Called once the peer half-closed. */
+  onEnd: (() => void) | null;
+  /** Called once writing may go on after `write` returned false. */
+  onDrain: (() => void) | null;
+  /** Called once the stream is closed, with the error if it failed. */
+  onClose: ((error?: Error) => void) | null;
+  /** Queues bytes; false once the caller should wait for `onDrain`. */
+  write(chunk: Uint8Array): boolean;
+  /** Half-closes after queued bytes. */
+  end(): void;
+  /** Aborts the stream (RST), with an optional reason code. */
+  reset(code?: number): void;
+  /** Stops delivering data (the peer's credit runs out). */
+  pause(): void;
+  /** Delivers data again. */
+  resume(): void;
+}
 
 const QUEUE_BYTES = 64 * 1024;
 
@@ -15,7 +42,7 @@ const QUEUE_BYTES = 64 * 1024;
  * A ReadableStream of the data `stream` receives. It takes over `onData` and `onEnd`; cancelling it
  * resets the stream.
  */
-export function toReadable(stream: Stream): ReadableStream<Uint8Array> {
+export function toReadable(stream: CallbackStream): ReadableStream<Uint8Array> {
   return new ReadableStream<Uint8Array>({
     start(controller) {
       let done = false;
@@ -48,7 +75,7 @@ export function toReadable(stream: Stream): ReadableStream<Uint8Array> {
  * aborting it resets the stream. Chunks are copied, since a Web Streams producer may reuse a chunk
  * once its write resolved, before the bytes are on the wire.
  */
-export function toWritable(stream: Stream): WritableStream<Uint8Array> {
+export function toWritable(stream: CallbackStream): WritableStream<Uint8Array> {
   let waiting: { resolve: () => void; reject: (error: Error) => void } | null = null;
   stream.onDrain = () => {
     waiting?.resolve();
@@ -74,7 +101,7 @@ export function toWritable(stream: Stream): WritableStream<Uint8Array> {
 }
 
 /** Adds `listener` to the stream's close handler, keeping whatever handler was there. */
-function chainClose(stream: Stream, listener: (error?: Error) => void): void {
+function chainClose(stream: CallbackStream, listener: (error?: Error) => void): void {
   const previous = stream.onClose;
   stream.onClose = (error) => {
     previous?.(error);

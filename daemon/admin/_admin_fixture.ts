@@ -13,7 +13,7 @@ import { Daemon } from "../daemon.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { validateConfig } from "../config.ts";
+import { validateConfig } from "../config/mod.ts";
 import { Logger } from "../../util/log.ts";
 import { listenTcp } from "../../transport/mod.ts";
 import type { TransportListener } from "../../protocol/transport.ts";

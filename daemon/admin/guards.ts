@@ -6,7 +6,7 @@
  */
 
 import type { MiddlewareHandler } from "hono";
-import { TokenVerifier } from "../tokens.ts";
+import { TokenVerifier } from "../tokens/verifier.ts";
 import { errorResponse } from "./errors.ts";
 import { formatHostPort } from "../../util/address.ts";
 

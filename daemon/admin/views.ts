@@ -8,7 +8,7 @@
 
 import type { SessionHandle } from "../registry/registry.ts";
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
-import type { ServiceOffer } from "../services.ts";
+import type { ServiceOffer } from "../registry/registry.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { formatHostPort } from "../../util/address.ts";
 

@@ -8,8 +8,8 @@
  */
 
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
-import type { ServiceOffer } from "../services.ts";
-import type { TokenRegistry } from "../token_store.ts";
+import type { ServiceOffer } from "./registry.ts";
+import type { TokenRegistry } from "../tokens/store.ts";
 import type {
   ClaimResult,
   PortClaim,

@@ -4,7 +4,7 @@ import { Session } from "../../protocol/session.ts";
 import { memoryPair } from "../../transport/memory.ts";
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
 import { serviceOffer } from "../services.ts";
-import type { TokenRegistry } from "../token_store.ts";
+import type { TokenRegistry } from "../tokens/store.ts";
 import { LocalRegistry } from "./local_registry.ts";
 import type { PortClaim, RegistryChange, SessionHandle } from "./registry.ts";
 

@@ -20,10 +20,11 @@
  */
 
 import type { SessionStats } from "../../protocol/stats.ts";
+import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
+import type { SpliceCounters } from "../../tunnel/splice.ts";
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
-import type { ServiceOffer } from "../services.ts";
-import type { TokenRegistry } from "../token_store.ts";
+import type { TokenRegistry } from "../tokens/store.ts";
 
 /** How a client reached the daemon. */
 export type TransportKind = "tcp" | "tls" | "ws" | "wss";
@@ -112,6 +113,22 @@ export interface ServiceRecord {
   readonly session: string;
   /** The node holding that session. */
   readonly node: string;
+}
+
+/** Live counters of an offer: `aToB` user → offerer bytes, `bToA` the other way. */
+export interface ServiceStats extends SpliceCounters {
+  /** Users connected in all. */
+  connections: number;
+  /** Users connected now. */
+  active: number;
+}
+
+/** An offer this node can reach: its record, its counters and the offerer's yamux session. */
+export interface ServiceOffer extends ServiceRecord {
+  /** Live counters. */
+  readonly stats: ServiceStats;
+  /** The offering client's yamux session, to open streams to it. */
+  readonly yamux: Session;
 }
 
 /** One change to the registry, as {@linkcode Registry.watch} delivers it. */

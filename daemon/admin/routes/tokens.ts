@@ -8,12 +8,12 @@
 
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { Daemon } from "../daemon.ts";
-import type { TokenRecord } from "../token_file.ts";
-import { TOKEN_ID } from "../token_file.ts";
-import { type FieldIssue, parseMintRequest, scopedClient } from "../token_scopes.ts";
-import { TokenNameConflict } from "../token_store.ts";
-import { ApiError } from "./errors.ts";
+import type { Daemon } from "../../daemon.ts";
+import type { TokenRecord } from "../../tokens/file.ts";
+import { TOKEN_ID } from "../../tokens/file.ts";
+import { type FieldIssue, parseMintRequest, scopedClient } from "../../tokens/scopes.ts";
+import { TokenNameConflict } from "../../tokens/store.ts";
+import { ApiError } from "../errors.ts";
 
 /** Checks a token id (`tok_` and 16 hex digits); throws a 400 ApiError otherwise. */
 export function tokenId(value: string | undefined): string {

@@ -2,9 +2,9 @@
 // move, an operator closing a tunnel, and a drain that turns /readyz to 503 and sends GoAway.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { errorCode, type Fixture, startFixture } from "./_admin_fixture.ts";
-import { tcpExchange } from "../../transport/_test_util.ts";
-import { waitFor } from "../../testing/wait.ts";
+import { errorCode, type Fixture, startFixture } from "../_admin_fixture.ts";
+import { tcpExchange } from "../../../transport/_test_util.ts";
+import { waitFor } from "../../../testing/wait.ts";
 
 interface TunnelJson {
   id: string;

@@ -7,9 +7,9 @@
  * @module
  */
 
-import type { ClientConfig, Limits } from "./config.ts";
-import { validateConfig } from "./config_validate.ts";
-import { isObject } from "./config_util.ts";
+import type { ClientConfig, Limits } from "../config/mod.ts";
+import { validateConfig } from "../config/validate.ts";
+import { isObject } from "../config/merge.ts";
 
 /** A minted token's permissions as given (config-client shapes); kept raw so it can be re-parsed. */
 export interface TokenScopes {

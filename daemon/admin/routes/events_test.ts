@@ -2,12 +2,12 @@
 // events were lost, slow readers cut off, and no subscriber left behind by a closed stream.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Daemon } from "../daemon.ts";
-import { validateConfig } from "../config.ts";
-import { Logger } from "../../util/log.ts";
-import { connect } from "../../client/client.ts";
-import { listenTcp } from "../../transport/mod.ts";
-import type { TransportListener } from "../../protocol/transport.ts";
+import { Daemon } from "../../daemon.ts";
+import { validateConfig } from "../../config/mod.ts";
+import { Logger } from "../../../util/log.ts";
+import { connect } from "../../../client/client.ts";
+import { listenTcp } from "../../../transport/mod.ts";
+import type { TransportListener } from "../../../protocol/transport.ts";
 import { eventRing, eventRoutes, type EventRoutesOptions } from "./events.ts";
 
 const TOKEN = "events-test-token-0123456789abcdef";

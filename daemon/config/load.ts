@@ -7,13 +7,13 @@
  */
 
 import { readFile as fsReadFile } from "node:fs/promises";
-import { formatHostPort, type HostPort } from "../util/address.ts";
-import type { Issue, ValidationResult } from "./config.ts";
-import { embeddedDefaults } from "./config_defaults.ts";
-import { isObject, mergeLayers, setOwn, suggest } from "./config_util.ts";
-import { validateConfig } from "./config_validate.ts";
+import { formatHostPort, type HostPort } from "../../util/address.ts";
+import type { Issue, ValidationResult } from "./types.ts";
+import { embeddedDefaults } from "./defaults.ts";
+import { isObject, mergeLayers, setOwn, suggest } from "./merge.ts";
+import { validateConfig } from "./validate.ts";
 import { type JsoncResult, parseJsonc } from "./jsonc.ts";
-import { generateToken } from "./tokens.ts";
+import { generateToken } from "../tokens/verifier.ts";
 
 /** Command-line settings, already parsed by the CLI. Tokens are deliberately absent: argv is visible to every user in `ps`. */
 export interface ConfigFlags {

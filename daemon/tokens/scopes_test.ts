@@ -2,8 +2,8 @@
 // config validator parses them, with fields named relative to the request body.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { validateConfig } from "./config.ts";
-import { MAX_EXPIRES_IN, parseMintRequest, scopedClient } from "./token_scopes.ts";
+import { validateConfig } from "../config/mod.ts";
+import { MAX_EXPIRES_IN, parseMintRequest, scopedClient } from "./scopes.ts";
 
 const NOW = Date.parse("2026-01-01T00:00:00Z");
 const limits = validateConfig({

@@ -3,15 +3,15 @@
 // do not go down when its session closes.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Daemon } from "../daemon.ts";
-import { validateConfig } from "../config.ts";
-import { Logger } from "../../util/log.ts";
-import { connect } from "../../client/client.ts";
-import { connectTcp, listenTcp } from "../../transport/mod.ts";
-import type { Transport, TransportListener } from "../../protocol/transport.ts";
-import { pattern, roundTrip } from "../../tools/echo_check.ts";
+import { Daemon } from "../../daemon.ts";
+import { validateConfig } from "../../config/mod.ts";
+import { Logger } from "../../../util/log.ts";
+import { connect } from "../../../client/client.ts";
+import { connectTcp, listenTcp } from "../../../transport/mod.ts";
+import type { Transport, TransportListener } from "../../../protocol/transport.ts";
+import { pattern, roundTrip } from "../../../tools/echo_check.ts";
 import { metricsRoutes, sessionTotals } from "./metrics.ts";
-import { waitFor } from "../../testing/wait.ts";
+import { waitFor } from "../../../testing/wait.ts";
 
 const TOKEN = "metrics-test-token-0123456789abcdef";
 

@@ -10,9 +10,9 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { isObject } from "./config_util.ts";
-import { isTokenHash } from "./tokens.ts";
-import type { TokenScopes } from "./token_scopes.ts";
+import { isObject } from "../config/merge.ts";
+import { isTokenHash } from "./verifier.ts";
+import type { TokenScopes } from "./scopes.ts";
 
 /** The file's name inside the data directory. */
 export const TOKEN_FILE = "tokens.json";

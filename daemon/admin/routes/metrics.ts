@@ -16,10 +16,10 @@
 
 import { Hono } from "hono";
 import process from "node:process";
-import type { SessionHandle, TransportKind } from "../registry/registry.ts";
-import type { Daemon, DaemonState } from "../daemon.ts";
-import type { FrameCounts } from "../../protocol/stats.ts";
-import { PROMETHEUS_CONTENT_TYPE, PrometheusWriter, type Sample } from "./prometheus.ts";
+import type { SessionHandle, TransportKind } from "../../registry/registry.ts";
+import type { Daemon, DaemonState } from "../../daemon.ts";
+import type { FrameCounts } from "../../../protocol/stats.ts";
+import { PROMETHEUS_CONTENT_TYPE, PrometheusWriter, type Sample } from "../prometheus.ts";
 
 /** The session counters that are summed across sessions (everything monotonic). */
 export interface SessionCounterTotals {

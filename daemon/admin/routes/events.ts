@@ -17,8 +17,8 @@
  */
 
 import { Hono } from "hono";
-import type { Daemon } from "../daemon.ts";
-import { DEFAULT_RING_CAPACITY, EventRing, type SequencedEvent } from "./event_ring.ts";
+import type { Daemon } from "../../daemon.ts";
+import { DEFAULT_RING_CAPACITY, EventRing, type SequencedEvent } from "../event_ring.ts";
 
 /** Options of the feed route. */
 export interface EventRoutesOptions {

@@ -5,10 +5,10 @@
  */
 
 import { Hono } from "hono";
-import type { Daemon } from "../daemon.ts";
-import { ApiError } from "./errors.ts";
-import { tunnelId } from "./params.ts";
-import { serviceView, tunnelView } from "./views.ts";
+import type { Daemon } from "../../daemon.ts";
+import { ApiError } from "../errors.ts";
+import { tunnelId } from "../params.ts";
+import { serviceView, tunnelView } from "../views.ts";
 
 /** `/v1/tunnels` and below. */
 export function tunnelRoutes(daemon: Daemon): Hono {

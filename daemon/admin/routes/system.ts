@@ -6,9 +6,9 @@
 
 import { Hono } from "hono";
 import process from "node:process";
-import type { Daemon } from "../daemon.ts";
-import { ApiError, errorResponse } from "./errors.ts";
-import { drainRequest } from "./params.ts";
+import type { Daemon } from "../../daemon.ts";
+import { ApiError, errorResponse } from "../errors.ts";
+import { drainRequest } from "../params.ts";
 
 /** The daemon's version, as it announces itself to clients. */
 export const DAEMON_VERSION = "0.1.0";

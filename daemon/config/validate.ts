@@ -6,8 +6,8 @@
  * @module
  */
 
-import { type HostPort, type IpAddress, parseHostPort, parseIp } from "../util/address.ts";
-import { classify, parseHost } from "./ip_ranges.ts";
+import { type HostPort, type IpAddress, parseHostPort, parseIp } from "../../util/address.ts";
+import { classify, parseHost } from "../ip_ranges.ts";
 import type {
   ClientConfig,
   Issue,
@@ -16,9 +16,9 @@ import type {
   LogConfig,
   TlsConfig,
   ValidationResult,
-} from "./config.ts";
-import { embeddedDefaults } from "./config_defaults.ts";
-import { isObject, mergeLayers, suggest } from "./config_util.ts";
+} from "./types.ts";
+import { embeddedDefaults } from "./defaults.ts";
+import { isObject, mergeLayers, suggest } from "./merge.ts";
 import {
   type ClientPolicy,
   type ForwardRule,
@@ -27,8 +27,8 @@ import {
   parseForwardRule,
   parsePortRange,
   type PortRange,
-} from "./policy.ts";
-import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "./tokens.ts";
+} from "../policy.ts";
+import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "../tokens/verifier.ts";
 
 const TOP_KEYS = [
   "$schema",

@@ -11,7 +11,7 @@
  */
 
 import { Hono } from "hono";
-import { DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from "./dashboard_page.ts";
+import { DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from "../dashboard_page.ts";
 
 /** The page's Content-Security-Policy. `img-src data:` is for the empty favicon only. */
 export const DASHBOARD_CSP = [
@@ -24,9 +24,6 @@ export const DASHBOARD_CSP = [
   "form-action 'none'",
   "frame-ancestors 'none'",
 ].join("; ");
-
-/** The dashboard's paths, all served without the token. */
-export const DASHBOARD_PATHS = ["/", "/dashboard.js", "/dashboard.css"] as const;
 
 /** `GET /`, `GET /dashboard.js` and `GET /dashboard.css`. */
 export function dashboardRoutes(): Hono {

@@ -7,12 +7,12 @@ import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { type Browser, chromium } from "playwright-core";
-import { ADMIN_TOKEN, errorCode, type Fixture, rawHttp, startFixture } from "./_admin_fixture.ts";
-import type { Client } from "../../client/client.ts";
-import { waitFor } from "../../testing/wait.ts";
+import { ADMIN_TOKEN, errorCode, type Fixture, rawHttp, startFixture } from "../_admin_fixture.ts";
+import type { Client } from "../../../client/client.ts";
+import { waitFor } from "../../../testing/wait.ts";
 
 /** Where the screenshot is kept (a test artifact; `.cache/` is git-ignored). */
-const ARTIFACT = fileURLToPath(new URL("../../.cache/artifacts/dashboard.png", import.meta.url));
+const ARTIFACT = fileURLToPath(new URL("../../../.cache/artifacts/dashboard.png", import.meta.url));
 
 /** The system browser; never downloaded (scripts/test.sh installs the Debian package). */
 const CHROMIUM = "/usr/bin/chromium";

@@ -6,10 +6,10 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { validateConfig } from "./config.ts";
-import { Logger } from "../util/log.ts";
-import { decodeTokenFile, encodeTokenFile, writeFileAtomic } from "./token_file.ts";
-import { TokenNameConflict, TokenStore } from "./token_store.ts";
+import { validateConfig } from "../config/mod.ts";
+import { Logger } from "../../util/log.ts";
+import { decodeTokenFile, encodeTokenFile, writeFileAtomic } from "./file.ts";
+import { TokenNameConflict, TokenStore } from "./store.ts";
 
 const config = validateConfig({
   listen: { admin: null },

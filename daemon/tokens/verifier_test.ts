@@ -8,7 +8,7 @@ import {
   isTokenHash,
   MAX_TOKEN_LENGTH,
   TokenVerifier,
-} from "./tokens.ts";
+} from "./verifier.ts";
 
 describe("tokens: hashing and generation", () => {
   it("hashToken gives sha256:<hex> of the UTF-8 bytes", () => {

@@ -7,8 +7,8 @@
  * @module
  */
 
-import type { ClientConfig, Config } from "./config.ts";
-import type { Logger } from "../util/log.ts";
+import type { ClientConfig, Config } from "../config/mod.ts";
+import type { Logger } from "../../util/log.ts";
 import {
   encodeTokenFile,
   newTokenId,
@@ -16,9 +16,9 @@ import {
   tokenFilePath,
   type TokenRecord,
   writeFileAtomic,
-} from "./token_file.ts";
-import { scopedClient, type TokenScopes } from "./token_scopes.ts";
-import { generateToken, hashToken } from "./tokens.ts";
+} from "./file.ts";
+import { scopedClient, type TokenScopes } from "./scopes.ts";
+import { generateToken, hashToken } from "./verifier.ts";
 
 /** setTimeout's largest delay (about 24.8 days); a later expiry is reached in several steps. */
 const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -5,11 +5,11 @@
  */
 
 import { Hono } from "hono";
-import type { Daemon } from "../daemon.ts";
-import type { SessionHandle } from "../registry/registry.ts";
-import { ApiError } from "./errors.ts";
-import { sessionId, sessionNumber, sessionPage, streamId } from "./params.ts";
-import { sessionDetail, sessionSummary } from "./views.ts";
+import type { Daemon } from "../../daemon.ts";
+import type { SessionHandle } from "../../registry/registry.ts";
+import { ApiError } from "../errors.ts";
+import { sessionId, sessionNumber, sessionPage, streamId } from "../params.ts";
+import { sessionDetail, sessionSummary } from "../views.ts";
 
 /** The session with a validated `id`, or a 404 ApiError. */
 function findSession(daemon: Daemon, id: string | undefined): SessionHandle {

@@ -6,9 +6,9 @@ import {
   loadConfig,
   mergeLayers,
   validateConfig,
-} from "./config.ts";
-import { hashToken, TokenVerifier } from "./tokens.ts";
-import { canExpose, matchForward } from "./policy.ts";
+} from "./mod.ts";
+import { hashToken, TokenVerifier } from "../tokens/verifier.ts";
+import { canExpose, matchForward } from "../policy.ts";
 
 const TOKEN_A = "token-a-0123456789abcdefghij";
 const TOKEN_B = "token-b-0123456789abcdefghij";

@@ -1,6 +1,6 @@
 /**
- * The daemon configuration: its types and embedded defaults; validation and loading live in
- * `config_validate.ts` and `config_load.ts` and are re-exported here.
+ * The daemon configuration's types. Embedded defaults (`defaults.ts`), validation
+ * (`validate.ts`) and loading (`load.ts`) are beside it; `mod.ts` re-exports them all.
  *
  * Layers, later winning: embedded defaults < config file (JSON or JSONC) < `TUNNELMUX_*`
  * environment < command-line flags. Validation reports every problem with its JSON path at once,
@@ -11,8 +11,8 @@
  * @module
  */
 
-import type { HostPort } from "../util/address.ts";
-import type { ClientPolicy } from "./policy.ts";
+import type { HostPort } from "../../util/address.ts";
+import type { ClientPolicy } from "../policy.ts";
 
 /** Where the daemon listens; `null` turns a listener off. */
 export interface ListenConfig {
@@ -115,11 +115,3 @@ export interface ValidationResult {
   /** Things that work but are probably unintended (e.g. clear-text listeners off loopback). */
   warnings: Issue[];
 }
-
-export { parseJsonc, stripJsonc } from "./jsonc.ts";
-export type { JsoncResult } from "./jsonc.ts";
-export { mergeLayers } from "./config_util.ts";
-export { validateConfig } from "./config_validate.ts";
-export { embeddedDefaults } from "./config_defaults.ts";
-export { formatConfigReport, loadConfig } from "./config_load.ts";
-export type { ConfigFlags, LoadOptions, LoadResult } from "./config_load.ts";

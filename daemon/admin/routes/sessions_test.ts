@@ -2,9 +2,9 @@
 // move, kicking a session (with and without reconnect), and resetting one stream of two.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { pattern, roundTrip } from "../../tools/echo_check.ts";
-import { errorCode, type Fixture, startFixture } from "./_admin_fixture.ts";
-import { waitFor } from "../../testing/wait.ts";
+import { pattern, roundTrip } from "../../../tools/echo_check.ts";
+import { errorCode, type Fixture, startFixture } from "../_admin_fixture.ts";
+import { waitFor } from "../../../testing/wait.ts";
 
 interface StreamJson {
   id: number;
