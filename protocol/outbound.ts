@@ -112,8 +112,31 @@ export class Outbound {
     queueMicrotask(this.#flushCallback);
   }
 
-  /** Plans one batch, allocates it exactly, and fills it. Returns null when nothing may go out. */
+  /**
+   * One batch: plan it, share the data budget out, allocate it exactly, then write control frames,
+   * header-only frames and data frames into it. Returns null when nothing may go out.
+   */
   #assemble(): Uint8Array | null {
+    const sendableTotal = this.#plan();
+    if (this.#planStreams.length === 0 && this.#controlLength === 0) return null;
+    if (sendableTotal > this.#config.maxWriteBatch) this.#shareBudget();
+    const size = this.#batchSize();
+    // Not zero-filled: every byte handed out (up to `at`) is written below, and zero-filling a
+    // 256 KiB batch was a fifth of Bun's CPU time in S3 (see docs/performance.md). Small sizes come
+    // from Buffer's shared pool, which never hands a region out twice.
+    const out: Uint8Array = Buffer.allocUnsafe(size);
+    let at = this.#writeControl(out);
+    at = this.#writeHeaderFrames(out, at);
+    at = this.#writeData(out, at);
+    return at === size ? out : out.subarray(0, at);
+  }
+
+  /**
+   * Fills the plan: the streams with something to send, the credit each returns and how much data
+   * it may send. Streams blocked on credit or a SYN slot leave the pending set (they are scheduled
+   * again then). Returns the data they could send in all.
+   */
+  #plan(): number {
     const streams = this.#planStreams;
     const credits = this.#planCredit;
     const data = this.#planData;
@@ -121,16 +144,13 @@ export class Outbound {
     credits.length = 0;
     data.length = 0;
     let now = -1; // read the clock only if some stream returns credit
-
-    // Plan: the credit each stream returns and how much data it may send.
-    let headerOnly = 0;
     let sendableTotal = 0;
     for (const stream of this.#pending) {
       if (now < 0 && stream._creditDue) now = performance.now();
       const credit = stream._takeCredit(now);
       const sendable = stream._sendable();
       if (credit === 0 && sendable === 0 && !stream._hasFlags && !stream._finDue()) {
-        this.#pending.delete(stream); // blocked on credit or a SYN slot; it is scheduled again then
+        this.#pending.delete(stream);
         continue;
       }
       streams.push(stream);
@@ -138,63 +158,80 @@ export class Outbound {
       data.push(sendable);
       sendableTotal += sendable;
     }
-    if (streams.length === 0 && this.#controlLength === 0) return null;
+    return sendableTotal;
+  }
 
-    // Share the batch's data budget out round-robin, a frame's worth at a time.
+  /** Shares the batch's data budget out round-robin, a frame's worth at a time. */
+  #shareBudget(): void {
+    const data = this.#planData;
     const maxFrame = this.#config.maxDataFrameSize;
     let budget = this.#config.maxWriteBatch;
-    if (sendableTotal > budget) {
-      const wants = data.slice();
-      data.fill(0);
-      let progress = true;
-      while (budget > 0 && progress) {
-        progress = false;
-        for (let i = 0; i < wants.length && budget > 0; i++) {
-          const n = Math.min(wants[i] - data[i], maxFrame, budget);
-          if (n > 0) {
-            data[i] += n;
-            budget -= n;
-            progress = true;
-          }
+    const wants = data.slice();
+    data.fill(0);
+    let progress = true;
+    while (budget > 0 && progress) {
+      progress = false;
+      for (let i = 0; i < wants.length && budget > 0; i++) {
+        const n = Math.min(wants[i] - data[i], maxFrame, budget);
+        if (n > 0) {
+          data[i] += n;
+          budget -= n;
+          progress = true;
         }
       }
     }
+  }
 
-    // Size it exactly so the batch is one allocation and needs no copy afterwards. The memory is not
-    // zero-filled: every byte handed out (up to `at`) is written below, and zero-filling a 256 KiB
-    // batch was a fifth of Bun's CPU time in S3 (see docs/performance.md). Small sizes come from
-    // Buffer's shared pool, which never hands a region out twice.
+  /** The batch's exact size, so it is one allocation and needs no copy afterwards. */
+  #batchSize(): number {
+    const data = this.#planData;
+    const maxFrame = this.#config.maxDataFrameSize;
     let size = this.#controlLength;
-    for (let i = 0; i < streams.length; i++) {
+    for (let i = 0; i < data.length; i++) {
       const n = data[i];
-      if (this.#needsHeaderFrame(i)) headerOnly++;
+      if (this.#needsHeaderFrame(i)) size += HEADER_LENGTH;
       // Room for the data frames, and for a FIN frame after them should the data end the stream.
       if (n > 0) size += n + (Math.ceil(n / maxFrame) + 1) * HEADER_LENGTH;
     }
-    size += headerOnly * HEADER_LENGTH;
-    const out: Uint8Array = Buffer.allocUnsafe(size);
+    return size;
+  }
 
-    // Control frames first: queued control, then window updates and flag-only frames.
+  /** Control frames go first. Returns where the next frame starts. */
+  #writeControl(out: Uint8Array): number {
     out.set(this.#control.subarray(0, this.#controlLength));
-    let at = this.#controlLength;
+    const at = this.#controlLength;
     this.#controlLength = 0;
     this.#queuedPingReplies = 0;
+    return at;
+  }
+
+  /** Then window updates and flag-only frames (SYN, ACK, a FIN with no data before it). */
+  #writeHeaderFrames(out: Uint8Array, at: number): number {
+    const streams = this.#planStreams;
     for (let i = 0; i < streams.length; i++) {
       const stream = streams[i];
       if (!this.#needsHeaderFrame(i)) continue;
       let flags = stream._takeFlags();
-      if (data[i] === 0 && stream._finDue()) flags |= Flag.FIN;
-      writeHeader(out, at, FrameType.WindowUpdate, flags, stream.id, credits[i]);
+      if (this.#planData[i] === 0 && stream._finDue()) flags |= Flag.FIN;
+      writeHeader(out, at, FrameType.WindowUpdate, flags, stream.id, this.#planCredit[i]);
       at += HEADER_LENGTH;
       this.#stats.framesOut.windowUpdate++;
       if (flags & Flag.FIN) stream._finSent();
     }
+    return at;
+  }
 
-    // Then data, each stream's share as consecutive frames with SYN/ACK on the first. FIN follows in
-    // a header-only frame: libp2p-yamux applies a Data frame's FIN before its payload and would drop
-    // the payload, and hashicorp and go-yamux send FIN the same way.
+  /**
+   * Then data, each stream's share as consecutive frames with SYN/ACK on the first. FIN follows in
+   * a header-only frame: libp2p-yamux applies a Data frame's FIN before its payload and would drop
+   * the payload, and hashicorp and go-yamux send FIN the same way. A stream with nothing left to
+   * send leaves the pending set.
+   */
+  #writeData(out: Uint8Array, at: number): number {
+    const streams = this.#planStreams;
+    const maxFrame = this.#config.maxDataFrameSize;
     for (let i = 0; i < streams.length; i++) {
-      let remaining = data[i];
+      let remaining = this.#planData[i];
       const stream = streams[i];
       while (remaining > 0) {
         const n = remaining < maxFrame ? remaining : maxFrame;
@@ -205,7 +242,7 @@ export class Outbound {
         at += HEADER_LENGTH + n;
         this.#stats.framesOut.data++;
       }
-      if (data[i] > 0 && stream._finDue()) {
+      if (this.#planData[i] > 0 && stream._finDue()) {
         writeHeader(out, at, FrameType.WindowUpdate, Flag.FIN, stream.id, 0);
         at += HEADER_LENGTH;
         this.#stats.framesOut.windowUpdate++;
@@ -215,7 +252,7 @@ export class Outbound {
         this.#pending.delete(stream);
       }
     }
-    return at === size ? out : out.subarray(0, at);
+    return at;
   }
 
   /** A stream needs a header-only frame: credit to return, or flags/FIN that no data frame carries. */
