@@ -370,6 +370,7 @@ export class Client extends Emitter<ClientEvents> {
     this.#control = control;
     control.onMessage = (value) => this.#onControl(value as DaemonMessage);
     control.onClose = () => session.destroy();
+    control.start();
     return new Promise((resolve, reject) => {
       this.#welcome = { resolve, reject };
       control.send({

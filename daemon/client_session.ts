@@ -310,6 +310,8 @@ export class ClientSession implements SessionHandle {
     };
     // The control stream lives as long as the session: when it ends, so does the session.
     control.onClose = () => this.close();
+    // Only now, with both handlers set: a hello read together with the stream's header is delivered.
+    control.start();
   }
 
   async #onControl(message: ClientMessage): Promise<void> {

@@ -11,6 +11,12 @@ import { encodeStreamHeader } from "../tunnel/stream_header.ts";
 import { ResetReason } from "../tunnel/reset_reasons.ts";
 import type { YamuxError } from "../protocol/errors.ts";
 import { connectTcp } from "../transport/mod.ts";
+import { connect as netConnect } from "node:net";
+import { Buffer } from "node:buffer";
+import { FrameType, HEADER_LENGTH } from "../protocol/constants.ts";
+import { writeHeader } from "../protocol/header.ts";
+import { concat } from "../util/bytes.ts";
+import { waitFor } from "../testing/wait.ts";
 
 const TOKEN = "daemon-test-token-0123456789abcdef";
 
@@ -41,6 +47,7 @@ function hello(session: Session): Promise<unknown> {
   stream.write(encodeStreamHeader({ kind: "control" }));
   const control = new ControlChannel(stream);
   const answer = new Promise((resolve) => control.onMessage = resolve);
+  control.start();
   control.send({ type: "hello", version: 1, token: TOKEN });
   return answer;
 }
@@ -62,6 +69,7 @@ describe("Daemon (in process)", () => {
       assert.equal(error.resetCode, ResetReason.NotAuthenticated);
       const channel = new ControlChannel(control);
       const answer = new Promise((resolve) => channel.onMessage = resolve);
+      channel.start();
       channel.send({ type: "hello", version: 1, token: TOKEN });
       assert.equal((await answer as { type: string }).type, "welcome");
     } finally {
@@ -97,6 +105,7 @@ describe("Daemon (in process)", () => {
       const exposed = new Promise<{ tunnel: string }>((resolve) => {
         channel.onMessage = (m) => resolve(m as { tunnel: string });
       });
+      channel.start();
       channel.send({ type: "expose", id: 1, port: 0 });
       const { tunnel } = await exposed;
       const unexposed = new Promise((resolve) => channel.onMessage = resolve);
@@ -136,6 +145,7 @@ describe("Daemon (in process)", () => {
       const control = [...busy.streams()][0];
       const channel = new ControlChannel(control);
       const exposed = new Promise((resolve) => channel.onMessage = resolve);
+      channel.start();
       channel.send({ type: "expose", id: 1, port: 0 });
       assert.equal((await exposed as { type: string }).type, "exposed");
       await idle.closed;
@@ -144,6 +154,64 @@ describe("Daemon (in process)", () => {
     } finally {
       idle.destroy();
       busy.destroy();
+      daemon.stop();
+    }
+  });
+});
+
+describe("Daemon: a hello that arrives in one read with its stream header", () => {
+  /** A yamux Data frame for stream 1 (SYN on the first), written out by hand. */
+  function dataFrame(flags: number, payload: Uint8Array): Uint8Array {
+    const out = new Uint8Array(HEADER_LENGTH + payload.length);
+    writeHeader(out, 0, FrameType.Data, flags, 1, payload.length);
+    out.set(payload, HEADER_LENGTH);
+    return out;
+  }
+
+  it("is answered with welcome: header and hello as two frames in one write", async () => {
+    const { daemon, port } = await startDaemon({ handshakeTimeoutMs: 10_000 });
+    const socket = netConnect({ host: "127.0.0.1", port });
+    try {
+      const body = new TextEncoder().encode(
+        JSON.stringify({ type: "hello", version: 1, token: TOKEN }),
+      );
+      const hello = new Uint8Array(4 + body.length);
+      new DataView(hello.buffer).setUint32(0, body.length);
+      hello.set(body, 4);
+      const SYN = 1;
+      const bytes = concat([
+        dataFrame(SYN, encodeStreamHeader({ kind: "control" })),
+        dataFrame(0, hello),
+      ]);
+      const received: Buffer[] = [];
+      socket.on("data", (chunk: Buffer) => received.push(chunk));
+      await new Promise<void>((resolve) => socket.on("connect", () => resolve()));
+      socket.write(bytes); // one write: the daemon reads both frames together
+      // The answer: Data frames on stream 1 carrying a length-prefixed JSON message.
+      const welcome = await waitFor(() => {
+        const all = Buffer.concat(received);
+        let payload = Buffer.alloc(0);
+        for (let at = 0; at + HEADER_LENGTH <= all.length;) {
+          const type = all[at + 1];
+          const stream = all.readUInt32BE(at + 4);
+          const length = all.readUInt32BE(at + 8);
+          const size = type === FrameType.Data ? length : 0;
+          if (at + HEADER_LENGTH + size > all.length) break;
+          if (type === FrameType.Data && stream === 1) {
+            payload = Buffer.concat([
+              payload,
+              all.subarray(at + HEADER_LENGTH, at + HEADER_LENGTH + size),
+            ]);
+          }
+          at += HEADER_LENGTH + size;
+        }
+        if (payload.length < 4 || payload.length < 4 + payload.readUInt32BE(0)) return undefined;
+        return JSON.parse(payload.subarray(4, 4 + payload.readUInt32BE(0)).toString());
+      }, "an answer on the control stream");
+      assert.equal(welcome.type, "welcome", JSON.stringify(welcome));
+      assert.equal(welcome.client, "alice");
+    } finally {
+      socket.destroy();
       daemon.stop();
     }
   });

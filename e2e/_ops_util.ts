@@ -89,6 +89,7 @@ export class RawControl {
       this.ended = true;
       this.#waiter?.();
     };
+    this.channel.start();
   }
 
   /** Sends a message. */

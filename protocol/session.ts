@@ -551,7 +551,8 @@ export class Session implements FrameSink, StreamHost {
     const pending = this.#pings.get(id);
     if (pending === undefined) return;
     this.#pings.delete(id);
-    const sample = performance.now() - pending.sentAt;
+    // A clock coarser than the round trip reads 0; keep the sample positive so the RTT counts as known.
+    const sample = Math.max(performance.now() - pending.sentAt, 0.001);
     this.#rtt = this.#rtt === 0 ? sample : this.#rtt * 0.875 + sample * 0.125;
     pending.resolve?.(sample);
   }

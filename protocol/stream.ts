@@ -35,6 +35,14 @@ export interface StreamHost {
 /** Called with each chunk of received data. The chunk may be kept: it is never reused. */
 export type DataHandler = (chunk: Uint8Array) => void;
 
+/**
+ * The shortest round trip auto-tuning compares against. On loopback or in memory the measured RTT
+ * is microseconds, so a reader that a scheduler pause or a GC delays by a millisecond would never
+ * count as fast; what limits throughput then is still the window. Memory stays bounded by
+ * `maxStreamWindow` and the session's receive budget.
+ */
+const MIN_TUNING_RTT_MS = 1;
+
 const TERMINAL = new Set([StreamState.Closed, StreamState.Reset]);
 
 /**
@@ -400,7 +408,7 @@ export class Stream {
     const rtt = this.#host.rtt;
     if (
       config.autoTuneWindow && this.#windowSize < config.maxStreamWindow && rtt > 0 &&
-      now - this.#lastCreditAt < 4 * rtt
+      now - this.#lastCreditAt < 4 * Math.max(rtt, MIN_TUNING_RTT_MS)
     ) {
       // The reader consumed half a window within a few round trips: the window, not the reader,
       // limits throughput. Double it, within the session's memory budget.

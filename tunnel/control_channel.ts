@@ -13,10 +13,15 @@ export const MAX_CONTROL_MESSAGE = 64 * 1024;
 /**
  * Sends and receives JSON messages over a stream.
  *
+ * Nothing is read until {@linkcode start}: set `onMessage` and `onClose` first, so that messages
+ * already waiting (read together with the stream header, or buffered in the paused stream) reach
+ * them, in the order they were sent.
+ *
  * @example
  * ```ts ignore
  * const channel = new ControlChannel(stream);
  * channel.onMessage = (value) => console.log(value);
+ * channel.start();
  * channel.send({ type: "hello", version: 1 });
  * ```
  */
@@ -30,13 +35,30 @@ export class ControlChannel {
   #buffer = new Uint8Array(0);
   #closed = false;
 
-  /** Takes over the stream's data, end and close handlers. `initial` is data read with its header. */
+  readonly #initial: Uint8Array | undefined;
+  #started = false;
+
+  /**
+   * A channel over `stream`; `initial` is data read together with the stream's header, which comes
+   * before anything still buffered in the stream. Reading begins at {@linkcode start}.
+   */
   constructor(stream: Stream, initial?: Uint8Array) {
     this.#stream = stream;
+    this.#initial = initial;
+  }
+
+  /**
+   * Takes over the stream's data, end and close handlers and starts reading: first `initial`,
+   * then what the stream buffered while paused, then what arrives. Idempotent.
+   */
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    const stream = this.#stream;
+    if (this.#initial && this.#initial.length > 0) this.#receive(this.#initial);
     stream.onData = (chunk) => this.#receive(chunk);
     stream.onEnd = () => this.#finish(undefined);
     stream.onClose = (error) => this.#finish(error);
-    if (initial && initial.length > 0) queueMicrotask(() => this.#receive(initial));
     stream.resume();
   }
 

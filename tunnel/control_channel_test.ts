@@ -15,13 +15,52 @@ function sessions(onStream: (stream: Stream) => void) {
   return { client, done: () => (client.destroy(), server.destroy()) };
 }
 
+/** A length-prefixed control message, as ControlChannel frames it. */
+function framed(message: unknown): Uint8Array {
+  const body = new TextEncoder().encode(JSON.stringify(message));
+  const out = new Uint8Array(4 + body.length);
+  new DataView(out.buffer).setUint32(0, body.length);
+  out.set(body, 4);
+  return out;
+}
+
 describe("ControlChannel", () => {
+  it("delivers data read with the header, then what the paused stream buffered, in order, only once started", async () => {
+    const got: unknown[] = [];
+    let server: Stream | undefined;
+    const { client, done } = sessions((stream) => {
+      server = stream;
+      stream.pause(); // as readStreamHeader leaves it
+    });
+    try {
+      const stream = client.open();
+      stream.write(framed({ n: 2 }));
+      stream.write(framed({ n: 3 }));
+      stream.end();
+      // Let everything arrive and wait, buffered, in the paused server stream.
+      for (let i = 0; i < 50 && (server?.bufferedBytes ?? 0) < 2 * framed({ n: 2 }).length; i++) {
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      assert.ok(server, "the server saw the stream");
+      const channel = new ControlChannel(server, framed({ n: 1 }));
+      const closed = new Promise<Error | undefined>((resolve) => channel.onClose = resolve);
+      channel.onMessage = (value) => got.push(value);
+      assert.deepEqual(got, [], "nothing is read before start()");
+      channel.start();
+      assert.deepEqual(got, [{ n: 1 }, { n: 2 }, { n: 3 }], "delivered in order, at once");
+      assert.equal(await closed, undefined, "the end is reported to the handler set before");
+    } finally {
+      done();
+    }
+  });
+
   it("carries messages both ways, across arbitrary chunk splits", async () => {
     const got: unknown[] = [];
     let serverChannel: ControlChannel | undefined;
     const { client, done } = sessions((stream) => {
       serverChannel = new ControlChannel(stream);
       serverChannel.onMessage = (value) => serverChannel!.send({ echo: value });
+      serverChannel.start();
     });
     try {
       const channel = new ControlChannel(client.open());
@@ -31,6 +70,7 @@ describe("ControlChannel", () => {
           if (got.length === 3) resolve();
         };
       });
+      channel.start();
       channel.send({ type: "hello", n: 1 });
       channel.send({ text: "ü".repeat(1000) });
       channel.send([1, 2, 3]);
@@ -50,6 +90,7 @@ describe("ControlChannel", () => {
     const { client, done } = sessions((stream) => {
       const channel = new ControlChannel(stream);
       closed = new Promise((resolve) => channel.onClose = resolve);
+      channel.start();
     });
     try {
       const stream = client.open();
