@@ -7,6 +7,7 @@
 import type { Transport } from "../protocol/transport.ts";
 import { connectTcp, connectTls } from "../transport/mod.ts";
 import { connectWebSocket } from "../transport/ws.ts";
+import { unbracketHost } from "../util/address.ts";
 
 /** Connects to `url`: `tcp://host:port`, `tls://host:port`, `ws://…` or `wss://…`. */
 export async function dialServer(
@@ -18,13 +19,13 @@ export async function dialServer(
   switch (parsed.protocol) {
     case "tcp:":
       connecting = connectTcp({
-        hostname: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
+        hostname: unbracketHost(parsed.hostname),
         port: Number(parsed.port),
       });
       break;
     case "tls:":
       connecting = connectTls({
-        hostname: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
+        hostname: unbracketHost(parsed.hostname),
         port: Number(parsed.port),
         caCerts: options.caCerts,
       });

@@ -9,7 +9,7 @@ import process from "node:process";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Logger } from "../util/log.ts";
-import { parseHostPort } from "../util/address.ts";
+import { parseHostPort, unbracketHost } from "../util/address.ts";
 import { Client } from "./client.ts";
 
 const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon
@@ -82,7 +82,7 @@ async function main(): Promise<number> {
   const exposes = values.expose.map((text) => {
     const [remote, local] = pair("expose", text);
     const colon = remote.lastIndexOf(":");
-    const bindHost = colon > 0 ? remote.slice(0, colon).replace(/^\[(.*)\]$/, "$1") : undefined;
+    const bindHost = colon > 0 ? unbracketHost(remote.slice(0, colon)) : undefined;
     const remotePort = Number(colon > 0 ? remote.slice(colon + 1) : remote);
     if (!Number.isInteger(remotePort) || remotePort < 0 || remotePort > 65535) {
       throw new Error(`--expose: bad port in "${text}"`);

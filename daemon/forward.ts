@@ -13,6 +13,7 @@ import { DialError, dialTcp } from "../tunnel/dial.ts";
 import { splice, type SpliceResult, streamEnd, transportEnd } from "../tunnel/splice.ts";
 import type { ClientPolicy, DenyCode } from "./policy.ts";
 import { type LookupFn, resolveTarget } from "./resolve.ts";
+import { unbracketHost } from "../util/address.ts";
 import type { Logger } from "../util/log.ts";
 
 /** What a forward needs from the daemon. */
@@ -66,7 +67,7 @@ export async function serveForward(
 ): Promise<SpliceResult | undefined> {
   const log = context.log.child({ stream: stream.id, target });
   const split = /^(.*):(\d{1,5})$/.exec(target);
-  const host = split?.[1].replace(/^\[(.*)\]$/, "$1");
+  const host = split ? unbracketHost(split[1]) : undefined;
   const port = Number(split?.[2]);
   if (!host || !(port >= 1 && port <= 65535)) {
     return refuse(

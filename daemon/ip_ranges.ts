@@ -8,7 +8,14 @@
  * @module
  */
 
-import { formatIp, type IpAddress, parseIp, parseIPv6, unmapIPv4 } from "../util/address.ts";
+import {
+  formatIp,
+  type IpAddress,
+  parseIp,
+  parseIPv6,
+  unbracketHost,
+  unmapIPv4,
+} from "../util/address.ts";
 
 /** A network: the address with its host bits zero, and the prefix length. */
 export interface Cidr {
@@ -208,12 +215,9 @@ const NUMERIC_LABEL = /^(?:\d+|0x[0-9a-f]*)$/;
  */
 export function parseHost(host: string): HostKind {
   let h = host.toLowerCase();
-  if (h.startsWith("[") && h.endsWith("]")) {
-    const ip = parseIPv6(h.slice(1, -1));
-    return ip ? { kind: "ip", ip } : { kind: "invalid", reason: "not an IPv6 address" };
-  }
-  if (h.includes(":")) {
-    const ip = parseIPv6(h);
+  const unbracketed = unbracketHost(h);
+  if (unbracketed !== h || h.includes(":")) {
+    const ip = parseIPv6(unbracketed);
     return ip ? { kind: "ip", ip } : { kind: "invalid", reason: "not an IPv6 address" };
   }
   if (h.endsWith(".")) h = h.slice(0, -1);

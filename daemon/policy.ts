@@ -16,7 +16,7 @@ import {
   parseCidr,
   parseHost,
 } from "./ip_ranges.ts";
-import { formatIp, type IpAddress, ipEquals, parseIp } from "../util/address.ts";
+import { formatIp, type IpAddress, ipEquals, parseIp, unbracketHost } from "../util/address.ts";
 
 /** An inclusive port range; a single port has `from === to`. */
 export interface PortRange {
@@ -193,10 +193,7 @@ export function canExpose(client: ClientPolicy, bindHost: string, port: number):
   if (expose.ports.length === 0) {
     return deny("not_allowed", `client ${client.name} may not expose ports`);
   }
-  const unbracketed = bindHost.startsWith("[") && bindHost.endsWith("]")
-    ? bindHost.slice(1, -1)
-    : bindHost;
-  const ip = parseIp(unbracketed);
+  const ip = parseIp(unbracketHost(bindHost));
   if (!ip || !expose.bindHosts.some((allowed) => ipEquals(allowed, ip))) {
     const allowed = expose.bindHosts.map((ip) => formatIp(ip)).join(", ") || "none";
     return deny(

@@ -14,6 +14,7 @@ import { type Client, connect } from "../client/mod.ts";
 import { ResetReason } from "../tunnel/reset_reasons.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { connectWebSocket } from "../transport/mod.ts";
+import { parseHostPort } from "../util/address.ts";
 import {
   assertSameBytes,
   cleanup,
@@ -93,8 +94,7 @@ function reasonName(code: number | undefined): string {
 /** The local port of a client CLI's `--use LISTEN=NAME` for service `name`. */
 async function usingPort(client: ClientProcess, name: string): Promise<number> {
   const entry = await client.waitForLog((e) => e.msg === "using service" && e.service === name);
-  const listen = String(entry.listen);
-  return Number(listen.slice(listen.lastIndexOf(":") + 1));
+  return parseHostPort(String(entry.listen)).port;
 }
 
 /** Connects to a local port, writes `bytes`, half-closes, and waits until the connection closes. */
@@ -108,7 +108,7 @@ async function refusedConnection(port: number, bytes: Uint8Array): Promise<Uint8
 }
 
 function portOf(address: string): number {
-  return Number(address.slice(address.lastIndexOf(":") + 1));
+  return parseHostPort(address).port;
 }
 
 /** The number of log lines so far: pass it as `from` to wait for a line after this point. */

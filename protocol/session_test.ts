@@ -1,15 +1,16 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Session, type SessionOptions } from "./session.ts";
+import { Session, SESSION_TRANSITIONS, type SessionOptions } from "./session.ts";
 import { StreamState } from "./stream_state.ts";
 import { YamuxError } from "./errors.ts";
 import type { Stream } from "./stream.ts";
 import type { Transport } from "./transport.ts";
 import { memoryPair } from "../transport/memory.ts";
 import { echoStream } from "../tunnel/echo.ts";
-import { pattern, roundTrip } from "../tools/echo_check.ts";
+import { roundTrip } from "../tools/echo_check.ts";
 import { EACH_TURN, waitFor } from "../testing/wait.ts";
-import { concat } from "../util/bytes.ts";
+import { concat, pattern } from "../util/bytes.ts";
+import { Lifecycle } from "../util/lifecycle.ts";
 
 const QUIET = { enableKeepAlive: false } as const;
 
@@ -437,5 +438,17 @@ describe("Stream: Web Streams adapters", () => {
     } finally {
       done();
     }
+  });
+});
+
+describe("Lifecycle", () => {
+  it("session lifecycle: open → draining → closed, and closed is final", () => {
+    const session = new Lifecycle(SESSION_TRANSITIONS, "open");
+    assert.equal(session.fire("go_away"), true);
+    assert.equal(session.state, "draining");
+    assert.equal(session.fire("go_away"), false);
+    assert.equal(session.fire("close"), true);
+    assert.equal(session.fire("close"), false);
+    assert.equal(session.state, "closed");
   });
 });

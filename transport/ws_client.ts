@@ -22,7 +22,7 @@
  */
 
 import type { Transport } from "../protocol/transport.ts";
-import { formatHostPort } from "../util/address.ts";
+import { formatHostPort, unbracketHost } from "../util/address.ts";
 import { StandardSocketDriver } from "./ws_standard_driver.ts";
 import {
   POLLED_SOCKET_SEND_LIMIT,
@@ -33,7 +33,7 @@ import {
 
 function remoteOf(url: URL): string {
   const port = url.port ? Number(url.port) : url.protocol === "wss:" ? 443 : 80;
-  return formatHostPort(url.hostname.replace(/^\[(.*)\]$/, "$1"), port);
+  return formatHostPort(unbracketHost(url.hostname), port);
 }
 
 /** Connects with the global `WebSocket`; see {@linkcode connectWebSocket} in ws.ts. */

@@ -24,7 +24,7 @@
  */
 
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
-import { formatHostPort } from "../util/address.ts";
+import { formatHostPort, unbracketHost } from "../util/address.ts";
 import {
   headEnd,
   MAX_RESPONSE_HEAD,
@@ -275,7 +275,7 @@ export class RawClientDriver implements SocketDriver {
 
 /** The host to dial for `url`: IPv6 literals lose their brackets. */
 function hostOf(url: URL): string {
-  return url.hostname.replace(/^\[(.*)\]$/, "$1");
+  return unbracketHost(url.hostname);
 }
 
 /** The port to dial for `url`: explicit, or the scheme's default. */

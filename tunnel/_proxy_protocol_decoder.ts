@@ -10,7 +10,6 @@ import { formatHostPort, parseIPv4, parseIPv6 } from "../util/address.ts";
 import {
   formatProxyIp,
   parseDecimal,
-  PROXY_V1_PREFIX,
   PROXY_V2_FIXED,
   PROXY_V2_LOCAL,
   PROXY_V2_PROXY,
@@ -19,6 +18,9 @@ import {
   PROXY_V2_TCP6,
   PROXY_V2_VERSION,
 } from "./proxy_protocol.ts";
+
+/** "PROXY" in US-ASCII: how every v1 header starts (spec §2.1). */
+const PROXY_V1_PREFIX = new TextEncoder().encode("PROXY");
 
 /** Longest v1 line a receiver must accept, CRLF included (spec §2.1: 107 characters). */
 export const PROXY_V1_MAX_LENGTH = 107;

@@ -33,9 +33,6 @@ export const PROXY_V2_SIGNATURE: Uint8Array = new Uint8Array([
   0x0a,
 ]);
 
-/** "PROXY" in US-ASCII: how every v1 header starts (spec §2.1). */
-export const PROXY_V1_PREFIX = new TextEncoder().encode("PROXY");
-
 /** v2 fixed part: signature, version/command, family/protocol, address length (spec §2.2). */
 export const PROXY_V2_FIXED = 16;
 /** The v2 version nibble. */

@@ -6,7 +6,7 @@ import type { Stream } from "../protocol/stream.ts";
 import { memoryPair } from "../transport/memory.ts";
 import { connectTcp, listenTcp } from "../transport/mod.ts";
 import type { Transport } from "../protocol/transport.ts";
-import { pattern } from "../tools/echo_check.ts";
+import { pattern } from "../util/bytes.ts";
 
 const QUIET = { enableKeepAlive: false };
 

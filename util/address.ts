@@ -141,6 +141,14 @@ export function bracketHost(host: string): string {
 }
 
 /**
+ * A host as written inside a URL or before `:port` (`[::1]`) back to the bare literal (`::1`) that
+ * sockets, resolvers and {@linkcode parseIp} take; anything not in brackets is returned as it is.
+ */
+export function unbracketHost(host: string): string {
+  return host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
+}
+
+/**
  * Formats `host:port`, bracketing IPv6 literals (`[::1]:80`) so the port stays unambiguous; the
  * host alone when `port` is undefined, and `unknown` when there is no host (a socket that has
  * already closed), so every runtime reports peers the same way.

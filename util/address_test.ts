@@ -10,6 +10,7 @@ import {
   parseIp,
   parseIPv4,
   parseIPv6,
+  unbracketHost,
   unmapIPv4,
 } from "./address.ts";
 
@@ -127,6 +128,15 @@ describe("address: host and port", () => {
     assert.equal(bracketHost("::1"), "[::1]");
     assert.equal(bracketHost("[::1]"), "[::1]");
     assert.equal(bracketHost("10.0.0.1"), "10.0.0.1");
+  });
+  it("unbracketHost takes the brackets off and leaves other hosts alone", () => {
+    assert.equal(unbracketHost("[::1]"), "::1");
+    assert.equal(unbracketHost("::1"), "::1");
+    assert.equal(unbracketHost("10.0.0.1"), "10.0.0.1");
+    assert.equal(unbracketHost("example.com"), "example.com");
+    assert.equal(unbracketHost("[::1"), "[::1");
+    assert.equal(unbracketHost(unbracketHost("[::1]")), "::1");
+    assert.equal(unbracketHost(bracketHost("fe80::1")), "fe80::1");
   });
   it("parseHostPort takes HOST:PORT and [IPv6]:PORT", () => {
     assert.deepEqual(parseHostPort("127.0.0.1:7000"), { hostname: "127.0.0.1", port: 7000 });

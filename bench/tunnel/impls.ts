@@ -11,6 +11,7 @@ import { accessSync, constants, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import process from "node:process";
 import { daemonConfig, newToken, ROOT } from "../../testing/mod.ts";
+import { parseHostPort } from "../../util/address.ts";
 import { type JsRuntime, RUNTIME_BIN } from "../impls.ts";
 import { freePort, type LongProcess, startProcess, waitForPort } from "./procs.ts";
 
@@ -164,16 +165,11 @@ async function pair(
   }
 }
 
-function split(address: string): [string, number] {
-  const at = address.lastIndexOf(":");
-  return [address.slice(0, at), Number(address.slice(at + 1))];
-}
-
 const frp = (peersDir?: string) =>
   foreign("frp", ["frps", "frpc"], peersDir, async ([frps, frpc], backend, dir) => {
     const token = newToken("bench");
     const [bindPort, remotePort] = [await freePort(), await freePort()];
-    const [localIP, localPort] = split(backend);
+    const { hostname: localIP, port: localPort } = parseHostPort(backend);
     const common = `auth.token = "${token}"\nlog.level = "info"\n`;
     writeFileSync(
       join(dir, "frps.toml"),
@@ -225,7 +221,7 @@ const chisel = (peersDir?: string) =>
 const bore = (peersDir?: string) =>
   foreign("bore", ["bore"], peersDir, async ([bin], backend) => {
     const env = childEnv({ BORE_SECRET: newToken("bench") });
-    const [host, port] = split(backend);
+    const { hostname: host, port } = parseHostPort(backend);
     return await pair(
       () =>
         startProcess([bin, "server", "--bind-addr", "127.0.0.1", "--min-port", "20000"], {

@@ -10,6 +10,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import process from "node:process";
+import { parseHostPort } from "../../util/address.ts";
 
 /** A started program. */
 export interface LongProcess {
@@ -138,9 +139,7 @@ export function freePort(): Promise<number> {
  * for tunnels whose public port opens only when their client has registered.
  */
 export async function waitForPort(address: string, timeoutMs: number): Promise<void> {
-  const at = address.lastIndexOf(":");
-  const host = address.slice(0, at);
-  const port = Number(address.slice(at + 1));
+  const { hostname: host, port } = parseHostPort(address);
   const tries = Math.ceil(timeoutMs / 50);
   for (let i = 0; i < tries; i++) {
     const ok = await new Promise<boolean>((resolve) => {

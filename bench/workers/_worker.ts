@@ -13,6 +13,7 @@
 
 import process from "node:process";
 import { parseArgs } from "node:util";
+import { parseHostPort } from "../../util/address.ts";
 import type { Opener } from "../duplex.ts";
 import { quantile, runRoundTrips, runStreams } from "../drive.ts";
 
@@ -150,8 +151,8 @@ export async function runWorker(impl: WorkerImpl): Promise<never> {
   let client: WorkerClient | undefined;
   try {
     if (!values.connect) throw new Error("--connect HOST:PORT or --serve is required");
-    const at = values.connect.lastIndexOf(":");
-    client = await impl.connect(values.connect.slice(0, at), Number(values.connect.slice(at + 1)));
+    const { hostname, port } = parseHostPort(values.connect);
+    client = await impl.connect(hostname, port);
     if (!values["no-warmup"]) await measure(impl, client, warmup(plan));
     const fields = await measure(impl, client, plan);
     console.log(JSON.stringify({ ok: true, ...base, scenario: plan.scenario, ...fields }));

@@ -20,6 +20,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { Session, type Stream } from "../../protocol/mod.ts";
 import { connectTcp } from "../../transport/mod.ts";
+import { parseHostPort } from "../../util/address.ts";
 import { BLOCK_LENGTH, segment, verify } from "../pattern.ts";
 import { snapshot } from "./memory_probe.ts";
 import { type Fields, serveCommands } from "./memory_rpc.ts";
@@ -39,12 +40,8 @@ const { values } = parseArgs({
   options: { connect: { type: "string" } },
 });
 if (!values.connect) throw new Error("--connect HOST:PORT is required");
-const at = values.connect.lastIndexOf(":");
 const session = new Session(
-  await connectTcp({
-    hostname: values.connect.slice(0, at),
-    port: Number(values.connect.slice(at + 1)),
-  }),
+  await connectTcp(parseHostPort(values.connect)),
   { client: true, config: M1_SESSION_CONFIG },
 );
 
