@@ -508,7 +508,11 @@ describe("config: loadConfig", () => {
       () => Promise.reject(Object.assign(new Error("x"), { code: "ENOENT" })),
       /cannot read config file f \(ENOENT\)/,
     ],
-    ["invalid JSON", file(`{"a": }`), /^f: /],
+    [
+      "invalid JSON, with its line and column on every runtime",
+      file(`{\n  "a": 1,\n  "b": }`),
+      /^f: unexpected "}": expected a value at line 3 column 8$/,
+    ],
     ["unterminated comment", file(`{"a": 1 /*`), /^f: unterminated \/\* comment at line 1/],
     ["top level array", file(`[]`), /^f: the top level must be an object/],
   ];

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { findJsonSyntaxError } from "./json_syntax_error.ts";
+
 /** Result of {@link parseJsonc}. */
 export type JsoncResult = { ok: true; value: unknown } | { ok: false; error: string };
 
@@ -59,17 +61,24 @@ export function stripJsonc(text: string): string {
   return out;
 }
 
-/** Parses JSON with comments and trailing commas; errors name the line and column when known. */
+/**
+ * Parses JSON with comments and trailing commas. Errors name the line and column of the first
+ * offending character on every runtime (Bun's `JSON.parse` messages carry no position).
+ */
 export function parseJsonc(text: string): JsoncResult {
   const source = text.startsWith("\uFEFF") ? text.slice(1) : text;
+  let stripped: string;
   try {
-    return { ok: true, value: JSON.parse(stripJsonc(source)) };
+    stripped = stripJsonc(source);
   } catch (error) {
-    let message = error instanceof Error ? error.message : String(error);
-    const position = /position (\d+)/.exec(message);
-    if (position && !/line \d+/.test(message)) {
-      message += ` (${lineCol(source, Number(position[1]))})`;
-    }
-    return { ok: false, error: message };
+    return { ok: false, error: (error as Error).message };
+  }
+  try {
+    return { ok: true, value: JSON.parse(stripped) };
+  } catch (error) {
+    // Comments became spaces of the same length, so offsets in `stripped` are offsets in `source`.
+    const found = findJsonSyntaxError(stripped);
+    if (found) return { ok: false, error: `${found.message} at ${lineCol(source, found.index)}` };
+    return { ok: false, error: error instanceof Error ? error.message : String(error) };
   }
 }

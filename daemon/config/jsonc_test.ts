@@ -52,4 +52,48 @@ describe("JSONC", () => {
     assert.equal(stripJsonc(text).split("\n").length, text.split("\n").length);
     assert.equal(stripJsonc(text).length, text.length);
   });
+
+  const located: [string, string, string][] = [
+    [
+      "a missing value",
+      `{\n  "a": 1,\n  "b": }`,
+      `unexpected "}": expected a value at line 3 column 8`,
+    ],
+    [
+      "a missing colon",
+      `{"a" 1}`,
+      `unexpected "1": expected ':' after the property name at line 1 column 6`,
+    ],
+    [
+      "a double comma",
+      `{\n\n  "x": [1, 2,, 3]}`,
+      `unexpected ",": expected a value at line 3 column 14`,
+    ],
+    [
+      "single quotes",
+      `{'a': 1}`,
+      `unexpected "'": expected a property name in double quotes at line 1 column 2`,
+    ],
+    [
+      "an unterminated string",
+      `{"a": "b`,
+      `unexpected end of input: expected '"' to end the string at line 1 column 9`,
+    ],
+    [
+      "text after the value",
+      `{"a": 1} x`,
+      `unexpected "x": expected the end of the text after the top-level value at line 1 column 10`,
+    ],
+    ["an empty file", ``, `unexpected end of input: expected a value at line 1 column 1`],
+    [
+      "a missing brace after a comment",
+      `{ // open\n  "a": 1\n`,
+      `unexpected end of input: expected ',' or '}' at line 3 column 1`,
+    ],
+  ];
+  for (const [label, text, message] of located) {
+    it(`names line and column: ${label}`, () => {
+      assert.deepEqual(parseJsonc(text), { ok: false, error: message });
+    });
+  }
 });
