@@ -1,7 +1,13 @@
 /**
  * Reconnect delays: exponential backoff with full jitter (a random delay between 0 and the
- * current ceiling), capped, and reset once a connection has stayed up for a while. Full jitter
- * keeps a crowd of clients that lost the same daemon from reconnecting in lockstep.
+ * current ceiling), capped. Full jitter keeps a crowd of clients that lost the same daemon from
+ * reconnecting in lockstep.
+ *
+ * When to start over: a connection that proved the daemon works resets the backoff, so an isolated
+ * link reset costs one short delay (at most `initialMs`). A connection proves it by being
+ * authenticated and then either carrying a stream besides the control stream (a visitor, a
+ * forward, a service) or staying up for `stableMs`. A daemon that accepts and then drops its
+ * clients proves nothing, and the delays before each try grow to `maxMs`.
  *
  * @module
  */
@@ -14,7 +20,7 @@ export interface BackoffOptions {
   maxMs?: number;
   /** Ceiling growth per failure. Default 2. */
   factor?: number;
-  /** A connection up this long counts as stable and resets the backoff. Default 30 000. */
+  /** An authenticated connection up this long resets the backoff, traffic or not. Default 10 000. */
   stableMs?: number;
   /** Random source in [0, 1); tests replace it. */
   random?: () => number;
@@ -43,7 +49,7 @@ export class Backoff {
     this.#initial = options.initialMs ?? 500;
     this.#max = options.maxMs ?? 30_000;
     this.#factor = options.factor ?? 2;
-    this.#stable = options.stableMs ?? 30_000;
+    this.#stable = options.stableMs ?? 10_000;
     this.#random = options.random ?? Math.random;
   }
 
@@ -59,8 +65,11 @@ export class Backoff {
     return Math.floor(this.#random() * ceiling);
   }
 
-  /** A connection ended after being up for `upMs`: reset if it was stable. */
-  connectionEnded(upMs: number): void {
-    if (upMs >= this.#stable) this.#attempt = 0;
+  /**
+   * An authenticated connection ended after `upMs`; `carriedTraffic` says whether it carried a
+   * stream besides the control stream. Either proof resets the backoff.
+   */
+  connectionEnded(upMs: number, carriedTraffic = false): void {
+    if (carriedTraffic || upMs >= this.#stable) this.#attempt = 0;
   }
 }

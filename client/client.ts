@@ -338,9 +338,12 @@ export class Client extends Emitter<ClientEvents> {
       this.#session = undefined;
       this.#control = undefined;
       // A refused handshake (e.g. limit_reached) says why; anything else is a lost connection.
+      // More than one stream (the control stream) means the session carried traffic.
+      const { streamsOpened, streamsAccepted } = session.stats;
       this.#lost(
         handshakeFailure ??
           new ClientError("session_lost", `connection lost${error ? `: ${error.message}` : ""}`),
+        streamsOpened + streamsAccepted > 1,
       );
     });
     const handshake = setTimeout(() => session.destroy(new Error("handshake timed out")), timeout);
@@ -432,7 +435,7 @@ export class Client extends Emitter<ClientEvents> {
     }
   }
 
-  #lost(error: ClientError): void {
+  #lost(error: ClientError, carriedTraffic = false): void {
     this.#failPending(error);
     if (this.#lifecycle.state === "closed") return;
     if (!this.#backoff) {
@@ -440,7 +443,9 @@ export class Client extends Emitter<ClientEvents> {
       this.#firstReady?.reject(error);
       return this.emit("error", error);
     }
-    if (this.#readyAt > 0) this.#backoff.connectionEnded(Date.now() - this.#readyAt);
+    if (this.#readyAt > 0) {
+      this.#backoff.connectionEnded(Date.now() - this.#readyAt, carriedTraffic);
+    }
     this.#readyAt = 0;
     this.emit("error", error);
     this.#lifecycle.fire("lost");

@@ -31,6 +31,11 @@ Options:
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
                                see the visitor's real address
   --no-reconnect               exit when the connection is lost instead of reconnecting
+  --keepalive-interval-ms MS   ping the daemon after MS without a frame from it; keep it below
+                               any proxy's or CDN's idle timeout (default 30000;
+                               env TUNNELMUX_KEEPALIVE_INTERVAL_MS)
+  --keepalive-timeout-ms MS    reconnect when a ping is unanswered for MS (default 30000;
+                               env TUNNELMUX_KEEPALIVE_TIMEOUT_MS)
   --log-format FORMAT          auto, pretty or json (default auto: pretty on a terminal)
   -h, --help                   show this help
 
@@ -63,6 +68,8 @@ async function main(): Promise<number> {
       ca: { type: "string" },
       "proxy-protocol": { type: "string" },
       "no-reconnect": { type: "boolean", default: false },
+      "keepalive-interval-ms": { type: "string" },
+      "keepalive-timeout-ms": { type: "string" },
       "log-format": { type: "string", default: "auto" },
       help: { type: "boolean", short: "h" },
     },
@@ -90,6 +97,27 @@ async function main(): Promise<number> {
     parseHostPort(local);
     return { remotePort, bindHost, local, proxyProtocol };
   });
+  const duration = (flag: string, env: string, fallback: number): number => {
+    const text = values[flag as "keepalive-interval-ms"] ?? process.env[env] ?? "";
+    if (text === "") return fallback;
+    const ms = Number(text);
+    if (!/^\d+$/.test(text) || ms < 100 || ms > 3_600_000) {
+      throw new Error(
+        `--${flag} (or ${env}) must be milliseconds from 100 to 3600000, got "${text}"`,
+      );
+    }
+    return ms;
+  };
+  const keepAliveInterval = duration(
+    "keepalive-interval-ms",
+    "TUNNELMUX_KEEPALIVE_INTERVAL_MS",
+    30_000,
+  );
+  const keepAliveTimeout = duration(
+    "keepalive-timeout-ms",
+    "TUNNELMUX_KEEPALIVE_TIMEOUT_MS",
+    30_000,
+  );
   const forwards = values.forward.map((text) => pair("forward", text));
   const offers = values.offer.map((text) => pair("offer", text));
   const uses = values.use.map((text) => pair("use", text));
@@ -106,6 +134,7 @@ async function main(): Promise<number> {
     token,
     name: values.name,
     reconnect: !values["no-reconnect"],
+    session: { keepAliveInterval, keepAliveTimeout },
     caCerts: values.ca ? [readFileSync(values.ca, "utf8")] : undefined,
   });
   // Signals are handled from the start, so Ctrl-C during the first connect is a clean stop too.

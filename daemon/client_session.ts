@@ -119,7 +119,11 @@ export class ClientSession implements SessionHandle {
     const limits = context.config().limits;
     this.#yamux = new Session(transport, {
       client: false,
-      config: { maxStreams: limits.streamsPerSession },
+      config: {
+        maxStreams: limits.streamsPerSession,
+        keepAliveInterval: limits.keepAliveIntervalMs,
+        keepAliveTimeout: limits.keepAliveTimeoutMs,
+      },
       onStream: (stream) => this.#onStream(stream),
       onError: (error, reason) =>
         this.#log.warn("protocol error", { reason, detail: error.message }),

@@ -33,6 +33,11 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
   --log-format FORMAT        auto, pretty or json (TUNNELMUX_LOG_FORMAT)
   --tls-cert FILE            TLS certificate (PEM): serve TLS and wss:// (TUNNELMUX_TLS_CERT)
   --tls-key FILE             TLS private key (TUNNELMUX_TLS_KEY)
+  --keepalive-interval-ms MS ping a client after MS without a frame from it; keep it below any
+                             proxy's or CDN's idle timeout (default 30000;
+                             TUNNELMUX_KEEPALIVE_INTERVAL_MS)
+  --keepalive-timeout-ms MS  close a session whose ping is unanswered for MS (default 30000;
+                             TUNNELMUX_KEEPALIVE_TIMEOUT_MS)
   -h, --help                 show this help
 
 With no clients configured, a client named "default" is created; its token is TUNNELMUX_TOKEN
@@ -59,6 +64,8 @@ async function main(): Promise<number> {
       "log-format": { type: "string" },
       "tls-cert": { type: "string" },
       "tls-key": { type: "string" },
+      "keepalive-interval-ms": { type: "string" },
+      "keepalive-timeout-ms": { type: "string" },
       url: { type: "string" },
       timeout: { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -78,6 +85,8 @@ async function main(): Promise<number> {
     logFormat: values["log-format"],
     tlsCert: values["tls-cert"],
     tlsKey: values["tls-key"],
+    keepaliveIntervalMs: values["keepalive-interval-ms"],
+    keepaliveTimeoutMs: values["keepalive-timeout-ms"],
   };
   const command = positionals[0] ?? "run";
   if (command !== "run" && command !== "check" && command !== "healthcheck") {

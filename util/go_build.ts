@@ -106,3 +106,75 @@ export function buildGoProgram(program: GoProgram): Promise<string> {
   }
   return pending;
 }
+
+/** A Go program published as a module, installed at a pinned version (toxiproxy, nats-server). */
+export interface GoTool {
+  /** The binary's name in `cacheDir`, e.g. `toxiproxy-server`. */
+  name: string;
+  /** The main package with its version, e.g. `github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0`. */
+  pkg: string;
+  /** Where binaries are kept. */
+  cacheDir: string;
+}
+
+async function install(tool: GoTool, bin: string): Promise<string> {
+  const version = await go(["version"], process.cwd()).catch((error) => {
+    throw new Error(`installing ${tool.name} needs Go on PATH: ${(error as Error).message}`);
+  });
+  const key = `${tool.pkg}\n${version.trim()}`;
+  const keyFile = `${bin}.key`;
+  if (existsSync(bin) && existsSync(keyFile) && readFileSync(keyFile, "utf8") === key) return bin;
+  mkdirSync(tool.cacheDir, { recursive: true });
+  const tag = `${process.pid}-${randomBytes(4).toString("hex")}`;
+  // `go install` names the binary after the package's last path element ("server"), so it goes to
+  // a private directory first and is renamed into place.
+  const gobin = join(tool.cacheDir, `.install-${tag}`);
+  mkdirSync(gobin);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      execFile(
+        "go",
+        ["install", "-trimpath", tool.pkg],
+        { env: { ...process.env, GOBIN: gobin, CGO_ENABLED: "0" }, maxBuffer: 16 << 20 },
+        (error, _stdout, stderr) => {
+          if (error) reject(new Error(`go install ${tool.pkg}: ${stderr || error.message}`));
+          else resolve();
+        },
+      );
+    });
+    const [built] = readdirSync(gobin);
+    if (!built) throw new Error(`go install ${tool.pkg} produced no binary`);
+    renameSync(join(gobin, built), bin);
+  } finally {
+    rmSync(gobin, { recursive: true, force: true });
+  }
+  writeFileSync(`${keyFile}.tmp-${tag}`, key);
+  renameSync(`${keyFile}.tmp-${tag}`, keyFile);
+  return bin;
+}
+
+/**
+ * Resolves with the path of `tool`'s binary, installing it from the Go module proxy first when it
+ * is missing or was built for another version or toolchain. One install per binary per process.
+ *
+ * @example
+ * ```ts ignore
+ * import { installGoTool } from "./go_build.ts";
+ * const bin = await installGoTool({
+ *   name: "toxiproxy-server",
+ *   pkg: "github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0",
+ *   cacheDir: ".cache/tools",
+ * });
+ * ```
+ */
+export function installGoTool(tool: GoTool): Promise<string> {
+  const exe = process.platform === "win32" ? ".exe" : "";
+  const bin = join(tool.cacheDir, tool.name + exe);
+  let pending = builds.get(bin);
+  if (!pending) {
+    pending = install(tool, bin);
+    builds.set(bin, pending);
+    pending.catch(() => builds.delete(bin));
+  }
+  return pending;
+}

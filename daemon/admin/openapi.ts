@@ -166,6 +166,8 @@ const schemas: Record<string, Json> = {
           "handshakeTimeoutMs",
           "idleTimeoutMs",
           "maxWebSocketMessage",
+          "keepAliveIntervalMs",
+          "keepAliveTimeoutMs",
         ],
         properties: {
           sessions: count,
@@ -175,6 +177,8 @@ const schemas: Record<string, Json> = {
           handshakeTimeoutMs: count,
           idleTimeoutMs: count,
           maxWebSocketMessage: count,
+          keepAliveIntervalMs: count,
+          keepAliveTimeoutMs: count,
         },
       },
       shutdownGraceMs: count,

@@ -69,6 +69,8 @@ describe("config: validateConfig", () => {
       handshakeTimeoutMs: 10000,
       idleTimeoutMs: 0,
       maxWebSocketMessage: 1048576,
+      keepAliveIntervalMs: 30000,
+      keepAliveTimeoutMs: 30000,
     });
     assert.deepEqual(config.log, { level: "info", format: "auto" });
     assert.equal(config.adminTokenHash, hashToken(ADMIN));
@@ -397,8 +399,11 @@ describe("config: loadConfig", () => {
       TUNNELMUX_LOG_FORMAT: "json",
       TUNNELMUX_TLS_CERT: "cert.pem",
       TUNNELMUX_TLS_KEY: "key.pem",
+      TUNNELMUX_KEEPALIVE_INTERVAL_MS: "5000",
+      TUNNELMUX_KEEPALIVE_TIMEOUT_MS: "2000",
     };
     const c = (await loadConfig({ env })).config!;
+    assert.deepEqual([c.limits.keepAliveIntervalMs, c.limits.keepAliveTimeoutMs], [5000, 2000]);
     assert.deepEqual([c.listen.tcp?.port, c.listen.websocket?.port, c.listen.admin?.port], [
       1,
       2,
@@ -415,11 +420,23 @@ describe("config: loadConfig", () => {
       logFormat: "pretty",
       tlsCert: "c2",
       tlsKey: "k2",
+      keepaliveIntervalMs: "700",
+      keepaliveTimeoutMs: "800",
     };
     const d = (await loadConfig({ env, flags })).config!;
+    assert.deepEqual([d.limits.keepAliveIntervalMs, d.limits.keepAliveTimeoutMs], [700, 800]);
     assert.deepEqual([d.listen.tcp?.port, d.listen.websocket, d.listen.admin?.port], [4, null, 6]);
     assert.deepEqual([d.dataDir, d.log.level, d.log.format], ["/flag", "warn", "pretty"]);
     assert.deepEqual(d.tls, { cert: "c2", key: "k2" });
+  });
+
+  it("a keepalive that is not a number is refused, naming its source", async () => {
+    const r = await loadConfig({ env: { TUNNELMUX_KEEPALIVE_INTERVAL_MS: "30s" } });
+    assert.equal(r.config, undefined);
+    assert.equal(r.errors[0].path, "limits.keepAliveIntervalMs");
+    assert.equal(r.errors[0].source, "TUNNELMUX_KEEPALIVE_INTERVAL_MS");
+    const low = await loadConfig({ flags: { keepaliveTimeoutMs: "5" } });
+    assert.equal(low.errors[0].source, "--keepalive-timeout-ms");
   });
 
   it("empty env values are unset", async () => {

@@ -29,6 +29,8 @@ export function embeddedDefaults(): Record<string, unknown> {
       handshakeTimeoutMs: 10000,
       idleTimeoutMs: 0,
       maxWebSocketMessage: 1048576,
+      keepAliveIntervalMs: 30000,
+      keepAliveTimeoutMs: 30000,
     },
     log: { level: "info", format: "auto" },
     adminToken: null,

@@ -35,6 +35,10 @@ export interface ConfigFlags {
   tlsCert?: string;
   /** TLS key file. */
   tlsKey?: string;
+  /** `limits.keepAliveIntervalMs`, as typed (a number is checked by validation). */
+  keepaliveIntervalMs?: string;
+  /** `limits.keepAliveTimeoutMs`, as typed. */
+  keepaliveTimeoutMs?: string;
 }
 
 /** Inputs of {@link loadConfig}; everything is passed in, nothing is read from globals. */
@@ -55,7 +59,8 @@ export interface LoadResult extends ValidationResult {
   generated: { token?: string; adminToken?: string };
 }
 
-// Layered settings: [environment variable, flag, path in the document].
+// Layered settings: [environment variable, flag, path in the document]. The flag's command-line
+// spelling is its key in kebab case, except where the CLI is shorter.
 const OVERRIDES: [string, keyof ConfigFlags, string[]][] = [
   ["TUNNELMUX_LISTEN_TCP", "listenTcp", ["listen", "tcp"]],
   ["TUNNELMUX_LISTEN_WS", "listenWebsocket", ["listen", "websocket"]],
@@ -65,7 +70,16 @@ const OVERRIDES: [string, keyof ConfigFlags, string[]][] = [
   ["TUNNELMUX_LOG_FORMAT", "logFormat", ["log", "format"]],
   ["TUNNELMUX_TLS_CERT", "tlsCert", ["tls", "cert"]],
   ["TUNNELMUX_TLS_KEY", "tlsKey", ["tls", "key"]],
+  ["TUNNELMUX_KEEPALIVE_INTERVAL_MS", "keepaliveIntervalMs", ["limits", "keepAliveIntervalMs"]],
+  ["TUNNELMUX_KEEPALIVE_TIMEOUT_MS", "keepaliveTimeoutMs", ["limits", "keepAliveTimeoutMs"]],
 ];
+const FLAG_SPELLING: Partial<Record<keyof ConfigFlags, string>> = {
+  listenWebsocket: "--listen-ws",
+};
+
+function flagName(flag: keyof ConfigFlags): string {
+  return FLAG_SPELLING[flag] ?? `--${flag.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())}`;
+}
 const KNOWN_ENV = [
   ...OVERRIDES.map(([e]) => e),
   "TUNNELMUX_TOKEN",
@@ -132,10 +146,13 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadResult>
       const value = layer === "env" ? envValue(envName) : flags[flag];
       if (value === undefined) continue;
       const off = path[0] === "listen" && value === "off";
-      setPath(doc, path, off ? null : value);
+      // Durations arrive as text; a number in decimal becomes one, anything else stays text for
+      // validation to refuse with its source named.
+      const typed = path[0] === "limits" && /^\d+$/.test(value) ? Number(value) : value;
+      setPath(doc, path, off ? null : typed);
       sources.set(
         path.join("."),
-        layer === "env" ? envName : `--${flag.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())}`,
+        layer === "env" ? envName : flagName(flag),
       );
     }
   }

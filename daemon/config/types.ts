@@ -50,6 +50,15 @@ export interface Limits {
   idleTimeoutMs: number;
   /** Largest WebSocket message accepted. */
   maxWebSocketMessage: number;
+  /**
+   * Ping a client after this long without a frame from it. Keep it below the idle timeout of any
+   * proxy, load balancer or CDN between clients and the daemon, so an idle session carries a
+   * frame before they cut it.
+   */
+  keepAliveIntervalMs: number;
+  /** Close a session whose ping goes unanswered this long: a dead client is noticed within
+   * `keepAliveIntervalMs + keepAliveTimeoutMs`. */
+  keepAliveTimeoutMs: number;
 }
 
 /** Logging. `auto` = pretty on a TTY, JSON lines otherwise. */

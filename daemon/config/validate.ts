@@ -50,6 +50,8 @@ const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   handshakeTimeoutMs: [1, 600_000],
   idleTimeoutMs: [0, 2 ** 31 - 1],
   maxWebSocketMessage: [1024, 256 * 1024 * 1024],
+  keepAliveIntervalMs: [100, 3_600_000],
+  keepAliveTimeoutMs: [100, 600_000],
 };
 const CLIENT_KEYS = ["name", "token", "expose", "forward", "services", "limits"];
 const CLIENT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
