@@ -43,7 +43,11 @@ export interface SessionConfig {
   maxPendingPingReplies: number;
   /** Unanswered `ping()` calls at once. Default 64. */
   maxOutstandingPings: number;
-  /** Control frames (RST, GoAway, pings) queued while the transport is backed up; past it the session fails. Default 4096. */
+  /**
+   * Control frames (RST, GoAway, pings) queued while the transport is backed up. A peer that makes
+   * us answer more than this while it does not read is not read either (its frames wait in the
+   * kernel) until the transport drains. Default 4096.
+   */
   maxQueuedControlFrames: number;
 }
 

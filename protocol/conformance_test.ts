@@ -870,7 +870,7 @@ describe("conformance: graceful close", () => {
 });
 
 describe("conformance: backpressure on control frames", () => {
-  it("RSTs queued while the peer does not read: past maxQueuedControlFrames -> GoAway(2)", async () => {
+  it("refusals queued while the peer does not read: past maxQueuedControlFrames it is not read either, and stays up", async () => {
     const config = { acceptBacklog: 1, maxQueuedControlFrames: 8 };
     await withSession({ client: false, config }, async (ctx) => {
       const { peer, session } = ctx;
@@ -878,15 +878,39 @@ describe("conformance: backpressure on control frames", () => {
       peer.send(frame(WU, SYN, 1, 0));
       assert.deepEqual(await sync(peer), [], "the marker reply was the write that pushed back");
       const before = peer.frames().length;
-      for (let i = 0; i < 20 && session.state !== "closed"; i++) {
-        peer.send(frame(WU, SYN, 3 + 2 * i, 0));
-      }
-      await peer.waitGone();
-      assert.deepEqual(shown(peer, before), ["GoAway - 0 2"]);
-      assert.equal(session.stats.errors.control_overflow, 1);
-      assert.equal(session.stats.streamsRefused, 9);
-      const error = await session.closed;
-      assert.ok(error instanceof YamuxError);
+      // 20 opens past the backlog, all in one read: 8 refusals fill the queue, then reading stops.
+      peer.sendCoalesced(...Array.from({ length: 20 }, (_, i) => frame(WU, SYN, 3 + 2 * i, 0)));
+      assert.equal(peer.paused, true, "the transport is paused");
+      assert.equal(session.stats.streamsRefused, 8);
+      assert.equal(session.stats.readPauses, 1);
+      assert.equal(session.state, "open");
+      // The peer reads again: the refusals go out, the rest of its input is decoded, reading resumes.
+      peer.writeReturns = true;
+      peer.drain();
+      await tick();
+      assert.equal(peer.paused, false);
+      assert.deepEqual(
+        await sync(peer, before),
+        Array.from({ length: 20 }, (_, i) => `WU RST ${3 + 2 * i} 0`),
+        "every open is refused, in order, none lost",
+      );
+      assert.equal(session.stats.errors.control_overflow, undefined);
+      assert.equal(session.state, "open");
+    });
+  });
+
+  it("a burst of 20,000 opens in one read from a peer that reads: each refused, no GoAway, pings answered", async () => {
+    await withSession({ client: false, config: { maxStreams: 100 } }, async (ctx) => {
+      const { peer, session } = ctx;
+      const opens = Array.from({ length: 20_000 }, (_, i) => frame(WU, SYN, 1 + 2 * i, 0));
+      peer.sendCoalesced(...opens);
+      const replies = await sync(peer);
+      const refused = session.stats.streamsRefused;
+      assert.equal(session.stats.streamsAccepted + refused, 20_000);
+      assert.ok(refused >= 19_900, `at most maxStreams accepted (${refused} refused)`);
+      assert.equal(replies.filter((f) => f.startsWith("WU RST")).length, refused, "one RST each");
+      assert.equal(replies.filter((f) => f.startsWith("GoAway")).length, 0);
+      assert.equal(session.state, "open");
     });
   });
 });

@@ -49,6 +49,9 @@ export class FrameDecoder {
   #headerFill = 0;
   #payloadRemaining = 0;
   #stopped = false;
+  #held = false;
+  /** Input not decoded yet because the decoder is held (a view of the chunk, not a copy). */
+  #rest: Uint8Array | undefined;
 
   /** Creates a decoder that reports to `sink`. */
   constructor(sink: FrameSink) {
@@ -65,12 +68,43 @@ export class FrameDecoder {
     this.#stopped = true;
   }
 
+  /** True while {@linkcode hold} is in effect. */
+  get held(): boolean {
+    return this.#held;
+  }
+
+  /**
+   * Stops decoding after the current frame and keeps the rest of the input for
+   * {@linkcode release}: the sink uses it to stop reading a peer whose frames it cannot answer
+   * now. Input pushed while held is appended (copied) to what is kept.
+   */
+  hold(): void {
+    this.#held = true;
+  }
+
+  /** Ends a {@linkcode hold} and decodes the input kept meanwhile (which may hold again). */
+  release(): void {
+    if (!this.#held) return;
+    this.#held = false;
+    const rest = this.#rest;
+    this.#rest = undefined;
+    if (rest !== undefined) this.push(rest);
+  }
+
   /** Feeds the next chunk of the byte stream. */
   push(chunk: Uint8Array): void {
+    if (this.#held) {
+      this.#keep(chunk);
+      return;
+    }
     const sink = this.#sink;
     const end = chunk.length;
     let pos = 0;
     while (pos < end && !this.#stopped) {
+      if (this.#held) {
+        this.#keep(chunk.subarray(pos));
+        return;
+      }
       if (this.#payloadRemaining > 0) {
         const n = Math.min(this.#payloadRemaining, end - pos);
         this.#payloadRemaining -= n;
@@ -113,5 +147,17 @@ export class FrameDecoder {
         else this.#payloadRemaining = length;
       }
     }
+  }
+
+  #keep(bytes: Uint8Array): void {
+    if (this.#stopped || bytes.length === 0) return;
+    if (this.#rest === undefined) {
+      this.#rest = bytes;
+      return;
+    }
+    const joined = new Uint8Array(this.#rest.length + bytes.length);
+    joined.set(this.#rest);
+    joined.set(bytes, this.#rest.length);
+    this.#rest = joined;
   }
 }

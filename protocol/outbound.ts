@@ -49,12 +49,15 @@ export class Outbound {
   }
 
   /**
-   * Queues a header-only control frame (RST, GoAway, ping, refusals). Returns false when the control
-   * queue is full, which only happens when the peer stopped reading while making us answer.
+   * Queues a header-only control frame (RST, GoAway, ping, refusals); it is never dropped. A queue
+   * that reaches `maxQueuedControlFrames` goes to the transport at once while the transport takes
+   * writes, so a burst answered within one tick is not held against the peer. Returns false when
+   * the queue is full and the transport pushes back: the peer is not reading what we send, and
+   * the caller should stop reading it (see {@linkcode backlogged}) until {@linkcode drained}.
    */
   control(type: number, flags: number, streamId: number, length: number): boolean {
     if (this.#closed) return true;
-    if (this.#controlLength >= this.#config.maxQueuedControlFrames * HEADER_LENGTH) return false;
+    if (this.#controlFull() && this.#writable) this.#writeControlNow();
     if (this.#controlLength === this.#control.length) {
       const grown = new Uint8Array(this.#control.length * 2);
       grown.set(this.#control);
@@ -64,7 +67,24 @@ export class Outbound {
     this.#controlLength += HEADER_LENGTH;
     countFrame(this.#stats.framesOut, type);
     this.#schedule();
-    return true;
+    return !this.backlogged;
+  }
+
+  /** The control queue is full and the transport pushes back: stop reading the peer. */
+  get backlogged(): boolean {
+    return this.#controlFull() && !this.#writable;
+  }
+
+  #controlFull(): boolean {
+    return this.#controlLength >= this.#config.maxQueuedControlFrames * HEADER_LENGTH;
+  }
+
+  /** Hands the queued control frames to the transport now (a copy: the queue buffer is reused). */
+  #writeControlNow(): void {
+    const out = this.#control.slice(0, this.#controlLength);
+    this.#controlLength = 0;
+    this.#stats.bytesOut += out.length;
+    this.#writable = this.#transport.write(out);
   }
 
   /** Queues the answer to a ping, unless too many answers already wait (a flood is not answered). */

@@ -166,7 +166,10 @@ export class Session implements FrameSink, StreamHost {
         this.stats.bytesIn += chunk.length;
         this.#decoder.push(chunk);
       },
-      drain: () => this.#outbound.drained(),
+      drain: () => {
+        this.#outbound.drained();
+        if (this.#decoder.held) this.#resumeReading();
+      },
       end: () => this.#onTransportGone(undefined),
       close: (error) => {
         this.#onTransportGone(error);
@@ -399,7 +402,7 @@ export class Session implements FrameSink, StreamHost {
   sendReset(stream: Stream, code = 0): void {
     this.stats.resetsSent++;
     if (!this.#outbound.control(FrameType.WindowUpdate, Flag.RST, stream.id, code)) {
-      this.#controlOverflow();
+      this.#pauseReading();
     }
   }
 
@@ -452,7 +455,7 @@ export class Session implements FrameSink, StreamHost {
       this.stats.resetsSent++;
       const code = this.#refusalCode?.(reason) ?? 0;
       if (!this.#outbound.control(FrameType.WindowUpdate, Flag.RST, streamId, code)) {
-        this.#controlOverflow();
+        this.#pauseReading();
       }
       return undefined;
     }
@@ -543,7 +546,7 @@ export class Session implements FrameSink, StreamHost {
     const id = this.#nextPingId;
     this.#nextPingId = id === MAX_UINT32 ? 1 : id + 1;
     this.#pings.set(id, { sentAt: performance.now() });
-    if (!this.#outbound.control(FrameType.Ping, Flag.SYN, 0, id)) this.#controlOverflow();
+    if (!this.#outbound.control(FrameType.Ping, Flag.SYN, 0, id)) this.#pauseReading();
     return id;
   }
 
@@ -602,12 +605,23 @@ export class Session implements FrameSink, StreamHost {
     }
   }
 
-  #controlOverflow(): void {
-    this.#fail(
-      "control_overflow",
-      "peer does not read while making us send control frames",
-      GoAwayCode.InternalError,
-    );
+  /**
+   * Our control frames back up because the peer does not read them: stop reading its frames (each
+   * may need an answer) until the transport drains. A burst of opens past our limits is refused
+   * at the pace the peer reads the refusals; memory stays bounded, and the session stays up.
+   */
+  #pauseReading(): void {
+    if (this.#decoder.held) return;
+    this.stats.readPauses++;
+    this.#decoder.hold();
+    this.#transport.pause();
+  }
+
+  #resumeReading(): void {
+    this.#outbound.flush();
+    if (this.#outbound.backlogged || this.#lifecycle.state === "closed") return;
+    this.#decoder.release();
+    if (!this.#decoder.held) this.#transport.resume();
   }
 
   /** Ends the session because the peer broke the protocol: GoAway, reason logged, transport closed. */

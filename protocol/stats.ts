@@ -42,6 +42,8 @@ export interface SessionStats {
   framesForUnknownStreams: number;
   /** Pings not answered because too many answers were already waiting. */
   pingRepliesDropped: number;
+  /** Times we stopped reading the peer because it did not read our control frames. */
+  readPauses: number;
   /** Errors by reason, e.g. `{ window_exceeded: 1 }`. */
   errors: Record<string, number>;
   /** GoAway frames we sent, by code name (`normal`, `protocol_error`, `internal_error`). */
@@ -80,6 +82,7 @@ export function createSessionStats(): SessionStats {
     resetsReceived: 0,
     framesForUnknownStreams: 0,
     pingRepliesDropped: 0,
+    readPauses: 0,
     errors: {},
     goAwaySent: {},
     goAwayReceived: {},
