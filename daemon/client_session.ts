@@ -56,6 +56,8 @@ export interface DaemonContext {
   lookup?: LookupFn;
   /** Whether one more session may become ready (the session limit). */
   admit(): boolean;
+  /** The session left its handshake (authenticated or closed): it no longer holds a pending place. */
+  settled(session: ClientSession): void;
 }
 
 export type { ClientSessionState, TransportKind };
@@ -460,6 +462,7 @@ export class ClientSession implements SessionHandle {
     clearTimeout(this.#handshakeTimer);
     this.#client = client;
     this.#lifecycle.fire("authenticated");
+    this.#context.settled(this);
     this.#watchIdle();
     this.#log = this.#log.child({ client });
     this.#log.info("session ready", { transport: this.transportKind, agent: message.agent });

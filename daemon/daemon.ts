@@ -5,6 +5,7 @@
  * @module
  */
 
+import { HandshakeAdmission } from "./admission.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { readFile } from "node:fs/promises";
@@ -64,6 +65,11 @@ export class Daemon {
   #effective: Config;
   readonly #log: Logger;
   readonly #verifier: TokenVerifier;
+  /** Connections still in their handshake, oldest first (see admission.ts). */
+  readonly #pending = new HandshakeAdmission(() => ({
+    pending: this.#config.limits.pendingHandshakes,
+    pendingPerSource: this.#config.limits.pendingHandshakesPerSource,
+  }));
   readonly #lifecycle = new Lifecycle<DaemonState, DaemonEvent>(DAEMON_TRANSITIONS, "starting");
   readonly #listeners: TransportListener[] = [];
   #tcpListener: TransportListener | undefined;
@@ -97,6 +103,7 @@ export class Daemon {
       publish: (type, fields) => this.events.publish(type, fields),
       lookup: options.lookup,
       admit: () => this.#readySessions() < this.#config.limits.sessions,
+      settled: (session) => this.#pending.settle(session),
     };
   }
 
@@ -228,18 +235,22 @@ export class Daemon {
 
   #accept(transport: Transport, kind: TransportKind, preauthenticated?: string): void {
     if (this.#lifecycle.state !== "running") return transport.close();
-    // Connections still in their handshake are bounded too (a flood of silent connections); the
-    // headroom lets a client over the session limit still hear "limit_reached" at its hello.
-    if (this.registry.sessionCount >= 2 * this.#config.limits.sessions) {
-      this.#context.count("session_limit");
-      this.#log.warn("connection refused: session limit reached", {
-        remote: transport.remoteAddress,
-      });
-      return transport.close();
-    }
     const session = new ClientSession(transport, this.#context, kind, preauthenticated);
     this.registry.addSession(session);
-    session.closed.then(() => this.registry.removeSession(session.id));
+    session.closed.then(() => {
+      this.#pending.settle(session);
+      this.registry.removeSession(session.id);
+    });
+    // Connections still in their handshake are bounded (a flood of silent connections), fairly:
+    // the newcomer stays and the oldest pending one goes, first of its own source.
+    const evicted = this.#pending.add(session);
+    if (evicted > 0) {
+      for (let i = 0; i < evicted; i++) this.#context.count("handshake_evicted");
+      this.#log.debug("pending handshakes full: closed the oldest", {
+        remote: transport.remoteAddress,
+        evicted,
+      });
+    }
   }
 
   #readySessions(): number {

@@ -67,6 +67,8 @@ describe("config: validateConfig", () => {
       tunnelsPerClient: 16,
       dialTimeoutMs: 10000,
       handshakeTimeoutMs: 10000,
+      pendingHandshakes: 1024,
+      pendingHandshakesPerSource: 256,
       idleTimeoutMs: 0,
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,

@@ -27,6 +27,8 @@ export function embeddedDefaults(): Record<string, unknown> {
       tunnelsPerClient: 16,
       dialTimeoutMs: 10000,
       handshakeTimeoutMs: 10000,
+      pendingHandshakes: 1024,
+      pendingHandshakesPerSource: 256,
       idleTimeoutMs: 0,
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,

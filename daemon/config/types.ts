@@ -46,6 +46,13 @@ export interface Limits {
   dialTimeoutMs: number;
   /** A new connection must authenticate within this long. */
   handshakeTimeoutMs: number;
+  /**
+   * Connections held in their handshake at once. When all places are taken, a newcomer closes the
+   * oldest pending connection: a flood of silent connections cannot lock clients out.
+   */
+  pendingHandshakes: number;
+  /** Of those, from one source address; past it a source's newcomer closes its own oldest. */
+  pendingHandshakesPerSource: number;
   /** Close sessions idle this long; 0 disables. */
   idleTimeoutMs: number;
   /** Largest WebSocket message accepted. */

@@ -48,6 +48,8 @@ const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   tunnelsPerClient: [0, 65535],
   dialTimeoutMs: [1, 600_000],
   handshakeTimeoutMs: [1, 600_000],
+  pendingHandshakes: [1, 1_000_000],
+  pendingHandshakesPerSource: [1, 1_000_000],
   idleTimeoutMs: [0, 2 ** 31 - 1],
   maxWebSocketMessage: [1024, 256 * 1024 * 1024],
   keepAliveIntervalMs: [100, 3_600_000],
