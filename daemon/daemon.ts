@@ -147,6 +147,7 @@ export class Daemon {
           ...listen.websocket,
           path: listen.websocketPath,
           maxMessageSize: this.#config.limits.maxWebSocketMessage,
+          requestTimeoutMs: this.#config.limits.handshakeTimeoutMs,
           tls,
           authorize: (request) => this.#authorizeUpgrade(request),
         }, (t, request) => this.#accept(t, tls ? "wss" : "ws", this.#bearerClient(request)));
@@ -171,8 +172,8 @@ export class Daemon {
     this.#log.info("draining", { sessions: sessions.length, graceMs });
     this.events.publish("drain", { sessions: sessions.length, graceMs });
     // New connections are refused from here on: the TCP listener closes, WebSocket upgrades get
-    // 503. The WebSocket listener stays bound until stop(), since closing Deno's HTTP server also
-    // closes the WebSockets it accepted, which would cut the sessions we are draining.
+    // 503. The WebSocket listener stays bound until stop(), so a client is told why (503) rather
+    // than finding the port closed.
     this.#tcpListener?.close();
     // Tunnels stop taking visitors; visitors already connected finish within the grace period.
     for (const tunnel of this.registry.tunnels()) tunnel.stopAccepting();

@@ -80,6 +80,11 @@ export class RawWebSocket {
     this.tcp.write(frame);
   }
 
+  /** Writes `bytes` as they are: hand-made frames a well-behaved client would never send. */
+  sendRaw(bytes: Uint8Array): void {
+    this.tcp.write(bytes);
+  }
+
   /** Sends a close frame with `code`. */
   sendClose(code: number): void {
     const payload = new Uint8Array(2);

@@ -1,6 +1,6 @@
 /**
- * WebSocket through the running runtime: the server is `Deno.serve` or `Bun.serve`
- * (`ws_server_deno.ts`, `ws_server_bun.ts`), the client our own RFC 6455 client on Deno
+ * WebSocket through the running runtime: the server is our own RFC 6455 server on Deno
+ * (`ws_server_raw.ts`) or `Bun.serve` (`ws_server_bun.ts`), the client our own client on Deno
  * (`ws_client_raw.ts`) or the global `WebSocket` on Bun (`ws_client.ts`). The one place that picks
  * a WebSocket adapter; what they share is `ws_transport.ts`.
  *
@@ -12,7 +12,7 @@ import { currentRuntime } from "../util/runtime.ts";
 import { connectWebSocketClient } from "./ws_client.ts";
 import { connectRawWebSocket } from "./ws_client_raw.ts";
 import { listenBunWebSocket } from "./ws_server_bun.ts";
-import { listenDenoWebSocket } from "./ws_server_deno.ts";
+import { listenRawWebSocket } from "./ws_server_raw.ts";
 import type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws_transport.ts";
 
 export { CloseCode, WebSocketCloseError, WebSocketConnectError } from "./ws_transport.ts";
@@ -29,7 +29,7 @@ export function listenWebSocket(
 ): Promise<TransportListener> {
   switch (currentRuntime()) {
     case "deno":
-      return listenDenoWebSocket(options, onTransport);
+      return listenRawWebSocket(options, onTransport);
     case "bun":
       return listenBunWebSocket(options, onTransport);
     default:

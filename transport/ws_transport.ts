@@ -3,7 +3,7 @@
  * messages, so tunnels pass through HTTP reverse proxies that forward `Upgrade` headers.
  *
  * This module holds what every runtime shares: options, close codes, message packing and the
- * transport itself. Runtime-specific code lives in `ws_server_deno.ts`, `ws_server_bun.ts`,
+ * transport itself. Runtime-specific code lives in `ws_server_raw.ts`, `ws_server_bun.ts`,
  * `ws_client.ts` and `ws_client_raw.ts`, each of which drives a {@linkcode WebSocketTransport}
  * through a small {@linkcode SocketDriver}; `ws.ts` picks among them.
  *
@@ -41,6 +41,11 @@ export interface WebSocketListenOptions {
   highWaterMark?: number;
   /** PEM certificate chain and key: serve `wss://`. */
   tls?: { cert: string; key: string };
+  /**
+   * The upgrade request's head must be complete this long after accept, else 408 and close
+   * (slowloris). Default 10 s. Bun's server applies its own idle timeout instead.
+   */
+  requestTimeoutMs?: number;
   /**
    * Called with the upgrade request before accepting; return a Response to refuse it (e.g. 401
    * JSON), or undefined to accept. `remoteAddress` is the TCP peer (the proxy, behind one). A
