@@ -1,6 +1,7 @@
 /**
- * Serves a fetch handler over HTTP with the runtime's own server: `Deno.serve` on Deno,
- * `Bun.serve` on Bun. The admin API's listener, kept here with the other runtime adapters.
+ * Serves a fetch handler over HTTP: `Bun.serve` on Bun, our own HTTP/1.1 server
+ * (`http1_server.ts`) elsewhere. The admin API's listener, kept here with the other runtime
+ * adapters.
  *
  * @module
  */
@@ -8,6 +9,7 @@
 import type { HostPort } from "../util/address.ts";
 import { currentRuntime } from "../util/runtime.ts";
 import { bunApi } from "./bun_types.ts";
+import { serveHttp1 } from "./http1_server.ts";
 
 /** A bound HTTP server. */
 export interface HttpServer {
@@ -41,7 +43,7 @@ function internalError(): Response {
 }
 
 /** Listens on `address` and serves `handler`; resolves once bound, rejects if it cannot bind. */
-export function serveHttp(address: HostPort, handler: FetchHandler): Promise<HttpServer> {
+export async function serveHttp(address: HostPort, handler: FetchHandler): Promise<HttpServer> {
   if (currentRuntime() === "bun") {
     // Bun.serve binds synchronously and throws (EADDRINUSE) right here.
     const server = bunApi("serveHttp").serve({
@@ -50,7 +52,7 @@ export function serveHttp(address: HostPort, handler: FetchHandler): Promise<Htt
       fetch: handler,
       error: internalError,
     });
-    return Promise.resolve({
+    return {
       hostname: address.hostname,
       port: server.port,
       close: async () => {
@@ -59,26 +61,9 @@ export function serveHttp(address: HostPort, handler: FetchHandler): Promise<Htt
         await boundedWait(Promise.resolve(server.stop(false)));
         await server.stop(true);
       },
-    });
+    };
   }
-  return new Promise((resolve, reject) => {
-    try {
-      const server = Deno.serve({
-        hostname: address.hostname,
-        port: address.port,
-        onError: internalError,
-        onListen: (addr) => {
-          resolve({
-            hostname: address.hostname,
-            port: addr.port,
-            // Graceful: responses in flight are delivered. Deno has no forced close, so a
-            // long-lived response is only waited for so long.
-            close: () => boundedWait(server.shutdown()),
-          });
-        },
-      }, handler);
-    } catch (error) {
-      reject(error);
-    }
-  });
+  // Deno: our own HTTP/1.1 server, with the request deadline Deno.serve lacks (slowloris).
+  const server = await serveHttp1(address, handler);
+  return { hostname: server.hostname, port: server.port, close: () => server.close() };
 }

@@ -24,8 +24,8 @@
 
 import type { Transport } from "../protocol/transport.ts";
 import { formatHostPort, unbracketHost } from "../util/address.ts";
+import { headEnd } from "./http1.ts";
 import {
-  headEnd,
   MAX_RESPONSE_HEAD,
   newKey,
   parseResponseHead,

@@ -69,16 +69,6 @@ export function upgradeRequest(
   return new TextEncoder().encode(head);
 }
 
-/** Index just past the blank line ending the response head in `bytes`, or -1 if not there yet. */
-export function headEnd(bytes: Uint8Array): number {
-  for (let i = 3; i < bytes.length; i++) {
-    if (bytes[i] === 10 && bytes[i - 1] === 13 && bytes[i - 2] === 10 && bytes[i - 3] === 13) {
-      return i + 1;
-    }
-  }
-  return -1;
-}
-
 /** A parsed response head. */
 export interface ResponseHead {
   /** The HTTP status code. */

@@ -6,7 +6,7 @@
  * never forces shut a WebSocket whose peer ignores our close. Here:
  *
  * - the request head must arrive whole within `requestTimeoutMs` (default 10 s; 408 and close)
- *   and within {@linkcode MAX_REQUEST_HEAD} bytes (431);
+ *   and within 16 KiB (431), and parse strictly (`http1.ts`; 400);
  * - anything but a valid upgrade on the path is answered with a short HTTP error and closed;
  * - frames follow `ws_raw_driver.ts`: unmasked or unknown frames fail with 1002, a message above
  *   the limit with 1009 from its header, and every close ends the socket within
@@ -21,7 +21,14 @@ import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { formatHostPort } from "../util/address.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "./chunk_queue.ts";
 import { listenTcp, listenTls } from "./tcp.ts";
-import { acceptFor, headEnd } from "./ws_handshake.ts";
+import { acceptFor } from "./ws_handshake.ts";
+import {
+  headEnd,
+  MAX_REQUEST_HEAD,
+  parseRequestHead,
+  type RequestHead,
+  responseHead,
+} from "./http1.ts";
 import { RawSocketDriver, Relay } from "./ws_raw_driver.ts";
 import {
   CLOSE_REPLY_MS,
@@ -32,61 +39,16 @@ import {
   WebSocketTransport,
 } from "./ws_transport.ts";
 
-/** Largest request head read; a longer one is answered 431. */
-export const MAX_REQUEST_HEAD = 16 * 1024;
-
 /** Default deadline for a whole request head, from the connection's accept. */
 export const REQUEST_TIMEOUT_MS = 10_000;
 
 /** Largest body of a refusal response we send (the daemon's are short JSON). */
 const MAX_REFUSAL_BODY = 16 * 1024;
 
-const REASONS: Record<number, string> = {
-  400: "Bad Request",
-  401: "Unauthorized",
-  403: "Forbidden",
-  404: "Not Found",
-  405: "Method Not Allowed",
-  408: "Request Timeout",
-  426: "Upgrade Required",
-  429: "Too Many Requests",
-  431: "Request Header Fields Too Large",
-  500: "Internal Server Error",
-  503: "Service Unavailable",
-};
-
-/** A parsed request head: what {@linkcode screenUpgrade} and the upgrade need. */
-interface RequestHead {
-  method: string;
-  target: string;
-  headers: Headers;
-}
-
-/** Parses a request head, or returns undefined when it is not HTTP/1.1 as we accept it. */
-function parseRequestHead(head: Uint8Array): RequestHead | undefined {
-  const lines = new TextDecoder("latin1").decode(head).split("\r\n");
-  const match = /^([A-Z]+) (\/[^ ]*) HTTP\/1\.1$/.exec(lines[0]);
-  if (!match) return undefined;
-  const headers = new Headers();
-  for (const line of lines.slice(1)) {
-    if (line === "") continue;
-    const colon = line.indexOf(":");
-    // No obs-fold, no space before the colon (RFC 9112 §5.1, §5.2): both are refused.
-    if (colon <= 0 || line[0] === " " || line[0] === "\t" || line[colon - 1] === " ") {
-      return undefined;
-    }
-    try {
-      headers.append(line.slice(0, colon), line.slice(colon + 1).trim());
-    } catch {
-      return undefined; // a name or value Headers refuses
-    }
-  }
-  return { method: match[1], target: match[2], headers };
-}
-
 /** Why `head` is not a WebSocket upgrade we can accept (§4.2.1), or undefined. */
 function upgradeRefusal(head: RequestHead): { status: number; message: string } | undefined {
   if (head.method !== "GET") return { status: 405, message: "WebSocket upgrades use GET" };
+  if (head.version !== "1.1") return { status: 400, message: "WebSocket upgrades need HTTP/1.1" };
   const h = head.headers;
   if (!h.has("host")) return { status: 400, message: "missing Host" };
   const connection = (h.get("connection") ?? "").toLowerCase().split(",").map((t) => t.trim());
@@ -104,12 +66,12 @@ function upgradeRefusal(head: RequestHead): { status: number; message: string } 
 /** The bytes of a short HTTP/1.1 response that closes the connection. */
 async function responseBytes(response: Response): Promise<Uint8Array> {
   const body = new Uint8Array(await response.arrayBuffer()).subarray(0, MAX_REFUSAL_BODY);
-  const lines = [`HTTP/1.1 ${response.status} ${REASONS[response.status] ?? "Error"}`];
+  const fields: [string, string][] = [];
   response.headers.forEach((value, name) => {
-    if (name !== "content-length" && name !== "connection") lines.push(`${name}: ${value}`);
+    if (name !== "content-length" && name !== "connection") fields.push([name, value]);
   });
-  lines.push(`content-length: ${body.length}`, "connection: close", "", "");
-  const head = new TextEncoder().encode(lines.join("\r\n"));
+  fields.push(["content-length", String(body.length)], ["connection", "close"]);
+  const head = responseHead(response.status, fields);
   const out = new Uint8Array(head.length + body.length);
   out.set(head);
   out.set(body, head.length);
