@@ -20,6 +20,7 @@ import {
   type DaemonProcess,
   newToken,
   pattern,
+  RUNTIME,
   startClient,
   startDaemon,
   startEchoServer,
@@ -31,6 +32,11 @@ import { type Link, startToxiproxy, type Toxiproxy } from "../testing/toxiproxy.
 
 const MiB = 1024 * 1024;
 const FULL = process.env.TUNNELMUX_CHAOS === "full";
+
+/** Prints one measured figure for docs/reliability.md (collected by scripts/chaos.sh). */
+function figure(name: string, value: number, unit: string): void {
+  console.log(`chaos-figure ${JSON.stringify({ runtime: RUNTIME, name, value, unit })}`);
+}
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
@@ -110,7 +116,9 @@ describe("chaos: the link between client and daemon", () => {
           await link.setEnabled(false);
           await client.waitForLog((e) => e.msg === "state: backoff", 15_000, from);
           await link.setEnabled(true);
+          const enabledAt = Date.now();
           const again = await client.waitForTunnel(from, 30_000);
+          figure(`${transport}: tunnel back after a link reset`, Date.now() - enabledAt, "ms");
           assert.equal(again.port, port, "the tunnel keeps its public port");
           const payload = pattern(64 * 1024, round);
           assert.equal(sha256(await tcpRoundTrip(port, payload)), sha256(payload));
@@ -126,6 +134,7 @@ describe("chaos: the link between client and daemon", () => {
         const clientFrom = client.logs().length;
         const daemonFrom = daemon.logs().length;
         // timeout 0: data is swallowed and the connection is never closed.
+        const cutAt = Date.now();
         const name = await link.add({ type: "timeout", attributes: { timeout: 0 } });
         const upstream = await link.add({
           type: "timeout",
@@ -133,10 +142,20 @@ describe("chaos: the link between client and daemon", () => {
           attributes: { timeout: 0 },
         });
         await client.waitForLog((e) => e.msg === "state: backoff", 15_000, clientFrom);
+        figure(
+          `${transport}: blackhole noticed by the client (keepalive 300+600 ms)`,
+          Date.now() - cutAt,
+          "ms",
+        );
         await daemon.waitForLog(
           (e) => e.msg === "session closed" && String(e.reason).includes("keepalive"),
           15_000,
           daemonFrom,
+        );
+        figure(
+          `${transport}: blackhole noticed by the daemon (keepalive 300+600 ms)`,
+          Date.now() - cutAt,
+          "ms",
         );
         await link.remove(name);
         await link.remove(upstream);
@@ -154,6 +173,7 @@ describe("chaos: the link between client and daemon", () => {
     const { client, port } = await clientThroughLink("freeze", "tcp");
     const daemonFrom = daemon.logs().length;
     const clientFrom = client.logs().length;
+    const stoppedAt = Date.now();
     client.signal("SIGSTOP");
     try {
       await daemon.waitForLog(
@@ -162,6 +182,11 @@ describe("chaos: the link between client and daemon", () => {
         daemonFrom,
       );
       await daemon.waitForLog((e) => e.msg === "tunnel down", 15_000, daemonFrom);
+      figure(
+        "frozen client's tunnel released (keepalive 300+600 ms)",
+        Date.now() - stoppedAt,
+        "ms",
+      );
     } finally {
       client.signal("SIGCONT");
     }
