@@ -21,6 +21,8 @@ import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
 import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
 import { parseHostPort } from "../util/address.ts";
 import { Backoff, type BackoffOptions } from "./backoff.ts";
+import { serverUrlProblem } from "./server_url.ts";
+import { WebSocketConnectError } from "../transport/ws.ts";
 import { dialServer } from "./dial_server.ts";
 import { ClientError, describeStreamError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
@@ -53,6 +55,17 @@ export interface ConnectOptions {
   reconnect?: boolean | BackoffOptions;
   /** Give up on a connection attempt (dial and handshake) after this long. Default 10 s. */
   connectTimeoutMs?: number;
+  /**
+   * {@linkcode connect} rejects (and closes the client) when no session is ready this long after
+   * it was called, naming the last failure. Default 30 s. Mistakes in the URL, token, path or
+   * protocol reject at once instead; network errors are retried until then.
+   */
+  readyTimeoutMs?: number;
+  /**
+   * Called for each failed connection attempt that will be retried (also emitted as the client's
+   * `retry` event): the cause, how many attempts in a row failed, and the wait before the next.
+   */
+  onRetry?: (retry: RetryInfo) => void;
   /** Deadline for dialing local targets of tunnels and services. Default 10 s. */
   dialTimeoutMs?: number;
   /** Extra CA certificates (PEM) to trust for `wss://` and `tls://`. */
@@ -99,6 +112,16 @@ export interface Forward {
   close(): void;
 }
 
+/** A failed connection attempt that the client will retry. */
+export interface RetryInfo {
+  /** Why the attempt failed. */
+  error: ClientError;
+  /** Attempts that failed in a row since the last ready session (1 for the first). */
+  attempt: number;
+  /** Milliseconds until the next attempt. */
+  delayMs: number;
+}
+
 /** Events a client emits. */
 export interface ClientEvents {
   /** The lifecycle state changed. */
@@ -109,6 +132,8 @@ export interface ClientEvents {
   error: [error: ClientError];
   /** A tunnel was (re)established. */
   tunnel: [tunnel: Tunnel];
+  /** A connection attempt failed and will be retried. */
+  retry: [retry: RetryInfo];
 }
 
 interface TunnelRecord {
@@ -117,6 +142,43 @@ interface TunnelRecord {
   remoteHost: string;
   remotePort: number;
   closed: boolean;
+}
+
+/** What a failed dial means: a refused WebSocket upgrade says the URL or token is wrong. */
+function dialFailure(url: string, error: Error): ClientError {
+  const status = error instanceof WebSocketConnectError ? error.status : undefined;
+  if (status === 401 || status === 403) {
+    return new ClientError(
+      "unauthorized",
+      `the daemon refused the token at ${url} (HTTP ${status})`,
+    );
+  }
+  if (status === 404) {
+    return new ClientError(
+      "upgrade_refused",
+      `no WebSocket listener at ${url} (HTTP 404): check the path (the daemon's default is /tunnel)`,
+    );
+  }
+  if (status !== undefined && status >= 400 && status < 500 && status !== 429) {
+    return new ClientError(
+      "upgrade_refused",
+      `the daemon refused the upgrade at ${url} (HTTP ${status})`,
+    );
+  }
+  return new ClientError("connect_failed", `cannot reach ${url}: ${error.message}`);
+}
+
+/** What a session that ended means; an HTTP answer on a yamux URL is a wrong port or scheme. */
+function sessionFailure(url: string, error: Error | undefined, wasReady: boolean): ClientError {
+  // "H" (72) is the first byte of "HTTP/1.1 400 …": a tcp:// URL pointed at an HTTP port.
+  if (!wasReady && error && /unsupported protocol version 72\b/.test(error.message)) {
+    const host = url.replace(/^[a-z]+:\/\//, "");
+    return new ClientError(
+      "wrong_protocol",
+      `${url} answered in HTTP: it is an HTTP/WebSocket port; use ws://${host}/tunnel`,
+    );
+  }
+  return new ClientError("session_lost", `connection lost${error ? `: ${error.message}` : ""}`);
 }
 
 interface Pending {
@@ -140,7 +202,22 @@ interface Pending {
  */
 export async function connect(url: string, options: ConnectOptions): Promise<Client> {
   const client = new Client(url, options);
-  await client.ready();
+  const limit = options.readyTimeoutMs ?? 30_000;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const last = client.lastError ? ` (last error: ${client.lastError.message})` : "";
+      reject(new ClientError("timeout", `no session with ${url} within ${limit} ms${last}`));
+    }, limit);
+  });
+  try {
+    await Promise.race([client.ready(), timedOut]);
+  } catch (error) {
+    await client.close();
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
   return client;
 }
 
@@ -166,6 +243,8 @@ export class Client extends Emitter<ClientEvents> {
   readonly #tunnels = new Set<TunnelRecord>();
   readonly #offers = new Map<string, string>();
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #lastError: ClientError | undefined;
+  #failedAttempts = 0;
   #firstReady: { resolve: () => void; reject: (error: Error) => void } | undefined;
   readonly #firstReadyPromise: Promise<void>;
 
@@ -183,12 +262,18 @@ export class Client extends Emitter<ClientEvents> {
     );
     this.#firstReadyPromise.catch(() => {}); // observed through ready()
     this.#lifecycle.onTransition((to) => this.emit("state", to));
+    if (options.onRetry) this.on("retry", options.onRetry);
     void this.#attempt();
   }
 
   /** The lifecycle state. */
   get state(): ClientState {
     return this.#lifecycle.state;
+  }
+
+  /** The last connection failure, until a session is ready again. */
+  get lastError(): ClientError | undefined {
+    return this.#lastError;
   }
 
   /** The current session, while connected. */
@@ -313,6 +398,16 @@ export class Client extends Emitter<ClientEvents> {
 
   async #attempt(): Promise<void> {
     const timeout = this.#options.connectTimeoutMs ?? 10_000;
+    const problem = serverUrlProblem(this.url);
+    if (problem) return this.#giveUp(new ClientError("bad_url", problem));
+    if (typeof this.#options.token !== "string" || this.#options.token.trim() === "") {
+      return this.#giveUp(
+        new ClientError(
+          "bad_token",
+          "the token is empty: pass the client's token (TUNNELMUX_TOKEN)",
+        ),
+      );
+    }
     let transport: Transport;
     try {
       transport = await dialServer(this.url, {
@@ -320,9 +415,8 @@ export class Client extends Emitter<ClientEvents> {
         caCerts: this.#options.caCerts,
       });
     } catch (error) {
-      return this.#lost(
-        new ClientError("connect_failed", `cannot reach ${this.url}: ${(error as Error).message}`),
-      );
+      const failure = dialFailure(this.url, error as Error);
+      return failure.fatal ? this.#giveUp(failure) : this.#lost(failure);
     }
     if (this.#lifecycle.state === "closed") return transport.close();
     const session = new Session(transport, {
@@ -340,17 +434,17 @@ export class Client extends Emitter<ClientEvents> {
       // A refused handshake (e.g. limit_reached) says why; anything else is a lost connection.
       // More than one stream (the control stream) means the session carried traffic.
       const { streamsOpened, streamsAccepted } = session.stats;
-      this.#lost(
-        handshakeFailure ??
-          new ClientError("session_lost", `connection lost${error ? `: ${error.message}` : ""}`),
-        streamsOpened + streamsAccepted > 1,
-      );
+      const failure = handshakeFailure ?? sessionFailure(this.url, error, this.#readyAt > 0);
+      if (failure.fatal) return this.#giveUp(failure);
+      this.#lost(failure, streamsOpened + streamsAccepted > 1);
     });
     const handshake = setTimeout(() => session.destroy(new Error("handshake timed out")), timeout);
     try {
       const welcome = await this.#handshake(session);
       clearTimeout(handshake);
       this.#readyAt = Date.now();
+      this.#lastError = undefined;
+      this.#failedAttempts = 0;
       this.#lifecycle.fire("authenticated");
       this.emit("ready", { session: welcome.session, client: welcome.client });
       this.#firstReady?.resolve();
@@ -436,6 +530,7 @@ export class Client extends Emitter<ClientEvents> {
   }
 
   #lost(error: ClientError, carriedTraffic = false): void {
+    this.#lastError = error;
     this.#failPending(error);
     if (this.#lifecycle.state === "closed") return;
     if (!this.#backoff) {
@@ -449,16 +544,21 @@ export class Client extends Emitter<ClientEvents> {
     this.#readyAt = 0;
     this.emit("error", error);
     this.#lifecycle.fire("lost");
+    const delayMs = this.#backoff.next();
+    this.emit("retry", { error, attempt: ++this.#failedAttempts, delayMs });
     this.#retryTimer = setTimeout(() => {
       if (this.#lifecycle.fire("retry")) void this.#attempt();
-    }, this.#backoff.next());
+    }, delayMs);
   }
 
-  #giveUp(error: ClientError, session: Session): void {
+  /** A mistake retrying cannot fix: stop, and fail the first connect with it. */
+  #giveUp(error: ClientError, session?: Session): void {
+    this.#lastError = error;
+    this.#failPending(error);
     this.#lifecycle.fire("close");
     this.#firstReady?.reject(error);
     this.emit("error", error);
-    session.destroy();
+    session?.destroy();
   }
 
   #failPending(error: ClientError): void {

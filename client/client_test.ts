@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect } from "./client.ts";
+import { connect, type RetryInfo } from "./client.ts";
 import { ClientError, describeStreamError } from "./errors.ts";
 import { Daemon } from "../daemon/daemon.ts";
 import { validateConfig } from "../daemon/config/mod.ts";
@@ -104,6 +104,59 @@ describe("client SDK (daemon in process)", () => {
     assert.ok(failure instanceof ClientError);
     assert.equal(failure.code, "unauthorized");
     assert.equal(failure.fatal, true);
+  });
+
+  describe("connect() fails at once, with the cause, on mistakes retrying cannot fix", () => {
+    const cases: [string, () => string, string, RegExp][] = [
+      ["an empty token", () => `tcp://${daemon.addresses.tcp}`, "bad_token", /token is empty/],
+      ["a URL without scheme", () => daemon.addresses.tcp!, "bad_url", /write tcp:\/\//],
+      ["an http:// URL", () => `http://${daemon.addresses.websocket}`, "bad_url", /ws:\/\//],
+      [
+        "a wrong WebSocket path",
+        () => `ws://${daemon.addresses.websocket!.replace(/\/tunnel$/, "/nope")}`,
+        "upgrade_refused",
+        /HTTP 404.*\/tunnel/,
+      ],
+      [
+        "tcp:// pointed at the WebSocket port",
+        () => `tcp://${daemon.addresses.websocket!.replace(/\/tunnel$/, "")}`,
+        "wrong_protocol",
+        /HTTP\/WebSocket port; use ws:\/\//,
+      ],
+    ];
+    for (const [what, url, code, message] of cases) {
+      it(what, async () => {
+        const token = code === "bad_token" ? "" : TOKEN;
+        const failure = await connect(url(), { token, readyTimeoutMs: 60_000 }).catch((e) => e);
+        assert.ok(failure instanceof ClientError, String(failure));
+        assert.equal(failure.code, code);
+        assert.match(failure.message, message);
+        assert.equal(failure.fatal, true);
+      });
+    }
+
+    it("a daemon that is not there is retried until readyTimeoutMs, naming the last error", async () => {
+      const port = await new Promise<number>((resolve) => {
+        const probe = listenTcp({ hostname: "127.0.0.1", port: 0 }, (t) => t.close());
+        probe.then((l) => {
+          l.close();
+          resolve(l.port);
+        });
+      });
+      const retries: RetryInfo[] = [];
+      const failure = await connect(`tcp://127.0.0.1:${port}`, {
+        token: TOKEN,
+        readyTimeoutMs: 300,
+        reconnect: { initialMs: 20, maxMs: 40 },
+        onRetry: (retry) => retries.push(retry),
+      }).catch((e) => e);
+      assert.ok(failure instanceof ClientError);
+      assert.equal(failure.code, "timeout");
+      assert.match(failure.message, /last error: cannot reach/);
+      assert.ok(retries.length >= 2, `retries: ${retries.length}`);
+      assert.deepEqual(retries.map((r) => r.attempt), retries.map((_, i) => i + 1));
+      assert.ok(retries.every((r) => r.error.code === "connect_failed" && r.delayMs >= 0));
+    });
   });
 
   it("PROXY protocol v1 and v2 tell the local service the visitor's address", async () => {

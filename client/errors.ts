@@ -12,6 +12,10 @@ import { describeResetReason } from "../tunnel/reset_reasons.ts";
 export type ClientErrorCode =
   | ControlErrorCode
   | "connect_failed"
+  | "bad_url"
+  | "bad_token"
+  | "upgrade_refused"
+  | "wrong_protocol"
   | "session_lost"
   | "not_connected"
   | "timeout"
@@ -20,6 +24,16 @@ export type ClientErrorCode =
   | "tunnel_closed"
   | "local_dial_failed"
   | "forward_failed";
+
+const FATAL = new Set<ClientErrorCode>([
+  "unauthorized",
+  "version_mismatch",
+  "bad_request",
+  "bad_url",
+  "bad_token",
+  "upgrade_refused",
+  "wrong_protocol",
+]);
 
 /** An error of the client SDK. */
 export class ClientError extends Error {
@@ -33,9 +47,12 @@ export class ClientError extends Error {
     this.code = code;
   }
 
-  /** A wrong token or protocol version: reconnecting cannot help, so the client stops. */
+  /**
+   * A mistake in how the client is set up (URL, token, path, protocol version): reconnecting
+   * cannot help, so the client stops and the first `connect()` rejects at once.
+   */
   get fatal(): boolean {
-    return this.code === "unauthorized" || this.code === "version_mismatch";
+    return FATAL.has(this.code);
   }
 
   /** An error the daemon sent. */

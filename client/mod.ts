@@ -22,6 +22,7 @@ export type {
   ConnectOptions,
   ExposeOptions,
   Forward,
+  RetryInfo,
   Tunnel,
 } from "./client.ts";
 export { Backoff } from "./backoff.ts";

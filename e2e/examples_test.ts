@@ -88,4 +88,14 @@ describe("examples/", () => {
     assert.equal(checked, true, result.stdout + result.stderr);
     assert.equal(result.code, 0, result.stderr);
   });
+
+  it("expose.ts without TUNNELMUX_TOKEN fails at once, saying the token is empty", async () => {
+    const result = await runExample(
+      "examples/expose.ts",
+      [daemon.tcpUrl, `127.0.0.1:${echo.port}`],
+      "",
+    );
+    assert.notEqual(result.code, 0);
+    assert.match(result.stderr, /token is empty/);
+  });
 });

@@ -394,6 +394,24 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       assertSameBytes(await tcpRoundTrip(port, payload), payload, "tunnel of the other client");
     });
 
+    it("errors: the CLI exits non-zero at once, naming the cause, on a URL it cannot use", async () => {
+      const wsPort = daemon.wsAddress.split(":").pop();
+      const cases: [string, RegExp][] = [
+        [daemon.tcpAddress, /has no scheme: write tcp:\/\//],
+        [`tcp://127.0.0.1:${wsPort}`, /HTTP\/WebSocket port; use ws:\/\//],
+      ];
+      for (const [server, cause] of cases) {
+        const cli = await startClient({
+          server,
+          token: other,
+          args: ["--expose", `0=${echo.address}`],
+        });
+        const { code } = await cli.exited;
+        assert.equal(code, 1, cli.stderr());
+        assert.match(cli.stderr(), cause);
+      }
+    });
+
     it("errors: a disallowed expose port is refused clearly and the session survives", async () => {
       // The CLI stops on a refused --expose, with the daemon's reason.
       const cli = await startClient({

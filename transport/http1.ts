@@ -62,6 +62,33 @@ export function headEnd(bytes: Uint8Array, from = 0): number {
   return -1;
 }
 
+/** The longest method we wait for; real ones are at most 7 letters. */
+const MAX_METHOD = 16;
+
+/**
+ * Whether the first bytes of a connection already show it is not an HTTP/1.x request as we accept
+ * it (a method of capital letters, a space, a path), so a server can answer 400 at once instead of
+ * waiting for a head that will never come: another protocol (a yamux client on the wrong port, TLS)
+ * speaks first and then waits for us.
+ *
+ * @example
+ * ```ts
+ * import { notHttpRequest } from "./http1.ts";
+ * const bytes = (text: string) => new TextEncoder().encode(text);
+ * console.assert(!notHttpRequest(bytes("GE")) && !notHttpRequest(bytes("GET /")));
+ * console.assert(notHttpRequest(new Uint8Array([0, 0, 0, 1])) && notHttpRequest(bytes("GET x")));
+ * ```
+ */
+export function notHttpRequest(bytes: Uint8Array): boolean {
+  const n = Math.min(bytes.length, MAX_METHOD + 2);
+  for (let i = 0; i < n; i++) {
+    const byte = bytes[i];
+    if (byte === 32) return i === 0 || (i + 1 < bytes.length && bytes[i + 1] !== 47); // "/"
+    if (byte < 65 || byte > 90) return true; // not A-Z
+  }
+  return n > MAX_METHOD;
+}
+
 /**
  * Parses a request head (request line, header fields, the blank line), or returns undefined when
  * it is not HTTP/1.x as we accept it.

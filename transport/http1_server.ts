@@ -27,6 +27,7 @@ import { listenTcp } from "./tcp.ts";
 import {
   headEnd,
   MAX_REQUEST_HEAD,
+  notHttpRequest,
   parseRequestHead,
   plainResponse,
   type RequestHead,
@@ -244,7 +245,8 @@ class Connection implements TransportHandlers {
     if (this.#gone || this.#buffer.length === 0) return;
     const end = headEnd(this.#buffer);
     if (end < 0) {
-      if (this.#buffer.length > MAX_REQUEST_HEAD) this.#refuse(431, "request head too large");
+      if (notHttpRequest(this.#buffer)) this.#refuse(400, "not an HTTP request");
+      else if (this.#buffer.length > MAX_REQUEST_HEAD) this.#refuse(431, "request head too large");
       else if (this.#requests > 0) this.#arm(this.#options.requestTimeoutMs, true);
       return;
     }

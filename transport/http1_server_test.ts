@@ -99,6 +99,14 @@ describe("serveHttp1", () => {
     await waitFor(() => server.connections === 0, "connections released");
   });
 
+  it("answers 400 at once to bytes that cannot start a request (TLS or yamux on this port)", async () => {
+    const server = await serve(echo, { requestTimeoutMs: 60_000 });
+    const client = rawClient(server.port);
+    client.socket.write(new Uint8Array([0x16, 0x03, 0x01, 0x02, 0x00])); // a TLS ClientHello's start
+    await waitFor(client.ended, { timeoutMs: 15_000, message: "closed" });
+    assert.match(client.text(), /^HTTP\/1\.1 400 /);
+  });
+
   it("closes an idle keep-alive connection after keepAliveTimeoutMs", async () => {
     const server = await serve(echo, { keepAliveTimeoutMs: 100 });
     const client = rawClient(server.port);

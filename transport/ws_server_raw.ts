@@ -25,6 +25,7 @@ import { acceptFor } from "./ws_handshake.ts";
 import {
   headEnd,
   MAX_REQUEST_HEAD,
+  notHttpRequest,
   parseRequestHead,
   type RequestHead,
   responseHead,
@@ -119,7 +120,11 @@ export async function listenRawWebSocket(
         pending = joined;
         const end = headEnd(pending);
         if (end < 0) {
-          if (pending.length > MAX_REQUEST_HEAD) {
+          if (notHttpRequest(pending)) {
+            done = true;
+            clearTimeout(timer);
+            void refuse(tcp, new Response("not an HTTP request\n", { status: 400 }));
+          } else if (pending.length > MAX_REQUEST_HEAD) {
             done = true;
             clearTimeout(timer);
             void refuse(tcp, new Response("request head too large\n", { status: 431 }));

@@ -149,6 +149,15 @@ describe("our own WebSocket server: the request head", () => {
     assert.match(text, /^HTTP\/1\.1 431 /);
   });
 
+  it("answers 400 at once to bytes that cannot start a request (a yamux client on this port)", async () => {
+    // A yamux window update opening stream 1 and no head end: without the early check this waits
+    // for the 10 s request deadline.
+    const yamux = new Uint8Array([0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]);
+    const { text } = await exchange(60_000, yamux);
+    assert.match(text, /^HTTP\/1\.1 400 /);
+    assert.match(text, /not an HTTP request/);
+  });
+
   const bad: [string, string, RegExp][] = [
     ["not HTTP", "HELLO\r\n\r\n", /^HTTP\/1\.1 400 /],
     ["obs-fold", "GET /tunnel HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", /^HTTP\/1\.1 400 /],
