@@ -23,6 +23,7 @@
 
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
 import type { HostPort } from "../util/address.ts";
+import { concat } from "../util/bytes.ts";
 import { listenTcp } from "./tcp.ts";
 import {
   headEnd,
@@ -190,13 +191,7 @@ class Connection implements TransportHandlers {
 
   data(chunk: Uint8Array): void {
     if (this.#gone) return;
-    if (this.#buffer.length === 0) this.#buffer = chunk;
-    else {
-      const joined = new Uint8Array(this.#buffer.length + chunk.length);
-      joined.set(this.#buffer);
-      joined.set(chunk, this.#buffer.length);
-      this.#buffer = joined;
-    }
+    this.#buffer = this.#buffer.length === 0 ? chunk : concat([this.#buffer, chunk]);
     if (!this.#busy) this.#next();
   }
 

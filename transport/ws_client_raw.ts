@@ -24,6 +24,7 @@
 
 import type { Transport } from "../protocol/transport.ts";
 import { formatHostPort, unbracketHost } from "../util/address.ts";
+import { concat } from "../util/bytes.ts";
 import { headEnd } from "./http1.ts";
 import {
   MAX_RESPONSE_HEAD,
@@ -77,10 +78,7 @@ function handshake(
     relay.target = {
       data(chunk) {
         if (settled) return;
-        const joined = new Uint8Array(pending.length + chunk.length);
-        joined.set(pending);
-        joined.set(chunk, pending.length);
-        pending = joined;
+        pending = concat([pending, chunk]);
         const end = headEnd(pending);
         if (end < 0) {
           if (pending.length > MAX_RESPONSE_HEAD) fail("upgrade response head too large");

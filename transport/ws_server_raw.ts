@@ -19,6 +19,7 @@
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { formatHostPort } from "../util/address.ts";
+import { concat } from "../util/bytes.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "./chunk_queue.ts";
 import { listenTcp, listenTls } from "./tcp.ts";
 import { acceptFor } from "./ws_handshake.ts";
@@ -114,10 +115,7 @@ export async function listenRawWebSocket(
     const relay = new Relay({
       data(chunk) {
         if (done) return;
-        const joined = new Uint8Array(pending.length + chunk.length);
-        joined.set(pending);
-        joined.set(chunk, pending.length);
-        pending = joined;
+        pending = concat([pending, chunk]);
         const end = headEnd(pending);
         if (end < 0) {
           if (notHttpRequest(pending)) {

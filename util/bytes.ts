@@ -13,7 +13,7 @@
  */
 
 /** Joins chunks into one fresh buffer. */
-export function concat(chunks: readonly Uint8Array[]): Uint8Array {
+export function concat(chunks: readonly Uint8Array[]): Uint8Array<ArrayBuffer> {
   let size = 0;
   for (const chunk of chunks) size += chunk.length;
   const out = new Uint8Array(size);
