@@ -357,7 +357,9 @@ export class ClientSession implements SessionHandle {
         const bindHost = message.bindHost ?? "127.0.0.1";
         const decision = canExpose(client, bindHost, message.port);
         if (!decision.ok) return fail("not_allowed", decision.message);
-        const opened = await openTunnel(client, bindHost, message.port, {
+        // In a cluster whose nodes share a machine, each binds its own address (tunnelHost).
+        const listenHost = this.#context.config().cluster?.tunnelHost ?? bindHost;
+        const opened = await openTunnel(client, listenHost, message.port, {
           client: client.name,
           session: this.#yamux,
           sessionId: this.id,

@@ -21,6 +21,7 @@ import { LocalRegistry } from "./registry/local_registry.ts";
 import type { Registry } from "./registry/registry.ts";
 import { TokenVerifier } from "./tokens/verifier.ts";
 import { TokenStore } from "./tokens/store.ts";
+import type { Cluster } from "./cluster/cluster.ts";
 
 /** Daemon lifecycle states. */
 export type DaemonState = "starting" | "running" | "draining" | "stopped";
@@ -46,11 +47,6 @@ export interface DaemonAddresses {
 
 /** A running tunnelmux daemon. */
 export class Daemon {
-  /**
-   * Its state: sessions, tunnels and their ports, service offers, minted tokens (whose clients
-   * count as configured ones). The only place they change; read it, or act through it.
-   */
-  readonly registry: Registry;
   /** Event counters (auth failures, refusals by reason, ...), for metrics. */
   readonly counters = new Counters();
   /** What happens, as it happens (sessions, tunnels, resets, auth failures, drain). */
@@ -60,6 +56,10 @@ export class Daemon {
   /** Resolves once the daemon has stopped. */
   readonly stopped: Promise<void>;
 
+  /** The node-local registry; in a cluster, the part the cluster registry builds on. */
+  readonly #local: LocalRegistry;
+  /** This node's part in a cluster, once joined (only when `cluster` is configured). */
+  #cluster: Cluster | undefined;
   #config: Config;
   /** `#config` with the minted tokens' clients added: what sessions authorize against. */
   #effective: Config;
@@ -88,7 +88,7 @@ export class Daemon {
       log: options.log,
       onChange: () => this.#apply(this.#config),
     });
-    this.registry = new LocalRegistry({ tokens });
+    this.#local = new LocalRegistry({ tokens, node: config.cluster?.node });
     this.#verifier = new TokenVerifier(
       config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })),
     );
@@ -96,7 +96,7 @@ export class Daemon {
     this.#context = {
       config: () => this.#effective,
       verifier: this.#verifier,
-      registry: this.registry,
+      registry: this.#local, // the cluster registry once start() joined a cluster
       draining: () => this.#lifecycle.state !== "running",
       log: this.#log,
       count: (event) => this.counters.count(event),
@@ -105,6 +105,20 @@ export class Daemon {
       admit: () => this.#readySessions() < this.#config.limits.sessions,
       settled: (session) => this.#pending.settle(session),
     };
+  }
+
+  /**
+   * Its state: sessions, tunnels and their ports, service offers, minted tokens (whose clients
+   * count as configured ones). The only place they change; read it, or act through it. In a
+   * cluster (once {@linkcode start} joined it) ports and offers are shared with the other nodes.
+   */
+  get registry(): Registry {
+    return this.#cluster?.registry ?? this.#local;
+  }
+
+  /** This node's part in a cluster; undefined for a single node (or before it joined). */
+  get cluster(): Cluster | undefined {
+    return this.#cluster;
   }
 
   /** The lifecycle state. */
@@ -127,6 +141,17 @@ export class Daemon {
     const { listen } = this.#config;
     try {
       await this.registry.tokens.load(); // before listening: a minted token works from the first hello
+      if (this.#config.cluster) {
+        // Loaded only here: a single-node daemon never loads the cluster code nor NATS.
+        const { joinCluster } = await import("./cluster/cluster.ts");
+        this.#cluster = await joinCluster(this.#config.cluster, {
+          local: this.#local,
+          log: this.#log,
+          count: (event) => this.counters.count(event),
+          handshakeTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+        });
+        this.#context.registry = this.#cluster.registry;
+      }
       // PEM contents are read once at start; replacing certificates needs a restart.
       const tls = this.#config.tls
         ? {
@@ -192,8 +217,15 @@ export class Daemon {
     this.registry.tokens.close();
     for (const listener of this.#listeners) listener.close();
     for (const session of this.registry.sessions()) session.close();
-    this.#log.info("daemon stopped");
-    this.#resolveStopped();
+    // Leaving the cluster removes this node's presence, so the others release its ports at once
+    // rather than after the TTL; bounded, as NATS may be away.
+    const left = this.#cluster
+      ? Promise.race([this.#cluster.stop(), new Promise((resolve) => setTimeout(resolve, 2_000))])
+      : Promise.resolve();
+    left.catch(() => {}).finally(() => {
+      this.#log.info("daemon stopped");
+      this.#resolveStopped();
+    });
   }
 
   /**

@@ -38,6 +38,14 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
                              TUNNELMUX_KEEPALIVE_INTERVAL_MS)
   --keepalive-timeout-ms MS  close a session whose ping is unanswered for MS (default 30000;
                              TUNNELMUX_KEEPALIVE_TIMEOUT_MS)
+  --cluster-servers URLS     join a cluster through these NATS servers, comma-separated
+                             (TUNNELMUX_CLUSTER_SERVERS; the cluster key comes from
+                             TUNNELMUX_CLUSTER_KEY or the file, see docs/cluster.md)
+  --cluster-node NAME        this node's name in the cluster (default: the host name)
+  --cluster-listen HOST:PORT where other nodes' relay sessions arrive (default 0.0.0.0:7090)
+  --cluster-advertise HOST:PORT
+                             the address other nodes dial for that listener
+  --cluster-tunnel-host HOST bind tunnel ports on HOST (nodes sharing one machine)
   -h, --help                 show this help
 
 With no clients configured, a client named "default" is created; its token is TUNNELMUX_TOKEN
@@ -66,6 +74,11 @@ async function main(): Promise<number> {
       "tls-key": { type: "string" },
       "keepalive-interval-ms": { type: "string" },
       "keepalive-timeout-ms": { type: "string" },
+      "cluster-servers": { type: "string" },
+      "cluster-node": { type: "string" },
+      "cluster-listen": { type: "string" },
+      "cluster-advertise": { type: "string" },
+      "cluster-tunnel-host": { type: "string" },
       url: { type: "string" },
       timeout: { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -87,6 +100,11 @@ async function main(): Promise<number> {
     tlsKey: values["tls-key"],
     keepaliveIntervalMs: values["keepalive-interval-ms"],
     keepaliveTimeoutMs: values["keepalive-timeout-ms"],
+    clusterServers: values["cluster-servers"],
+    clusterNode: values["cluster-node"],
+    clusterListen: values["cluster-listen"],
+    clusterAdvertise: values["cluster-advertise"],
+    clusterTunnelHost: values["cluster-tunnel-host"],
   };
   const command = positionals[0] ?? "run";
   if (command !== "run" && command !== "check" && command !== "healthcheck") {

@@ -6,10 +6,18 @@
  */
 
 import type { Session } from "../protocol/session.ts";
+import type { Stream } from "../protocol/stream.ts";
 import { encodeStreamHeader } from "../tunnel/stream_header.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { listenTcp } from "../transport/mod.ts";
-import { splice, type SpliceCounters, streamEnd, transportEnd } from "../tunnel/splice.ts";
+import { ResetReason } from "../tunnel/reset_reasons.ts";
+import {
+  splice,
+  type SpliceCounters,
+  type SpliceResult,
+  streamEnd,
+  transportEnd,
+} from "../tunnel/splice.ts";
 import type { Logger } from "../util/log.ts";
 
 /** Live counters of a tunnel. Byte counts move while connections are open. */
@@ -28,8 +36,11 @@ export interface ReverseTunnelOptions {
   id: string;
   /** The owning client's name. */
   client: string;
-  /** The session visitors are sent through. */
-  session: Session;
+  /**
+   * What visitors are sent through: the client's yamux session, or (on a node relaying for the
+   * owner of a cluster tunnel) the relay session to the owning node.
+   */
+  session: Pick<Session, "open">;
   /** Address to listen on. */
   bindHost: string;
   /** Port to listen on. */
@@ -57,7 +68,7 @@ export class ReverseTunnel {
   /** Live counters. */
   readonly stats: TunnelStats = { connections: 0, active: 0, errors: 0, aToB: 0, bToA: 0 };
 
-  readonly #session: Session;
+  readonly #session: Pick<Session, "open">;
   readonly #log: Logger;
   #listener: TransportListener | undefined;
   readonly #visitors = new Set<Transport>();
@@ -105,38 +116,59 @@ export class ReverseTunnel {
     for (const visitor of this.#visitors) visitor.close();
   }
 
+  /**
+   * A visitor that another node of the cluster took on this tunnel's port and relays here as
+   * `stream` (its `remote` and `local` addresses as that node saw them; `rest`: bytes read with
+   * the stream's header). It goes on to the client like a visitor of our own port.
+   */
+  relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
+    if (this.#closed) return stream.reset(ResetReason.UnknownTunnel);
+    const toClient = this.#openToClient(remote, local);
+    if (!toClient) return stream.reset(ResetReason.LimitReached);
+    this.#count(
+      splice(streamEnd(stream), streamEnd(toClient), { aFirst: rest, counters: this.stats }),
+      remote,
+    );
+  }
+
   #visitor(visitor: Transport): void {
     if (this.#closed) return visitor.close();
+    const stream = this.#openToClient(visitor.remoteAddress, visitor.localAddress);
+    if (!stream) return visitor.close();
+    this.#visitors.add(visitor);
+    this.#count(splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats }), visitor)
+      .then(() => this.#visitors.delete(visitor));
+  }
+
+  /** Opens the stream to the client with its `visitor` header; undefined (counted) if it cannot. */
+  #openToClient(remote: string, local: string): Stream | undefined {
     let stream;
     try {
       stream = this.#session.open();
     } catch (error) {
       this.stats.errors++;
       this.#log.warn("visitor refused: cannot open a stream to the client", {
-        visitor: visitor.remoteAddress,
+        visitor: remote,
         detail: (error as Error).message,
       });
-      return visitor.close();
+      return undefined;
     }
-    stream.write(encodeStreamHeader({
-      kind: "visitor",
-      tunnel: this.id,
-      remote: visitor.remoteAddress,
-      local: visitor.localAddress,
-    }));
+    stream.write(encodeStreamHeader({ kind: "visitor", tunnel: this.id, remote, local }));
+    return stream;
+  }
+
+  /** Keeps the counters of one visitor's splice. */
+  async #count(spliced: Promise<SpliceResult>, visitor: Transport | string): Promise<void> {
     this.stats.connections++;
     this.stats.active++;
-    this.#visitors.add(visitor);
-    splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats }).then((result) => {
-      this.stats.active--;
-      this.#visitors.delete(visitor);
-      if (result.error) {
-        this.stats.errors++;
-        this.#log.debug("visitor ended with an error", {
-          visitor: visitor.remoteAddress,
-          detail: result.error.message,
-        });
-      }
-    });
+    const result = await spliced;
+    this.stats.active--;
+    if (result.error) {
+      this.stats.errors++;
+      this.#log.debug("visitor ended with an error", {
+        visitor: typeof visitor === "string" ? visitor : visitor.remoteAddress,
+        detail: result.error.message,
+      });
+    }
   }
 }

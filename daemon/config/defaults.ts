@@ -41,5 +41,6 @@ export function embeddedDefaults(): Record<string, unknown> {
       expose: { ports: ["1024-65535", 0], bindHosts: ["127.0.0.1"] },
       forward: [],
     }],
+    cluster: null,
   };
 }

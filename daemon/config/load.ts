@@ -39,6 +39,16 @@ export interface ConfigFlags {
   keepaliveIntervalMs?: string;
   /** `limits.keepAliveTimeoutMs`, as typed. */
   keepaliveTimeoutMs?: string;
+  /** `cluster.servers`: NATS URLs, comma-separated. */
+  clusterServers?: string;
+  /** `cluster.node`. */
+  clusterNode?: string;
+  /** `cluster.listen`. */
+  clusterListen?: string;
+  /** `cluster.advertise`. */
+  clusterAdvertise?: string;
+  /** `cluster.tunnelHost`. */
+  clusterTunnelHost?: string;
 }
 
 /** Inputs of {@link loadConfig}; everything is passed in, nothing is read from globals. */
@@ -72,6 +82,17 @@ const OVERRIDES: [string, keyof ConfigFlags, string[]][] = [
   ["TUNNELMUX_TLS_KEY", "tlsKey", ["tls", "key"]],
   ["TUNNELMUX_KEEPALIVE_INTERVAL_MS", "keepaliveIntervalMs", ["limits", "keepAliveIntervalMs"]],
   ["TUNNELMUX_KEEPALIVE_TIMEOUT_MS", "keepaliveTimeoutMs", ["limits", "keepAliveTimeoutMs"]],
+  ["TUNNELMUX_CLUSTER_SERVERS", "clusterServers", ["cluster", "servers"]],
+  ["TUNNELMUX_CLUSTER_NODE", "clusterNode", ["cluster", "node"]],
+  ["TUNNELMUX_CLUSTER_LISTEN", "clusterListen", ["cluster", "listen"]],
+  ["TUNNELMUX_CLUSTER_ADVERTISE", "clusterAdvertise", ["cluster", "advertise"]],
+  ["TUNNELMUX_CLUSTER_TUNNEL_HOST", "clusterTunnelHost", ["cluster", "tunnelHost"]],
+];
+// Secrets come from the environment or the file, never from argv (visible in `ps`).
+const SECRET_OVERRIDES: [string, string[]][] = [
+  ["TUNNELMUX_CLUSTER_KEY", ["cluster", "key"]],
+  ["TUNNELMUX_CLUSTER_TOKEN", ["cluster", "token"]],
+  ["TUNNELMUX_CLUSTER_PASSWORD", ["cluster", "password"]],
 ];
 const FLAG_SPELLING: Partial<Record<keyof ConfigFlags, string>> = {
   listenWebsocket: "--listen-ws",
@@ -85,6 +106,7 @@ const KNOWN_ENV = [
   "TUNNELMUX_TOKEN",
   "TUNNELMUX_ADMIN_TOKEN",
   "TUNNELMUX_CONFIG",
+  ...SECRET_OVERRIDES.map(([e]) => e),
 ];
 
 function setPath(doc: Record<string, unknown>, path: string[], value: unknown): void {
@@ -155,6 +177,13 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadResult>
         layer === "env" ? envName : flagName(flag),
       );
     }
+  }
+  // Cluster secrets fill a cluster section the other layers made; alone they make none.
+  for (const [envName, path] of SECRET_OVERRIDES) {
+    const value = envValue(envName);
+    if (value === undefined || !isObject(doc.cluster)) continue;
+    setPath(doc, path, value);
+    sources.set(path.join("."), envName);
   }
   const token = envValue("TUNNELMUX_TOKEN");
   const clients = Array.isArray(doc.clients) ? doc.clients : [];

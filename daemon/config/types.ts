@@ -92,6 +92,52 @@ export interface ClientConfig extends ClientPolicy {
   limits: ClientLimits;
 }
 
+/** NATS credentials: at most one kind. */
+export interface NatsAuth {
+  /** A NATS token. */
+  token?: string;
+  /** User name (with `password`). */
+  user?: string;
+  /** Password (with `user`). */
+  password?: string;
+  /** A `.creds` file (JWT and nkey seed), as `nsc` writes it. */
+  credsFile?: string;
+  /** A file holding an nkey seed (`SU…`). */
+  nkeySeedFile?: string;
+}
+
+/**
+ * Several daemons as one, coordinated through NATS JetStream (`docs/cluster.md`). Absent: a
+ * single node, and nothing of NATS is loaded.
+ */
+export interface ClusterConfig {
+  /** NATS server URLs (`nats://host:4222`). */
+  servers: string[];
+  /** Credentials for NATS. */
+  auth: NatsAuth;
+  /** This node's name, unique in the cluster (default: the host name). */
+  node: string;
+  /** Where this node takes relay sessions from other nodes. */
+  listen: HostPort;
+  /** `host:port` other nodes dial to reach `listen` (default: `listen`, unless it is a wildcard). */
+  advertise: string;
+  /** The secret every node of the cluster shares; nodes prove it to each other (HMAC). */
+  key: string;
+  /** A node whose heartbeat is older than this is gone, and what it held is released. */
+  presenceTtlMs: number;
+  /** Prefix of the KV buckets (`<prefix>-nodes`, `-ports`, `-services`, `-tokens`). */
+  bucketPrefix: string;
+  /** JetStream replicas of each bucket (3 with a 3-node NATS cluster). */
+  replicas: number;
+  /**
+   * The address this node binds tunnel ports on, whatever host the client asked for (the claim
+   * keeps the asked one). null: the asked host. Set it when nodes share a machine.
+   */
+  tunnelHost: string | null;
+  /** `all`: every node binds every cluster tunnel's port and relays; `owner`: only the owner. */
+  visitors: "all" | "owner";
+}
+
 /** A validated configuration: every field present, every rule parsed. */
 export interface Config {
   /** Listeners. */
@@ -110,6 +156,8 @@ export interface Config {
   adminTokenHash: string | null;
   /** The clients, in config order. */
   clients: ClientConfig[];
+  /** The cluster this node belongs to, or null for a single node. */
+  cluster: ClusterConfig | null;
 }
 
 /** A problem found in the configuration. */

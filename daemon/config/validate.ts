@@ -8,8 +8,10 @@
 
 import { type HostPort, type IpAddress, parseHostPort, parseIp } from "../../util/address.ts";
 import { classify, parseHost } from "../ip_ranges.ts";
+import { hostname } from "node:os";
 import type {
   ClientConfig,
+  ClusterConfig,
   Issue,
   Limits,
   ListenConfig,
@@ -40,6 +42,7 @@ const TOP_KEYS = [
   "log",
   "adminToken",
   "clients",
+  "cluster",
 ];
 const LISTEN_KEYS = ["tcp", "websocket", "websocketPath", "admin"];
 const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
@@ -343,6 +346,121 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
   return client;
 }
 
+const CLUSTER_KEYS = [
+  "servers",
+  "token",
+  "user",
+  "password",
+  "credsFile",
+  "nkeySeedFile",
+  "node",
+  "listen",
+  "advertise",
+  "key",
+  "presenceTtlMs",
+  "bucketPrefix",
+  "replicas",
+  "tunnelHost",
+  "visitors",
+];
+/** A node name and a bucket prefix are used in NATS subjects and KV keys. */
+const CLUSTER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+/** The cluster key is a secret like a token: as long as one. */
+const MIN_CLUSTER_KEY = MIN_TOKEN_LENGTH;
+
+function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefined {
+  if (value === null || value === undefined) return null;
+  const raw = w.object(value, "cluster", CLUSTER_KEYS);
+  if (!raw) return undefined;
+  // From the environment the servers arrive as one comma-separated string.
+  const list = typeof raw.servers === "string" ? raw.servers.split(",") : raw.servers;
+  const servers = w.array(list, "cluster.servers")?.map((url, i) => {
+    const text = typeof url === "string" ? url.trim() : url;
+    if (typeof text === "string" && /^(nats|tls):\/\/[^\s/]+$/.test(text)) return text;
+    return w.error(at("cluster.servers", i), `${show(url)} must be nats://HOST:PORT`);
+  });
+  if (servers?.length === 0) w.error("cluster.servers", "name at least one NATS server");
+  const optional = (key: string) =>
+    raw[key] === undefined ? undefined : w.string(raw[key], `cluster.${key}`);
+  const auth = {
+    token: optional("token"),
+    user: optional("user"),
+    password: optional("password"),
+    credsFile: optional("credsFile"),
+    nkeySeedFile: optional("nkeySeedFile"),
+  };
+  const kinds = [auth.token, auth.user ?? auth.password, auth.credsFile, auth.nkeySeedFile]
+    .filter((v) => v !== undefined).length;
+  if (kinds > 1) w.error("cluster", "give one kind of NATS credentials, not several");
+  if ((auth.user === undefined) !== (auth.password === undefined)) {
+    w.error("cluster", "user and password go together");
+  }
+  const name = (key: string, fallback: string) => {
+    const text = raw[key] ?? fallback;
+    if (typeof text === "string" && CLUSTER_NAME.test(text)) return text;
+    return w.error(
+      `cluster.${key}`,
+      `${show(text)} must be letters, digits, "_" or "-" (up to 64)`,
+    );
+  };
+  const node = name("node", hostname().split(".")[0].replace(/[^A-Za-z0-9_-]/g, "-"));
+  const bucketPrefix = name("bucketPrefix", "tunnelmux");
+  const listen = listenAddress(w, raw.listen ?? "0.0.0.0:7090", "cluster.listen");
+  let advertise = raw.advertise === undefined
+    ? undefined
+    : w.string(raw.advertise, "cluster.advertise");
+  if (advertise !== undefined) {
+    try {
+      parseHostPort(advertise);
+    } catch {
+      advertise = w.error("cluster.advertise", `${show(advertise)} must be HOST:PORT`);
+    }
+  } else if (listen) {
+    const wildcard = listen.hostname === "0.0.0.0" || listen.hostname === "::";
+    if (wildcard || listen.port === 0) {
+      w.error("cluster.advertise", "required when cluster.listen is a wildcard address or port 0");
+    } else advertise = raw.listen as string;
+  }
+  const key = typeof raw.key === "string" && raw.key.length >= MIN_CLUSTER_KEY ? raw.key : w.error(
+    "cluster.key",
+    `the cluster key must be a string of ${MIN_CLUSTER_KEY}+ characters (or TUNNELMUX_CLUSTER_KEY)`,
+  );
+  const presenceTtlMs = w.integer(raw.presenceTtlMs ?? 5000, "cluster.presenceTtlMs", [
+    1000,
+    600_000,
+  ]);
+  const replicas = w.integer(raw.replicas ?? 1, "cluster.replicas", [1, 5]);
+  let tunnelHost: string | null | undefined = null;
+  if (raw.tunnelHost !== undefined && raw.tunnelHost !== null) {
+    tunnelHost = w.string(raw.tunnelHost, "cluster.tunnelHost");
+    if (tunnelHost !== undefined && parseHost(tunnelHost).kind === "invalid") {
+      tunnelHost = w.error("cluster.tunnelHost", `${show(tunnelHost)} is not an address`);
+    }
+  }
+  const visitors = w.oneOf(raw.visitors ?? "all", "cluster.visitors", ["all", "owner"] as const);
+  if (
+    !servers || servers.includes(undefined) || !node || !bucketPrefix || !listen || !advertise ||
+    !key || presenceTtlMs === undefined || replicas === undefined || tunnelHost === undefined ||
+    !visitors
+  ) {
+    return undefined;
+  }
+  const definedAuth = Object.fromEntries(Object.entries(auth).filter(([, v]) => v !== undefined));
+  return {
+    servers: servers as string[],
+    auth: definedAuth,
+    node,
+    listen,
+    advertise,
+    key,
+    presenceTtlMs,
+    bucketPrefix,
+    replicas,
+    tunnelHost,
+    visitors,
+  };
+}
+
 /**
  * Validates a raw configuration document (missing fields take the embedded defaults) and returns
  * every error and warning, each with its JSON path. Plain tokens are hashed here. A client
@@ -391,11 +509,12 @@ export function validateConfig(raw: unknown): ValidationResult {
       else hashes.set(hash, `clients[${i}].token`);
     }
   });
+  const cluster = checkCluster(w, doc.cluster);
   const ok = w.errors.length === 0 && listen && tls !== undefined && dataDir &&
     shutdownGraceMs !== undefined &&
-    limits && log && adminTokenHash !== undefined;
+    limits && log && adminTokenHash !== undefined && cluster !== undefined;
   const config = ok
-    ? { listen, tls, dataDir, shutdownGraceMs, limits, log, adminTokenHash, clients }
+    ? { listen, tls, dataDir, shutdownGraceMs, limits, log, adminTokenHash, clients, cluster }
     : undefined;
   return { config, errors: w.errors, warnings: w.warnings };
 }

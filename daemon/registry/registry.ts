@@ -127,8 +127,11 @@ export interface ServiceStats extends SpliceCounters {
 export interface ServiceOffer extends ServiceRecord {
   /** Live counters. */
   readonly stats: ServiceStats;
-  /** The offering client's yamux session, to open streams to it. */
-  readonly yamux: Session;
+  /**
+   * Opens streams to the offering client: its yamux session, or, for an offer held on another node
+   * of a cluster, the relay session to that node.
+   */
+  readonly yamux: Pick<Session, "open">;
 }
 
 /** One change to the registry, as {@linkcode Registry.watch} delivers it. */

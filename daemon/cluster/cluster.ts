@@ -1,0 +1,272 @@
+/**
+ * A daemon's membership of a cluster: the NATS connection and buckets, its presence, its relay
+ * sessions with the other nodes, the cluster registry, and the relay listeners that let visitors
+ * of a tunnel held on another node arrive here (`docs/cluster.md`).
+ *
+ * Loaded by the daemon only when `cluster` is configured (a dynamic import), and it loads the NATS
+ * client the same way: a single-node daemon runs none of this.
+ *
+ * @module
+ */
+
+import { randomBytes } from "node:crypto";
+import type { ClusterConfig } from "../config/mod.ts";
+import { connectService } from "../services.ts";
+import type { LocalRegistry } from "../registry/local_registry.ts";
+import type { PortClaim } from "../registry/registry.ts";
+import { ReverseTunnel } from "../reverse_tunnel.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import type { StreamHeader } from "../../tunnel/stream_header.ts";
+import type { Logger } from "../../util/log.ts";
+import { ClusterRegistry } from "./cluster_registry.ts";
+import { connectNats, type NatsLink, type NatsState } from "./nats.ts";
+import { PeerLinks, type PeerView } from "./peers.ts";
+import { type NodeInfo, Presence } from "./presence.ts";
+
+/** The tunnelmux version nodes announce. */
+const VERSION = "0.1.0";
+
+/** What a node knows of the cluster, for the admin API. */
+export interface ClusterView {
+  /** This node's name. */
+  node: string;
+  /** The NATS connection: state and server. */
+  nats: { state: NatsState; server: string | undefined };
+  /** Every live node (this one included), as their presence entries say. */
+  nodes: NodeInfo[];
+  /** Relay sessions with the other nodes. */
+  peers: PeerView[];
+  /** Relay listeners this node keeps for tunnels held elsewhere. */
+  relays: { port: number; node: string; tunnel: string; bound: boolean }[];
+}
+
+/** What the cluster needs from its daemon. */
+export interface ClusterDeps {
+  /** The node-local registry the cluster registry builds on (named after the node). */
+  local: LocalRegistry;
+  /** Logger. */
+  log: Logger;
+  /** Counts an event for metrics. */
+  count: (event: string) => void;
+  /** Handshake deadline, ms (relay handshakes and stream headers). */
+  handshakeTimeoutMs: number;
+}
+
+interface Relay {
+  claim: PortClaim;
+  tunnel: ReverseTunnel | undefined;
+  closed: boolean;
+}
+
+/** This node's part in a cluster. Create with {@linkcode joinCluster}. */
+export class Cluster {
+  /** The registry the daemon uses: node-local objects plus the shared records. */
+  readonly registry: ClusterRegistry;
+  readonly #config: ClusterConfig;
+  readonly #link: NatsLink;
+  readonly #presence: Presence;
+  readonly #peers: PeerLinks;
+  readonly #log: Logger;
+  readonly #relays = new Map<number, Relay>();
+  #stopped = false;
+
+  private constructor(
+    config: ClusterConfig,
+    link: NatsLink,
+    presence: Presence,
+    peers: PeerLinks,
+    registry: ClusterRegistry,
+    log: Logger,
+  ) {
+    this.#config = config;
+    this.#link = link;
+    this.#presence = presence;
+    this.#peers = peers;
+    this.registry = registry;
+    this.#log = log;
+  }
+
+  /** This node's name. */
+  get node(): string {
+    return this.#config.node;
+  }
+
+  /** What this node knows of the cluster now. */
+  view(): ClusterView {
+    return {
+      node: this.node,
+      nats: { state: this.#link.state, server: this.#link.server },
+      nodes: this.#presence.nodes(),
+      peers: this.#peers.list(),
+      relays: [...this.#relays.values()].map((r) => ({
+        port: r.claim.port,
+        node: r.claim.node,
+        tunnel: r.claim.tunnel,
+        bound: r.tunnel !== undefined,
+      })),
+    };
+  }
+
+  /** Leaves the cluster: presence removed (others release this node's records at once). */
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    for (const relay of this.#relays.values()) this.#closeRelay(relay);
+    this.registry.stop();
+    this.#peers.close();
+    await this.#presence.stop();
+    await this.#link.close();
+  }
+
+  /**
+   * Connects to NATS, starts the relay listener, announces this node and loads the registry.
+   * Rejects when NATS cannot be reached at start (the daemon does not start half in a cluster).
+   */
+  static async join(config: ClusterConfig, deps: ClusterDeps): Promise<Cluster> {
+    const log = deps.log.child({ node: config.node });
+    const link = await connectNats(config, log);
+    const run = randomBytes(8).toString("hex");
+    let registry: ClusterRegistry | undefined;
+    let cluster: Cluster | undefined;
+    const peers = new PeerLinks({
+      node: config.node,
+      key: config.key,
+      listen: config.listen,
+      handshakeTimeoutMs: deps.handshakeTimeoutMs,
+      keepAliveMs: Math.max(500, Math.floor(config.presenceTtlMs / 2)),
+      log,
+      onStream: (stream, header, rest, node) =>
+        cluster
+          ? cluster.#relayed(stream, header, rest, node)
+          : stream.reset(ResetReason.ShuttingDown),
+    });
+    const presence = new Presence({
+      bucket: link.nodes,
+      self: {
+        node: config.node,
+        run,
+        advertise: config.advertise,
+        version: VERSION,
+        startedAt: Date.now(),
+      },
+      counts: () => ({
+        sessions: deps.local.sessionCount,
+        tunnels: deps.local.tunnels().length,
+      }),
+      ttlMs: config.presenceTtlMs,
+      log,
+    });
+    try {
+      await peers.start();
+      await presence.start();
+      registry = new ClusterRegistry({
+        local: deps.local,
+        link,
+        presence,
+        opener: (node) => peers.opener(node),
+        log,
+        count: deps.count,
+        presenceTtlMs: config.presenceTtlMs,
+      });
+      cluster = new Cluster(config, link, presence, peers, registry, log);
+      const self = cluster;
+      presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
+      presence.onNodeGone = (info) => {
+        peers.forget(info.node);
+        void registry!.nodeGone(info.node, info.run);
+      };
+      presence.onSelfLost = () => void registry!.reassert();
+      link.onState = (state) => {
+        if (state === "connected") void registry!.reassert();
+      };
+      registry.onClaimLost = (claim) => self.#claimLost(claim);
+      registry.watch((change) => {
+        if (change.kind !== "port" || change.claim.node === config.node) return;
+        if (change.op === "claimed") self.#openRelay(change.claim);
+        else self.#dropRelay(change.claim);
+      });
+      for (const info of presence.nodes()) peers.want(info.node, info.advertise);
+      await registry.start();
+      return cluster;
+    } catch (error) {
+      peers.close();
+      await presence.stop().catch(() => {});
+      await link.close();
+      throw error;
+    }
+  }
+
+  /** A stream relayed from another node: a visitor of one of our tunnels, or a service user. */
+  #relayed(stream: Stream, header: StreamHeader, rest: Uint8Array, node: string): void {
+    if (header.kind === "visitor") {
+      const tunnel = this.registry.tunnel(header.tunnel);
+      if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
+      return tunnel.relayed(stream, header.remote, header.local, rest);
+    }
+    if (header.kind === "service") {
+      const offer = this.registry.service(header.service);
+      // Only an offer of this node: never relay a relayed stream again.
+      if (!offer || offer.node !== this.node) return stream.reset(ResetReason.UnknownService);
+      return void connectService(stream, offer, header.from ?? `node ${node}`, rest);
+    }
+    stream.reset(ResetReason.BadHeader);
+  }
+
+  /** Another node claimed a port: listen on it here too and relay its visitors to the owner. */
+  #openRelay(claim: PortClaim): void {
+    if (this.#config.visitors !== "all" || this.#stopped) return;
+    const existing = this.#relays.get(claim.port);
+    if (existing?.claim.tunnel === claim.tunnel) return;
+    if (existing) this.#closeRelay(existing);
+    const relay: Relay = { claim, tunnel: undefined, closed: false };
+    this.#relays.set(claim.port, relay);
+    const bindHost = this.#config.tunnelHost ?? claim.bindHost;
+    ReverseTunnel.listen({
+      id: claim.tunnel,
+      client: claim.client,
+      session: this.#peers.opener(claim.node),
+      bindHost,
+      port: claim.port,
+      label: `relay to ${claim.node}`,
+      log: this.#log.child({ relayTo: claim.node }),
+    }).then((tunnel) => {
+      if (relay.closed) return tunnel.close();
+      relay.tunnel = tunnel;
+      this.#log.info("relaying a cluster tunnel", {
+        bind: `${bindHost}:${claim.port}`,
+        owner: claim.node,
+        tunnel: claim.tunnel,
+      });
+    }, (error) => {
+      this.#log.warn("cannot bind a cluster tunnel's port here", {
+        bind: `${bindHost}:${claim.port}`,
+        owner: claim.node,
+        detail: (error as Error).message,
+      });
+    });
+  }
+
+  #dropRelay(claim: PortClaim): void {
+    const relay = this.#relays.get(claim.port);
+    if (relay && relay.claim.tunnel === claim.tunnel) this.#closeRelay(relay);
+  }
+
+  #closeRelay(relay: Relay): void {
+    relay.closed = true;
+    relay.tunnel?.close();
+    if (this.#relays.get(relay.claim.port) === relay) this.#relays.delete(relay.claim.port);
+  }
+
+  /** A port of ours was taken over while we were away: stop serving it. */
+  #claimLost(claim: PortClaim): void {
+    const owner = this.registry.tunnelOwner(claim.tunnel);
+    if (owner) owner.closeTunnel(claim.tunnel, "port taken over by another node of the cluster");
+    else this.registry.tunnel(claim.tunnel)?.close();
+  }
+}
+
+/** Joins the cluster `config` describes (see {@linkcode Cluster.join}). */
+export function joinCluster(config: ClusterConfig, deps: ClusterDeps): Promise<Cluster> {
+  return Cluster.join(config, deps);
+}

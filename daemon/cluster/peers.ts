@@ -1,0 +1,345 @@
+/**
+ * Node-to-node relay sessions: one yamux session between each pair of live nodes, over our own
+ * engine and TCP transport, authenticated with the cluster key (`peer_auth.ts`). Visitors that
+ * arrive on a node which does not hold their tunnel, and users of a service offered on another
+ * node, travel as streams of this session, with the same stream headers a client session uses
+ * (`visitor`, `service`) and the same backpressure as any stream. NATS never carries their bytes.
+ *
+ * Of each pair, the node whose name sorts first dials (while the other is alive, with backoff);
+ * the other accepts. Until both proofs are checked, nothing but the handshake stream is read.
+ *
+ * @module
+ */
+
+import { Session } from "../../protocol/session.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import type { Transport, TransportListener } from "../../protocol/transport.ts";
+import { connectTcp, listenTcp } from "../../transport/mod.ts";
+import { ControlChannel } from "../../tunnel/control_channel.ts";
+import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
+import { type HostPort, parseHostPort } from "../../util/address.ts";
+import type { Logger } from "../../util/log.ts";
+import { newNonce, peerProof, proofMatches } from "./peer_auth.ts";
+
+/** What opens relay streams to one node: a yamux session's `open`, or an error. */
+export interface StreamOpener {
+  /** Opens a stream to the node; throws when there is no authenticated session to it now. */
+  open(): Stream;
+}
+
+/** Counters of one peer link. */
+export interface PeerStats {
+  /** Relay streams this node opened to the peer. */
+  streamsOut: number;
+  /** Relay streams the peer opened to this node. */
+  streamsIn: number;
+  /** Authenticated sessions made with the peer in all. */
+  sessions: number;
+  /** Handshakes that failed (wrong key, wrong node, deadline). */
+  authFailures: number;
+}
+
+/** One peer as {@linkcode PeerLinks.list} shows it. */
+export interface PeerView extends PeerStats {
+  /** The peer's node name. */
+  node: string;
+  /** Whether an authenticated session is up. */
+  connected: boolean;
+  /** Last keepalive round trip, ms (0 before one). */
+  rtt: number;
+}
+
+/** How to build {@linkcode PeerLinks}. */
+export interface PeerLinksOptions {
+  /** This node's name. */
+  node: string;
+  /** The cluster key. */
+  key: string;
+  /** Where to accept peer sessions. */
+  listen: HostPort;
+  /** Deadline of the handshake, ms. */
+  handshakeTimeoutMs: number;
+  /** Keepalive of peer sessions, ms (interval; the timeout is twice it). */
+  keepAliveMs: number;
+  /** Where links are logged. */
+  log: Logger;
+  /** A relayed stream from `node`, its header read. */
+  onStream: (stream: Stream, header: StreamHeader, rest: Uint8Array, node: string) => void;
+}
+
+interface Link {
+  session: Session | undefined;
+  advertise: string | undefined;
+  wanted: boolean;
+  dialing: boolean;
+  retry: ReturnType<typeof setTimeout> | undefined;
+  backoffMs: number;
+  stats: PeerStats;
+}
+
+const MAX_BACKOFF_MS = 5_000;
+
+/** The relay sessions of this node with every other. */
+export class PeerLinks {
+  readonly #options: PeerLinksOptions;
+  readonly #links = new Map<string, Link>();
+  readonly #pending = new Set<Session>();
+  #listener: TransportListener | undefined;
+  #closed = false;
+
+  /** Peer links for `options.node`; nothing listens until {@linkcode start}. */
+  constructor(options: PeerLinksOptions) {
+    this.#options = options;
+  }
+
+  /** Binds the relay listener. */
+  async start(): Promise<void> {
+    const { listen } = this.#options;
+    this.#listener = await listenTcp(listen, (t) => this.#accept(t));
+  }
+
+  /** Where the relay listener is bound. */
+  get address(): string {
+    return this.#listener ? `${this.#listener.hostname}:${this.#listener.port}` : "";
+  }
+
+  /** A node is alive at `advertise`: keep a session with it (dialing, if this side dials). */
+  want(node: string, advertise: string): void {
+    if (node === this.#options.node || this.#closed) return;
+    const link = this.#link(node);
+    link.wanted = true;
+    link.advertise = advertise;
+    if (this.#options.node < node) this.#dial(node, link);
+  }
+
+  /** A node is gone: close its session and stop dialing it. */
+  forget(node: string): void {
+    const link = this.#links.get(node);
+    if (!link) return;
+    link.wanted = false;
+    clearTimeout(link.retry);
+    link.session?.destroy();
+    link.session = undefined;
+  }
+
+  /** Opens relay streams to `node` through whatever session is up at the time. */
+  opener(node: string): StreamOpener {
+    return {
+      open: () => {
+        const link = this.#links.get(node);
+        if (!link?.session) throw new Error(`no relay session to node ${node}`);
+        const stream = link.session.open();
+        link.stats.streamsOut++;
+        return stream;
+      },
+    };
+  }
+
+  /** Whether an authenticated session with `node` is up. */
+  connected(node: string): boolean {
+    return this.#links.get(node)?.session !== undefined;
+  }
+
+  /** Every peer known, with its counters. */
+  list(): PeerView[] {
+    return [...this.#links.entries()].map(([node, link]) => ({
+      node,
+      connected: link.session !== undefined,
+      rtt: link.session?.rtt ?? 0,
+      ...link.stats,
+    })).sort((a, b) => a.node.localeCompare(b.node));
+  }
+
+  /** Closes the listener and every session. */
+  close(): void {
+    this.#closed = true;
+    this.#listener?.close();
+    for (const session of this.#pending) session.destroy();
+    for (const node of this.#links.keys()) this.forget(node);
+  }
+
+  #link(node: string): Link {
+    let link = this.#links.get(node);
+    if (!link) {
+      link = {
+        session: undefined,
+        advertise: undefined,
+        wanted: false,
+        dialing: false,
+        retry: undefined,
+        backoffMs: 100,
+        stats: { streamsOut: 0, streamsIn: 0, sessions: 0, authFailures: 0 },
+      };
+      this.#links.set(node, link);
+    }
+    return link;
+  }
+
+  #newSession(transport: Transport, client: boolean, onStream: (s: Stream) => void): Session {
+    const { keepAliveMs } = this.#options;
+    const session = new Session(transport, {
+      client,
+      config: { keepAliveInterval: keepAliveMs, keepAliveTimeout: keepAliveMs * 2 },
+      onStream,
+    });
+    this.#pending.add(session);
+    session.closed.then(() => this.#pending.delete(session));
+    return session;
+  }
+
+  async #dial(node: string, link: Link): Promise<void> {
+    if (link.dialing || link.session || !link.wanted || this.#closed || !link.advertise) return;
+    link.dialing = true;
+    clearTimeout(link.retry);
+    const { log } = this.#options;
+    let session: Session | undefined;
+    try {
+      const target = parseHostPort(link.advertise);
+      const transport = await connectTcp({ hostname: target.hostname, port: target.port });
+      let peer = "";
+      session = this.#newSession(transport, true, (stream) => this.#incoming(stream, () => peer));
+      await this.#dialerHandshake(session, node);
+      peer = node;
+      this.#up(node, link, session);
+    } catch (error) {
+      session?.destroy();
+      if ((error as Error).name === "PeerAuthError") link.stats.authFailures++;
+      log.warn("cannot relay to node", { peer: node, detail: (error as Error).message });
+      if (link.wanted && !this.#closed) {
+        link.retry = setTimeout(() => this.#dial(node, link), link.backoffMs);
+        link.backoffMs = Math.min(MAX_BACKOFF_MS, link.backoffMs * 2);
+      }
+    } finally {
+      link.dialing = false;
+    }
+  }
+
+  #up(node: string, link: Link, session: Session): void {
+    link.session?.destroy();
+    link.session = session;
+    link.backoffMs = 100;
+    link.stats.sessions++;
+    this.#options.log.info("relay session up", { peer: node });
+    session.closed.then(() => {
+      if (link.session !== session) return;
+      link.session = undefined;
+      this.#options.log.info("relay session down", { peer: node });
+      if (this.#options.node < node) {
+        link.retry = setTimeout(() => this.#dial(node, link), link.backoffMs);
+      }
+    });
+  }
+
+  /** Dialer side: hello, check the acceptor's proof, send ours, wait for ok. */
+  #dialerHandshake(session: Session, node: string): Promise<void> {
+    const { key, handshakeTimeoutMs } = this.#options;
+    const self = this.#options.node;
+    const stream = session.open();
+    stream.write(encodeStreamHeader({ kind: "control" }));
+    const channel = new ControlChannel(stream);
+    const dialerNonce = newNonce();
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => fail("the relay handshake timed out"), handshakeTimeoutMs);
+      const fail = (message: string, auth = false) => {
+        clearTimeout(timer);
+        session.destroy();
+        reject(Object.assign(new Error(message), auth ? { name: "PeerAuthError" } : {}));
+      };
+      channel.onClose = () => fail("the peer closed the relay handshake");
+      channel.onMessage = (value) => {
+        const message = value as Record<string, unknown>;
+        if (message?.type === "peer-challenge") {
+          if (message.node !== node) {
+            return fail(`${String(message.node)} answered where ${node} was expected`, true);
+          }
+          const facts = {
+            dialer: self,
+            acceptor: node,
+            dialerNonce,
+            acceptorNonce: String(message.nonce),
+          };
+          if (!proofMatches(message.proof, peerProof(key, "acceptor", facts))) {
+            return fail(`node ${node} does not hold the cluster key`, true);
+          }
+          channel.send({ type: "peer-proof", proof: peerProof(key, "dialer", facts) });
+        } else if (message?.type === "peer-ok") {
+          clearTimeout(timer);
+          // The handshake stream stays open for the session's life; its end ends the session.
+          channel.onClose = () => session.destroy();
+          resolve();
+        } else fail(`unexpected relay handshake message`, true);
+      };
+      channel.start();
+      channel.send({ type: "peer-hello", node: self, nonce: dialerNonce });
+    });
+  }
+
+  /** Acceptor side: the first stream is the handshake; nothing else is read before it passes. */
+  #accept(transport: Transport): void {
+    if (this.#closed) return transport.close();
+    const { key, handshakeTimeoutMs, log } = this.#options;
+    let peer = "";
+    let sawFirst = false;
+    const session = this.#newSession(transport, false, (stream) => {
+      if (peer) return this.#incoming(stream, () => peer);
+      if (sawFirst) return stream.reset(ResetReason.NotAuthenticated);
+      sawFirst = true;
+      readStreamHeader(stream, handshakeTimeoutMs).then(({ header, rest }) => {
+        if (header.kind !== "control") return session.destroy();
+        const channel = new ControlChannel(stream, rest);
+        const acceptorNonce = newNonce();
+        let facts: Parameters<typeof peerProof>[2] | undefined;
+        channel.onClose = () => session.destroy();
+        channel.onMessage = (value) => {
+          const message = value as Record<string, unknown>;
+          if (message?.type === "peer-hello" && !facts && typeof message.node === "string") {
+            facts = {
+              dialer: message.node,
+              acceptor: this.#options.node,
+              dialerNonce: String(message.nonce),
+              acceptorNonce,
+            };
+            channel.send({
+              type: "peer-challenge",
+              node: this.#options.node,
+              nonce: acceptorNonce,
+              proof: peerProof(key, "acceptor", facts),
+            });
+          } else if (message?.type === "peer-proof" && facts && !peer) {
+            const link = this.#link(facts.dialer);
+            if (!proofMatches(message.proof, peerProof(key, "dialer", facts))) {
+              link.stats.authFailures++;
+              log.warn("relay session refused: the peer does not hold the cluster key", {
+                peer: facts.dialer,
+                remote: transport.remoteAddress,
+              });
+              return session.destroy();
+            }
+            clearTimeout(timer);
+            peer = facts.dialer;
+            channel.send({ type: "peer-ok" });
+            this.#up(peer, link, session);
+          } else session.destroy();
+        };
+        channel.start();
+      }, () => session.destroy());
+    });
+    const timer = setTimeout(() => {
+      if (!peer) session.destroy();
+    }, handshakeTimeoutMs);
+    session.closed.then(() => clearTimeout(timer));
+  }
+
+  /** A relay stream from an authenticated peer: read its header and hand it on. */
+  #incoming(stream: Stream, peer: () => string): void {
+    const node = peer();
+    if (!node) return stream.reset(ResetReason.NotAuthenticated);
+    this.#link(node).stats.streamsIn++;
+    readStreamHeader(stream, this.#options.handshakeTimeoutMs).then(
+      ({ header, rest }) => this.#options.onStream(stream, header, rest, node),
+      () => stream.reset(ResetReason.BadHeader),
+    );
+  }
+}

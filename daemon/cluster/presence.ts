@@ -1,0 +1,196 @@
+/**
+ * Presence: which nodes of the cluster are alive. Each node keeps one entry in the `nodes` bucket,
+ * whose TTL is the presence TTL, and rewrites it every third of the TTL. A node that dies stops
+ * rewriting, NATS expires the entry, and every watcher sees it go (an expiry arrives as a `PURGE`
+ * marker; a periodic listing catches anything a watch missed).
+ *
+ * A node writes its entry with a compare-and-set on the revision it wrote last. When that fails,
+ * the entry expired while this node was away (a long pause, NATS out of reach for longer than the
+ * TTL) and other nodes may have taken what it held: it writes a fresh entry and reports
+ * {@linkcode Presence.onSelfLost}, so the registry can re-assert its claims or give up the ones
+ * others took. A node restarted under the same name has a new `run` id, so claims of its previous
+ * run count as stale.
+ *
+ * @module
+ */
+
+import type { Logger } from "../../util/log.ts";
+import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
+
+/** A node's presence entry. */
+export interface NodeInfo {
+  /** The node's name. */
+  node: string;
+  /** A random id of this run of the node. */
+  run: string;
+  /** Where other nodes dial its relay listener. */
+  advertise: string;
+  /** tunnelmux version. */
+  version: string;
+  /** When the node started (ms since the epoch). */
+  startedAt: number;
+  /** When this entry was written (ms since the epoch, the writer's clock). */
+  at: number;
+  /** Client sessions on the node. */
+  sessions: number;
+  /** Reverse tunnels held by the node. */
+  tunnels: number;
+}
+
+/** How to build a {@linkcode Presence}. */
+export interface PresenceOptions {
+  /** The `nodes` bucket. */
+  bucket: KvBucket;
+  /** This node's entry, without the live fields (`at`, counts). */
+  self: Omit<NodeInfo, "at" | "sessions" | "tunnels">;
+  /** Live counts for the entry. */
+  counts: () => { sessions: number; tunnels: number };
+  /** The presence TTL, ms. */
+  ttlMs: number;
+  /** Where changes are logged. */
+  log: Logger;
+}
+
+/** This node's presence, and the view of every other node's. */
+export class Presence {
+  /** A node appeared (or a new run of it). */
+  onNodeUp: ((info: NodeInfo) => void) | null = null;
+  /** A node (run) is gone: its entry expired or was deleted, or a new run replaced it. */
+  onNodeGone: ((info: NodeInfo) => void) | null = null;
+  /** This node's own entry was lost and has been written again. */
+  onSelfLost: (() => void) | null = null;
+
+  readonly #options: PresenceOptions;
+  readonly #nodes = new Map<string, NodeInfo>();
+  #revision = 0;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #watch: { stop(): void } | undefined;
+  #beating = false;
+  #stopped = false;
+
+  /** A presence for `options.self`; nothing is written until {@linkcode start}. */
+  constructor(options: PresenceOptions) {
+    this.#options = options;
+  }
+
+  /** This node's name. */
+  get node(): string {
+    return this.#options.self.node;
+  }
+
+  /** This run's id. */
+  get run(): string {
+    return this.#options.self.run;
+  }
+
+  /** Writes this node's entry, reads everyone's, and starts the heartbeat and the watch. */
+  async start(): Promise<void> {
+    const { bucket, ttlMs } = this.#options;
+    this.#revision = await bucket.put(this.node, this.#entry());
+    const watch = await bucket.watch({ include: "updates" });
+    this.#watch = watch;
+    (async () => {
+      for await (const entry of watch) this.#apply(entry);
+    })().catch(() => {});
+    await this.#scan();
+    this.#timer = setInterval(() => void this.#beat(), Math.max(200, Math.floor(ttlMs / 3)));
+  }
+
+  /** Whether `node` is alive (in run `run`, when given). */
+  alive(node: string, run?: string): boolean {
+    const info = this.#nodes.get(node);
+    return info !== undefined && (run === undefined || info.run === run);
+  }
+
+  /** Every live node, this one included, by name. */
+  nodes(): NodeInfo[] {
+    return [...this.#nodes.values()].sort((a, b) => a.node.localeCompare(b.node));
+  }
+
+  /** The entry of `node`, if alive. */
+  get(node: string): NodeInfo | undefined {
+    return this.#nodes.get(node);
+  }
+
+  /** Stops the heartbeat and removes this node's entry (others see it leave at once). */
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    clearInterval(this.#timer);
+    this.#watch?.stop();
+    await this.#options.bucket.delete(this.node, { previousSeq: this.#revision }).catch(() => {});
+  }
+
+  #entry(): string {
+    const info: NodeInfo = { ...this.#options.self, at: Date.now(), ...this.#options.counts() };
+    this.#nodes.set(info.node, info);
+    return JSON.stringify(info);
+  }
+
+  async #beat(): Promise<void> {
+    if (this.#beating || this.#stopped) return;
+    this.#beating = true;
+    try {
+      this.#revision = await this.#options.bucket.update(this.node, this.#entry(), this.#revision);
+    } catch (error) {
+      if (isRevisionConflict(error)) {
+        // Our entry expired (or someone wrote it): we were away longer than the TTL.
+        this.#options.log.warn("cluster presence was lost; registering again", {
+          detail: (error as Error).message,
+        });
+        try {
+          this.#revision = await this.#options.bucket.put(this.node, this.#entry());
+          this.onSelfLost?.();
+        } catch {
+          // NATS is unreachable; the next beat tries again.
+        }
+      }
+      // Anything else: NATS is unreachable now; the next beat tries again.
+    } finally {
+      this.#beating = false;
+    }
+    await this.#scan().catch(() => {});
+  }
+
+  /** Lists the live entries and reconciles: catches expiries a watch did not deliver. */
+  async #scan(): Promise<void> {
+    const live = new Set<string>();
+    for await (const key of await this.#options.bucket.keys()) live.add(key);
+    for (const key of live) {
+      if (this.#nodes.has(key)) continue;
+      const entry = await this.#options.bucket.get(key);
+      if (entry) this.#apply(entry);
+    }
+    for (const info of [...this.#nodes.values()]) {
+      if (!live.has(info.node) && info.node !== this.node) this.#gone(info);
+    }
+  }
+
+  #apply(entry: KvEntry): void {
+    if (entry.operation !== "PUT") {
+      const info = this.#nodes.get(entry.key);
+      if (info && entry.key !== this.node) this.#gone(info);
+      return;
+    }
+    let info: NodeInfo;
+    try {
+      info = JSON.parse(entry.string()) as NodeInfo;
+    } catch {
+      return;
+    }
+    if (info.node !== entry.key || info.node === this.node) return;
+    const previous = this.#nodes.get(info.node);
+    if (previous && previous.run !== info.run) this.#gone(previous);
+    this.#nodes.set(info.node, info);
+    if (!previous || previous.run !== info.run) {
+      this.#options.log.info("cluster node up", { peer: info.node, advertise: info.advertise });
+      this.onNodeUp?.(info);
+    }
+  }
+
+  #gone(info: NodeInfo): void {
+    if (this.#nodes.get(info.node) === info) this.#nodes.delete(info.node);
+    this.#options.log.info("cluster node gone", { peer: info.node });
+    this.onNodeGone?.(info);
+  }
+}

@@ -1,0 +1,206 @@
+// The cluster from outside: daemon processes joined through one real nats-server (built from the
+// Go module proxy into .cache/tools), clients as processes and through the SDK, visitors as plain
+// sockets. Nodes share this machine, so each binds tunnel ports on its own loopback address
+// (cluster.tunnelHost 127.0.0.N) and they keep the same port numbers, as on separate hosts.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { connect as sdkConnect } from "../client/mod.ts";
+import {
+  assertSameBytes,
+  cleanup,
+  closedPort,
+  daemonConfig,
+  type DaemonProcess,
+  newToken,
+  pattern,
+  startClient,
+  startDaemon,
+  startEchoServer,
+  tcpRoundTrip,
+  type TestServer,
+  waitFor,
+} from "../testing/mod.ts";
+import { type NatsServer, startNats } from "../testing/nats.ts";
+
+const KEY = "cluster-key-for-the-e2e-tests-0123456789";
+const TTL_MS = 2_000;
+
+/** Starts node `index` (1-based) of a cluster on `nats`. */
+async function startNode(
+  nats: NatsServer,
+  index: number,
+  token: string,
+  options: { key?: string } = {},
+): Promise<DaemonProcess> {
+  const relayPort = await closedPort();
+  return await startDaemon({
+    config: daemonConfig([{
+      name: "laptop",
+      token,
+      expose: { ports: ["20000-40000", 0] },
+      services: { offer: ["*"], use: ["*"] },
+    }], {
+      cluster: {
+        servers: [nats.url],
+        node: `n${index}`,
+        listen: `127.0.0.1:${relayPort}`,
+        tunnelHost: `127.0.0.${index}`,
+        presenceTtlMs: TTL_MS,
+      },
+    }),
+    env: { TUNNELMUX_CLUSTER_KEY: options.key ?? KEY },
+  });
+}
+
+/** Echoes `bytes` through `host:port`, retrying while the relay there is not up yet. */
+async function echoVia(host: string, port: number, bytes: Uint8Array): Promise<Uint8Array> {
+  let back: Uint8Array | undefined;
+  await waitFor(async () => {
+    back = await tcpRoundTrip(port, bytes, { host, timeoutMs: 10_000 });
+    return back.length === bytes.length;
+  }, { timeoutMs: 20_000, intervalMs: 100, message: `an echo through ${host}:${port}` });
+  return back!;
+}
+
+describe("cluster: three daemons and one NATS", () => {
+  const token = newToken("laptop");
+  let nats: NatsServer;
+  let echo: TestServer;
+  const nodes: DaemonProcess[] = [];
+
+  before(async () => {
+    nats = await startNats();
+    echo = await startEchoServer();
+    for (let i = 1; i <= 3; i++) nodes.push(await startNode(nats, i, token));
+  });
+  after(cleanup);
+
+  it("a visitor on node B reaches a tunnel held on node A (1 MiB both ways)", async () => {
+    const client = await startClient({
+      server: nodes[0].tcpUrl,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    const { host, port } = await client.waitForTunnel();
+    assert.equal(host, "127.0.0.1", "node A binds its own tunnel host");
+    const payload = pattern(1024 * 1024, 7);
+    assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "through node B");
+    assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "through node C");
+    assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "at the owner");
+    await client.stop();
+    // The tunnel is gone: its port is released everywhere, relays included.
+    await waitFor(
+      () =>
+        tcpRoundTrip(port, payload, { host: "127.0.0.2", timeoutMs: 2_000 }).then(
+          () => false,
+          () => true,
+        ),
+      { timeoutMs: 15_000, message: "node B to stop relaying the closed tunnel" },
+    );
+  });
+
+  it("a service offered on node A is used from node C", async () => {
+    await startClient({
+      server: nodes[0].tcpUrl,
+      token,
+      args: ["--offer", `echo-svc=127.0.0.1:${echo.port}`],
+    });
+    const user = await startClient({
+      server: nodes[2].tcpUrl,
+      token,
+      args: ["--use", "127.0.0.1:0=echo-svc"],
+    });
+    const entry = await user.waitForLog((e) => e.msg === "using service");
+    const port = Number(String(entry.listen).split(":").pop());
+    const payload = pattern(256 * 1024, 3);
+    assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "service via node C");
+  });
+
+  it("two clients racing for one port on two nodes: exactly one wins", async () => {
+    const a = await sdkConnect(nodes[0].tcpUrl, { token, reconnect: false });
+    const b = await sdkConnect(nodes[1].tcpUrl, { token, reconnect: false });
+    try {
+      for (let round = 0; round < 5; round++) {
+        const port = 30_000 + Math.floor(Math.random() * 9_000);
+        const results = await Promise.allSettled([
+          a.expose({ local: `127.0.0.1:${echo.port}`, remotePort: port }),
+          b.expose({ local: `127.0.0.1:${echo.port}`, remotePort: port }),
+        ]);
+        const won = results.filter((r) => r.status === "fulfilled");
+        const lost = results.filter((r) => r.status === "rejected") as PromiseRejectedResult[];
+        assert.equal(won.length, 1, `port ${port}: ${JSON.stringify(results)}`);
+        assert.equal(lost[0].reason.code, "port_in_use");
+        assert.match(lost[0].reason.message, new RegExp(`port ${port}`));
+        for (const r of won) {
+          await (r as PromiseFulfilledResult<{ close(): Promise<void> }>).value.close();
+        }
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("a node with a wrong cluster key cannot relay", async () => {
+    const intruder = await startNode(nats, 4, token, {
+      key: "a-wrong-key-that-is-long-enough-0000",
+    });
+    const client = await startClient({
+      server: nodes[0].tcpUrl,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    const { port } = await client.waitForTunnel();
+    await intruder.waitForLog((e) => e.msg === "relaying a cluster tunnel" && e.owner === "n1");
+    // n1 dials n4 (names sort) and refuses it for lacking the key; n4 has no relay session.
+    await nodes[0].waitForLog((e) => e.msg === "cannot relay to node" && e.peer === "n4");
+    const payload = pattern(1000, 9);
+    const outcome = await tcpRoundTrip(port, payload, { host: "127.0.0.4", timeoutMs: 5_000 })
+      .then((back) => back.length, () => -1);
+    assert.ok(outcome <= 0, `the intruder relayed ${outcome} bytes`);
+    assert.match(intruder.stderr(), /visitor refused|no relay session/);
+    assertSameBytes(
+      await echoVia("127.0.0.2", port, payload),
+      payload,
+      "an honest node still relays",
+    );
+    await intruder.kill();
+    await client.stop();
+  });
+
+  it("SIGKILL of the owner node releases its port once its presence expires (about the TTL)", async () => {
+    const owner = await startNode(nats, 5, token);
+    const client = await startClient({
+      server: owner.tcpUrl,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`, "--no-reconnect"],
+    });
+    const { port } = await client.waitForTunnel();
+    const sdk = await sdkConnect(nodes[1].tcpUrl, { token, reconnect: false });
+    try {
+      await assert.rejects(
+        sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: port }),
+        (e: Error & { code?: string }) => e.code === "port_in_use",
+      );
+      const killedAt = Date.now();
+      await owner.kill();
+      let tunnel: { remotePort: number } | undefined;
+      await waitFor(async () => {
+        tunnel = await sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: port })
+          .catch(() => undefined);
+        return tunnel !== undefined;
+      }, { timeoutMs: 20_000, intervalMs: 100, message: `port ${port} to be free again` });
+      const freedMs = Date.now() - killedAt;
+      console.log(
+        `cluster-figure ${
+          JSON.stringify({ figure: "node_death_to_port_free_ms", value: freedMs, ttlMs: TTL_MS })
+        }`,
+      );
+      assert.equal(tunnel!.remotePort, port);
+      const payload = pattern(1000, 5);
+      assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "the new owner's port");
+    } finally {
+      await sdk.close();
+    }
+  });
+});
