@@ -140,7 +140,6 @@ export class Daemon {
   async start(): Promise<void> {
     const { listen } = this.#config;
     try {
-      await this.registry.tokens.load(); // before listening: a minted token works from the first hello
       if (this.#config.cluster) {
         // Loaded only here: a single-node daemon never loads the cluster code nor NATS.
         const { joinCluster } = await import("./cluster/cluster.ts");
@@ -149,9 +148,13 @@ export class Daemon {
           log: this.#log,
           count: (event) => this.counters.count(event),
           handshakeTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+          dataDir: this.#config.dataDir,
+          onTokensChange: () => this.#apply(this.#config),
         });
         this.#context.registry = this.#cluster.registry;
       }
+      // Before listening: a minted token works from the first hello.
+      await this.registry.tokens.load();
       // PEM contents are read once at start; replacing certificates needs a restart.
       const tls = this.#config.tls
         ? {

@@ -23,6 +23,7 @@ import {
 import { type NatsServer, startNats } from "../testing/nats.ts";
 
 const KEY = "cluster-key-for-the-e2e-tests-0123456789";
+const ADMIN = "admin-token-for-the-cluster-tests-0123456";
 const TTL_MS = 2_000;
 
 /** Starts node `index` (1-based) of a cluster on `nats`. */
@@ -48,8 +49,25 @@ async function startNode(
         presenceTtlMs: TTL_MS,
       },
     }),
-    env: { TUNNELMUX_CLUSTER_KEY: options.key ?? KEY },
+    env: { TUNNELMUX_CLUSTER_KEY: options.key ?? KEY, TUNNELMUX_ADMIN_TOKEN: ADMIN },
+    args: ["--listen-admin", "127.0.0.1:0"],
   });
+}
+
+/** Calls node `daemon`'s admin API. */
+async function admin(
+  daemon: DaemonProcess,
+  path: string,
+  init: { method?: string; body?: unknown } = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const base = /admin API on (http:\/\/\S+)/.exec(daemon.stdout())?.[1];
+  assert.ok(base, `no admin address in ${daemon.stdout()}`);
+  const response = await fetch(new URL(path, base), {
+    method: init.method ?? "GET",
+    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  return { status: response.status, body: await response.json() };
 }
 
 /** Echoes `bytes` through `host:port`, retrying while the relay there is not up yet. */
@@ -114,6 +132,39 @@ describe("cluster: three daemons and one NATS", () => {
     const port = Number(String(entry.listen).split(":").pop());
     const payload = pattern(256 * 1024, 3);
     assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "service via node C");
+  });
+
+  it("a token minted on node A works on node B; revoked on node C, its session on B closes", async () => {
+    const minted = await admin(nodes[0], "/v1/tokens", {
+      method: "POST",
+      body: { name: "minted-laptop", expose: { ports: ["20000-40000", 0] } },
+    });
+    assert.equal(minted.status, 201, JSON.stringify(minted.body));
+    const client = await startClient({
+      server: nodes[1].tcpUrl,
+      token: String(minted.body.token),
+      args: ["--expose", `0=127.0.0.1:${echo.port}`, "--no-reconnect"],
+    });
+    const { port } = await client.waitForTunnel();
+    const payload = pattern(4096, 11);
+    assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "minted token's tunnel");
+    const revokedAt = Date.now();
+    const revoked = await admin(nodes[2], `/v1/tokens/${minted.body.id}`, { method: "DELETE" });
+    assert.equal(revoked.status, 200, JSON.stringify(revoked.body));
+    const { code } = await client.exited;
+    const closedMs = Date.now() - revokedAt;
+    console.log(
+      `cluster-figure ${
+        JSON.stringify({ figure: "revocation_to_session_closed_ms", value: closedMs })
+      }`,
+    );
+    assert.notEqual(code, 0, "the client's session was closed by the revocation");
+    await nodes[1].waitForLog((e) => e.msg === "closing a session whose credential was revoked");
+    // And the token no longer opens a session anywhere.
+    await assert.rejects(
+      sdkConnect(nodes[0].tcpUrl, { token: String(minted.body.token), reconnect: false }),
+      (e: Error & { code?: string }) => e.code === "unauthorized",
+    );
   });
 
   it("two clients racing for one port on two nodes: exactly one wins", async () => {

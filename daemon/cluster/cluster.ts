@@ -19,7 +19,9 @@ import type { Stream } from "../../protocol/stream.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
 import type { Logger } from "../../util/log.ts";
+import { TokenStore } from "../tokens/store.ts";
 import { ClusterRegistry } from "./cluster_registry.ts";
+import { kvTokenBackend } from "./kv_tokens.ts";
 import { connectNats, type NatsLink, type NatsState } from "./nats.ts";
 import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
@@ -51,6 +53,10 @@ export interface ClusterDeps {
   count: (event: string) => void;
   /** Handshake deadline, ms (relay handshakes and stream headers). */
   handshakeTimeoutMs: number;
+  /** The data directory (the token store's, though a cluster keeps tokens in NATS). */
+  dataDir: string;
+  /** Called when the minted tokens change, here or on another node. */
+  onTokensChange: () => void;
 }
 
 interface Relay {
@@ -168,6 +174,12 @@ export class Cluster {
         log,
         count: deps.count,
         presenceTtlMs: config.presenceTtlMs,
+        tokens: new TokenStore({
+          dataDir: deps.dataDir,
+          log,
+          onChange: deps.onTokensChange,
+          backend: kvTokenBackend(link.tokens),
+        }),
       });
       cluster = new Cluster(config, link, presence, peers, registry, log);
       const self = cluster;

@@ -73,6 +73,8 @@ export interface ClusterRegistryOptions {
   log: Logger;
   /** Counts registry operations and their failures, by name. */
   count: (event: string) => void;
+  /** Minted tokens, shared by the cluster (a store over the `tokens` bucket). */
+  tokens: TokenRegistry;
   /**
    * The presence TTL, ms. A record of a node run that presence does not know is stale only once
    * it is older than this: the node may have just started and its presence not reached us yet.
@@ -107,7 +109,7 @@ export class ClusterRegistry implements Registry {
     this.#options = options;
     this.#local = options.local;
     this.node = options.local.node;
-    this.tokens = options.local.tokens;
+    this.tokens = options.tokens;
     // Sessions, tunnels and this node's offers change in the local part; pass those on.
     this.#stops.push(options.local.watch((change) => {
       if (change.kind === "session" || change.kind === "tunnel" || change.kind === "service") {

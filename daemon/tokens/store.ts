@@ -26,10 +26,48 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /** A mint refused because the name is taken (by a config client or another minted token). */
 export class TokenNameConflict extends Error {}
 
+/**
+ * Where minted tokens are kept. The store keeps the records in memory and asks its backend to
+ * persist each change; a shared backend also reports changes made elsewhere.
+ */
+export interface TokenBackend {
+  /** Reads every stored record. */
+  load(): Promise<TokenRecord[]>;
+  /**
+   * Stores a new record (`all`: every record, the new one included). Rejects with
+   * {@linkcode TokenNameConflict} when the name is taken where only the backend can tell (on
+   * another node of a cluster).
+   */
+  add(record: TokenRecord, all: TokenRecord[]): Promise<void>;
+  /** Removes a record (`all`: the records left). */
+  remove(record: TokenRecord, all: TokenRecord[]): Promise<void>;
+  /** Reports records added or removed elsewhere, from now on. */
+  follow?(changed: (record: TokenRecord, op: "added" | "removed") => void): void;
+}
+
+/** The single-node backend: every change rewrites `<dataDir>/tokens.json` (atomically, in order). */
+export function fileBackend(dataDir: string): TokenBackend {
+  const path = tokenFilePath(dataDir);
+  let writing: Promise<void> = Promise.resolve();
+  const persist = (all: TokenRecord[]) => {
+    const text = encodeTokenFile(all);
+    const write = writing.then(() => writeFileAtomic(path, text));
+    writing = write.catch(() => {});
+    return write;
+  };
+  return {
+    load: () => readTokenFile(dataDir),
+    add: (_record, all) => persist(all),
+    remove: (_record, all) => persist(all),
+  };
+}
+
 /** How to build a {@link TokenStore}. */
 export interface TokenStoreOptions {
-  /** The data directory; `tokens.json` lives there. */
+  /** The data directory; `tokens.json` lives there (unless `backend` says otherwise). */
   dataDir: string;
+  /** Where records are kept; default {@linkcode fileBackend} of `dataDir`. */
+  backend?: TokenBackend;
   /** Where expiries and file problems are logged. */
   log: Logger;
   /**
@@ -80,7 +118,7 @@ export interface TokenRegistry {
 /** The minted tokens of a daemon, kept in `<dataDir>/tokens.json`. */
 export class TokenStore implements TokenRegistry {
   readonly #records = new Map<string, TokenRecord>();
-  readonly #dataDir: string;
+  readonly #backend: TokenBackend;
   readonly #path: string;
   readonly #log: Logger;
   readonly #onChange: () => void;
@@ -92,7 +130,7 @@ export class TokenStore implements TokenRegistry {
 
   /** Creates an empty store; {@link load} reads the file. */
   constructor(options: TokenStoreOptions) {
-    this.#dataDir = options.dataDir;
+    this.#backend = options.backend ?? fileBackend(options.dataDir);
     this.#path = tokenFilePath(options.dataDir);
     this.#log = options.log;
     this.#onChange = options.onChange;
@@ -108,9 +146,19 @@ export class TokenStore implements TokenRegistry {
    * down. Rejects on a damaged file, so the daemon does not start without its tokens.
    */
   async load(): Promise<void> {
-    const records = await readTokenFile(this.#dataDir);
+    const records = await this.#backend.load();
     this.#records.clear();
     for (const record of records) this.#records.set(record.id, record);
+    this.#backend.follow?.((record, op) => {
+      if (op === "added") this.#records.set(record.id, record);
+      else if (!this.#records.delete(record.id)) return;
+      this.#log.info(op === "added" ? "token minted elsewhere" : "token revoked elsewhere", {
+        token: record.id,
+        client: record.name,
+      });
+      this.#schedule();
+      this.#onChange();
+    });
     this.#expire();
     this.#onChange();
   }
@@ -205,7 +253,7 @@ export class TokenStore implements TokenRegistry {
     };
     this.#records.set(id, record);
     try {
-      await this.#persist();
+      await this.#track(this.#backend.add(record, this.list()));
     } catch (error) {
       this.#records.delete(id);
       throw error;
@@ -228,7 +276,7 @@ export class TokenStore implements TokenRegistry {
     this.#schedule();
     this.#onChange();
     this.#log.info("token revoked", { token: id, client: record.name });
-    await this.#persist();
+    await this.#track(this.#backend.remove(record, this.list()));
     return record;
   }
 
@@ -243,11 +291,9 @@ export class TokenStore implements TokenRegistry {
     clearTimeout(this.#timer);
   }
 
-  /** Writes the current records; writes run one at a time, each with the latest state. */
-  #persist(): Promise<void> {
-    const text = encodeTokenFile(this.list());
-    const write = this.#writing.then(() => writeFileAtomic(this.#path, text));
-    this.#writing = write.catch(() => {});
+  /** Remembers a backend write, so {@linkcode settled} can wait for it. */
+  #track(write: Promise<void>): Promise<void> {
+    this.#writing = Promise.all([this.#writing, write.catch(() => {})]).then(() => {});
     return write;
   }
 
@@ -260,10 +306,8 @@ export class TokenStore implements TokenRegistry {
       this.#records.delete(record.id);
       this.#log.info("token expired", { token: record.id, client: record.name });
       dropped = true;
-    }
-    if (dropped) {
-      this.#persist().catch((error) =>
-        this.#log.error("could not write the token file", { detail: String(error) })
+      this.#track(this.#backend.remove(record, this.list())).catch((error) =>
+        this.#log.error("could not store the token expiry", { detail: String(error) })
       );
     }
     this.#schedule();

@@ -1,0 +1,82 @@
+/**
+ * Minted tokens kept in the cluster's `tokens` bucket instead of the data directory, so that a
+ * token minted on one node works on every node and a revocation anywhere closes its sessions
+ * everywhere (each node follows the bucket and re-applies its clients on every change, within
+ * the watch's delivery time). Records are stored as the file keeps them: hashes only.
+ *
+ * A record's key is its client name, so that two nodes minting the same name at once cannot
+ * both succeed: the bucket's create-if-absent decides.
+ *
+ * @module
+ */
+
+import { TOKEN_ID, type TokenRecord } from "../tokens/file.ts";
+import { type TokenBackend, TokenNameConflict } from "../tokens/store.ts";
+import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
+
+/** The KV key of a minted token: its client name (names are key-safe: letters, digits, . _ -). */
+export function tokenKeyOf(name: string): string {
+  return `name-${name.replaceAll(".", "_2e")}`;
+}
+
+function parse(entry: KvEntry): TokenRecord | undefined {
+  try {
+    const record = JSON.parse(entry.string()) as TokenRecord;
+    if (typeof record?.id !== "string" || !TOKEN_ID.test(record.id)) return undefined;
+    if (typeof record.name !== "string" || typeof record.hash !== "string") return undefined;
+    return record;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A {@linkcode TokenBackend} over the cluster's `tokens` bucket. */
+export function kvTokenBackend(bucket: KvBucket): TokenBackend {
+  /** What this node knows is in the bucket, by key, so deletions can name their record. */
+  const known = new Map<string, TokenRecord>();
+  return {
+    async load() {
+      for await (const key of await bucket.keys()) {
+        const entry = await bucket.get(key);
+        const record = entry?.operation === "PUT" ? parse(entry) : undefined;
+        if (record) known.set(key, record);
+      }
+      return [...known.values()];
+    },
+    async add(record) {
+      const key = tokenKeyOf(record.name);
+      known.set(key, record); // before the watch can report our own write as someone else's
+      try {
+        await bucket.create(key, JSON.stringify(record));
+      } catch (error) {
+        known.delete(key);
+        if (isRevisionConflict(error)) {
+          throw new TokenNameConflict(`a minted token is named ${record.name}`);
+        }
+        throw new Error(`the cluster's token store cannot be reached: ${(error as Error).message}`);
+      }
+    },
+    async remove(record) {
+      const key = tokenKeyOf(record.name);
+      if (known.get(key)?.id !== record.id) return;
+      known.delete(key);
+      await bucket.delete(key);
+    },
+    follow(changed) {
+      bucket.watch({ include: "updates" }).then(async (watch) => {
+        for await (const entry of watch) {
+          const before = known.get(entry.key);
+          const record = entry.operation === "PUT" ? parse(entry) : undefined;
+          if (before && before.id !== record?.id) {
+            known.delete(entry.key);
+            changed(before, "removed");
+          }
+          if (record && before?.id !== record.id) {
+            known.set(entry.key, record);
+            changed(record, "added");
+          }
+        }
+      }).catch(() => {});
+    },
+  };
+}
