@@ -69,7 +69,8 @@ export async function openTunnel(
         return {
           ok: false,
           code: "unavailable",
-          message: `cannot claim port ${candidate}: the registry cannot be reached`,
+          message:
+            `cannot claim port ${candidate}: the cluster registry (NATS) cannot be reached; tunnels already open keep working`,
         };
       }
       lastError = Object.assign(new Error(`port ${candidate} is held by another tunnel`), {

@@ -13,6 +13,7 @@ import {
   type DaemonProcess,
   newToken,
   pattern,
+  sleep,
   startClient,
   startDaemon,
   startEchoServer,
@@ -20,7 +21,7 @@ import {
   type TestServer,
   waitFor,
 } from "../testing/mod.ts";
-import { type NatsServer, startNats } from "../testing/nats.ts";
+import { type NatsServer, startNats, startNatsCluster } from "../testing/nats.ts";
 
 const KEY = "cluster-key-for-the-e2e-tests-0123456789";
 const ADMIN = "admin-token-for-the-cluster-tests-0123456";
@@ -253,5 +254,155 @@ describe("cluster: three daemons and one NATS", () => {
     } finally {
       await sdk.close();
     }
+  });
+});
+
+describe("cluster: NATS away and back, a paused node, a NATS cluster losing a server", () => {
+  const token = newToken("laptop");
+  let echo: TestServer;
+  before(async () => {
+    echo = await startEchoServer();
+  });
+  after(cleanup);
+
+  it("tunnels carry data while NATS is down; a new port is refused naming the cause; registrations return", async () => {
+    const nats = await startNats();
+    const a = await startNode(nats, 1, token);
+    const b = await startNode(nats, 2, token);
+    const client = await startClient({
+      server: a.tcpUrl,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    const { port } = await client.waitForTunnel();
+    const payload = pattern(64 * 1024, 13);
+    assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "before");
+    const sdk = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    try {
+      await nats.stop();
+      // Longer than the presence TTL: every entry would have expired, were NATS there to say so.
+      await sleep(TTL_MS + 1_000);
+      assertSameBytes(
+        await tcpRoundTrip(port, payload, { host: "127.0.0.2" }),
+        payload,
+        "a relayed visitor while NATS is down",
+      );
+      assertSameBytes(
+        await tcpRoundTrip(port, payload, { host: "127.0.0.1" }),
+        payload,
+        "a visitor at the owner while NATS is down",
+      );
+      await assert.rejects(
+        sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 }),
+        (e: Error & { code?: string }) => {
+          assert.equal(e.code, "unavailable");
+          assert.match(e.message, /registry \(NATS\) cannot be reached/);
+          return true;
+        },
+      );
+      await nats.start();
+      // The registry converges: the tunnel's port is A's again everywhere, new claims work.
+      await waitFor(async () => {
+        const other = await sdkConnect(b.tcpUrl, { token, reconnect: false });
+        try {
+          return await other.expose({ local: `127.0.0.1:${echo.port}`, remotePort: port }).then(
+            () => false,
+            (e: Error & { code?: string }) => e.code === "port_in_use",
+          );
+        } finally {
+          await other.close();
+        }
+      }, { timeoutMs: 20_000, intervalMs: 250, message: "A's claim to be back in the registry" });
+      const fresh = await sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 });
+      assertSameBytes(await echoVia("127.0.0.2", fresh.remotePort, payload), payload, "new tunnel");
+      assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "old tunnel, after");
+    } finally {
+      await sdk.close();
+    }
+  });
+
+  it("a node paused past its TTL finds its port taken and stops serving it", async () => {
+    const nats = await startNats();
+    const a = await startNode(nats, 1, token);
+    const b = await startNode(nats, 2, token);
+    const client = await startClient({
+      server: a.tcpUrl,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    const { port } = await client.waitForTunnel();
+    const sdk = await sdkConnect(b.tcpUrl, { token, reconnect: false });
+    try {
+      a.signal("SIGSTOP");
+      // Once A's presence expired its claim is stale, and B may take the port.
+      await waitFor(
+        () =>
+          sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: port }).then(
+            () => true,
+            () => false,
+          ),
+        { timeoutMs: 20_000, intervalMs: 200, message: "the port to be taken over" },
+      );
+      const from = a.logs().length;
+      a.signal("SIGCONT");
+      await a.waitForLog(
+        (e) => e.msg === "cluster presence was lost; registering again",
+        15_000,
+        from,
+      );
+      await a.waitForLog(
+        (e) =>
+          e.msg === "port taken over by another node while this one was away; closing the tunnel",
+        15_000,
+        from,
+      );
+      // Exactly one owner: B's claim stands, and the client of A was told its tunnel closed.
+      await client.waitForLog((e) => /tunnel.*(closed|down)/i.test(String(e.msg)), 15_000);
+    } finally {
+      await sdk.close();
+      a.signal("SIGCONT");
+    }
+  });
+
+  it("a three-server NATS cluster losing one server keeps the daemons' registry working", async () => {
+    const servers = await startNatsCluster(3);
+    const start = async (index: number) => {
+      const relayPort = await closedPort();
+      return await startDaemon({
+        config: daemonConfig([{ name: "laptop", token, expose: { ports: ["20000-40000", 0] } }], {
+          cluster: {
+            servers: servers.map((s) => s.url),
+            node: `n${index}`,
+            listen: `127.0.0.1:${relayPort}`,
+            tunnelHost: `127.0.0.${index}`,
+            presenceTtlMs: TTL_MS,
+            replicas: 3,
+          },
+        }),
+        env: { TUNNELMUX_CLUSTER_KEY: KEY },
+        timeoutMs: 60_000,
+      });
+    };
+    const a = await start(1);
+    const b = await start(2);
+    const sdk = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    try {
+      const first = await sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 });
+      const payload = pattern(32 * 1024, 17);
+      assertSameBytes(await echoVia("127.0.0.2", first.remotePort, payload), payload, "before");
+      await servers[0].stop();
+      assertSameBytes(await echoVia("127.0.0.2", first.remotePort, payload), payload, "after");
+      // Claims need a JetStream quorum: two of three servers still make one.
+      let second: { remotePort: number } | undefined;
+      await waitFor(async () => {
+        second = await sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 })
+          .catch(() => undefined);
+        return second !== undefined;
+      }, { timeoutMs: 30_000, intervalMs: 500, message: "a claim with one NATS server down" });
+      assertSameBytes(await echoVia("127.0.0.2", second!.remotePort, payload), payload, "new");
+    } finally {
+      await sdk.close();
+    }
+    void b;
   });
 });

@@ -75,6 +75,10 @@ export class Cluster {
   readonly #peers: PeerLinks;
   readonly #log: Logger;
   readonly #relays = new Map<number, Relay>();
+  /** Relays whose claim went, still carrying visitors that arrived before. */
+  readonly #draining = new Set<Relay>();
+  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
+  #reconnectedAt = 0;
   #stopped = false;
 
   private constructor(
@@ -118,7 +122,9 @@ export class Cluster {
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    for (const relay of this.#relays.values()) this.#closeRelay(relay);
+    for (const timer of this.#timers) clearTimeout(timer);
+    for (const relay of [...this.#relays.values(), ...this.#draining]) relay.tunnel?.close();
+    this.#relays.clear();
     this.registry.stop();
     this.#peers.close();
     await this.#presence.stop();
@@ -184,13 +190,17 @@ export class Cluster {
       cluster = new Cluster(config, link, presence, peers, registry, log);
       const self = cluster;
       presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
-      presence.onNodeGone = (info) => {
-        peers.forget(info.node);
-        void registry!.nodeGone(info.node, info.run);
+      presence.onNodeGone = (info) => self.#nodeGone(info);
+      presence.onSelfLost = () => {
+        void registry!.reassert();
+        // Once more after a TTL: a node that saw us gone may have removed a record after we
+        // wrote it again (its delete races with our write).
+        self.#later(config.presenceTtlMs, () => registry!.reassert());
       };
-      presence.onSelfLost = () => void registry!.reassert();
       link.onState = (state) => {
-        if (state === "connected") void registry!.reassert();
+        if (state !== "connected") return;
+        self.#reconnectedAt = Date.now();
+        void registry!.reassert();
       };
       registry.onClaimLost = (claim) => self.#claimLost(claim);
       registry.watch((change) => {
@@ -264,10 +274,47 @@ export class Cluster {
     if (relay && relay.claim.tunnel === claim.tunnel) this.#closeRelay(relay);
   }
 
+  /**
+   * Stops taking visitors for a claim that went. Visitors already relayed go on until they end
+   * (or the relay session does): a claim can go and come back when NATS was away.
+   */
   #closeRelay(relay: Relay): void {
     relay.closed = true;
-    relay.tunnel?.close();
     if (this.#relays.get(relay.claim.port) === relay) this.#relays.delete(relay.claim.port);
+    const tunnel = relay.tunnel;
+    if (!tunnel) return;
+    tunnel.stopAccepting();
+    if (tunnel.activeVisitors === 0) return;
+    this.#draining.add(relay);
+    const check = () => {
+      if (tunnel.activeVisitors > 0 && !this.#stopped) return this.#later(1_000, check);
+      this.#draining.delete(relay);
+    };
+    this.#later(1_000, check);
+  }
+
+  /**
+   * Presence says a node run is gone. Right after NATS came back every entry may have expired
+   * at once (the server kept them while away), and live nodes write theirs again within a beat:
+   * then wait a TTL and act only on those still gone.
+   */
+  #nodeGone(info: NodeInfo): void {
+    const act = () => {
+      if (this.#stopped || this.#presence.alive(info.node, info.run)) return;
+      this.#peers.unwant(info.node);
+      void this.registry.nodeGone(info.node, info.run);
+    };
+    const ttl = this.#config.presenceTtlMs;
+    if (Date.now() - this.#reconnectedAt < 2 * ttl) this.#later(ttl, act);
+    else act();
+  }
+
+  #later(ms: number, run: () => void): void {
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      run();
+    }, ms);
+    this.#timers.add(timer);
   }
 
   /** A port of ours was taken over while we were away: stop serving it. */

@@ -273,6 +273,7 @@ export class ClusterRegistry implements Registry {
     const { link } = this.#options;
     for (const [key, held] of [...this.#ports]) {
       if (held.record.node !== node || held.record.run !== run) continue;
+      if (this.#options.presence.alive(node, run)) return; // back already
       this.#forgetPort(key, held);
       await link.ports.delete(key, { previousSeq: held.revision }).catch(() => {});
     }
@@ -315,23 +316,25 @@ export class ClusterRegistry implements Registry {
     key: string,
     mine: Held<T>,
   ): Promise<boolean | undefined> {
-    try {
-      const entry = await bucket.get(key);
-      if (entry && entry.operation === "PUT") {
-        const held = parse<T>(entry);
-        if (held?.node === this.node && held.run === this.#options.presence.run) {
-          mine.revision = entry.revision;
+    // Our own record is written again too: a node that saw us gone may be about to delete it at
+    // the revision it saw, and must then find the revision moved. A lost race is tried again.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        const entry = await bucket.get(key);
+        if (entry && entry.operation === "PUT") {
+          const held = parse<T>(entry);
+          const ours = held?.node === this.node && held.run === this.#options.presence.run;
+          if (!ours && held && !this.#stale(held, entry.created.getTime())) return false;
+          mine.revision = await bucket.update(key, JSON.stringify(mine.record), entry.revision);
           return true;
         }
-        if (held && !this.#stale(held, entry.created.getTime())) return false;
-        mine.revision = await bucket.update(key, JSON.stringify(mine.record), entry.revision);
+        mine.revision = await bucket.create(key, JSON.stringify(mine.record));
         return true;
+      } catch (error) {
+        if (!isRevisionConflict(error)) return undefined;
       }
-      mine.revision = await bucket.create(key, JSON.stringify(mine.record));
-      return true;
-    } catch (error) {
-      return isRevisionConflict(error) ? false : undefined;
     }
+    return false;
   }
 
   /** Create-if-absent, or take over a stale record at the revision read. */
@@ -341,6 +344,9 @@ export class ClusterRegistry implements Registry {
     record: T,
     mine: Map<string, Held<T>>,
   ): Promise<ClaimResult> {
+    if (this.#options.link.state !== "connected") {
+      return this.#unavailable(new Error(`NATS is ${this.#options.link.state}`));
+    }
     const stored: Stored<T> = { ...record, run: this.#options.presence.run };
     const value = JSON.stringify(stored);
     try {

@@ -83,6 +83,11 @@ export function isRevisionConflict(error: unknown): boolean {
   return /wrong last sequence|key exists/i.test((error as Error)?.message ?? "");
 }
 
+/** How long one KV operation may wait for JetStream. */
+const KV_TIMEOUT_MS = 2_000;
+/** How long a starting node waits for JetStream to open its buckets. */
+const BUCKET_DEADLINE_MS = 60_000;
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -91,10 +96,12 @@ const decoder = new TextDecoder();
  * Keeps reconnecting forever once connected; rejects if the first connection fails.
  */
 export async function connectNats(config: ClusterConfig, log: Logger): Promise<NatsLink> {
-  const [{ connect, credsAuthenticator, nkeyAuthenticator }, { Kvm }] = await Promise.all([
-    import("@nats-io/transport-node"),
-    import("@nats-io/kv"),
-  ]);
+  const [{ connect, credsAuthenticator, nkeyAuthenticator }, { jetstream }, { Kvm }] = await Promise
+    .all([
+      import("@nats-io/transport-node"),
+      import("@nats-io/jetstream"),
+      import("@nats-io/kv"),
+    ]);
   const { auth } = config;
   const authenticator = auth.credsFile
     ? credsAuthenticator(await readFile(auth.credsFile))
@@ -115,16 +122,33 @@ export async function connectNats(config: ClusterConfig, log: Logger): Promise<N
     pingInterval: Math.max(1000, Math.floor(config.presenceTtlMs / 2)),
     maxPingOut: 2,
   });
-  const kvm = new Kvm(nc);
+  // A KV operation waits this long for JetStream: a claim while NATS is away is refused after
+  // it, not held for the client library's default (5-10 s).
+  const kvm = new Kvm(jetstream(nc, { timeout: KV_TIMEOUT_MS }));
   const bucket = async (kind: string, ttl?: number): Promise<KvBucket> => {
     const name = `${config.bucketPrefix}-${kind}`;
     const options = {
+      timeout: KV_TIMEOUT_MS,
       history: 1,
       replicas: config.replicas,
       ...(ttl ? { ttl, markerTTL: ttl } : {}),
     };
-    // create() opens an existing bucket of the same settings.
-    const kv = await kvm.create(name, options);
+    // create() opens an existing bucket of the same settings. A JetStream cluster that has just
+    // started may still be electing its leader: try for a while before giving up.
+    const deadline = Date.now() + BUCKET_DEADLINE_MS;
+    let kv;
+    for (;;) {
+      try {
+        kv = await kvm.create(name, options);
+        break;
+      } catch (error) {
+        if (Date.now() > deadline) {
+          throw new Error(`cannot open the NATS KV bucket ${name}: ${(error as Error).message}`);
+        }
+        log.info("waiting for JetStream", { bucket: name, detail: (error as Error).message });
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
     return {
       create: (key, value) => kv.create(key, value),
       update: (key, value, revision) => kv.update(key, value, revision),

@@ -114,12 +114,23 @@ export class PeerLinks {
     if (this.#options.node < node) this.#dial(node, link);
   }
 
-  /** A node is gone: close its session and stop dialing it. */
-  forget(node: string): void {
+  /**
+   * Presence says a node is gone: stop dialing it. A session that is still up stays: its own
+   * keepalive tells whether the node is really gone, and relayed visitors in flight on it go on
+   * (presence can flap when NATS itself was away).
+   */
+  unwant(node: string): void {
     const link = this.#links.get(node);
     if (!link) return;
     link.wanted = false;
     clearTimeout(link.retry);
+  }
+
+  /** Closes the session with `node` and stops dialing it. */
+  forget(node: string): void {
+    const link = this.#links.get(node);
+    if (!link) return;
+    this.unwant(node);
     link.session?.destroy();
     link.session = undefined;
   }
@@ -226,7 +237,7 @@ export class PeerLinks {
       if (link.session !== session) return;
       link.session = undefined;
       this.#options.log.info("relay session down", { peer: node });
-      if (this.#options.node < node) {
+      if (this.#options.node < node && link.wanted && !this.#closed) {
         link.retry = setTimeout(() => this.#dial(node, link), link.backoffMs);
       }
     });
