@@ -150,6 +150,7 @@ export class Daemon {
           handshakeTimeoutMs: this.#config.limits.handshakeTimeoutMs,
           dataDir: this.#config.dataDir,
           onTokensChange: () => this.#apply(this.#config),
+          events: this.events,
         });
         this.#context.registry = this.#cluster.registry;
       }

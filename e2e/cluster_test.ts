@@ -168,6 +168,84 @@ describe("cluster: three daemons and one NATS", () => {
     );
   });
 
+  it("the admin API of any node sees and acts on the whole cluster", async () => {
+    // Events of every node, followed from node C.
+    const base = /admin API on (http:\/\/\S+)/.exec(nodes[2].stdout())![1];
+    const feed = await fetch(new URL("/v1/events?scope=cluster", base), {
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    assert.equal(feed.status, 200);
+    const reader = feed.body!.getReader();
+    let seen = "";
+    const a = await startClient({
+      server: nodes[0].tcpUrl,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`, "--no-reconnect"],
+    });
+    const b = await startClient({
+      server: nodes[1].tcpUrl,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`, "--no-reconnect"],
+    });
+    const { port: portA } = await a.waitForTunnel();
+    await b.waitForTunnel();
+    await waitFor(async () => {
+      const { value } = await reader.read();
+      seen += new TextDecoder().decode(value);
+      return /event: tunnel_up\ndata: .*"node":"n1"/.test(seen);
+    }, { timeoutMs: 15_000, message: "node A's tunnel_up on node C's cluster feed" });
+    await reader.cancel();
+
+    const cluster = (await admin(nodes[1], "/v1/cluster")).body.cluster as Record<string, unknown>;
+    const names = (cluster.nodes as { node: string; health: unknown }[]).map((n) => n.node);
+    assert.deepEqual(names, ["n1", "n2", "n3"]);
+    assert.deepEqual(cluster.missing, []);
+    assert.equal((cluster.nats as { state: string }).state, "connected");
+    assert.ok((cluster.nodes as { health: unknown }[]).every((n) => n.health !== null));
+
+    const sessions = (await admin(nodes[2], "/v1/sessions?scope=cluster")).body;
+    const holders = (sessions.sessions as { node: string }[]).map((s) => s.node);
+    assert.ok(holders.includes("n1") && holders.includes("n2"), JSON.stringify(sessions));
+    assert.deepEqual(sessions.missing, []);
+    const tunnels = (await admin(nodes[2], "/v1/tunnels?scope=cluster")).body;
+    const tunnelA = (tunnels.tunnels as { node: string; id: string; bind: string }[])
+      .find((t) => t.node === "n1" && t.bind.endsWith(`:${portA}`));
+    assert.ok(tunnelA, JSON.stringify(tunnels));
+
+    // Close A's tunnel from node B, kick B's session from node C.
+    const closed = await fetch(
+      new URL(
+        `/v1/tunnels/${tunnelA.id}`,
+        /admin API on (http:\/\/\S+)/.exec(nodes[1].stdout())![1],
+      ),
+      {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${ADMIN}` },
+      },
+    );
+    assert.equal(closed.status, 204);
+    await a.waitForLog((e) => /closed by an operator/.test(String(e.msg)));
+    const sessionB = (sessions.sessions as { node: string; id: string; client: string }[])
+      .find((s) => s.node === "n2" && s.client === "laptop")!;
+    const kicked = await admin(nodes[2], `/v1/sessions/${sessionB.id}?node=n2`, {
+      method: "DELETE",
+    });
+    assert.equal(kicked.status, 202, JSON.stringify(kicked.body));
+    const { code } = await b.exited;
+    assert.notEqual(code, 0, "B's client lost its session");
+
+    const metrics = await (await fetch(new URL("/metrics", base), {
+      headers: { authorization: `Bearer ${ADMIN}` },
+    })).text();
+    assert.match(metrics, /^tunnelmux_cluster_nodes 3$/m);
+    assert.match(metrics, /^tunnelmux_cluster_nats_connected 1$/m);
+    assert.match(
+      metrics,
+      /^tunnelmux_cluster_relay_streams_total\{peer="n1",direction="out"\} \d+$/m,
+    );
+    await a.stop();
+  });
+
   it("two clients racing for one port on two nodes: exactly one wins", async () => {
     const a = await sdkConnect(nodes[0].tcpUrl, { token, reconnect: false });
     const b = await sdkConnect(nodes[1].tcpUrl, { token, reconnect: false });
@@ -391,7 +469,10 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
       const payload = pattern(32 * 1024, 17);
       assertSameBytes(await echoVia("127.0.0.2", first.remotePort, payload), payload, "before");
       await servers[0].stop();
-      assertSameBytes(await echoVia("127.0.0.2", first.remotePort, payload), payload, "after");
+      const after = await echoVia("127.0.0.2", first.remotePort, payload).catch((error) => {
+        throw new Error(`${error.message}\n--- node B ---\n${b.stderr().slice(-3000)}`);
+      });
+      assertSameBytes(after, payload, "after");
       // Claims need a JetStream quorum: two of three servers still make one.
       let second: { remotePort: number } | undefined;
       await waitFor(async () => {
@@ -403,6 +484,5 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
     } finally {
       await sdk.close();
     }
-    void b;
   });
 });

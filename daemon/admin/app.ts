@@ -25,6 +25,7 @@ import { tokenRoutes } from "./routes/tokens.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { eventRoutes } from "./routes/events.ts";
 import { dashboardRoutes } from "./routes/dashboard.ts";
+import { clusterRoutes } from "./routes/cluster.ts";
 import { openapiRoutes } from "./openapi.ts";
 import { formatHostPort } from "../../util/address.ts";
 
@@ -79,6 +80,7 @@ export function createAdminApp(daemon: Daemon, options: AdminAppOptions): Hono {
   app.route("/", sessionRoutes(daemon));
   app.route("/", tunnelRoutes(daemon));
   app.route("/", tokenRoutes(daemon));
+  app.route("/", clusterRoutes(daemon));
   // Metrics and the event feed (their own modules), behind the same guards.
   app.route("/", metricsRoutes(daemon));
   app.route("/", eventRoutes(daemon));

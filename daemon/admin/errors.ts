@@ -22,6 +22,7 @@ export type ApiErrorCode =
   | "payload_too_large"
   | "misdirected"
   | "not_ready"
+  | "node_unreachable"
   | "internal";
 
 /** The code used for a status when nothing more specific was said. */

@@ -625,6 +625,14 @@ export const OPENAPI_DOCUMENT: Json = {
             description: "The last session id of the previous page.",
             schema: { type: "string", pattern: PARAM_PATTERNS.session },
           },
+          {
+            name: "scope",
+            in: "query",
+            required: false,
+            description: "`cluster`: every node's, each item with its `node`, and `missing` " +
+              "naming nodes that did not answer within 2 s.",
+            schema: { type: "string", enum: ["node", "cluster"], default: "node" },
+          },
         ],
       }),
     },
@@ -637,7 +645,20 @@ export const OPENAPI_DOCUMENT: Json = {
       delete: op("Kick a session (GoAway, then close); a reconnecting client comes back", {
         "202": json("Closing", ref("Kicked")),
         ...byId,
-      }, { tags: ["sessions"] }),
+        "504": {
+          description: "In a cluster: the node named by `node` did not answer.",
+          content: errorContent,
+        },
+      }, {
+        tags: ["sessions"],
+        parameters: [{
+          name: "node",
+          in: "query",
+          required: false,
+          description: "In a cluster: the node holding the session (default: this one).",
+          schema: { type: "string" },
+        }],
+      }),
     },
     "/v1/sessions/{id}/streams/{sid}": {
       parameters: [
@@ -656,7 +677,29 @@ export const OPENAPI_DOCUMENT: Json = {
     "/v1/tunnels": {
       get: op("List reverse tunnels and named services", {
         "200": json("Tunnels and services", ref("TunnelList")),
-      }, { tags: ["tunnels"] }),
+        "400": response("BadRequest"),
+      }, {
+        tags: ["tunnels"],
+        parameters: [
+          {
+            name: "scope",
+            in: "query",
+            required: false,
+            description: "`cluster`: every node's, each item with its `node`, and `missing` " +
+              "naming nodes that did not answer within 2 s.",
+            schema: { type: "string", enum: ["node", "cluster"], default: "node" },
+          },
+        ],
+      }),
+    },
+    "/v1/cluster": {
+      get: op("The cluster: nodes with health and version, NATS, relay sessions, ports", {
+        "200": json("The cluster as this node sees it; `cluster` is null for a single node", {
+          type: "object",
+          required: ["cluster"],
+          properties: { cluster: { type: ["object", "null"] } },
+        }),
+      }, { tags: ["cluster"] }),
     },
     "/v1/tunnels/{id}": {
       parameters: [pathParam("id", PARAM_PATTERNS.tunnel, "A tunnel id, e.g. `t-1a2b`.")],
@@ -718,6 +761,14 @@ export const OPENAPI_DOCUMENT: Json = {
             required: false,
             description: "As the header, for clients that cannot set it; 0 replays everything.",
             schema: { type: "string", pattern: "^\\d{1,15}$" },
+          },
+          {
+            name: "scope",
+            in: "query",
+            required: false,
+            description: "`cluster`: every node's events, each with its `node` (ids are this " +
+              "node's sequence of cluster events).",
+            schema: { type: "string", enum: ["node", "cluster"], default: "node" },
           },
         ],
       }),

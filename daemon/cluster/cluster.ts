@@ -20,11 +20,22 @@ import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
 import type { Logger } from "../../util/log.ts";
 import { TokenStore } from "../tokens/store.ts";
+import { type DaemonEventType, EventFeed } from "../events.ts";
 import { ClusterRegistry } from "./cluster_registry.ts";
+import { openSigned, seal } from "./signed.ts";
 import { kvTokenBackend } from "./kv_tokens.ts";
 import { connectNats, type NatsLink, type NatsState } from "./nats.ts";
 import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
+
+/**
+ * After NATS comes back, for this many TTLs nodes missing from presence are given time to write
+ * their entries again before what they hold is released or taken over.
+ */
+const SETTLE_TTLS = 3;
+
+/** Heartbeats between two checks of this node's own records. */
+const REASSERT_EVERY_BEATS = 10;
 
 /** The tunnelmux version nodes announce. */
 const VERSION = "0.1.0";
@@ -39,8 +50,19 @@ export interface ClusterView {
   nodes: NodeInfo[];
   /** Relay sessions with the other nodes. */
   peers: PeerView[];
-  /** Relay listeners this node keeps for tunnels held elsewhere. */
-  relays: { port: number; node: string; tunnel: string; bound: boolean }[];
+  /**
+   * Relay listeners this node keeps for tunnels held elsewhere, with their bytes (visitor → owner
+   * and back) and visitors.
+   */
+  relays: {
+    port: number;
+    node: string;
+    tunnel: string;
+    bound: boolean;
+    connections: number;
+    bytesToOwner: number;
+    bytesFromOwner: number;
+  }[];
 }
 
 /** What the cluster needs from its daemon. */
@@ -57,6 +79,17 @@ export interface ClusterDeps {
   dataDir: string;
   /** Called when the minted tokens change, here or on another node. */
   onTokensChange: () => void;
+  /** The daemon's events, published to the cluster. */
+  events: EventFeed;
+}
+
+/** The answers of {@linkcode Cluster.ask}: one per node that answered, and who did not. */
+export interface ClusterAnswers {
+  /** Each answer with the node that gave it, by node name. */
+  // deno-lint-ignore no-explicit-any
+  answers: { node: string; data: any }[];
+  /** Live nodes that did not answer before the deadline. */
+  missing: string[];
 }
 
 interface Relay {
@@ -69,6 +102,8 @@ interface Relay {
 export class Cluster {
   /** The registry the daemon uses: node-local objects plus the shared records. */
   readonly registry: ClusterRegistry;
+  /** Every node's daemon events (this node's included), each with a `node` field. */
+  readonly events = new EventFeed();
   readonly #config: ClusterConfig;
   readonly #link: NatsLink;
   readonly #presence: Presence;
@@ -114,8 +149,59 @@ export class Cluster {
         node: r.claim.node,
         tunnel: r.claim.tunnel,
         bound: r.tunnel !== undefined,
+        connections: r.tunnel?.stats.connections ?? 0,
+        bytesToOwner: r.tunnel?.stats.aToB ?? 0,
+        bytesFromOwner: r.tunnel?.stats.bToA ?? 0,
       })),
     };
+  }
+
+  /**
+   * Answers admin queries of `kind` from any node, asked of all nodes or of this one by name.
+   * Queries and answers are signed with the cluster key (`signed.ts`); others are ignored.
+   */
+  // deno-lint-ignore no-explicit-any
+  answer(kind: string, handler: (data: any) => unknown | Promise<unknown>): void {
+    for (const subject of [this.#subject(kind), this.#subject(kind, this.node)]) {
+      this.#link.reply(subject, async (text) => {
+        const data = openSigned(this.#config.key, subject, text);
+        if (data === undefined) throw new Error(`an unsigned or stale query on ${subject}`);
+        const answer = { node: this.node, data: await handler(data) };
+        return seal(this.#config.key, `${subject}.reply`, answer);
+      });
+    }
+  }
+
+  /**
+   * Asks every live node (or only `node`) a query of `kind`; resolves with the answers that came
+   * within `timeoutMs` and names the live nodes that did not answer.
+   */
+  async ask(
+    kind: string,
+    data: unknown,
+    options: { node?: string; timeoutMs?: number } = {},
+  ): Promise<ClusterAnswers> {
+    const timeoutMs = options.timeoutMs ?? 2_000;
+    const subject = this.#subject(kind, options.node);
+    const expected = options.node ? [options.node] : this.#presence.nodes().map((n) => n.node);
+    let replies: string[] = [];
+    if (this.#link.state === "connected") {
+      replies = await this.#link.gather(
+        subject,
+        seal(this.#config.key, subject, data),
+        timeoutMs,
+        expected.length,
+      );
+    }
+    const answers = replies.map((text) => openSigned(this.#config.key, `${subject}.reply`, text))
+      .filter((answer) => typeof answer?.node === "string");
+    const answered = new Set(answers.map((a) => a.node));
+    return { answers, missing: expected.filter((node) => !answered.has(node)) };
+  }
+
+  #subject(kind: string, node?: string): string {
+    const base = `${this.#config.bucketPrefix}.admin.${kind}`;
+    return node ? `${base}.${node}` : base;
   }
 
   /** Leaves the cluster: presence removed (others release this node's records at once). */
@@ -191,6 +277,11 @@ export class Cluster {
       const self = cluster;
       presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
       presence.onNodeGone = (info) => self.#nodeGone(info);
+      // Now and then, check that this node's records are still there as it wrote them (a NATS
+      // failover, or a node that wrongly took us for gone); cheap: one read per record.
+      presence.onBeat = (beats) => {
+        if (beats % REASSERT_EVERY_BEATS === 0) void registry!.reassert();
+      };
       presence.onSelfLost = () => {
         void registry!.reassert();
         // Once more after a TTL: a node that saw us gone may have removed a record after we
@@ -200,6 +291,8 @@ export class Cluster {
       link.onState = (state) => {
         if (state !== "connected") return;
         self.#reconnectedAt = Date.now();
+        registry!.settleUntil = Date.now() + SETTLE_TTLS * config.presenceTtlMs;
+        presence.beatNow();
         void registry!.reassert();
       };
       registry.onClaimLost = (claim) => self.#claimLost(claim);
@@ -210,6 +303,17 @@ export class Cluster {
       });
       for (const info of presence.nodes()) peers.want(info.node, info.advertise);
       await registry.start();
+      const eventsOf = (node: string) => `${config.bucketPrefix}.events.${node}`;
+      deps.events.subscribe((event) => {
+        const subject = eventsOf(config.node);
+        link.publish(subject, seal(config.key, subject, event));
+      });
+      link.subscribe(eventsOf("*"), (text, subject) => {
+        const event = openSigned(config.key, subject, text);
+        if (typeof event?.type !== "string" || typeof event.fields !== "object") return;
+        const node = subject.slice(subject.lastIndexOf(".") + 1);
+        self.events.publish(event.type as DaemonEventType, { ...event.fields, node });
+      });
       return cluster;
     } catch (error) {
       peers.close();
@@ -305,7 +409,9 @@ export class Cluster {
       void this.registry.nodeGone(info.node, info.run);
     };
     const ttl = this.#config.presenceTtlMs;
-    if (Date.now() - this.#reconnectedAt < 2 * ttl) this.#later(ttl, act);
+    const unsettled = this.#link.state !== "connected" ||
+      Date.now() - this.#reconnectedAt < SETTLE_TTLS * ttl;
+    if (unsettled) this.#later(SETTLE_TTLS * ttl, act);
     else act();
   }
 

@@ -385,8 +385,15 @@ export class ClusterRegistry implements Registry {
     return { ok: false, reason: "unavailable" };
   }
 
+  /**
+   * Until then, records of nodes presence does not know are not taken over: NATS just came back,
+   * every entry may have expired at once, and live nodes are still writing theirs again.
+   */
+  settleUntil = 0;
+
   /** Whether a record may be taken over or removed: its node run is gone, and it is not new. */
   #stale(record: { node: string; run: string }, created: number): boolean {
+    if (Date.now() < this.settleUntil) return false;
     return !this.#live(record) && Date.now() - created > this.#options.presenceTtlMs;
   }
 
@@ -417,9 +424,11 @@ export class ClusterRegistry implements Registry {
     }
     const record = parse<PortClaim>(entry);
     if (!record) return;
-    if (previous) this.#emit({ kind: "port", op: "released", claim: strip(previous.record) });
     const held = { record, revision: entry.revision, created: entry.created.getTime() };
     this.#ports.set(entry.key, held);
+    // The same claim written again (a re-assertion) changes nothing for watchers.
+    if (previous && sameHolder(previous.record, record)) return;
+    if (previous) this.#emit({ kind: "port", op: "released", claim: strip(previous.record) });
     this.#emit({ kind: "port", op: "claimed", claim: strip(record) });
     this.#sweepLater(this.#options.link.ports, entry.key, held, this.#ports);
   }
@@ -453,6 +462,10 @@ export class ClusterRegistry implements Registry {
     const previous = this.#services.get(entry.key);
     if (previous && previous.revision >= entry.revision) return;
     const record = entry.operation === "PUT" ? parse<ServiceRecord>(entry) : undefined;
+    if (previous && record && sameHolder(previous.record, record)) {
+      this.#services.set(entry.key, { ...previous, revision: entry.revision });
+      return;
+    }
     if (previous) {
       this.#services.delete(entry.key);
       if (previous.record.node !== this.node) {
@@ -488,6 +501,14 @@ function parse<T>(entry: KvEntry): Stored<T> | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Whether two records are the same holding (same session, node run and, for ports, tunnel). */
+function sameHolder(
+  a: { session: string; node: string; run: string; tunnel?: string },
+  b: { session: string; node: string; run: string; tunnel?: string },
+): boolean {
+  return a.session === b.session && a.node === b.node && a.run === b.run && a.tunnel === b.tunnel;
 }
 
 function strip<T>(record: Stored<T>): T {

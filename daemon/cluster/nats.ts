@@ -70,8 +70,11 @@ export interface NatsLink {
   reply(subject: string, handler: (data: string) => Promise<string>): void;
   /** Sends a request; resolves with the reply, rejects after `timeoutMs`. */
   request(subject: string, data: string, timeoutMs: number): Promise<string>;
-  /** Collects the replies of every responder to `subject` for `timeoutMs`. */
-  gather(subject: string, data: string, timeoutMs: number): Promise<string[]>;
+  /**
+   * Collects the replies of every responder to `subject`, until `expected` replies came or
+   * `timeoutMs` passed.
+   */
+  gather(subject: string, data: string, timeoutMs: number, expected: number): Promise<string[]>;
   /** Calls `handler` with every message on `subject` (wildcards allowed). */
   subscribe(subject: string, handler: (data: string, subject: string) => void): () => void;
   /** Closes the connection. */
@@ -189,20 +192,24 @@ export async function connectNats(config: ClusterConfig, log: Logger): Promise<N
       const answer = await nc.request(subject, encoder.encode(data), { timeout: timeoutMs });
       return decoder.decode(answer.data);
     },
-    gather(subject, data, timeoutMs) {
+    gather(subject, data, timeoutMs, expected) {
       return new Promise((resolve) => {
         const replies: string[] = [];
         const inbox = `_INBOX.${crypto.randomUUID().replaceAll("-", "")}`;
-        const sub = nc.subscribe(inbox, {
-          callback: (error, message) => {
-            if (!error) replies.push(decoder.decode(message.data));
-          },
-        });
-        nc.publish(subject, encoder.encode(data), { reply: inbox });
-        setTimeout(() => {
+        const finish = () => {
+          clearTimeout(timer);
           sub.unsubscribe();
           resolve(replies);
-        }, timeoutMs);
+        };
+        const sub = nc.subscribe(inbox, {
+          callback: (error, message) => {
+            if (error) return;
+            replies.push(decoder.decode(message.data));
+            if (replies.length >= expected) finish();
+          },
+        });
+        const timer = setTimeout(finish, timeoutMs);
+        nc.publish(subject, encoder.encode(data), { reply: inbox });
       });
     },
     subscribe(subject, handler) {

@@ -59,13 +59,18 @@ export class Presence {
   onNodeGone: ((info: NodeInfo) => void) | null = null;
   /** This node's own entry was lost and has been written again. */
   onSelfLost: (() => void) | null = null;
+  /** After each successful heartbeat, with its count. */
+  onBeat: ((beats: number) => void) | null = null;
 
   readonly #options: PresenceOptions;
   readonly #nodes = new Map<string, NodeInfo>();
+  /** When this node last saw each node's entry written (its own clock). */
+  readonly #seen = new Map<string, number>();
   #revision = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
   #watch: { stop(): void } | undefined;
   #beating = false;
+  #beats = 0;
   #stopped = false;
 
   /** A presence for `options.self`; nothing is written until {@linkcode start}. */
@@ -94,6 +99,11 @@ export class Presence {
     })().catch(() => {});
     await this.#scan();
     this.#timer = setInterval(() => void this.#beat(), Math.max(200, Math.floor(ttlMs / 3)));
+  }
+
+  /** Writes this node's entry now (NATS just came back: others may have seen it expire). */
+  beatNow(): void {
+    void this.#beat();
   }
 
   /** Whether `node` is alive (in run `run`, when given). */
@@ -132,6 +142,7 @@ export class Presence {
     this.#beating = true;
     try {
       this.#revision = await this.#options.bucket.update(this.node, this.#entry(), this.#revision);
+      this.onBeat?.(++this.#beats);
     } catch (error) {
       if (isRevisionConflict(error)) {
         // Our entry expired (or someone wrote it): we were away longer than the TTL.
@@ -157,12 +168,15 @@ export class Presence {
     const live = new Set<string>();
     for await (const key of await this.#options.bucket.keys()) live.add(key);
     for (const key of live) {
-      if (this.#nodes.has(key)) continue;
       const entry = await this.#options.bucket.get(key);
       if (entry) this.#apply(entry);
     }
+    // A listing is not proof of absence (during a NATS failover it can come back short): a node
+    // missing from it is gone only once this node has not seen it beat for a whole TTL.
+    const now = Date.now();
     for (const info of [...this.#nodes.values()]) {
-      if (!live.has(info.node) && info.node !== this.node) this.#gone(info);
+      if (live.has(info.node) || info.node === this.node) continue;
+      if (now - (this.#seen.get(info.node) ?? 0) > this.#options.ttlMs) this.#gone(info);
     }
   }
 
@@ -182,6 +196,7 @@ export class Presence {
     const previous = this.#nodes.get(info.node);
     if (previous && previous.run !== info.run) this.#gone(previous);
     this.#nodes.set(info.node, info);
+    this.#seen.set(info.node, Date.now());
     if (!previous || previous.run !== info.run) {
       this.#options.log.info("cluster node up", { peer: info.node, advertise: info.advertise });
       this.onNodeUp?.(info);

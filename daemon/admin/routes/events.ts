@@ -201,6 +201,12 @@ export function parseLastEventId(value: string | null | undefined): number | und
  */
 export function eventRoutes(daemon: Daemon, options: EventRoutesOptions = {}): Hono {
   const ring = eventRing(daemon, options.ringCapacity);
+  // `?scope=cluster` follows every node's events (each with its `node`), from its own history.
+  let clusterRing: EventRing | undefined;
+  if (daemon.cluster) {
+    clusterRing = new EventRing(options.ringCapacity ?? DEFAULT_RING_CAPACITY);
+    clusterRing.follow(daemon.cluster.events);
+  }
   const maxLag = options.maxLag ?? DEFAULT_MAX_LAG;
   const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
   const app = new Hono();
@@ -212,7 +218,15 @@ export function eventRoutes(daemon: Daemon, options: EventRoutesOptions = {}): H
         error: { code: "bad_request", message: "Last-Event-ID must be a non-negative integer" },
       }, 400);
     }
-    const body = eventStream(ring, startOf(ring, lastId), {
+    const scope = c.req.query("scope") ?? "node";
+    if ((scope !== "node" && scope !== "cluster") || (scope === "cluster" && !clusterRing)) {
+      const message = scope === "cluster"
+        ? "this daemon is not in a cluster"
+        : `scope must be "node" or "cluster"`;
+      return c.json({ error: { code: "bad_request", message } }, 400);
+    }
+    const source = scope === "cluster" ? clusterRing! : ring;
+    const body = eventStream(source, startOf(source, lastId), {
       maxLag,
       heartbeatMs,
       stop: daemon.stopped,

@@ -302,6 +302,8 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
     daemon.registry.services().length,
   );
 
+  writeCluster(w, daemon);
+
   const memory = process.memoryUsage();
   w.family("tunnelmux_process_memory_bytes", "gauge", "Memory of the daemon process.", [
     { labels: { kind: "rss" }, value: memory.rss },
@@ -345,13 +347,65 @@ function writeTunnels(w: PrometheusWriter, daemon: Daemon): void {
   );
 }
 
+/** The cluster's families (only in a cluster): NATS, nodes, relays by peer, registry operations. */
+function writeCluster(w: PrometheusWriter, daemon: Daemon): void {
+  const cluster = daemon.cluster;
+  if (!cluster) return;
+  const view = cluster.view();
+  w.single(
+    "tunnelmux_cluster_nats_connected",
+    "gauge",
+    "1 while the NATS connection is up, else 0.",
+    view.nats.state === "connected" ? 1 : 0,
+  );
+  w.single("tunnelmux_cluster_nodes", "gauge", "Live nodes, this one included.", view.nodes.length);
+  w.family(
+    "tunnelmux_cluster_peer_connected",
+    "gauge",
+    "1 while the relay session with a peer node is up.",
+    view.peers.map((p) => ({ labels: { peer: p.node }, value: p.connected ? 1 : 0 })),
+  );
+  w.family(
+    "tunnelmux_cluster_relay_streams_total",
+    "counter",
+    "Relay streams by peer node: out are opened by this node, in by the peer.",
+    view.peers.flatMap((p): Sample[] => [
+      { labels: { peer: p.node, direction: "out" }, value: p.streamsOut },
+      { labels: { peer: p.node, direction: "in" }, value: p.streamsIn },
+    ]),
+  );
+  const bytes = new Map<string, { to: number; from: number }>();
+  for (const relay of view.relays) {
+    const entry = bytes.get(relay.node) ?? { to: 0, from: 0 };
+    entry.to += relay.bytesToOwner;
+    entry.from += relay.bytesFromOwner;
+    bytes.set(relay.node, entry);
+  }
+  w.family(
+    "tunnelmux_cluster_relay_bytes_total",
+    "counter",
+    "Bytes of visitors this node relays to tunnels held on a peer, by peer and direction.",
+    [...bytes].flatMap(([peer, b]): Sample[] => [
+      { labels: { peer, direction: "to_owner" }, value: b.to },
+      { labels: { peer, direction: "from_owner" }, value: b.from },
+    ]),
+  );
+  w.family(
+    "tunnelmux_cluster_registry_operations_total",
+    "counter",
+    "Cluster registry operations by outcome (port claimed, taken, unavailable; failures).",
+    Object.entries(daemon.counters.snapshot()).filter(([name]) => name.startsWith("registry_"))
+      .sort().map(([name, value]) => ({ labels: { op: name.slice(9) }, value })),
+  );
+}
+
 /** Splits `daemon.counters` into auth failures, forward refusals, dial errors and the rest. */
 function writeDaemonCounters(w: PrometheusWriter, daemon: Daemon): void {
   const refusals: Sample[] = [];
   const dialErrors: Sample[] = [];
   const others = new Map(KNOWN_EVENTS.map((event) => [event, 0]));
   for (const [name, value] of Object.entries(daemon.counters.snapshot()).sort()) {
-    if (name === "auth_failure") continue;
+    if (name === "auth_failure" || name.startsWith("registry_")) continue;
     if (name.startsWith("forward_dial_")) {
       dialErrors.push({ labels: { reason: name.slice("forward_dial_".length) }, value });
     } else if (name.startsWith("forward_")) {

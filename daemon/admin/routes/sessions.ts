@@ -10,6 +10,7 @@ import type { SessionHandle } from "../../registry/registry.ts";
 import { ApiError } from "../errors.ts";
 import { sessionId, sessionNumber, sessionPage, streamId } from "../params.ts";
 import { sessionDetail, sessionSummary } from "../views.ts";
+import { clusterListing, kickRemote, scopeOf } from "./cluster.ts";
 
 /** The session with a validated `id`, or a 404 ApiError. */
 function findSession(daemon: Daemon, id: string | undefined): SessionHandle {
@@ -24,7 +25,13 @@ export function sessionRoutes(daemon: Daemon): Hono {
 
   // Ordered by the number in the id (creation order), so paging is stable while sessions come
   // and go: the cursor is the last id of the previous page, not an offset.
-  app.get("/v1/sessions", (c) => {
+  app.get("/v1/sessions", async (c) => {
+    // `?scope=cluster`: every node's sessions (not paged), each with its node, and who was silent.
+    const cluster = scopeOf(c, daemon);
+    if (cluster) {
+      const { items, missing } = await clusterListing(cluster, "sessions");
+      return c.json({ sessions: items, nextCursor: null, missing });
+    }
     const { limit, cursor } = sessionPage(c.req.query());
     const after = cursor === undefined ? 0 : sessionNumber(cursor);
     const ordered = daemon.registry.sessions()
@@ -42,7 +49,14 @@ export function sessionRoutes(daemon: Daemon): Hono {
 
   // Kick: GoAway then close. The client sees its session end; with reconnect on it comes back as
   // a new session (and id), which is why this is not a ban: revoking the token is.
-  app.delete("/v1/sessions/:id", (c) => {
+  app.delete("/v1/sessions/:id", async (c) => {
+    // `?node=NAME` kicks a session held on another node of the cluster.
+    const node = c.req.query("node");
+    if (node !== undefined && daemon.cluster && node !== daemon.cluster.node) {
+      const id = sessionId(c.req.param("id"));
+      await kickRemote(daemon.cluster, node, id);
+      return c.json({ session: id, node, state: "closing" }, 202);
+    }
     const session = findSession(daemon, c.req.param("id"));
     session.close();
     return c.json({ session: session.id, state: "closing" }, 202);
