@@ -391,8 +391,18 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
           await other.close();
         }
       }, { timeoutMs: 20_000, intervalMs: 250, message: "A's claim to be back in the registry" });
-      const fresh = await sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 });
-      assertSameBytes(await echoVia("127.0.0.2", fresh.remotePort, payload), payload, "new tunnel");
+      // A new claim on A works once A itself is connected again (each node reconnects on its own).
+      let fresh: { remotePort: number } | undefined;
+      await waitFor(async () => {
+        fresh = await sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 })
+          .catch(() => undefined);
+        return fresh !== undefined;
+      }, { timeoutMs: 20_000, intervalMs: 250, message: "a new claim on A after NATS returned" });
+      assertSameBytes(
+        await echoVia("127.0.0.2", fresh!.remotePort, payload),
+        payload,
+        "new tunnel",
+      );
       assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "old tunnel, after");
     } finally {
       await sdk.close();

@@ -35,7 +35,7 @@ import { type NodeInfo, Presence } from "./presence.ts";
 const SETTLE_TTLS = 3;
 
 /** Heartbeats between two checks of this node's own records. */
-const REASSERT_EVERY_BEATS = 10;
+const REASSERT_EVERY_BEATS = 15;
 
 /** The tunnelmux version nodes announce. */
 const VERSION = "0.1.0";
@@ -280,7 +280,10 @@ export class Cluster {
       // Now and then, check that this node's records are still there as it wrote them (a NATS
       // failover, or a node that wrongly took us for gone); cheap: one read per record.
       presence.onBeat = (beats) => {
-        if (beats % REASSERT_EVERY_BEATS === 0) void registry!.reassert();
+        if (beats % REASSERT_EVERY_BEATS !== 0) return;
+        void registry!.reassert();
+        // And that this node's view matches the buckets (a watch can stall silently).
+        void registry!.resync().catch(() => {});
       };
       presence.onSelfLost = () => {
         void registry!.reassert();
@@ -293,7 +296,8 @@ export class Cluster {
         self.#reconnectedAt = Date.now();
         registry!.settleUntil = Date.now() + SETTLE_TTLS * config.presenceTtlMs;
         presence.beatNow();
-        void registry!.reassert();
+        void presence.refollow().catch(() => {});
+        void registry!.resync().then(() => registry!.reassert()).catch(() => {});
       };
       registry.onClaimLost = (claim) => self.#claimLost(claim);
       registry.watch((change) => {

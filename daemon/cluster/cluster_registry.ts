@@ -103,6 +103,7 @@ export class ClusterRegistry implements Registry {
   readonly #myServices = new Map<string, Held<ServiceRecord>>();
   readonly #watchers = new Set<(change: RegistryChange) => void>();
   readonly #stops: (() => void)[] = [];
+  readonly #watches = new Map<string, { stop(): void }>();
 
   /** A registry over `options.local` and the cluster's buckets; call {@linkcode start}. */
   constructor(options: ClusterRegistryOptions) {
@@ -120,14 +121,34 @@ export class ClusterRegistry implements Registry {
 
   /** Loads the shared records and follows their changes. */
   async start(): Promise<void> {
+    await this.resync();
+  }
+
+  /**
+   * (Re)starts following the shared buckets and reconciles with what is in them: records this
+   * node missed are applied, records gone meanwhile are forgotten. Run at start, after NATS
+   * came back (a watch may not survive a server failover) and now and then.
+   */
+  async resync(): Promise<void> {
     const { link } = this.#options;
-    await this.#follow(link.ports, (entry) => this.#applyPort(entry));
-    await this.#follow(link.services, (entry) => this.#applyService(entry));
+    await this.#follow("ports", link.ports, (entry) => this.#applyPort(entry), (key) => {
+      const held = this.#ports.get(key);
+      if (held) this.#forgetPort(key, held);
+    }, () => this.#ports.keys());
+    await this.#follow("services", link.services, (entry) => this.#applyService(entry), (key) => {
+      const held = this.#services.get(key);
+      if (!held) return;
+      this.#services.delete(key);
+      if (held.record.node !== this.node) {
+        this.#emit({ kind: "service", op: "withdrawn", record: strip(held.record) });
+      }
+    }, () => this.#services.keys());
   }
 
   /** Stops following. Claims stay until released (or until this node's presence expires). */
   stop(): void {
     for (const stop of this.#stops) stop();
+    for (const watch of this.#watches.values()) watch.stop();
   }
 
   // ---- sessions and tunnels: node-local ----
@@ -402,16 +423,32 @@ export class ClusterRegistry implements Registry {
     return this.#options.presence.alive(record.node, record.run);
   }
 
-  async #follow(bucket: KvBucket, apply: (entry: KvEntry) => void): Promise<void> {
-    const watch = await bucket.watch();
-    this.#stops.push(() => watch.stop());
+  async #follow(
+    name: string,
+    bucket: KvBucket,
+    apply: (entry: KvEntry) => void,
+    forget: (key: string) => void,
+    cached: () => Iterable<string>,
+  ): Promise<void> {
+    this.#watches.get(name)?.stop();
+    const watch = await bucket.watch({ include: "updates" });
+    this.#watches.set(name, watch);
     (async () => {
       for await (const entry of watch) apply(entry);
     })().catch(() => {});
-    // The watch delivers current values first; make sure they are in before start() resolves.
+    // Then the current values (applying one twice is harmless: revisions decide).
+    const listed = new Set<string>();
     for await (const key of await bucket.keys()) {
+      listed.add(key);
       const entry = await bucket.get(key);
       if (entry) apply(entry);
+    }
+    // Missing from the listing: gone, unless written since (confirm before forgetting).
+    for (const key of [...cached()]) {
+      if (listed.has(key)) continue;
+      const entry = await bucket.get(key);
+      if (entry?.operation === "PUT") apply(entry);
+      else forget(key);
     }
   }
 

@@ -92,13 +92,19 @@ export class Presence {
   async start(): Promise<void> {
     const { bucket, ttlMs } = this.#options;
     this.#revision = await bucket.put(this.node, this.#entry());
-    const watch = await bucket.watch({ include: "updates" });
+    await this.refollow();
+    this.#timer = setInterval(() => void this.#beat(), Math.max(200, Math.floor(ttlMs / 3)));
+  }
+
+  /** (Re)starts the watch of the bucket and reads it whole (a watch may not survive a failover). */
+  async refollow(): Promise<void> {
+    this.#watch?.stop();
+    const watch = await this.#options.bucket.watch({ include: "updates" });
     this.#watch = watch;
     (async () => {
       for await (const entry of watch) this.#apply(entry);
     })().catch(() => {});
     await this.#scan();
-    this.#timer = setInterval(() => void this.#beat(), Math.max(200, Math.floor(ttlMs / 3)));
   }
 
   /** Writes this node's entry now (NATS just came back: others may have seen it expire). */
