@@ -66,6 +66,11 @@ export interface ConnectOptions {
    * `retry` event): the cause, how many attempts in a row failed, and the wait before the next.
    */
   onRetry?: (retry: RetryInfo) => void;
+  /**
+   * After a reconnect, how long to keep asking for a tunnel's old port while it is still held
+   * for the lost session (port_in_use). Default 30 s.
+   */
+  restoreTimeoutMs?: number;
   /** Deadline for dialing local targets of tunnels and services. Default 10 s. */
   dialTimeoutMs?: number;
   /** Extra CA certificates (PEM) to trust for `wss://` and `tls://`. */
@@ -143,6 +148,9 @@ interface TunnelRecord {
   remotePort: number;
   closed: boolean;
 }
+
+/** Pause between two attempts to get a tunnel's old port back after a reconnect. */
+const RESTORE_RETRY_MS = 500;
 
 /** What a failed dial means: a refused WebSocket upgrade says the URL or token is wrong. */
 function dialFailure(url: string, error: Error): ClientError {
@@ -512,20 +520,34 @@ export class Client extends Emitter<ClientEvents> {
 
   /** After a (re)connect: re-expose every tunnel and re-offer every service. */
   async #restore(): Promise<void> {
-    for (const record of this.#tunnels) {
-      if (record.id !== "" && this.#session) {
-        try {
-          // Ask for the port it had, so its public address survives the reconnect.
-          await this.#exposeOnce(record, record.remotePort || (record.request.remotePort ?? 0));
-        } catch (error) {
-          this.emit("error", error as ClientError);
-        }
-      }
-    }
+    await Promise.all([...this.#tunnels].map((record) => this.#restoreTunnel(record)));
     for (const [name] of this.#offers) {
       await this.#request({ type: "offer", service: name }).catch((error) =>
         this.emit("error", error)
       );
+    }
+  }
+
+  /**
+   * Re-exposes one tunnel on the port it had, so its public address survives the reconnect. The
+   * port may still be held for the session that was lost (until the daemon notices, or, in a
+   * cluster, until the dead node's claim expires): `port_in_use` is retried for a while.
+   */
+  async #restoreTunnel(record: TunnelRecord): Promise<void> {
+    const session = this.#session;
+    const port = record.remotePort || (record.request.remotePort ?? 0);
+    const deadline = Date.now() + (this.#options.restoreTimeoutMs ?? 30_000);
+    for (;;) {
+      if (record.id === "" || record.closed || this.#session !== session || !session) return;
+      try {
+        return await this.#exposeOnce(record, port);
+      } catch (error) {
+        const code = (error as ClientError).code;
+        if (code !== "port_in_use" || port === 0 || Date.now() > deadline) {
+          return void this.emit("error", error as ClientError);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, RESTORE_RETRY_MS));
     }
   }
 

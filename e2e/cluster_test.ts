@@ -22,6 +22,7 @@ import {
   waitFor,
 } from "../testing/mod.ts";
 import { type NatsServer, startNats, startNatsCluster } from "../testing/nats.ts";
+import { startToxiproxy } from "../testing/toxiproxy.ts";
 
 const KEY = "cluster-key-for-the-e2e-tests-0123456789";
 const ADMIN = "admin-token-for-the-cluster-tests-0123456";
@@ -295,6 +296,36 @@ describe("cluster: three daemons and one NATS", () => {
       "an honest node still relays",
     );
     await intruder.kill();
+    await client.stop();
+  });
+
+  it("a client of a node killed with SIGKILL reconnects through the balancer and gets its port back", async () => {
+    const owner = await startNode(nats, 6, token);
+    const toxiproxy = await startToxiproxy();
+    const balancer = await toxiproxy.proxy("balancer", Number(owner.tcpAddress.split(":")[1]));
+    const client = await startClient({
+      server: `tcp://127.0.0.1:${balancer.port}`,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    const { port } = await client.waitForTunnel();
+    const from = client.logs().length;
+    // The balancer sends new connections to node B once the owner is gone, as a health-checked
+    // L4 balancer or a DNS name with several nodes would.
+    await balancer.setUpstream(Number(nodes[1].tcpAddress.split(":")[1]));
+    const killedAt = Date.now();
+    await owner.kill();
+    const back = await client.waitForTunnel(from, 30_000);
+    const backMs = Date.now() - killedAt;
+    console.log(
+      `cluster-figure ${
+        JSON.stringify({ figure: "node_death_to_tunnel_back_ms", value: backMs, ttlMs: TTL_MS })
+      }`,
+    );
+    assert.equal(back.port, port, "the tunnel came back on the same public port");
+    assert.equal(back.host, "127.0.0.2", "now held by node B");
+    const payload = pattern(64 * 1024, 23);
+    assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "through node C");
     await client.stop();
   });
 

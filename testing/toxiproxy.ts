@@ -51,6 +51,8 @@ export interface Link {
   remove(name: string): Promise<void>;
   /** Cuts every connection and refuses new ones (`false`), or accepts again (`true`). */
   setEnabled(enabled: boolean): Promise<void>;
+  /** Sends new connections to `127.0.0.1:port` (a load balancer moving to another node). */
+  setUpstream(port: number): Promise<void>;
 }
 
 /** A running toxiproxy server. */
@@ -132,6 +134,9 @@ export async function startToxiproxy(): Promise<Toxiproxy> {
           },
           async setEnabled(enabled) {
             await api(base, "POST", `/proxies/${name}`, { enabled });
+          },
+          async setUpstream(port) {
+            await api(base, "POST", `/proxies/${name}`, { upstream: `127.0.0.1:${port}` });
           },
         };
       }
