@@ -597,3 +597,116 @@ describe("config: formatConfigReport", () => {
     assert.ok(!report.includes(r.generated.adminToken!));
   });
 });
+
+describe("config: cluster", () => {
+  const KEY = "cluster-key-0123456789abcdefgh";
+  const cluster = (extra: Record<string, unknown> = {}) =>
+    doc({
+      cluster: {
+        servers: ["nats://127.0.0.1:4222"],
+        key: KEY,
+        advertise: "10.0.0.1:7090",
+        ...extra,
+      },
+    });
+
+  it("absent: a single node", () => {
+    assert.equal(validateConfig(doc()).config?.cluster, null);
+  });
+
+  it("takes its defaults: node from the host name, listen 0.0.0.0:7090, TTL 5 s, all visitors", () => {
+    const c = validateConfig(cluster()).config!.cluster!;
+    assert.match(c.node, /^[A-Za-z0-9][A-Za-z0-9_-]*$/);
+    assert.deepEqual(
+      [c.listen.hostname, c.listen.port, c.presenceTtlMs, c.visitors, c.replicas, c.bucketPrefix],
+      ["0.0.0.0", 7090, 5000, "all", 1, "tunnelmux"],
+    );
+    assert.deepEqual([c.servers, c.auth, c.tunnelHost], [["nats://127.0.0.1:4222"], {}, null]);
+  });
+
+  it("advertise defaults to a listen address that is not a wildcard", () => {
+    const c = validateConfig(cluster({ advertise: undefined, listen: "10.0.0.2:7091" })).config!;
+    assert.equal(c.cluster!.advertise, "10.0.0.2:7091");
+  });
+
+  const bad: [string, Record<string, unknown>, string][] = [
+    ["no servers", { servers: [] }, "cluster.servers: name at least one NATS server"],
+    [
+      "an http URL",
+      { servers: ["http://x:1"] },
+      'cluster.servers[0]: "http://x:1" must be nats://HOST:PORT',
+    ],
+    [
+      "a short key",
+      { key: "short" },
+      "cluster.key: the cluster key must be a string of 24+ characters (or TUNNELMUX_CLUSTER_KEY)",
+    ],
+    [
+      "a wildcard listen without advertise",
+      { advertise: undefined },
+      "cluster.advertise: required when cluster.listen is a wildcard address or port 0",
+    ],
+    [
+      "two kinds of credentials",
+      { token: "t", credsFile: "/c" },
+      "cluster: give one kind of NATS credentials, not several",
+    ],
+    ["a user without password", { user: "u" }, "cluster: user and password go together"],
+    [
+      "a node name with a dot",
+      { node: "a.b" },
+      'cluster.node: "a.b" must be letters, digits, "_" or "-" (up to 64)',
+    ],
+    [
+      "a TTL below 1 s",
+      { presenceTtlMs: 10 },
+      "cluster.presenceTtlMs: 10 must be an integer from 1000 to 600000",
+    ],
+    [
+      "an unknown visitors mode",
+      { visitors: "some" },
+      'cluster.visitors: "some" must be one of "all", "owner"',
+    ],
+    ["a typo", { sever: [] }, 'cluster.sever: unknown key (did you mean "servers"?)'],
+  ];
+  for (const [what, extra, message] of bad) {
+    it(`refuses ${what}, with its path`, () => {
+      assert.ok(errors(cluster(extra)).includes(message), errors(cluster(extra)).join("\n"));
+    });
+  }
+
+  it("flags and environment fill the section; secrets only from the environment or the file", async () => {
+    const env = {
+      TUNNELMUX_TOKEN: TOKEN_A,
+      TUNNELMUX_CLUSTER_SERVERS: "nats://a:4222, nats://b:4222",
+      TUNNELMUX_CLUSTER_KEY: KEY,
+      TUNNELMUX_CLUSTER_TOKEN: "nats-token",
+      TUNNELMUX_CLUSTER_ADVERTISE: "10.0.0.3:7090",
+    };
+    const flags = {
+      clusterNode: "n7",
+      clusterListen: "127.0.0.1:7095",
+      clusterTunnelHost: "127.0.0.7",
+    };
+    const r = await loadConfig({ env, flags });
+    assert.deepEqual(r.errors, []);
+    const c = r.config!.cluster!;
+    assert.deepEqual(
+      [c.servers, c.key, c.auth, c.node, c.listen.port, c.advertise, c.tunnelHost],
+      [
+        ["nats://a:4222", "nats://b:4222"],
+        KEY,
+        { token: "nats-token" },
+        "n7",
+        7095,
+        "10.0.0.3:7090",
+        "127.0.0.7",
+      ],
+    );
+    // A cluster key alone makes no cluster.
+    const alone = await loadConfig({
+      env: { TUNNELMUX_TOKEN: TOKEN_A, TUNNELMUX_CLUSTER_KEY: KEY },
+    });
+    assert.equal(alone.config?.cluster, null);
+  });
+});

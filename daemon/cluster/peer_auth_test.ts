@@ -1,0 +1,56 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { newNonce, peerProof, proofMatches } from "./peer_auth.ts";
+import { MAX_AGE_MS, openSigned, seal } from "./signed.ts";
+
+const KEY = "cluster-key-0123456789abcdefgh";
+const facts = { dialer: "a", acceptor: "b", dialerNonce: newNonce(), acceptorNonce: newNonce() };
+
+describe("peer proofs", () => {
+  it("match under the same key, role and facts", () => {
+    assert.ok(proofMatches(peerProof(KEY, "dialer", facts), peerProof(KEY, "dialer", facts)));
+  });
+  const changes: [string, () => string][] = [
+    ["another key", () => peerProof(KEY + "x", "dialer", facts)],
+    ["the other role (a reflected proof)", () => peerProof(KEY, "acceptor", facts)],
+    [
+      "another nonce (a replay)",
+      () => peerProof(KEY, "dialer", { ...facts, dialerNonce: newNonce() }),
+    ],
+    [
+      "swapped node names",
+      () => peerProof(KEY, "dialer", { ...facts, dialer: "b", acceptor: "a" }),
+    ],
+  ];
+  for (const [what, proof] of changes) {
+    it(`differ with ${what}`, () => {
+      assert.equal(proofMatches(proof(), peerProof(KEY, "dialer", facts)), false);
+    });
+  }
+  it("anything but a string of the right length is refused", () => {
+    const expected = peerProof(KEY, "dialer", facts);
+    for (const received of [undefined, 42, "", expected.slice(1), { toString: () => expected }]) {
+      assert.equal(proofMatches(received, expected), false);
+    }
+  });
+  it("nonces are fresh", () => assert.notEqual(newNonce(), newNonce()));
+});
+
+describe("signed NATS messages", () => {
+  it("open under the same key and subject", () => {
+    assert.deepEqual(openSigned(KEY, "s", seal(KEY, "s", { a: [1] })), { a: [1] });
+  });
+  it("refuse another key, another subject, a changed body, garbage and old messages", () => {
+    const text = seal(KEY, "s", { kick: "s1" });
+    assert.equal(openSigned(KEY + "x", "s", text), undefined);
+    assert.equal(openSigned(KEY, "t", text), undefined);
+    const parsed = JSON.parse(text);
+    assert.equal(
+      openSigned(KEY, "s", JSON.stringify({ ...parsed, body: '{"kick":"s2"}' })),
+      undefined,
+    );
+    assert.equal(openSigned(KEY, "s", "not json"), undefined);
+    const old = { ...parsed, at: parsed.at - MAX_AGE_MS - 1 };
+    assert.equal(openSigned(KEY, "s", JSON.stringify(old)), undefined, "a replay past its age");
+  });
+});
