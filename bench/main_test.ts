@@ -130,7 +130,11 @@ describe("bench", () => {
       assert.match(stdout, /tunnelmux tunnel benchmark/);
       assert.match(stdout, /CPU s\/GiB/);
       const report = JSON.parse(readFileSync(file, "utf8")) as BenchReport;
-      const tunnels = [`tunnelmux-${RUNTIME}-tcp`, `tunnelmux-${RUNTIME}-ws`];
+      const tunnels = [
+        `tunnelmux-${RUNTIME}-tcp`,
+        `tunnelmux-${RUNTIME}-ws`,
+        `tunnelmux-${RUNTIME}-relay`,
+      ];
       assert.deepEqual(report.impls, ["direct", ...tunnels]);
       assert.deepEqual(report.scenarios.map((s) => s.id), TUNNEL_SCENARIOS.map((s) => s.id));
       for (const s of TUNNEL_SCENARIOS) {
@@ -151,6 +155,10 @@ describe("bench", () => {
           r.scenario === s.id && r.baseline === tunnels[1] && r.versus === tunnels[0]
         );
         assert.ok(wsVsTcp && wsVsTcp.median > 0, `WebSocket vs TCP in ${s.id}`);
+        const relayVsTcp = report.ratios.find((r) =>
+          r.scenario === s.id && r.baseline === tunnels[2] && r.versus === tunnels[0]
+        );
+        assert.ok(relayVsTcp && relayVsTcp.median > 0, `the relay hop vs the owner in ${s.id}`);
       }
       for (const impl of tunnels) {
         const t2 = report.results.find((r) => r.scenario === "T2" && r.impl === impl)!;

@@ -217,6 +217,11 @@ function ratioPairs(suite: Suite, impls: readonly string[]): Pair[] {
     const tcp = ws.replace(/-ws$/, "-tcp");
     if (impls.includes(tcp)) pairs.push([ws, tcp]);
   }
+  // The cluster's relay hop against the owner node alone: the cost of the hop, figure and CPU.
+  for (const relay of impls.filter((i) => /^tunnelmux-.*-relay$/.test(i))) {
+    const tcp = relay.replace(/-relay$/, "-tcp");
+    if (impls.includes(tcp)) pairs.push([relay, tcp], [relay, tcp, "cpu"]);
+  }
   // Costs only against the foreign tunnel the target names (CPU: bore, RSS: frp).
   for (const baseline of impls.filter((i) => i.startsWith("tunnelmux-"))) {
     if (impls.includes("bore")) pairs.push([baseline, "bore", "cpu"]);

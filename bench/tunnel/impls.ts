@@ -12,6 +12,7 @@ import { delimiter, join } from "node:path";
 import process from "node:process";
 import { daemonConfig, newToken, ROOT } from "../../testing/mod.ts";
 import { parseHostPort } from "../../util/address.ts";
+import { installGoTool } from "../../util/go_build.ts";
 import { type JsRuntime, RUNTIME_BIN } from "../impls.ts";
 import { freePort, type LongProcess, startProcess, waitForPort } from "./procs.ts";
 
@@ -23,6 +24,11 @@ export interface Tunnel {
   server?: LongProcess;
   /** The client side, which dials the backend; absent for `direct`. */
   client?: LongProcess;
+  /**
+   * Further processes of the tunnel (the relay hop's owner daemon and nats-server): their CPU
+   * counts with the server's and client's; they are stopped with them.
+   */
+  others?: LongProcess[];
 }
 
 /** One implementation of the tunnel suite. */
@@ -107,6 +113,100 @@ function tunnelmux(runtime: JsRuntime, transport: "tcp" | "ws"): TunnelImpl {
         return { address: client.ready[1], server, client };
       } catch (error) {
         await server.stop(0);
+        throw error;
+      }
+    },
+  };
+}
+
+/**
+ * tunnelmux in a two-node cluster, measured through the node that does NOT hold the client's
+ * session: visitors arrive at the relay node (tunnel host 127.0.0.2) and cross one relay session
+ * to the owner (127.0.0.1), then the client. Beside `tunnelmux-RUNTIME-tcp` its ratio is the
+ * relay hop's cost. Needs Go to build nats-server on first use.
+ */
+function tunnelmuxRelay(runtime: JsRuntime): TunnelImpl {
+  return {
+    id: `tunnelmux-${runtime}-relay`,
+    missing: null,
+    async start(backend, dir) {
+      const natsBin = await installGoTool({
+        name: "nats-server",
+        pkg: "github.com/nats-io/nats-server/v2@v2.15.2",
+        cacheDir: join(ROOT, ".cache", "tools"),
+      });
+      const natsPort = await freePort();
+      const others: LongProcess[] = [];
+      const stopAll = () => Promise.all(others.map((p) => p.stop(0)));
+      try {
+        others.push(
+          await startProcess(
+            [natsBin, "-js", "-sd", join(dir, "nats"), "-a", "127.0.0.1", "-p", String(natsPort)],
+            { ready: /Server is ready/, timeoutMs: START_MS },
+          ),
+        );
+        const token = newToken("bench");
+        const key = newToken("cluster-key");
+        const node = async (index: number) => {
+          const config = join(dir, `n${index}.json`);
+          writeFileSync(
+            config,
+            JSON.stringify(daemonConfig([{ name: "bench", token }], {
+              dataDir: join(dir, `data${index}`),
+              cluster: {
+                servers: [`nats://127.0.0.1:${natsPort}`],
+                node: `n${index}`,
+                listen: `127.0.0.1:${await freePort()}`,
+                tunnelHost: `127.0.0.${index}`,
+              },
+            })),
+          );
+          return await startProcess([
+            ...runtimeArgv(runtime, "daemon/main.ts"),
+            "--config",
+            config,
+            "--listen-tcp",
+            "127.0.0.1:0",
+            "--listen-ws",
+            "off",
+            "--listen-admin",
+            "off",
+            "--log-format",
+            "json",
+          ], {
+            ready: /tunnels over TCP on (\S+)/,
+            timeoutMs: START_MS,
+            env: childEnv({ TUNNELMUX_CLUSTER_KEY: key }),
+          });
+        };
+        const owner = await node(1);
+        others.push(owner);
+        const relay = await node(2);
+        const client = await startProcess([
+          ...runtimeArgv(runtime, "client/main.ts"),
+          "--server",
+          `tcp://${owner.ready[1]}`,
+          "--expose",
+          `0=${backend}`,
+          "--no-reconnect",
+          "--log-format",
+          "json",
+        ], {
+          ready: /^(?=.*"tunnel up").*"remote":"([^"]+)"/m,
+          timeoutMs: START_MS,
+          env: childEnv({ TUNNELMUX_TOKEN: token }),
+        });
+        const port = parseHostPort(client.ready[1]).port;
+        // Ready when the relay node listens on the port and has its relay session to the owner.
+        const deadline = Date.now() + START_MS;
+        while (!/"relay session up"/.test(relay.output())) {
+          if (Date.now() > deadline) throw new Error("the relay session did not come up");
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        await waitForPort(`127.0.0.2:${port}`, START_MS);
+        return { address: `127.0.0.2:${port}`, server: relay, client, others };
+      } catch (error) {
+        await stopAll();
         throw error;
       }
     },
@@ -285,7 +385,9 @@ export function tunnelImpls(
   foreignPeers: boolean,
 ): TunnelImpl[] {
   const impls = [direct];
-  for (const runtime of runtimes) impls.push(tunnelmux(runtime, "tcp"), tunnelmux(runtime, "ws"));
+  for (const runtime of runtimes) {
+    impls.push(tunnelmux(runtime, "tcp"), tunnelmux(runtime, "ws"), tunnelmuxRelay(runtime));
+  }
   if (foreignPeers) impls.push(frp(peersDir), chisel(peersDir), bore(peersDir), rathole(peersDir));
   return impls;
 }

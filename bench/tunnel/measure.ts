@@ -96,8 +96,9 @@ export async function measureTunnel(
     started.push(backend);
     const tunnel = await impl.start(backend.ready[1], dir);
     const sides = [tunnel.server, tunnel.client].filter((p): p is LongProcess => !!p);
-    started.push(...sides);
-    const cpuNow = () => sides.reduce((sum, p) => sum + cpuSeconds(p.pid), 0);
+    const others = tunnel.others ?? [];
+    started.push(...others, ...sides);
+    const cpuNow = () => [...sides, ...others].reduce((sum, p) => sum + cpuSeconds(p.pid), 0);
     let cpuBefore = NaN;
     let cpuAfter = NaN;
     let rss: number[] = [];
