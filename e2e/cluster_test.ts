@@ -4,6 +4,11 @@
 // (cluster.tunnelHost 127.0.0.N) and they keep the same port numbers, as on separate hosts.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect as tlsConnect } from "node:tls";
+import { hasOpenssl, makeTestIdentity } from "../transport/_test_certificate.ts";
 import { connect as sdkConnect } from "../client/mod.ts";
 import {
   assertSameBytes,
@@ -481,6 +486,59 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
       await sdk.close();
       a.signal("SIGCONT");
     }
+  });
+
+  it("relay sessions run over TLS when cluster.tls is set", {
+    skip: !hasOpenssl && "needs openssl",
+  }, async () => {
+    const nats = await startNats();
+    const identity = makeTestIdentity("node", "IP:127.0.0.1");
+    const dir = mkdtempSync(join(tmpdir(), "tunnelmux-cluster-tls-"));
+    after(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, "cert.pem"), identity.cert);
+    writeFileSync(join(dir, "key.pem"), identity.key);
+    const tls = {
+      cert: join(dir, "cert.pem"),
+      key: join(dir, "key.pem"),
+      ca: join(dir, "cert.pem"),
+    };
+    const relayPorts = [await closedPort(), await closedPort()];
+    const start = (index: number) =>
+      startDaemon({
+        config: daemonConfig([{ name: "laptop", token, expose: { ports: ["20000-40000", 0] } }], {
+          cluster: {
+            servers: [nats.url],
+            node: `n${index}`,
+            listen: `127.0.0.1:${relayPorts[index - 1]}`,
+            tunnelHost: `127.0.0.${index}`,
+            presenceTtlMs: TTL_MS,
+            tls,
+          },
+        }),
+        env: { TUNNELMUX_CLUSTER_KEY: KEY },
+      });
+    const a = await start(1);
+    await start(2);
+    const client = await startClient({
+      server: a.tcpUrl,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    const { port } = await client.waitForTunnel();
+    const payload = pattern(128 * 1024, 29);
+    assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "relayed over TLS");
+    // The relay listener speaks TLS with the configured certificate.
+    const protocol = await new Promise<string>((resolve, reject) => {
+      const socket = tlsConnect(
+        { host: "127.0.0.1", port: relayPorts[0], ca: identity.cert },
+        () => {
+          resolve(socket.getProtocol() ?? "");
+          socket.destroy();
+        },
+      );
+      socket.on("error", reject);
+    });
+    assert.match(protocol, /^TLSv1\.[23]$/);
   });
 
   it("a three-server NATS cluster losing one server keeps the daemons' registry working", async () => {

@@ -10,6 +10,7 @@
  */
 
 import { randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
 import type { ClusterConfig } from "../config/mod.ts";
 import { connectService } from "../services.ts";
 import type { LocalRegistry } from "../registry/local_registry.ts";
@@ -223,6 +224,14 @@ export class Cluster {
    */
   static async join(config: ClusterConfig, deps: ClusterDeps): Promise<Cluster> {
     const log = deps.log.child({ node: config.node });
+    // Certificates are read once, at start (like the daemon's own).
+    const tls = config.tls
+      ? {
+        cert: await readFile(config.tls.cert, "utf8"),
+        key: await readFile(config.tls.key, "utf8"),
+        ca: await readFile(config.tls.ca, "utf8"),
+      }
+      : undefined;
     const link = await connectNats(config, log);
     const run = randomBytes(8).toString("hex");
     let registry: ClusterRegistry | undefined;
@@ -233,6 +242,7 @@ export class Cluster {
       listen: config.listen,
       handshakeTimeoutMs: deps.handshakeTimeoutMs,
       keepAliveMs: Math.max(500, Math.floor(config.presenceTtlMs / 2)),
+      tls,
       log,
       onStream: (stream, header, rest, node) =>
         cluster

@@ -14,7 +14,7 @@
 import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
-import { connectTcp, listenTcp } from "../../transport/mod.ts";
+import { connectTcp, connectTls, listenTcp, listenTls } from "../../transport/mod.ts";
 import { ControlChannel } from "../../tunnel/control_channel.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
@@ -65,6 +65,8 @@ export interface PeerLinksOptions {
   keepAliveMs: number;
   /** Where links are logged. */
   log: Logger;
+  /** TLS for relay sessions (PEM contents): listen with `cert`/`key`, trust `ca` when dialing. */
+  tls?: { cert: string; key: string; ca: string };
   /** A relayed stream from `node`, its header read. */
   onStream: (stream: Stream, header: StreamHeader, rest: Uint8Array, node: string) => void;
 }
@@ -96,8 +98,10 @@ export class PeerLinks {
 
   /** Binds the relay listener. */
   async start(): Promise<void> {
-    const { listen } = this.#options;
-    this.#listener = await listenTcp(listen, (t) => this.#accept(t));
+    const { listen, tls } = this.#options;
+    this.#listener = tls
+      ? await listenTls({ ...listen, cert: tls.cert, key: tls.key }, (t) => this.#accept(t))
+      : await listenTcp(listen, (t) => this.#accept(t));
   }
 
   /** Where the relay listener is bound. */
@@ -208,7 +212,10 @@ export class PeerLinks {
     let session: Session | undefined;
     try {
       const target = parseHostPort(link.advertise);
-      const transport = await connectTcp({ hostname: target.hostname, port: target.port });
+      const { tls } = this.#options;
+      const transport = tls
+        ? await connectTls({ hostname: target.hostname, port: target.port, caCerts: [tls.ca] })
+        : await connectTcp({ hostname: target.hostname, port: target.port });
       let peer = "";
       session = this.#newSession(transport, true, (stream) => this.#incoming(stream, () => peer));
       await this.#dialerHandshake(session, node);

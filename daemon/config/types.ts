@@ -136,6 +136,11 @@ export interface ClusterConfig {
   tunnelHost: string | null;
   /** `all`: every node binds every cluster tunnel's port and relays; `owner`: only the owner. */
   visitors: "all" | "owner";
+  /**
+   * TLS for relay sessions between nodes: this node's certificate and key (valid for the host of
+   * its `advertise` address) and the CA that signs every node's (files, PEM). null: plain TCP.
+   */
+  tls: { cert: string; key: string; ca: string } | null;
 }
 
 /** A validated configuration: every field present, every rule parsed. */

@@ -362,6 +362,7 @@ const CLUSTER_KEYS = [
   "replicas",
   "tunnelHost",
   "visitors",
+  "tls",
 ];
 /** A node name and a bucket prefix are used in NATS subjects and KV keys. */
 const CLUSTER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
@@ -438,10 +439,18 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
     }
   }
   const visitors = w.oneOf(raw.visitors ?? "all", "cluster.visitors", ["all", "owner"] as const);
+  let tls: ClusterConfig["tls"] | undefined = null;
+  if (raw.tls !== undefined && raw.tls !== null) {
+    const t = w.object(raw.tls, "cluster.tls", ["cert", "key", "ca"]);
+    const cert = t && w.string(t.cert, "cluster.tls.cert");
+    const key = t && w.string(t.key, "cluster.tls.key");
+    const ca = t && w.string(t.ca, "cluster.tls.ca");
+    tls = cert && key && ca ? { cert, key, ca } : undefined;
+  }
   if (
     !servers || servers.includes(undefined) || !node || !bucketPrefix || !listen || !advertise ||
     !key || presenceTtlMs === undefined || replicas === undefined || tunnelHost === undefined ||
-    !visitors
+    !visitors || tls === undefined
   ) {
     return undefined;
   }
@@ -458,6 +467,7 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
     replicas,
     tunnelHost,
     visitors,
+    tls,
   };
 }
 
