@@ -488,6 +488,33 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
     }
   });
 
+  it("NATS credentials: the right token joins; a wrong one stops the daemon at start, naming NATS", async () => {
+    const natsToken = "nats-token-for-the-cluster-tests-0123";
+    const nats = await startNats({ token: natsToken });
+    const start = async (secret: string) =>
+      startDaemon({
+        config: daemonConfig([{ name: "laptop", token }], {
+          cluster: {
+            servers: [nats.url],
+            node: "n1",
+            listen: `127.0.0.1:${await closedPort()}`,
+            presenceTtlMs: TTL_MS,
+          },
+        }),
+        env: { TUNNELMUX_CLUSTER_KEY: KEY, TUNNELMUX_CLUSTER_TOKEN: secret },
+      });
+    const joined = await start(natsToken);
+    await joined.stop();
+    const refused = await start("a-wrong-nats-token-0123456789").then(
+      () => "started",
+      (error: Error) => error.message,
+    );
+    assert.match(
+      refused,
+      /cannot join the cluster: NATS at nats:\/\/127\.0\.0\.1:\d+: .*(auth|Authorization)/i,
+    );
+  });
+
   it("relay sessions run over TLS when cluster.tls is set", {
     skip: !hasOpenssl && "needs openssl",
   }, async () => {

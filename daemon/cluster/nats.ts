@@ -111,20 +111,27 @@ export async function connectNats(config: ClusterConfig, log: Logger): Promise<N
     : auth.nkeySeedFile
     ? nkeyAuthenticator(encoder.encode((await readFile(auth.nkeySeedFile, "utf8")).trim()))
     : undefined;
-  const nc = await connect({
-    servers: config.servers,
-    name: `tunnelmux-${config.node}`,
-    token: auth.token,
-    user: auth.user,
-    pass: auth.password,
-    authenticator,
-    reconnect: true,
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 250,
-    reconnectJitter: 100,
-    pingInterval: Math.max(1000, Math.floor(config.presenceTtlMs / 2)),
-    maxPingOut: 2,
-  });
+  let nc: Awaited<ReturnType<typeof connect>>;
+  try {
+    nc = await connect({
+      servers: config.servers,
+      name: `tunnelmux-${config.node}`,
+      token: auth.token,
+      user: auth.user,
+      pass: auth.password,
+      authenticator,
+      reconnect: true,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      reconnectJitter: 100,
+      pingInterval: Math.max(1000, Math.floor(config.presenceTtlMs / 2)),
+      maxPingOut: 2,
+    });
+  } catch (error) {
+    throw new Error(
+      `cannot join the cluster: NATS at ${config.servers.join(", ")}: ${(error as Error).message}`,
+    );
+  }
   // A KV operation waits this long for JetStream: a claim while NATS is away is refused after
   // it, not held for the client library's default (5-10 s).
   const kvm = new Kvm(jetstream(nc, { timeout: KV_TIMEOUT_MS }));
