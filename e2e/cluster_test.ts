@@ -515,6 +515,47 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
     );
   });
 
+  it('visitors: "owner" keeps a tunnel\'s port on its owner only', async () => {
+    const nats = await startNats();
+    const start = async (index: number) =>
+      startDaemon({
+        config: daemonConfig([{ name: "laptop", token, expose: { ports: ["20000-40000", 0] } }], {
+          cluster: {
+            servers: [nats.url],
+            node: `n${index}`,
+            listen: `127.0.0.1:${await closedPort()}`,
+            tunnelHost: `127.0.0.${index}`,
+            presenceTtlMs: TTL_MS,
+            visitors: "owner",
+          },
+        }),
+        env: { TUNNELMUX_CLUSTER_KEY: KEY },
+      });
+    const a = await start(1);
+    const b = await start(2);
+    const sdk = await sdkConnect(b.tcpUrl, { token, reconnect: false });
+    try {
+      const client = await startClient({
+        server: a.tcpUrl,
+        token,
+        args: ["--expose", `0=127.0.0.1:${echo.port}`],
+      });
+      const { port } = await client.waitForTunnel();
+      const payload = pattern(1000, 31);
+      assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "at the owner");
+      // The port is still cluster-wide: B refuses it to its own clients, and binds nothing.
+      await assert.rejects(
+        sdk.expose({ local: `127.0.0.1:${echo.port}`, remotePort: port }),
+        (e: Error & { code?: string }) => e.code === "port_in_use",
+      );
+      const atB = await tcpRoundTrip(port, payload, { host: "127.0.0.2", timeoutMs: 3_000 })
+        .then(() => "answered", (error: Error) => error.message);
+      assert.match(atB, /ECONNREFUSED/);
+    } finally {
+      await sdk.close();
+    }
+  });
+
   it("relay sessions run over TLS when cluster.tls is set", {
     skip: !hasOpenssl && "needs openssl",
   }, async () => {
