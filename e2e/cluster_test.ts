@@ -33,14 +33,31 @@ const KEY = "cluster-key-for-the-e2e-tests-0123456789";
 const ADMIN = "admin-token-for-the-cluster-tests-0123456";
 const TTL_MS = 2_000;
 
-/** Starts node `index` (1-based) of a cluster on `nats`. */
+/** Options of {@linkcode startNode}. */
+interface NodeOptions {
+  /** The cluster key (default {@linkcode KEY}). */
+  key?: string;
+  /** The relay listener's port (default: a free one). */
+  relayPort?: number;
+  /** More `cluster` settings (replicas, tls, visitors, …). */
+  cluster?: Record<string, unknown>;
+  /** More environment. */
+  env?: Record<string, string>;
+  /** Bound on the start. */
+  timeoutMs?: number;
+}
+
+/**
+ * Starts node `index` (1-based) of a cluster on `servers`: client `laptop` with `token`, tunnel
+ * ports on 127.0.0.`index`, the admin API on a free loopback port.
+ */
 async function startNode(
-  nats: NatsServer,
+  servers: NatsServer | NatsServer[],
   index: number,
   token: string,
-  options: { key?: string } = {},
+  options: NodeOptions = {},
 ): Promise<DaemonProcess> {
-  const relayPort = await closedPort();
+  const relayPort = options.relayPort ?? await closedPort();
   return await startDaemon({
     config: daemonConfig([{
       name: "laptop",
@@ -49,15 +66,21 @@ async function startNode(
       services: { offer: ["*"], use: ["*"] },
     }], {
       cluster: {
-        servers: [nats.url],
+        servers: [servers].flat().map((s) => s.url),
         node: `n${index}`,
         listen: `127.0.0.1:${relayPort}`,
         tunnelHost: `127.0.0.${index}`,
         presenceTtlMs: TTL_MS,
+        ...options.cluster,
       },
     }),
-    env: { TUNNELMUX_CLUSTER_KEY: options.key ?? KEY, TUNNELMUX_ADMIN_TOKEN: ADMIN },
+    env: {
+      TUNNELMUX_CLUSTER_KEY: options.key ?? KEY,
+      TUNNELMUX_ADMIN_TOKEN: ADMIN,
+      ...options.env,
+    },
     args: ["--listen-admin", "127.0.0.1:0"],
+    timeoutMs: options.timeoutMs,
   });
 }
 
@@ -491,18 +514,8 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
   it("NATS credentials: the right token joins; a wrong one stops the daemon at start, naming NATS", async () => {
     const natsToken = "nats-token-for-the-cluster-tests-0123";
     const nats = await startNats({ token: natsToken });
-    const start = async (secret: string) =>
-      startDaemon({
-        config: daemonConfig([{ name: "laptop", token }], {
-          cluster: {
-            servers: [nats.url],
-            node: "n1",
-            listen: `127.0.0.1:${await closedPort()}`,
-            presenceTtlMs: TTL_MS,
-          },
-        }),
-        env: { TUNNELMUX_CLUSTER_KEY: KEY, TUNNELMUX_CLUSTER_TOKEN: secret },
-      });
+    const start = (secret: string) =>
+      startNode(nats, 1, token, { env: { TUNNELMUX_CLUSTER_TOKEN: secret } });
     const joined = await start(natsToken);
     await joined.stop();
     const refused = await start("a-wrong-nats-token-0123456789").then(
@@ -517,20 +530,8 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
 
   it('visitors: "owner" keeps a tunnel\'s port on its owner only', async () => {
     const nats = await startNats();
-    const start = async (index: number) =>
-      startDaemon({
-        config: daemonConfig([{ name: "laptop", token, expose: { ports: ["20000-40000", 0] } }], {
-          cluster: {
-            servers: [nats.url],
-            node: `n${index}`,
-            listen: `127.0.0.1:${await closedPort()}`,
-            tunnelHost: `127.0.0.${index}`,
-            presenceTtlMs: TTL_MS,
-            visitors: "owner",
-          },
-        }),
-        env: { TUNNELMUX_CLUSTER_KEY: KEY },
-      });
+    const start = (index: number) =>
+      startNode(nats, index, token, { cluster: { visitors: "owner" } });
     const a = await start(1);
     const b = await start(2);
     const sdk = await sdkConnect(b.tcpUrl, { token, reconnect: false });
@@ -572,19 +573,7 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
     };
     const relayPorts = [await closedPort(), await closedPort()];
     const start = (index: number) =>
-      startDaemon({
-        config: daemonConfig([{ name: "laptop", token, expose: { ports: ["20000-40000", 0] } }], {
-          cluster: {
-            servers: [nats.url],
-            node: `n${index}`,
-            listen: `127.0.0.1:${relayPorts[index - 1]}`,
-            tunnelHost: `127.0.0.${index}`,
-            presenceTtlMs: TTL_MS,
-            tls,
-          },
-        }),
-        env: { TUNNELMUX_CLUSTER_KEY: KEY },
-      });
+      startNode(nats, index, token, { relayPort: relayPorts[index - 1], cluster: { tls } });
     const a = await start(1);
     await start(2);
     const client = await startClient({
@@ -611,23 +600,8 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
 
   it("a three-server NATS cluster losing one server keeps the daemons' registry working", async () => {
     const servers = await startNatsCluster(3);
-    const start = async (index: number) => {
-      const relayPort = await closedPort();
-      return await startDaemon({
-        config: daemonConfig([{ name: "laptop", token, expose: { ports: ["20000-40000", 0] } }], {
-          cluster: {
-            servers: servers.map((s) => s.url),
-            node: `n${index}`,
-            listen: `127.0.0.1:${relayPort}`,
-            tunnelHost: `127.0.0.${index}`,
-            presenceTtlMs: TTL_MS,
-            replicas: 3,
-          },
-        }),
-        env: { TUNNELMUX_CLUSTER_KEY: KEY },
-        timeoutMs: 60_000,
-      });
-    };
+    const start = (index: number) =>
+      startNode(servers, index, token, { cluster: { replicas: 3 }, timeoutMs: 60_000 });
     const a = await start(1);
     const b = await start(2);
     const sdk = await sdkConnect(a.tcpUrl, { token, reconnect: false });
