@@ -64,52 +64,75 @@ const direct: TunnelImpl = {
   start: (backend) => Promise.resolve({ address: backend }),
 };
 
+/** Starts a tunnelmux daemon with `config` (written to `file`) and one listener. */
+function startDaemonProcess(
+  runtime: JsRuntime,
+  file: string,
+  config: Record<string, unknown>,
+  transport: "tcp" | "ws",
+  env: Record<string, string> = {},
+): Promise<LongProcess> {
+  writeFileSync(file, JSON.stringify(config));
+  return startProcess([
+    ...runtimeArgv(runtime, "daemon/main.ts"),
+    "--config",
+    file,
+    "--listen-tcp",
+    transport === "tcp" ? "127.0.0.1:0" : "off",
+    "--listen-ws",
+    transport === "ws" ? "127.0.0.1:0" : "off",
+    "--listen-admin",
+    "off",
+    "--log-format",
+    "json",
+  ], {
+    ready: transport === "tcp"
+      ? /tunnels over TCP on (\S+)/
+      : /tunnels over WebSocket on (ws:\/\/\S+)/,
+    timeoutMs: START_MS,
+    env: childEnv(env),
+  });
+}
+
+/** Starts the client CLI exposing `backend` through the daemon at `url`; ready with its port. */
+function startClientProcess(
+  runtime: JsRuntime,
+  url: string,
+  backend: string,
+  token: string,
+): Promise<LongProcess> {
+  return startProcess([
+    ...runtimeArgv(runtime, "client/main.ts"),
+    "--server",
+    url,
+    "--expose",
+    `0=${backend}`,
+    "--no-reconnect",
+    "--log-format",
+    "json",
+  ], {
+    ready: /^(?=.*"tunnel up").*"remote":"([^"]+)"/m,
+    timeoutMs: START_MS,
+    env: childEnv({ TUNNELMUX_TOKEN: token }),
+  });
+}
+
 function tunnelmux(runtime: JsRuntime, transport: "tcp" | "ws"): TunnelImpl {
   return {
     id: `tunnelmux-${runtime}-${transport}`,
     missing: null,
     async start(backend, dir) {
       const token = newToken("bench");
-      const config = join(dir, "daemon.json");
-      writeFileSync(
+      const config = daemonConfig([{ name: "bench", token }], { dataDir: join(dir, "data") });
+      const server = await startDaemonProcess(
+        runtime,
+        join(dir, "daemon.json"),
         config,
-        JSON.stringify(daemonConfig([{ name: "bench", token }], { dataDir: join(dir, "data") })),
+        transport,
       );
-      const server = await startProcess([
-        ...runtimeArgv(runtime, "daemon/main.ts"),
-        "--config",
-        config,
-        "--listen-tcp",
-        transport === "tcp" ? "127.0.0.1:0" : "off",
-        "--listen-ws",
-        transport === "ws" ? "127.0.0.1:0" : "off",
-        "--listen-admin",
-        "off",
-        "--log-format",
-        "json",
-      ], {
-        ready: transport === "tcp"
-          ? /tunnels over TCP on (\S+)/
-          : /tunnels over WebSocket on (ws:\/\/\S+)/,
-        timeoutMs: START_MS,
-        env: childEnv(),
-      });
       const url = transport === "tcp" ? `tcp://${server.ready[1]}` : server.ready[1];
       try {
-        const client = await startProcess([
-          ...runtimeArgv(runtime, "client/main.ts"),
-          "--server",
-          url,
-          "--expose",
-          `0=${backend}`,
-          "--no-reconnect",
-          "--log-format",
-          "json",
-        ], {
-          ready: /^(?=.*"tunnel up").*"remote":"([^"]+)"/m,
-          timeoutMs: START_MS,
-          env: childEnv({ TUNNELMUX_TOKEN: token }),
-        });
+        const client = await startClientProcess(runtime, url, backend, token);
         return { address: client.ready[1], server, client };
       } catch (error) {
         await server.stop(0);
@@ -137,21 +160,22 @@ function tunnelmuxRelay(runtime: JsRuntime): TunnelImpl {
       });
       const natsPort = await freePort();
       const others: LongProcess[] = [];
-      const stopAll = () => Promise.all(others.map((p) => p.stop(0)));
+      const started: LongProcess[] = []; // everything, for cleanup on a failed start
+      const stopAll = () => Promise.all(started.map((p) => p.stop(0)));
       try {
-        others.push(
-          await startProcess(
-            [natsBin, "-js", "-sd", join(dir, "nats"), "-a", "127.0.0.1", "-p", String(natsPort)],
-            { ready: /Server is ready/, timeoutMs: START_MS },
-          ),
+        const nats = await startProcess(
+          [natsBin, "-js", "-sd", join(dir, "nats"), "-a", "127.0.0.1", "-p", String(natsPort)],
+          { ready: /Server is ready/, timeoutMs: START_MS },
         );
+        others.push(nats);
+        started.push(nats);
         const token = newToken("bench");
         const key = newToken("cluster-key");
-        const node = async (index: number) => {
-          const config = join(dir, `n${index}.json`);
-          writeFileSync(
-            config,
-            JSON.stringify(daemonConfig([{ name: "bench", token }], {
+        const node = async (index: number) =>
+          startDaemonProcess(
+            runtime,
+            join(dir, `n${index}.json`),
+            daemonConfig([{ name: "bench", token }], {
               dataDir: join(dir, `data${index}`),
               cluster: {
                 servers: [`nats://127.0.0.1:${natsPort}`],
@@ -159,43 +183,17 @@ function tunnelmuxRelay(runtime: JsRuntime): TunnelImpl {
                 listen: `127.0.0.1:${await freePort()}`,
                 tunnelHost: `127.0.0.${index}`,
               },
-            })),
+            }),
+            "tcp",
+            { TUNNELMUX_CLUSTER_KEY: key },
           );
-          return await startProcess([
-            ...runtimeArgv(runtime, "daemon/main.ts"),
-            "--config",
-            config,
-            "--listen-tcp",
-            "127.0.0.1:0",
-            "--listen-ws",
-            "off",
-            "--listen-admin",
-            "off",
-            "--log-format",
-            "json",
-          ], {
-            ready: /tunnels over TCP on (\S+)/,
-            timeoutMs: START_MS,
-            env: childEnv({ TUNNELMUX_CLUSTER_KEY: key }),
-          });
-        };
         const owner = await node(1);
         others.push(owner);
+        started.push(owner);
         const relay = await node(2);
-        const client = await startProcess([
-          ...runtimeArgv(runtime, "client/main.ts"),
-          "--server",
-          `tcp://${owner.ready[1]}`,
-          "--expose",
-          `0=${backend}`,
-          "--no-reconnect",
-          "--log-format",
-          "json",
-        ], {
-          ready: /^(?=.*"tunnel up").*"remote":"([^"]+)"/m,
-          timeoutMs: START_MS,
-          env: childEnv({ TUNNELMUX_TOKEN: token }),
-        });
+        started.push(relay);
+        const client = await startClientProcess(runtime, `tcp://${owner.ready[1]}`, backend, token);
+        started.push(client);
         const port = parseHostPort(client.ready[1]).port;
         // Ready when the relay node listens on the port and has its relay session to the owner.
         const deadline = Date.now() + START_MS;
