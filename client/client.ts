@@ -131,8 +131,8 @@ export interface RetryInfo {
 export interface ClientEvents {
   /** The lifecycle state changed. */
   state: [state: ClientState];
-  /** A session is ready (first connect and every reconnect). */
-  ready: [info: { session: string; client: string }];
+  /** A session is ready (first connect and every reconnect): on which node, through which URL. */
+  ready: [info: { session: string; client: string; node?: string; url: string }];
   /** Something went wrong; the client keeps going unless it is a fatal error. */
   error: [error: ClientError];
   /** A tunnel was (re)established. */
@@ -208,8 +208,12 @@ interface Pending {
  * console.log(`visitors of ${tunnel.remoteHost}:${tunnel.remotePort} reach 127.0.0.1:3000`);
  * ```
  */
-export async function connect(url: string, options: ConnectOptions): Promise<Client> {
-  const client = new Client(url, options);
+export async function connect(
+  servers: string | readonly string[],
+  options: ConnectOptions,
+): Promise<Client> {
+  const client = new Client(servers, options);
+  const url = client.urls.join(", ");
   const limit = options.readyTimeoutMs ?? 30_000;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<never>((_, reject) => {
@@ -231,8 +235,13 @@ export async function connect(url: string, options: ConnectOptions): Promise<Cli
 
 /** A connection to a tunnelmux daemon. Create it with {@linkcode connect}. */
 export class Client extends Emitter<ClientEvents> {
-  /** The daemon URL. */
-  readonly url: string;
+  /**
+   * The daemon URLs, tried in turn: after a failed attempt or a lost session the next one is
+   * used, so a client given every node of a cluster fails over without a load balancer.
+   */
+  readonly urls: readonly string[];
+  #urlIndex = 0;
+  #node: string | undefined;
 
   readonly #options: ConnectOptions;
   readonly #backoff: Backoff | undefined;
@@ -257,9 +266,9 @@ export class Client extends Emitter<ClientEvents> {
   readonly #firstReadyPromise: Promise<void>;
 
   /** Starts connecting at once; prefer {@linkcode connect}, which waits for the first session. */
-  constructor(url: string, options: ConnectOptions) {
+  constructor(servers: string | readonly string[], options: ConnectOptions) {
     super();
-    this.url = url;
+    this.urls = typeof servers === "string" ? [servers] : [...servers];
     this.#options = options;
     const reconnect = options.reconnect ?? true;
     this.#backoff = reconnect === false
@@ -272,6 +281,16 @@ export class Client extends Emitter<ClientEvents> {
     this.#lifecycle.onTransition((to) => this.emit("state", to));
     if (options.onRetry) this.on("retry", options.onRetry);
     void this.#attempt();
+  }
+
+  /** The URL of the current session, or of the next attempt. */
+  get url(): string {
+    return this.urls[this.#urlIndex] ?? "";
+  }
+
+  /** The node the current session is on (its cluster node name; `local` for a single daemon). */
+  get node(): string | undefined {
+    return this.#session ? this.#node : undefined;
   }
 
   /** The lifecycle state. */
@@ -406,8 +425,13 @@ export class Client extends Emitter<ClientEvents> {
 
   async #attempt(): Promise<void> {
     const timeout = this.#options.connectTimeoutMs ?? 10_000;
-    const problem = serverUrlProblem(this.url);
-    if (problem) return this.#giveUp(new ClientError("bad_url", problem));
+    if (this.urls.length === 0) {
+      return this.#giveUp(new ClientError("bad_url", "no daemon URL was given"));
+    }
+    for (const url of this.urls) {
+      const problem = serverUrlProblem(url);
+      if (problem) return this.#giveUp(new ClientError("bad_url", problem));
+    }
     if (typeof this.#options.token !== "string" || this.#options.token.trim() === "") {
       return this.#giveUp(
         new ClientError(
@@ -453,8 +477,14 @@ export class Client extends Emitter<ClientEvents> {
       this.#readyAt = Date.now();
       this.#lastError = undefined;
       this.#failedAttempts = 0;
+      this.#node = welcome.node;
       this.#lifecycle.fire("authenticated");
-      this.emit("ready", { session: welcome.session, client: welcome.client });
+      this.emit("ready", {
+        session: welcome.session,
+        client: welcome.client,
+        node: welcome.node,
+        url: this.url,
+      });
       this.#firstReady?.resolve();
       await this.#restore();
     } catch (error) {
@@ -564,6 +594,8 @@ export class Client extends Emitter<ClientEvents> {
       this.#backoff.connectionEnded(Date.now() - this.#readyAt, carriedTraffic);
     }
     this.#readyAt = 0;
+    // The next attempt goes to the next daemon URL, if there are several.
+    this.#urlIndex = (this.#urlIndex + 1) % this.urls.length;
     this.emit("error", error);
     this.#lifecycle.fire("lost");
     const delayMs = this.#backoff.next();

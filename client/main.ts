@@ -18,8 +18,10 @@ Usage:
   client --server URL [options]
 
 Options:
-  --server URL                 the daemon: tcp://HOST:PORT, ws://HOST:PORT/tunnel or wss://…
-                               or tls://HOST:PORT (env TUNNELMUX_SERVER)
+  --server URL[,URL…]          the daemon: tcp://HOST:PORT, ws://HOST:PORT/tunnel or wss://…
+                               or tls://HOST:PORT (env TUNNELMUX_SERVER); several (comma-
+                               separated or repeated): the nodes of a cluster, tried in turn
+                               when a connection fails or is lost
   --expose [BIND:]PORT=LOCAL   the daemon listens on PORT (0 = any allowed port) and sends its
                                visitors to LOCAL (HOST:PORT) here; repeatable
   --forward LISTEN=TARGET      listen on LISTEN (HOST:PORT) here; each connection goes through
@@ -59,7 +61,7 @@ async function main(): Promise<number> {
   const { values } = parseArgs({
     args,
     options: {
-      server: { type: "string" },
+      server: { type: "string", multiple: true },
       expose: { type: "string", multiple: true, default: [] },
       forward: { type: "string", multiple: true, default: [] },
       offer: { type: "string", multiple: true, default: [] },
@@ -78,9 +80,12 @@ async function main(): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const server = values.server ?? process.env.TUNNELMUX_SERVER;
+  const server = (values.server ?? [process.env.TUNNELMUX_SERVER ?? ""])
+    .flatMap((text) => text.split(","))
+    .map((url) => url.trim())
+    .filter((url) => url !== "");
   const token = process.env.TUNNELMUX_TOKEN;
-  if (!server) throw new Error("--server (or TUNNELMUX_SERVER) is required");
+  if (server.length === 0) throw new Error("--server (or TUNNELMUX_SERVER) is required");
   if (!token) throw new Error("TUNNELMUX_TOKEN is not set");
   const proxyProtocol = values["proxy-protocol"] as "v1" | "v2" | undefined;
   if (proxyProtocol !== undefined && proxyProtocol !== "v1" && proxyProtocol !== "v2") {
@@ -154,6 +159,7 @@ async function main(): Promise<number> {
     });
   });
   client.on("state", (state) => log.info(`state: ${state}`));
+  client.on("ready", (info) => log.info("session ready", { node: info.node, server: info.url }));
   client.on("error", (error) => log.warn(error.message, { code: error.code }));
   client.on(
     "tunnel",
@@ -161,7 +167,7 @@ async function main(): Promise<number> {
   );
   const setUp = async () => {
     await client.ready();
-    log.info("connected", { server });
+    log.info("connected", { server: client.url, node: client.node });
     for (const expose of exposes) await client.expose(expose);
     for (const [listen, target] of forwards) {
       const forward = await client.forward({ listen, target });

@@ -480,6 +480,7 @@ export class ClientSession implements SessionHandle {
       session: this.id,
       client,
       server: "tunnelmux/0.1.0",
+      node: this.#context.registry.node,
     });
   }
 

@@ -357,6 +357,37 @@ describe("cluster: three daemons and one NATS", () => {
     await client.stop();
   });
 
+  it("a client given several nodes fails over to the next when its node dies, and keeps its port", async () => {
+    const owner = await startNode(nats, 7, token);
+    const client = await startClient({
+      server: `${owner.tcpUrl},${nodes[2].tcpUrl}`,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    const first = await client.waitForLog((e) => e.msg === "session ready");
+    assert.equal(first.node, "n7");
+    const { port } = await client.waitForTunnel();
+    const from = client.logs().length;
+    const killedAt = Date.now();
+    await owner.kill();
+    const again = await client.waitForLog((e) => e.msg === "session ready", 30_000, from);
+    assert.equal(again.node, "n3", "the second URL's node");
+    const back = await client.waitForTunnel(from, 30_000);
+    console.log(
+      `cluster-figure ${
+        JSON.stringify({
+          figure: "node_death_to_tunnel_back_ms_url_list",
+          value: Date.now() - killedAt,
+          ttlMs: TTL_MS,
+        })
+      }`,
+    );
+    assert.equal(back.port, port);
+    const payload = pattern(16 * 1024, 37);
+    assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "through node A");
+    await client.stop();
+  });
+
   it("SIGKILL of the owner node releases its port once its presence expires (about the TTL)", async () => {
     const owner = await startNode(nats, 5, token);
     const client = await startClient({

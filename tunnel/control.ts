@@ -28,7 +28,15 @@ export type ClientMessage =
 /** Daemon → client. */
 export type DaemonMessage =
   /** The hello was accepted. */
-  | { type: "welcome"; version: number; session: string; client: string; server: string }
+  | {
+    type: "welcome";
+    version: number;
+    session: string;
+    client: string;
+    server: string;
+    /** The daemon's node name in a cluster (`local` for a single node). */
+    node?: string;
+  }
   /** A reverse tunnel is listening. */
   | { type: "exposed"; id: number; tunnel: string; bindHost: string; port: number }
   /** A request without other results succeeded. */
