@@ -4,7 +4,7 @@
  * members of a group, and, in a cluster, the routes held on other nodes (reached over relay
  * sessions). The port is bound once; each visitor goes to one route, chosen when it arrives:
  *
- * - routes that are down (unhealthy) are skipped while another is up;
+ * - routes that are down (their client reports its local service unhealthy) take no visitors;
  * - routes of this node come first (no relay hop), then routes on other nodes;
  * - among the candidates, `round_robin` takes them in turn, `least_connections` the one with the
  *   fewest visitors in flight (ties in turn).
