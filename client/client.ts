@@ -91,6 +91,19 @@ export interface ExposeOptions {
   label?: string;
   /** Send a PROXY protocol header to `local` first, so it sees the visitor's real address. */
   proxyProtocol?: "v1" | "v2";
+  /**
+   * Serve the tunnel as a member of this group (with `groupKey`): every member's session is a
+   * route of one public port, and visitors are balanced across the members. The client's token
+   * must allow the group. With `remotePort` 0 a member joins the port the group already holds.
+   */
+  group?: string;
+  /** The group's key (a secret the daemon's config holds the hash of). */
+  groupKey?: string;
+  /**
+   * Let other sessions of this client serve the same port too (high availability: the same
+   * client connected to several nodes), instead of the port being refused to them.
+   */
+  shared?: boolean;
 }
 
 /** A reverse tunnel held by the client. Its remote port stays the same across reconnects when it can. */
@@ -628,8 +641,16 @@ export class Client extends Emitter<ClientEvents> {
   // ---- Requests and streams ----
 
   async #exposeOnce(record: TunnelRecord, port: number): Promise<void> {
-    const { bindHost, label } = record.request;
-    const reply = await this.#request({ type: "expose", port, bindHost, label });
+    const { bindHost, label, group, groupKey, shared } = record.request;
+    const reply = await this.#request({
+      type: "expose",
+      port,
+      bindHost,
+      label,
+      group,
+      groupKey,
+      shared,
+    });
     if (reply.type !== "exposed") throw new ClientError("protocol", "expected exposed");
     record.id = reply.tunnel;
     record.remoteHost = reply.bindHost;

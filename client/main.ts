@@ -30,6 +30,11 @@ Options:
   --use LISTEN=NAME            listen on LISTEN here for named service NAME; repeatable
   --name NAME                  how the daemon's logs call this client
   --ca FILE                    extra CA certificate (PEM) to trust for tls:// and wss://
+  --group NAME                 serve every --expose as a member of group NAME (the group key
+                               comes from TUNNELMUX_GROUP_KEY): members share the public port,
+                               visitors are balanced across them
+  --shared                     let other sessions of this client serve the same ports (several
+                               clients with one token, for high availability)
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
                                see the visitor's real address
   --no-reconnect               exit when the connection is lost instead of reconnecting
@@ -69,6 +74,8 @@ async function main(): Promise<number> {
       name: { type: "string" },
       ca: { type: "string" },
       "proxy-protocol": { type: "string" },
+      group: { type: "string" },
+      shared: { type: "boolean" },
       "no-reconnect": { type: "boolean", default: false },
       "keepalive-interval-ms": { type: "string" },
       "keepalive-timeout-ms": { type: "string" },
@@ -91,6 +98,16 @@ async function main(): Promise<number> {
   if (proxyProtocol !== undefined && proxyProtocol !== "v1" && proxyProtocol !== "v2") {
     throw new Error(`--proxy-protocol must be v1 or v2, got "${proxyProtocol}"`);
   }
+  const group = values.group;
+  const groupKey = process.env.TUNNELMUX_GROUP_KEY;
+  if (group !== undefined && !groupKey) {
+    throw new Error(`--group ${group} needs the group's key in TUNNELMUX_GROUP_KEY`);
+  }
+  const membership = group !== undefined
+    ? { group, groupKey }
+    : values.shared
+    ? { shared: true }
+    : {};
   const exposes = values.expose.map((text) => {
     const [remote, local] = pair("expose", text);
     const colon = remote.lastIndexOf(":");
@@ -100,7 +117,7 @@ async function main(): Promise<number> {
       throw new Error(`--expose: bad port in "${text}"`);
     }
     parseHostPort(local);
-    return { remotePort, bindHost, local, proxyProtocol };
+    return { remotePort, bindHost, local, proxyProtocol, ...membership };
   });
   const duration = (flag: string, env: string, fallback: number): number => {
     const text = values[flag as "keepalive-interval-ms"] ?? process.env[env] ?? "";

@@ -35,6 +35,9 @@ import { connectService, serviceOffer } from "./services.ts";
 import type { TokenVerifier } from "./tokens/verifier.ts";
 import type { DaemonEventType } from "./events.ts";
 import { openTunnel } from "./open_tunnel.ts";
+import { tokenMatches } from "./tokens/verifier.ts";
+import type { Balance } from "./port_listener.ts";
+import type { TunnelPorts } from "./tunnel_ports.ts";
 
 /** The daemon's side of things that every client session shares. */
 export interface DaemonContext {
@@ -44,6 +47,8 @@ export interface DaemonContext {
   verifier: TokenVerifier;
   /** Sessions, tunnels, ports, services and tokens: the daemon's state. */
   registry: Registry;
+  /** The node's public port listeners. */
+  ports: TunnelPorts;
   /** True while the daemon drains: no new tunnels or streams. */
   draining(): boolean;
   /** The daemon logger. */
@@ -357,6 +362,22 @@ export class ClientSession implements SessionHandle {
         const bindHost = message.bindHost ?? "127.0.0.1";
         const decision = canExpose(client, bindHost, message.port);
         if (!decision.ok) return fail("not_allowed", decision.message);
+        // A group's tunnel: the client's token must allow the group, and the client must hold
+        // the group's key. Then every member's session is a route of one port.
+        let owner = `client:${client.name}`;
+        let balance: Balance | undefined;
+        if (message.group !== undefined) {
+          const group = this.#context.config().groups[message.group];
+          if (!group || !client.groups.includes(message.group)) {
+            return fail("not_allowed", `this client may not join group ${message.group}`);
+          }
+          if (!tokenMatches(message.groupKey ?? "", group.keyHash)) {
+            return fail("not_allowed", `wrong key for group ${message.group}`);
+          }
+          owner = `group:${message.group}`;
+          balance = group.balance;
+        }
+        const shared = message.group !== undefined || message.shared === true;
         // In a cluster whose nodes share a machine, each binds its own address (tunnelHost).
         const listenHost = this.#context.config().cluster?.tunnelHost ?? bindHost;
         const opened = await openTunnel(client, listenHost, message.port, {
@@ -366,12 +387,17 @@ export class ClientSession implements SessionHandle {
           label: message.label,
           log: this.#log,
           registry: this.#context.registry,
+          ports: this.#context.ports,
+          owner,
+          shared,
+          balance,
         });
         if (!opened.ok) return fail(opened.code, opened.message);
         const tunnel = opened.tunnel;
         // The session may have ended while the port was being bound.
         if (this.#hasEnded()) {
           tunnel.close();
+          this.#context.ports.detach(tunnel);
           return void this.#context.registry.releasePort(this.#portClaim(tunnel));
         }
         this.#tunnels.set(tunnel.id, tunnel);
@@ -524,6 +550,7 @@ export class ClientSession implements SessionHandle {
 
   #removeTunnel(tunnel: ReverseTunnel): void {
     tunnel.close();
+    this.#context.ports.detach(tunnel);
     this.#tunnels.delete(tunnel.id);
     this.#context.registry.removeTunnel(tunnel.id);
     void this.#context.registry.releasePort(this.#portClaim(tunnel));

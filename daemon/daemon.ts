@@ -22,6 +22,7 @@ import type { Registry } from "./registry/registry.ts";
 import { TokenVerifier } from "./tokens/verifier.ts";
 import { TokenStore } from "./tokens/store.ts";
 import type { Cluster } from "./cluster/cluster.ts";
+import { TunnelPorts } from "./tunnel_ports.ts";
 
 /** Daemon lifecycle states. */
 export type DaemonState = "starting" | "running" | "draining" | "stopped";
@@ -58,6 +59,8 @@ export class Daemon {
 
   /** The node-local registry; in a cluster, the part the cluster registry builds on. */
   readonly #local: LocalRegistry;
+  /** The public ports of reverse tunnels on this node, with their routes. */
+  readonly #ports: TunnelPorts;
   /** This node's part in a cluster, once joined (only when `cluster` is configured). */
   #cluster: Cluster | undefined;
   #config: Config;
@@ -89,6 +92,7 @@ export class Daemon {
       onChange: () => this.#apply(this.#config),
     });
     this.#local = new LocalRegistry({ tokens, node: config.cluster?.node });
+    this.#ports = new TunnelPorts(options.log);
     this.#verifier = new TokenVerifier(
       config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })),
     );
@@ -97,6 +101,7 @@ export class Daemon {
       config: () => this.#effective,
       verifier: this.#verifier,
       registry: this.#local, // the cluster registry once start() joined a cluster
+      ports: this.#ports,
       draining: () => this.#lifecycle.state !== "running",
       log: this.#log,
       count: (event) => this.counters.count(event),
@@ -151,6 +156,7 @@ export class Daemon {
           dataDir: this.#config.dataDir,
           onTokensChange: () => this.#apply(this.#config),
           events: this.events,
+          ports: this.#ports,
         });
         this.#context.registry = this.#cluster.registry;
       }
@@ -205,6 +211,7 @@ export class Daemon {
     // than finding the port closed.
     this.#tcpListener?.close();
     // Tunnels stop taking visitors; visitors already connected finish within the grace period.
+    this.#ports.stopAccepting();
     for (const tunnel of this.registry.tunnels()) tunnel.stopAccepting();
     for (const session of sessions) session.drain();
     const all = Promise.all(sessions.map((s) => s.closed));

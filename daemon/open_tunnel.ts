@@ -14,6 +14,8 @@ import type { Logger } from "../util/log.ts";
 import { allowedPorts } from "./policy.ts";
 import type { PortClaim, Registry } from "./registry/registry.ts";
 import { ReverseTunnel } from "./reverse_tunnel.ts";
+import type { Balance } from "./port_listener.ts";
+import type { TunnelPorts } from "./tunnel_ports.ts";
 
 /** Ports tried for a port-0 request before giving up. */
 const MAX_ATTEMPTS = 64;
@@ -37,6 +39,14 @@ export interface OpenTunnelOptions {
   log: Logger;
   /** Where ports are claimed. */
   registry: Registry;
+  /** This node's port listeners. */
+  ports: TunnelPorts;
+  /** Who holds the port (`client:NAME` or `group:NAME`). Default `client:` and the client. */
+  owner?: string;
+  /** Whether other routes of the same owner may serve the port too (a group, or HA). */
+  shared?: boolean;
+  /** How a shared port spreads its visitors. */
+  balance?: Balance;
 }
 
 /**
@@ -50,9 +60,12 @@ export async function openTunnel(
   port: number,
   options: OpenTunnelOptions,
 ): Promise<OpenTunnelResult> {
-  const { registry, sessionId, ...listen } = options;
+  const { registry, sessionId, ports, shared, balance, ...listen } = options;
+  const owner = options.owner ?? `client:${options.client}`;
   const id = `t-${randomBytes(6).toString("hex")}`;
-  const candidates = port !== 0 ? [port] : pick(client);
+  // A shared tunnel asking for any port joins the port its owner already holds, if any.
+  const held = shared && port === 0 ? await registry.ownerPort(owner, bindHost) : undefined;
+  const candidates = port !== 0 ? [port] : held !== undefined ? [held] : pick(client);
   let lastError: Error | undefined;
   for (const candidate of candidates) {
     const claim: PortClaim = {
@@ -62,6 +75,8 @@ export async function openTunnel(
       session: sessionId,
       client: options.client,
       node: registry.node,
+      owner,
+      shared: shared ?? false,
     };
     const claimed = await registry.claimPort(claim);
     if (!claimed.ok) {
@@ -79,7 +94,9 @@ export async function openTunnel(
       continue;
     }
     try {
-      const tunnel = await ReverseTunnel.listen({ ...listen, id, bindHost, port: candidate });
+      const listener = await ports.open(bindHost, candidate, balance);
+      const tunnel = new ReverseTunnel({ ...listen, id, bindHost, port: listener.port, owner });
+      ports.attach(listener, tunnel);
       return { ok: true, tunnel };
     } catch (error) {
       await registry.releasePort(claim);

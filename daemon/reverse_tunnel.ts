@@ -1,6 +1,8 @@
 /**
- * Reverse tunnels: the daemon listens on a port for a client, and every visitor that connects
- * becomes a new stream to that client (starting with a `visitor` header), piped both ways.
+ * Reverse tunnels: a client's route for a public port. Every visitor the port's listener
+ * (`port_listener.ts`) gives it becomes a new stream to that client (starting with a `visitor`
+ * header), piped both ways. A port may have several routes (sessions of one client on several
+ * nodes, members of a group); each is a `ReverseTunnel` with its own id and counters.
  *
  * @module
  */
@@ -8,8 +10,7 @@
 import type { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { encodeStreamHeader } from "../tunnel/stream_header.ts";
-import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { listenTcp } from "../transport/mod.ts";
+import type { Transport } from "../protocol/transport.ts";
 import { ResetReason } from "../tunnel/reset_reasons.ts";
 import {
   splice,
@@ -37,83 +38,100 @@ export interface ReverseTunnelOptions {
   /** The owning client's name. */
   client: string;
   /**
+   * Who holds the public port: `client:NAME`, or `group:NAME` for a group's tunnel. Routes of one
+   * owner may share a port. Default `client:` and the client's name.
+   */
+  owner?: string;
+  /**
    * What visitors are sent through: the client's yamux session, or (on a node relaying for the
    * owner of a cluster tunnel) the relay session to the owning node.
    */
   session: Pick<Session, "open">;
-  /** Address to listen on. */
+  /** The public address (as its listener is bound). */
   bindHost: string;
-  /** Port to listen on. */
+  /** The public port. */
   port: number;
+  /**
+   * False for a route to a tunnel held on another node of a cluster (its `session` is the relay
+   * session to that node). Default true.
+   */
+  local?: boolean;
   /** The client's name for the tunnel, shown to operators. */
   label?: string;
   /** Logger with the session's context. */
   log: Logger;
 }
 
-/** A listening reverse tunnel. Create with {@linkcode ReverseTunnel.listen}. */
+/** A client's route for a public port. */
 export class ReverseTunnel {
   /** Unique id. */
   readonly id: string;
   /** Owning client. */
   readonly client: string;
+  /** Who holds the port (`client:NAME` or `group:NAME`). */
+  readonly owner: string;
   /** Bound address. */
   readonly bindHost: string;
-  /** Bound port (the real one when 0 was asked for). */
+  /** Bound port. */
   readonly port: number;
   /** The client's label, if any. */
   readonly label: string | undefined;
-  /** When it started listening (ms since the epoch). */
+  /** True for a session of this node; false for a relay to another node. */
+  readonly local: boolean;
+  /** When it was opened (ms since the epoch). */
   readonly createdAt = Date.now();
   /** Live counters. */
   readonly stats: TunnelStats = { connections: 0, active: 0, errors: 0, aToB: 0, bToA: 0 };
+  /** False while the client reports its local service failing its health check. */
+  healthy = true;
 
   readonly #session: Pick<Session, "open">;
   readonly #log: Logger;
-  #listener: TransportListener | undefined;
   readonly #visitors = new Set<Transport>();
   #closed = false;
 
-  private constructor(options: ReverseTunnelOptions, port: number) {
+  /** A route through `options.session`; its port listener hands it visitors. */
+  constructor(options: ReverseTunnelOptions) {
     this.id = options.id;
     this.client = options.client;
+    this.owner = options.owner ?? `client:${options.client}`;
     this.bindHost = options.bindHost;
-    this.port = port;
+    this.port = options.port;
     this.label = options.label;
+    this.local = options.local ?? true;
     this.#session = options.session;
     this.#log = options.log.child({ tunnel: options.id });
   }
 
-  /** Binds the port and starts accepting visitors. Rejects if the port cannot be bound. */
-  static async listen(options: ReverseTunnelOptions): Promise<ReverseTunnel> {
-    // A visitor may arrive before the tunnel object exists (it needs the bound port): hold it.
-    const early: { tunnel?: ReverseTunnel; pending: Transport[] } = { pending: [] };
-    const listener = await listenTcp({ hostname: options.bindHost, port: options.port }, (t) => {
-      if (early.tunnel) early.tunnel.#visitor(t);
-      else early.pending.push(t);
-    });
-    const tunnel = new ReverseTunnel(options, listener.port);
-    tunnel.#listener = listener;
-    early.tunnel = tunnel;
-    for (const t of early.pending) tunnel.#visitor(t);
-    return tunnel;
-  }
-
   /** Visitors connected now. */
   get activeVisitors(): number {
-    return this.#visitors.size;
+    return this.stats.active;
   }
 
-  /** Stops accepting visitors; those connected finish normally (a drain). Idempotent. */
+  /** Visitors in flight now (for balancing). */
+  get active(): number {
+    return this.stats.active;
+  }
+
+  /** Takes no more visitors; those connected finish normally (a drain). Idempotent. */
   stopAccepting(): void {
     this.#closed = true;
-    this.#listener?.close();
   }
 
-  /** Stops listening and disconnects current visitors. Idempotent. */
+  /** Takes no more visitors and disconnects current ones. Idempotent. */
   close(): void {
     this.stopAccepting();
     for (const visitor of this.#visitors) visitor.close();
+  }
+
+  /** A visitor of the public port: it goes to the client as a new stream. */
+  visitor(visitor: Transport): void {
+    if (this.#closed) return visitor.close();
+    const stream = this.#openToClient(visitor.remoteAddress, visitor.localAddress);
+    if (!stream) return visitor.close();
+    this.#visitors.add(visitor);
+    this.#count(splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats }), visitor)
+      .then(() => this.#visitors.delete(visitor));
   }
 
   /**
@@ -129,15 +147,6 @@ export class ReverseTunnel {
       splice(streamEnd(stream), streamEnd(toClient), { aFirst: rest, counters: this.stats }),
       remote,
     );
-  }
-
-  #visitor(visitor: Transport): void {
-    if (this.#closed) return visitor.close();
-    const stream = this.#openToClient(visitor.remoteAddress, visitor.localAddress);
-    if (!stream) return visitor.close();
-    this.#visitors.add(visitor);
-    this.#count(splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats }), visitor)
-      .then(() => this.#visitors.delete(visitor));
   }
 
   /** Opens the stream to the client with its `visitor` header; undefined (counted) if it cannot. */

@@ -16,8 +16,22 @@ export const CONTROL_VERSION = 1;
 export type ClientMessage =
   /** First message: who the client is. `token` may be omitted when the WebSocket upgrade carried it. */
   | { type: "hello"; version: number; token?: string; name?: string; agent?: string }
-  /** Open a reverse tunnel: the daemon listens on `bindHost:port` (0 = any allowed port). */
-  | { type: "expose"; id: number; port: number; bindHost?: string; label?: string }
+  /**
+   * Open a reverse tunnel: the daemon listens on `bindHost:port` (0 = any allowed port). With
+   * `group` (and its `groupKey`) the tunnel is the group's: every member's session is a route
+   * and visitors are balanced across them. With `shared`, further sessions of the same client
+   * may serve the same port (high availability) instead of being refused.
+   */
+  | {
+    type: "expose";
+    id: number;
+    port: number;
+    bindHost?: string;
+    label?: string;
+    group?: string;
+    groupKey?: string;
+    shared?: boolean;
+  }
   /** Close a reverse tunnel. */
   | { type: "unexpose"; id: number; tunnel: string }
   /** Offer a named service that other clients may connect to. */
@@ -69,7 +83,7 @@ export class ControlMessageError extends Error {
   }
 }
 
-type FieldType = "string" | "id" | "port" | "version";
+type FieldType = "string" | "id" | "port" | "version" | "boolean";
 
 const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, boolean]>> = {
   hello: {
@@ -83,6 +97,9 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     port: ["port", true],
     bindHost: ["string", false],
     label: ["string", false],
+    group: ["string", false],
+    groupKey: ["string", false],
+    shared: ["boolean", false],
   },
   unexpose: { id: ["id", true], tunnel: ["string", true] },
   offer: { id: ["id", true], service: ["string", true] },
@@ -127,5 +144,7 @@ function valid(type: FieldType, value: unknown): boolean {
       return Number.isInteger(value) && (value as number) >= 0 && (value as number) <= 65535;
     case "version":
       return Number.isInteger(value) && (value as number) >= 1;
+    case "boolean":
+      return typeof value === "boolean";
   }
 }

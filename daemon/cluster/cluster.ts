@@ -16,6 +16,7 @@ import { connectService } from "../services.ts";
 import type { LocalRegistry } from "../registry/local_registry.ts";
 import type { PortClaim } from "../registry/registry.ts";
 import { ReverseTunnel } from "../reverse_tunnel.ts";
+import type { TunnelPorts } from "../tunnel_ports.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
@@ -82,6 +83,8 @@ export interface ClusterDeps {
   onTokensChange: () => void;
   /** The daemon's events, published to the cluster. */
   events: EventFeed;
+  /** The node's public port listeners: relays to tunnels held elsewhere are routes on them. */
+  ports: TunnelPorts;
 }
 
 /** The answers of {@linkcode Cluster.ask}: one per node that answered, and who did not. */
@@ -111,6 +114,7 @@ export class Cluster {
   readonly #peers: PeerLinks;
   readonly #log: Logger;
   readonly #relays = new Map<number, Relay>();
+  #ports!: TunnelPorts;
   /** Relays whose claim went, still carrying visitors that arrived before. */
   readonly #draining = new Set<Relay>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
@@ -210,7 +214,10 @@ export class Cluster {
     if (this.#stopped) return;
     this.#stopped = true;
     for (const timer of this.#timers) clearTimeout(timer);
-    for (const relay of [...this.#relays.values(), ...this.#draining]) relay.tunnel?.close();
+    for (const relay of [...this.#relays.values(), ...this.#draining]) {
+      relay.tunnel?.close();
+      if (relay.tunnel) this.#ports.detach(relay.tunnel);
+    }
     this.#relays.clear();
     this.registry.stop();
     this.#peers.close();
@@ -285,6 +292,7 @@ export class Cluster {
       });
       cluster = new Cluster(config, link, presence, peers, registry, log);
       const self = cluster;
+      self.#ports = deps.ports;
       presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
       presence.onNodeGone = (info) => self.#nodeGone(info);
       // Now and then, check that this node's records are still there as it wrote them (a NATS
@@ -362,16 +370,20 @@ export class Cluster {
     const relay: Relay = { claim, tunnel: undefined, closed: false };
     this.#relays.set(claim.port, relay);
     const bindHost = this.#config.tunnelHost ?? claim.bindHost;
-    ReverseTunnel.listen({
-      id: claim.tunnel,
-      client: claim.client,
-      session: this.#peers.opener(claim.node),
-      bindHost,
-      port: claim.port,
-      label: `relay to ${claim.node}`,
-      log: this.#log.child({ relayTo: claim.node }),
-    }).then((tunnel) => {
-      if (relay.closed) return tunnel.close();
+    this.#ports.open(bindHost, claim.port).then((listener) => {
+      if (relay.closed) return;
+      const tunnel = new ReverseTunnel({
+        id: claim.tunnel,
+        client: claim.client,
+        owner: claim.owner,
+        session: this.#peers.opener(claim.node),
+        bindHost,
+        port: claim.port,
+        label: `relay to ${claim.node}`,
+        local: false,
+        log: this.#log.child({ relayTo: claim.node }),
+      });
+      this.#ports.attach(listener, tunnel);
       relay.tunnel = tunnel;
       this.#log.info("relaying a cluster tunnel", {
         bind: `${bindHost}:${claim.port}`,
@@ -402,6 +414,7 @@ export class Cluster {
     const tunnel = relay.tunnel;
     if (!tunnel) return;
     tunnel.stopAccepting();
+    this.#ports.detach(tunnel);
     if (tunnel.activeVisitors === 0) return;
     this.#draining.add(relay);
     const check = () => {

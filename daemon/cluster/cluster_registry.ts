@@ -20,7 +20,7 @@
  */
 
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
-import type { LocalRegistry } from "../registry/local_registry.ts";
+import { canShare, type LocalRegistry, ownerOf } from "../registry/local_registry.ts";
 import type {
   ClaimResult,
   PortClaim,
@@ -98,6 +98,8 @@ export class ClusterRegistry implements Registry {
   readonly #ports = new Map<string, Held<PortClaim>>();
   /** The claims this node made, by key, with the revision it wrote. */
   readonly #mine = new Map<string, Held<PortClaim>>();
+  /** This node's claims of each port it holds: one, or the routes of a shared tunnel. */
+  readonly #shares = new Map<string, PortClaim[]>();
   /** Every offer in the bucket, by key (from the watch), with counters for remote ones. */
   readonly #services = new Map<string, Held<ServiceRecord> & { offer?: ServiceOffer }>();
   readonly #myServices = new Map<string, Held<ServiceRecord>>();
@@ -188,17 +190,44 @@ export class ClusterRegistry implements Registry {
 
   async claimPort(claim: PortClaim): Promise<ClaimResult> {
     const key = portKeyOf(claim.port);
+    // A further route of a shared tunnel this node already holds: no new record.
+    const local = this.#shares.get(key);
+    if (local && local.length > 0 && canShare(local[0], claim)) {
+      local.push(claim);
+      this.#options.count("registry_port_shared");
+      return { ok: true };
+    }
     const result = await this.#claim(this.#options.link.ports, key, claim, this.#mine);
+    if (result.ok) this.#shares.set(key, [claim]);
     this.#options.count(result.ok ? "registry_port_claimed" : `registry_port_${result.reason}`);
     return result;
   }
 
   async releasePort(claim: PortClaim): Promise<void> {
     const key = portKeyOf(claim.port);
+    const local = (this.#shares.get(key) ?? []).filter((c) => c.tunnel !== claim.tunnel);
+    if (local.length > 0) this.#shares.set(key, local);
+    else this.#shares.delete(key);
     const mine = this.#mine.get(key);
     if (!mine || mine.record.tunnel !== claim.tunnel) return;
+    const { ports } = this.#options.link;
+    if (local.length > 0) {
+      // Other routes of this node still serve the port: the record names one of them now.
+      const record = { ...local[0], run: this.#options.presence.run };
+      try {
+        mine.revision = await ports.update(key, JSON.stringify(record), mine.revision);
+        mine.record = record;
+      } catch (error) {
+        this.#options.count("registry_failure");
+        this.#options.log.debug("port hand-over not written", {
+          port: claim.port,
+          detail: String(error),
+        });
+      }
+      return;
+    }
     this.#mine.delete(key);
-    await this.#options.link.ports.delete(key, { previousSeq: mine.revision }).catch((error) => {
+    await ports.delete(key, { previousSeq: mine.revision }).catch((error) => {
       // Gone already (taken over, or removed as stale), or NATS is away: then the claim expires
       // with this node's presence if this node dies, and is re-checked when NATS returns.
       this.#options.count("registry_failure");
@@ -207,6 +236,18 @@ export class ClusterRegistry implements Registry {
         detail: String(error),
       });
     });
+  }
+
+  ownerPort(owner: string, bindHost: string): Promise<number | undefined> {
+    for (const held of this.#ports.values()) {
+      const record = held.record;
+      if (record.shared && ownerOf(record) === owner && this.#live(record)) {
+        if (record.node !== this.node || record.bindHost === bindHost) {
+          return Promise.resolve(record.port);
+        }
+      }
+    }
+    return Promise.resolve(undefined);
   }
 
   portHolder(_bindHost: string, port: number): Promise<PortClaim | undefined> {

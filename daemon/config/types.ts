@@ -90,6 +90,16 @@ export interface ClientConfig extends ClientPolicy {
   tokenHash: string;
   /** Effective limits. */
   limits: ClientLimits;
+  /** Groups this client may join (serving a group's tunnels with the other members). */
+  groups: string[];
+}
+
+/** A group: several clients serve one tunnel, each joining with the group's key. */
+export interface GroupConfig {
+  /** `sha256:` hash of the group key a member presents. */
+  keyHash: string;
+  /** How visitors are spread across the members. */
+  balance: "round_robin" | "least_connections";
 }
 
 /** NATS credentials: at most one kind. */
@@ -161,6 +171,8 @@ export interface Config {
   adminTokenHash: string | null;
   /** The clients, in config order. */
   clients: ClientConfig[];
+  /** Groups of clients serving one tunnel together, by name. */
+  groups: Record<string, GroupConfig>;
   /** The cluster this node belongs to, or null for a single node. */
   cluster: ClusterConfig | null;
 }

@@ -12,6 +12,7 @@ import { hostname } from "node:os";
 import type {
   ClientConfig,
   ClusterConfig,
+  GroupConfig,
   Issue,
   Limits,
   ListenConfig,
@@ -20,7 +21,7 @@ import type {
   ValidationResult,
 } from "./types.ts";
 import { embeddedDefaults } from "./defaults.ts";
-import { isObject, mergeLayers, suggest } from "./merge.ts";
+import { isObject, mergeLayers, setOwn, suggest } from "./merge.ts";
 import {
   type ClientPolicy,
   type ForwardRule,
@@ -42,6 +43,7 @@ const TOP_KEYS = [
   "log",
   "adminToken",
   "clients",
+  "groups",
   "cluster",
 ];
 const LISTEN_KEYS = ["tcp", "websocket", "websocketPath", "admin"];
@@ -58,7 +60,7 @@ const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   keepAliveIntervalMs: [100, 3_600_000],
   keepAliveTimeoutMs: [100, 600_000],
 };
-const CLIENT_KEYS = ["name", "token", "expose", "forward", "services", "limits"];
+const CLIENT_KEYS = ["name", "token", "expose", "forward", "services", "limits", "groups"];
 const CLIENT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /** Collects issues while walking the raw document; each check returns undefined on failure. */
@@ -329,9 +331,14 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
     return n;
   };
   const tunnels = cap("tunnels", "tunnelsPerClient"), streams = cap("streams", "streamsPerSession");
+  const groups = w.array(raw.groups ?? [], `${path}.groups`)?.map((g, i) =>
+    typeof g === "string" && CLIENT_NAME.test(g)
+      ? g
+      : w.error(at(`${path}.groups`, i), `${show(g)} must be a group name`)
+  );
   if (
     !name || !hash || !expose || !forward || !services || tunnels === undefined ||
-    streams === undefined
+    streams === undefined || !groups || groups.includes(undefined)
   ) {
     return undefined;
   }
@@ -342,8 +349,37 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
     forward,
     services,
     limits: { tunnels, streams },
+    groups: groups as string[],
   };
   return client;
+}
+
+function checkGroups(w: Walker, value: unknown): Record<string, GroupConfig> | undefined {
+  const raw = w.object(value ?? {}, "groups", Object.keys(isObject(value) ? value : {}));
+  if (!raw) return undefined;
+  const groups: Record<string, GroupConfig> = {};
+  let ok = true;
+  for (const [name, entry] of Object.entries(raw)) {
+    const path = `groups.${name}`;
+    if (!CLIENT_NAME.test(name)) {
+      ok = w.error(path, 'a group name is letters, digits, ".", "_" or "-" (up to 64)') ?? false;
+      continue;
+    }
+    const group = w.object(entry, path, ["key", "balance"]);
+    const keyHash = group && tokenHash(w, group.key, `${path}.key`);
+    const balance = group &&
+      w.oneOf(
+        group.balance ?? "round_robin",
+        `${path}.balance`,
+        [
+          "round_robin",
+          "least_connections",
+        ] as const,
+      );
+    if (!keyHash || !balance) ok = false;
+    else setOwn(groups, name, { keyHash, balance });
+  }
+  return ok ? groups : undefined;
 }
 
 const CLUSTER_KEYS = [
@@ -520,11 +556,32 @@ export function validateConfig(raw: unknown): ValidationResult {
     }
   });
   const cluster = checkCluster(w, doc.cluster);
+  const groups = checkGroups(w, doc.groups);
+  if (groups) {
+    for (const [i, client] of clients.entries()) {
+      for (const [j, group] of client.groups.entries()) {
+        if (!Object.hasOwn(groups, group)) {
+          w.error(`clients[${i}].groups[${j}]`, `no group "${group}" in groups`);
+        }
+      }
+    }
+  }
   const ok = w.errors.length === 0 && listen && tls !== undefined && dataDir &&
     shutdownGraceMs !== undefined &&
-    limits && log && adminTokenHash !== undefined && cluster !== undefined;
+    limits && log && adminTokenHash !== undefined && cluster !== undefined && groups;
   const config = ok
-    ? { listen, tls, dataDir, shutdownGraceMs, limits, log, adminTokenHash, clients, cluster }
+    ? {
+      listen,
+      tls,
+      dataDir,
+      shutdownGraceMs,
+      limits,
+      log,
+      adminTokenHash,
+      clients,
+      groups,
+      cluster,
+    }
     : undefined;
   return { config, errors: w.errors, warnings: w.warnings };
 }

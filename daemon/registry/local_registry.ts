@@ -24,6 +24,16 @@ export function portKey(bindHost: string, port: number): string {
   return `${bindHost}|${port}`;
 }
 
+/** Who holds a claim: its `owner`, or its client. */
+export function ownerOf(claim: PortClaim): string {
+  return claim.owner ?? `client:${claim.client}`;
+}
+
+/** Whether `claim` may hold a port together with `holder`: both shared, one owner. */
+export function canShare(holder: PortClaim, claim: PortClaim): boolean {
+  return !!holder.shared && !!claim.shared && ownerOf(holder) === ownerOf(claim);
+}
+
 /** The plain record of an offer (no live handles, no counters). */
 export function serviceRecord(offer: ServiceOffer): ServiceRecord {
   return { name: offer.name, client: offer.client, session: offer.session, node: offer.node };
@@ -43,7 +53,8 @@ export class LocalRegistry implements Registry {
   readonly tokens: TokenRegistry;
   readonly #sessions = new Map<string, SessionHandle>();
   readonly #tunnels = new Map<string, { tunnel: ReverseTunnel; session: string }>();
-  readonly #ports = new Map<string, PortClaim>();
+  /** The claims of each port: one, or several shared claims of one owner. */
+  readonly #ports = new Map<string, PortClaim[]>();
   readonly #services = new Map<string, ServiceOffer>();
   readonly #watchers = new Set<(change: RegistryChange) => void>();
 
@@ -76,25 +87,40 @@ export class LocalRegistry implements Registry {
 
   claimPort(claim: PortClaim): Promise<ClaimResult> {
     const key = portKey(claim.bindHost, claim.port);
-    const holder = this.#ports.get(key);
-    if (holder) return Promise.resolve({ ok: false, reason: "taken", holder });
-    this.#ports.set(key, claim);
+    const holders = this.#ports.get(key) ?? [];
+    if (holders.length > 0 && !canShare(holders[0], claim)) {
+      return Promise.resolve({ ok: false, reason: "taken", holder: holders[0] });
+    }
+    this.#ports.set(key, [...holders, claim]);
     this.#emit({ kind: "port", op: "claimed", claim });
     return Promise.resolve({ ok: true });
   }
 
   releasePort(claim: PortClaim): Promise<void> {
     const key = portKey(claim.bindHost, claim.port);
-    const holder = this.#ports.get(key);
-    if (holder && holder.tunnel === claim.tunnel && holder.node === claim.node) {
-      this.#ports.delete(key);
-      this.#emit({ kind: "port", op: "released", claim: holder });
+    const holders = this.#ports.get(key) ?? [];
+    const held = holders.find((h) => h.tunnel === claim.tunnel && h.node === claim.node);
+    if (held) {
+      const left = holders.filter((h) => h !== held);
+      if (left.length > 0) this.#ports.set(key, left);
+      else this.#ports.delete(key);
+      this.#emit({ kind: "port", op: "released", claim: held });
     }
     return Promise.resolve();
   }
 
   portHolder(bindHost: string, port: number): Promise<PortClaim | undefined> {
-    return Promise.resolve(this.#ports.get(portKey(bindHost, port)));
+    return Promise.resolve(this.#ports.get(portKey(bindHost, port))?.[0]);
+  }
+
+  ownerPort(owner: string, bindHost: string): Promise<number | undefined> {
+    for (const holders of this.#ports.values()) {
+      const first = holders[0];
+      if (first.bindHost === bindHost && first.shared && ownerOf(first) === owner) {
+        return Promise.resolve(first.port);
+      }
+    }
+    return Promise.resolve(undefined);
   }
 
   addTunnel(tunnel: ReverseTunnel, sessionId: string): void {

@@ -90,6 +90,13 @@ export interface PortClaim {
   readonly client: string;
   /** The node holding the session. */
   readonly node: string;
+  /**
+   * Who holds the port: `client:NAME`, or `group:NAME`. Claims of the same owner that say
+   * `shared` may hold one port together (one claim per route). Default: `client:` and `client`.
+   */
+  readonly owner?: string;
+  /** Whether this claim may share the port with other claims of its owner. */
+  readonly shared?: boolean;
 }
 
 /** The outcome of {@linkcode Registry.claimPort}. */
@@ -160,11 +167,17 @@ export interface Registry {
 
   /**
    * Claims a public port for a tunnel, if nobody holds it (create-if-absent): of two claims of
-   * the same port, however close together, exactly one succeeds.
+   * the same port, however close together, exactly one succeeds, unless both are `shared`
+   * claims of the same owner (routes of one tunnel), which hold it together.
    */
   claimPort(claim: PortClaim): Promise<ClaimResult>;
-  /** Releases a claim, if it is still this one (same tunnel); a stale release changes nothing. */
+  /**
+   * Releases a claim, if it is still held (same tunnel); a stale release changes nothing. The
+   * port is free once its last claim is released.
+   */
   releasePort(claim: PortClaim): Promise<void>;
+  /** The port held by `owner`'s shared claims on `bindHost`, if any (a group's port). */
+  ownerPort(owner: string, bindHost: string): Promise<number | undefined>;
   /** Who holds `bindHost:port`, if anyone. */
   portHolder(bindHost: string, port: number): Promise<PortClaim | undefined>;
 

@@ -26,6 +26,22 @@ export function hashToken(token: string): string {
   return TOKEN_HASH_PREFIX + createHash("sha256").update(token, "utf8").digest("hex");
 }
 
+/**
+ * Whether `secret` hashes to `hash` (a stored `sha256:` hash), compared in constant time.
+ *
+ * @example
+ * ```ts
+ * import { hashToken, tokenMatches } from "./verifier.ts";
+ * console.assert(tokenMatches("a-group-key", hashToken("a-group-key")));
+ * console.assert(!tokenMatches("another", hashToken("a-group-key")));
+ * ```
+ */
+export function tokenMatches(secret: string, hash: string): boolean {
+  const actual = Buffer.from(hashToken(secret));
+  const expected = Buffer.from(hash);
+  return actual.length === expected.length && timingSafeEqual(actual, expected);
+}
+
 /** True when `text` is a stored token hash (`sha256:` and 64 lowercase hex digits). */
 export function isTokenHash(text: string): boolean {
   return HASH_PATTERN.test(text);

@@ -1,0 +1,176 @@
+// One public port served by several routes, on one node: the members of a group (several
+// clients), and the sessions of one client that asked to share its port (high availability).
+// The daemon runs in this process; clients are SDK clients; visitors are plain sockets.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { type Client, connect } from "../client/mod.ts";
+import { Daemon } from "../daemon/daemon.ts";
+import { validateConfig } from "../daemon/config/mod.ts";
+import { Logger } from "../util/log.ts";
+import {
+  cleanup,
+  startClient,
+  startTcpServer,
+  tcpRoundTrip,
+  type TestServer,
+  waitFor,
+} from "../testing/mod.ts";
+
+const ALICE = "groups-test-alice-0123456789abcdef";
+const BOB = "groups-test-bob-0123456789abcdefgh";
+const CAROL = "groups-test-carol-0123456789abcdef";
+const GROUP_KEY = "groups-test-web-key-0123456789abcd";
+
+/** A local service that answers every connection with its own name, then closes. */
+function namedService(name: string): Promise<TestServer> {
+  return startTcpServer((socket) => {
+    socket.on("error", () => {});
+    socket.end(name);
+  });
+}
+
+/** Sends `count` visitors to `port`; returns how many each service answered. */
+async function visit(port: number, count: number): Promise<Record<string, number>> {
+  const seen: Record<string, number> = {};
+  for (let i = 0; i < count; i++) {
+    const answer = new TextDecoder().decode(
+      await tcpRoundTrip(port, new Uint8Array(0), { halfClose: false }),
+    );
+    seen[answer] = (seen[answer] ?? 0) + 1;
+  }
+  return seen;
+}
+
+describe("one port, several routes (single node)", () => {
+  let daemon: Daemon;
+  let url: string;
+  let services: TestServer[];
+  const clients: Client[] = [];
+  const client = async (token: string) => {
+    const c = await connect(url, { token, reconnect: false });
+    clients.push(c);
+    return c;
+  };
+
+  before(async () => {
+    const result = validateConfig({
+      listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
+      groups: { web: { key: GROUP_KEY, balance: "round_robin" } },
+      clients: [
+        { name: "alice", token: ALICE, expose: { ports: [0, "20000-40000"] }, groups: ["web"] },
+        { name: "bob", token: BOB, expose: { ports: [0, "20000-40000"] }, groups: ["web"] },
+        { name: "carol", token: CAROL, expose: { ports: [0, "20000-40000"] } },
+      ],
+    });
+    assert.deepEqual(result.errors, []);
+    const log = new Logger({ level: "error", format: "json", sink: () => {} });
+    daemon = new Daemon(result.config!, { log });
+    await daemon.start();
+    url = `tcp://${daemon.addresses.tcp}`;
+    services = await Promise.all(["A", "B", "C"].map(namedService));
+  });
+  after(async () => {
+    await cleanup();
+    await Promise.all(clients.map((c) => c.close()));
+    daemon.stop();
+    for (const s of services) s.close();
+  });
+
+  it("two members of a group serve one port; visitors are split; one leaves, the other takes all", async () => {
+    const alice = await client(ALICE);
+    const bob = await client(BOB);
+    const group = { group: "web", groupKey: GROUP_KEY };
+    const a = await alice.expose({ local: `127.0.0.1:${services[0].port}`, ...group });
+    // Port 0 joins the port the group already holds.
+    const b = await bob.expose({ local: `127.0.0.1:${services[1].port}`, ...group });
+    assert.equal(b.remotePort, a.remotePort);
+    const split = await visit(a.remotePort, 10);
+    assert.deepEqual(split, { A: 5, B: 5 }, "round robin over the two members");
+    await alice.close();
+    await waitFor(() => daemon.registry.tunnels().length === 1, "alice's route gone");
+    assert.deepEqual(await visit(a.remotePort, 6), { B: 6 });
+    await b.close();
+    // The last route gone, the port is closed.
+    await waitFor(
+      () =>
+        tcpRoundTrip(a.remotePort, new Uint8Array(0), { halfClose: false }).then(
+          () => false,
+          () => true,
+        ),
+      "the port closed",
+    );
+  });
+
+  it("joining takes the client's permission for the group and the group's key", async () => {
+    const alice = await client(ALICE);
+    const carol = await client(CAROL);
+    const held = await alice.expose({
+      local: `127.0.0.1:${services[0].port}`,
+      group: "web",
+      groupKey: GROUP_KEY,
+    });
+    await assert.rejects(
+      alice.expose({
+        local: "127.0.0.1:1",
+        group: "web",
+        groupKey: "wrong-key-0123456789abcdefgh",
+      }),
+      (e: Error & { code?: string }) =>
+        e.code === "not_allowed" && /wrong key for group web/.test(e.message),
+    );
+    await assert.rejects(
+      carol.expose({ local: "127.0.0.1:1", group: "web", groupKey: GROUP_KEY }),
+      (e: Error & { code?: string }) =>
+        e.code === "not_allowed" && /may not join group web/.test(e.message),
+    );
+    // Outside the group the port is simply taken.
+    await assert.rejects(
+      carol.expose({ local: "127.0.0.1:1", remotePort: held.remotePort }),
+      (e: Error & { code?: string }) => e.code === "port_in_use",
+    );
+    await held.close();
+  });
+
+  it("two sessions of one client share a port when they ask to (HA); without asking, the second is refused", async () => {
+    const first = await client(ALICE);
+    const second = await client(ALICE);
+    const a = await first.expose({ local: `127.0.0.1:${services[0].port}`, shared: true });
+    await assert.rejects(
+      second.expose({ local: `127.0.0.1:${services[2].port}`, remotePort: a.remotePort }),
+      (e: Error & { code?: string }) => e.code === "port_in_use",
+    );
+    const b = await second.expose({
+      local: `127.0.0.1:${services[2].port}`,
+      remotePort: a.remotePort,
+      shared: true,
+    });
+    assert.equal(b.remotePort, a.remotePort);
+    assert.deepEqual(await visit(a.remotePort, 4), { A: 2, C: 2 });
+    // A session that dies takes its route with it at once; visitors go on to the other.
+    first.session!.destroy();
+    await waitFor(() => daemon.registry.tunnels().length === 1, "the dead session's route gone");
+    assert.deepEqual(await visit(a.remotePort, 3), { C: 3 });
+  });
+
+  it("the CLI joins a group with --group and TUNNELMUX_GROUP_KEY", async () => {
+    const member = (token: string, service: TestServer) =>
+      startClient({
+        server: url,
+        token,
+        args: ["--expose", `0=127.0.0.1:${service.port}`, "--group", "web"],
+        env: { TUNNELMUX_GROUP_KEY: GROUP_KEY },
+      });
+    const a = await (await member(ALICE, services[0])).waitForTunnel();
+    const b = await (await member(BOB, services[1])).waitForTunnel();
+    assert.equal(b.port, a.port);
+    assert.deepEqual(await visit(a.port, 4), { A: 2, B: 2 });
+    const keyless = await startClient({
+      server: url,
+      token: BOB,
+      args: ["--expose", `0=127.0.0.1:${services[1].port}`, "--group", "web"],
+    });
+    const { code } = await keyless.exited;
+    assert.equal(code, 1);
+    assert.match(keyless.stderr(), /needs the group's key in TUNNELMUX_GROUP_KEY/);
+  });
+});
