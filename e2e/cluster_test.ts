@@ -22,6 +22,7 @@ import {
   startClient,
   startDaemon,
   startEchoServer,
+  startTcpServer,
   tcpRoundTrip,
   type TestServer,
   waitFor,
@@ -421,6 +422,75 @@ describe("cluster: three daemons and one NATS", () => {
       assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "the new owner's port");
     } finally {
       await sdk.close();
+    }
+  });
+});
+
+describe("cluster: one port served from two nodes (routes)", () => {
+  const token = newToken("laptop");
+  after(cleanup);
+
+  it("sessions of one client on two nodes serve one port; a node dies, visitors go on through the other", async () => {
+    const nats = await startNats();
+    const nodes = [
+      await startNode(nats, 1, token),
+      await startNode(nats, 2, token),
+      await startNode(nats, 3, token),
+    ];
+    const named = (name: string) =>
+      startTcpServer((socket) => {
+        socket.on("error", () => {});
+        socket.end(name);
+      });
+    const serviceA = await named("A");
+    const serviceB = await named("B");
+    const onA = await sdkConnect(nodes[0].tcpUrl, { token, reconnect: false });
+    const onB = await sdkConnect(nodes[1].tcpUrl, { token, reconnect: false });
+    const visit = async (host: string, port: number) =>
+      new TextDecoder().decode(
+        await tcpRoundTrip(port, new Uint8Array(0), { host, halfClose: false, timeoutMs: 5_000 }),
+      );
+    try {
+      const a = await onA.expose({ local: `127.0.0.1:${serviceA.port}`, shared: true });
+      const b = await onB.expose({ local: `127.0.0.1:${serviceB.port}`, shared: true });
+      assert.equal(b.remotePort, a.remotePort, "one cluster-wide port");
+      const port = a.remotePort;
+      // Each owner node prefers its own route; node C balances over both.
+      await waitFor(async () => (await visit("127.0.0.3", port)) !== "", "node C to relay");
+      assert.equal(await visit("127.0.0.1", port), "A");
+      assert.equal(await visit("127.0.0.2", port), "B");
+      const atC = new Set<string>();
+      for (let i = 0; i < 6; i++) atC.add(await visit("127.0.0.3", port));
+      assert.deepEqual([...atC].sort(), ["A", "B"]);
+
+      const killedAt = Date.now();
+      await nodes[0].kill();
+      // A bounded loop of visitors through C from the moment of the kill.
+      let failures = 0;
+      let wholeAt = 0;
+      for (let i = 0; i < 40; i++) {
+        const answer = await visit("127.0.0.3", port).catch(() => "");
+        if (answer !== "B") {
+          failures++;
+          wholeAt = 0;
+        } else if (wholeAt === 0) wholeAt = Date.now();
+      }
+      console.log(
+        `cluster-figure ${
+          JSON.stringify({
+            figure: "route_failover",
+            failedVisitors: failures,
+            wholeAfterMs: wholeAt - killedAt,
+          })
+        }`,
+      );
+      assert.ok(wholeAt > 0, "visitors succeed again");
+      assert.equal(await visit("127.0.0.2", port), "B");
+    } finally {
+      await onA.close().catch(() => {});
+      await onB.close();
+      serviceA.close();
+      serviceB.close();
     }
   });
 });
