@@ -160,6 +160,8 @@ interface TunnelRecord {
   remoteHost: string;
   remotePort: number;
   closed: boolean;
+  /** Registered with keep(): exposed whenever a session is ready, even if it never was yet. */
+  kept?: boolean;
 }
 
 /** Pause between two attempts to get a tunnel's old port back after a reconnect. */
@@ -338,6 +340,26 @@ export class Client extends Emitter<ClientEvents> {
     };
     await this.#exposeOnce(record, options.remotePort ?? 0);
     this.#tunnels.add(record);
+    return this.#tunnelView(record);
+  }
+
+  /**
+   * Keeps a tunnel exposed: now if a session is ready, and after every (re)connect, asking for
+   * the port it had. Unlike {@linkcode expose} it does not fail: refusals are `error` events,
+   * and the tunnel is tried again at the next session. Its `tunnel` events say when it is up.
+   */
+  keep(options: ExposeOptions): Tunnel {
+    parseHostPort(options.local);
+    const record: TunnelRecord = {
+      request: options,
+      id: "",
+      remoteHost: "",
+      remotePort: 0,
+      closed: false,
+      kept: true,
+    };
+    this.#tunnels.add(record);
+    if (this.#lifecycle.state === "ready") void this.#restoreTunnel(record);
     return this.#tunnelView(record);
   }
 
@@ -581,7 +603,8 @@ export class Client extends Emitter<ClientEvents> {
     const port = record.remotePort || (record.request.remotePort ?? 0);
     const deadline = Date.now() + (this.#options.restoreTimeoutMs ?? 30_000);
     for (;;) {
-      if (record.id === "" || record.closed || this.#session !== session || !session) return;
+      if ((record.id === "" && !record.kept) || record.closed) return;
+      if (this.#session !== session || !session) return;
       try {
         return await this.#exposeOnce(record, port);
       } catch (error) {

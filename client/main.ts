@@ -10,6 +10,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Logger } from "../util/log.ts";
 import { parseHostPort, unbracketHost } from "../util/address.ts";
+import { HaClient } from "./ha_client.ts";
 import { Client } from "./client.ts";
 
 const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon
@@ -33,6 +34,9 @@ Options:
   --group NAME                 serve every --expose as a member of group NAME (the group key
                                comes from TUNNELMUX_GROUP_KEY): members share the public port,
                                visitors are balanced across them
+  --ha N                       keep N sessions, each to another node of the --server list,
+                               all serving every --expose (default 1); warns while fewer nodes
+                               than N are reached
   --shared                     let other sessions of this client serve the same ports (several
                                clients with one token, for high availability)
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
@@ -75,6 +79,7 @@ async function main(): Promise<number> {
       ca: { type: "string" },
       "proxy-protocol": { type: "string" },
       group: { type: "string" },
+      ha: { type: "string" },
       shared: { type: "boolean" },
       "no-reconnect": { type: "boolean", default: false },
       "keepalive-interval-ms": { type: "string" },
@@ -152,13 +157,25 @@ async function main(): Promise<number> {
     sink: (line) => process.stderr.write(line + "\n"),
   });
 
-  const client = new Client(server, {
+  const haText = values.ha ?? "1";
+  const haSessions = Number(haText);
+  if (!/^\d+$/.test(haText) || haSessions < 1 || haSessions > 8) {
+    throw new Error(`--ha must be a number of sessions from 1 to 8, got "${haText}"`);
+  }
+  const connectOptions = {
     token,
     name: values.name,
     reconnect: !values["no-reconnect"],
     session: { keepAliveInterval, keepAliveTimeout },
     caCerts: values.ca ? [readFileSync(values.ca, "utf8")] : undefined,
-  });
+  };
+  // With --ha N, N sessions (each to another node when the URLs allow) serve every --expose;
+  // forwards, offers and uses go through the first.
+  const ha = haSessions > 1
+    ? new HaClient(server, { ...connectOptions, sessions: haSessions })
+    : undefined;
+  const client = ha ? ha.members[0] : new Client(server, connectOptions);
+  const members = ha ? ha.members : [client];
   // Signals are handled from the start, so Ctrl-C during the first connect is a clean stop too.
   let stopping = false;
   const done = new Promise<number>((resolve) => {
@@ -166,26 +183,48 @@ async function main(): Promise<number> {
       if (stopping) return;
       stopping = true;
       log.info("closing", { signal });
-      await client.close();
+      await Promise.all(members.map((m) => m.close()));
       resolve(0);
     };
     process.on("SIGINT", () => stop("SIGINT"));
     process.on("SIGTERM", () => stop("SIGTERM"));
-    client.on("state", (state) => {
-      if (state === "closed" && !stopping) resolve(1); // gave up: a fatal error or no reconnect
+    for (const member of members) {
+      member.on("state", (state) => {
+        // Gave up (a fatal error, or no reconnect): when every session has.
+        if (state === "closed" && !stopping && members.every((m) => m.state === "closed")) {
+          resolve(1);
+        }
+      });
+    }
+  });
+  members.forEach((member, i) => {
+    const which = ha ? { session: i } : {};
+    member.on("state", (state) => log.info(`state: ${state}`, which));
+    member.on("ready", (info) => {
+      log.info("session ready", { node: info.node, server: info.url, ...which });
+    });
+    member.on("error", (error) => log.warn(error.message, { code: error.code, ...which }));
+    member.on("tunnel", (t) => {
+      log.info("tunnel up", {
+        remote: `${t.remoteHost}:${t.remotePort}`,
+        local: t.local,
+        ...which,
+      });
     });
   });
-  client.on("state", (state) => log.info(`state: ${state}`));
-  client.on("ready", (info) => log.info("session ready", { node: info.node, server: info.url }));
-  client.on("error", (error) => log.warn(error.message, { code: error.code }));
-  client.on(
-    "tunnel",
-    (t) => log.info("tunnel up", { remote: `${t.remoteHost}:${t.remotePort}`, local: t.local }),
+  ha?.on("degraded", ({ nodes, wanted }) => {
+    log.warn(`running degraded: sessions on ${nodes.length} of ${wanted} nodes`, {
+      nodes: nodes.join(","),
+    });
+  });
+  ha?.on(
+    "whole",
+    ({ nodes }) => log.info("whole: a session on each node", { nodes: nodes.join(",") }),
   );
   const setUp = async () => {
-    await client.ready();
+    await (ha ?? client).ready();
     log.info("connected", { server: client.url, node: client.node });
-    for (const expose of exposes) await client.expose(expose);
+    for (const expose of exposes) await (ha ?? client).expose(expose);
     for (const [listen, target] of forwards) {
       const forward = await client.forward({ listen, target });
       log.info("forwarding", { listen: forward.address, target });

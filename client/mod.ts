@@ -25,6 +25,8 @@ export type {
   RetryInfo,
   Tunnel,
 } from "./client.ts";
+export { connectHa, HaClient } from "./ha_client.ts";
+export type { HaEvents, HaOptions, HaSession } from "./ha_client.ts";
 export { Backoff } from "./backoff.ts";
 export type { BackoffOptions } from "./backoff.ts";
 export { ClientError, describeStreamError } from "./errors.ts";

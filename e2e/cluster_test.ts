@@ -493,6 +493,77 @@ describe("cluster: one port served from two nodes (routes)", () => {
       serviceB.close();
     }
   });
+
+  it("a client with --ha 2 keeps sessions on two nodes; one dies, its session moves to the third", async () => {
+    const nats = await startNats();
+    const nodes = [
+      await startNode(nats, 1, token),
+      await startNode(nats, 2, token),
+      await startNode(nats, 3, token),
+    ];
+    const echo = await startEchoServer();
+    const client = await startClient({
+      server: nodes.map((n) => n.tcpUrl).join(","),
+      token,
+      args: ["--ha", "2", "--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    const whole = await client.waitForLog((e) => e.msg === "whole: a session on each node");
+    assert.equal(whole.nodes, "n1,n2");
+    const { port } = await client.waitForTunnel();
+    const payload = pattern(4096, 41);
+    assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "through node C");
+    const from = client.logs().length;
+    const killedAt = Date.now();
+    await nodes[0].kill();
+    let failures = 0;
+    for (let i = 0; i < 30; i++) {
+      const back = await tcpRoundTrip(port, payload, { host: "127.0.0.3", timeoutMs: 5_000 })
+        .catch(() => undefined);
+      if (!back || back.length !== payload.length) failures++;
+    }
+    await client.waitForLog(
+      (e) => /^running degraded: sessions on 1 of 2 nodes/.test(String(e.msg)),
+      15_000,
+      from,
+    );
+    const again = await client.waitForLog(
+      (e) => e.msg === "whole: a session on each node",
+      30_000,
+      from,
+    );
+    console.log(
+      `cluster-figure ${
+        JSON.stringify({
+          figure: "ha2_node_death",
+          failedVisitors: failures,
+          wholeAgainMs: Date.now() - killedAt,
+        })
+      }`,
+    );
+    assert.equal(again.nodes, "n2,n3");
+    assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "through node B");
+    assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "through node C");
+    await client.stop();
+  });
+
+  it("--ha 2 against a single daemon runs degraded, with a warning, and serves", async () => {
+    const nats = await startNats();
+    const only = await startNode(nats, 1, token);
+    const echo = await startEchoServer();
+    const client = await startClient({
+      server: only.tcpUrl,
+      token,
+      args: ["--ha", "2", "--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    await client.waitForLog((e) =>
+      /^running degraded: sessions on 1 of 2 nodes/.test(String(e.msg))
+    );
+    const { port } = await client.waitForTunnel();
+    const payload = pattern(1000, 43);
+    assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "degraded but serving");
+    assert.equal(client.hasExited, false);
+    await client.stop();
+  });
 });
 
 describe("cluster: NATS away and back, a paused node, a NATS cluster losing a server", () => {
