@@ -26,6 +26,7 @@ import { WebSocketConnectError } from "../transport/ws.ts";
 import { dialServer } from "./dial_server.ts";
 import { ClientError, describeStreamError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
+import { HealthMonitor, type HealthOptions } from "./health_check.ts";
 
 /** How long `close()` lets open streams finish before it closes the connection anyway. */
 const CLOSE_GRACE_MS = 5_000;
@@ -104,6 +105,12 @@ export interface ExposeOptions {
    * client connected to several nodes), instead of the port being refused to them.
    */
   shared?: boolean;
+  /**
+   * Check `local` now and then (TCP connect, or HTTP GET): while it fails, the daemon sends this
+   * tunnel's visitors to its other routes (a group's other members, the client's other
+   * sessions) instead. Default: no check.
+   */
+  health?: HealthOptions;
 }
 
 /** A reverse tunnel held by the client. Its remote port stays the same across reconnects when it can. */
@@ -152,6 +159,8 @@ export interface ClientEvents {
   tunnel: [tunnel: Tunnel];
   /** A connection attempt failed and will be retried. */
   retry: [retry: RetryInfo];
+  /** A tunnel's local service went down or came back up (its health check). */
+  health: [info: { tunnel: Tunnel; healthy: boolean; detail: string | undefined }];
 }
 
 interface TunnelRecord {
@@ -162,6 +171,8 @@ interface TunnelRecord {
   closed: boolean;
   /** Registered with keep(): exposed whenever a session is ready, even if it never was yet. */
   kept?: boolean;
+  /** The health check of its local service, when asked for. */
+  monitor?: HealthMonitor;
 }
 
 /** Pause between two attempts to get a tunnel's old port back after a reconnect. */
@@ -441,6 +452,7 @@ export class Client extends Emitter<ClientEvents> {
   /** Closes gracefully: no reconnect, the session ends once its streams are done. */
   async close(): Promise<void> {
     if (!this.#lifecycle.fire("close")) return;
+    for (const record of this.#tunnels) record.monitor?.stop();
     clearTimeout(this.#retryTimer);
     this.#firstReady?.reject(new ClientError("closed", "the client was closed"));
     this.#failPending(new ClientError("closed", "the client was closed"));
@@ -679,6 +691,25 @@ export class Client extends Emitter<ClientEvents> {
     record.remoteHost = reply.bindHost;
     record.remotePort = reply.port;
     this.emit("tunnel", this.#tunnelView(record));
+    this.#watchHealth(record);
+  }
+
+  /** Starts the record's health check, and tells the daemon what it knows already. */
+  #watchHealth(record: TunnelRecord): void {
+    const options = record.request.health;
+    if (!options) return;
+    const report = (healthy: boolean, detail?: string) => {
+      if (record.closed || record.id === "") return;
+      this.#request({ type: "health", tunnel: record.id, healthy, detail })
+        .catch(() => {}); // not connected: the next session reports again
+    };
+    if (!record.monitor) {
+      record.monitor = new HealthMonitor(record.request.local, options, (healthy, detail) => {
+        this.emit("health", { tunnel: this.#tunnelView(record), healthy, detail });
+        report(healthy, detail);
+      });
+      record.monitor.start();
+    } else if (!record.monitor.healthy) report(false, record.monitor.detail);
   }
 
   #tunnelView(record: TunnelRecord): Tunnel {
@@ -696,6 +727,7 @@ export class Client extends Emitter<ClientEvents> {
       close: async () => {
         if (record.closed) return;
         record.closed = true;
+        record.monitor?.stop();
         this.#tunnels.delete(record);
         if (this.#lifecycle.state === "ready") {
           await this.#request({ type: "unexpose", tunnel: record.id });

@@ -11,6 +11,7 @@ import { parseArgs } from "node:util";
 import { Logger } from "../util/log.ts";
 import { parseHostPort, unbracketHost } from "../util/address.ts";
 import { HaClient } from "./ha_client.ts";
+import type { HealthOptions } from "./health_check.ts";
 import { Client } from "./client.ts";
 
 const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon
@@ -34,6 +35,11 @@ Options:
   --group NAME                 serve every --expose as a member of group NAME (the group key
                                comes from TUNNELMUX_GROUP_KEY): members share the public port,
                                visitors are balanced across them
+  --health CHECK               check each --expose's local service: "tcp" (a connect) or
+                               "http:/PATH" (a GET answering 2xx/3xx; "http:/PATH=204" for one
+                               status); 3 failures withdraw the route (visitors go to the
+                               port's other routes), 2 successes restore it
+  --health-interval-ms MS      between two checks (default 5000)
   --ha N                       keep N sessions, each to another node of the --server list,
                                all serving every --expose (default 1); warns while fewer nodes
                                than N are reached
@@ -80,6 +86,8 @@ async function main(): Promise<number> {
       "proxy-protocol": { type: "string" },
       group: { type: "string" },
       ha: { type: "string" },
+      health: { type: "string" },
+      "health-interval-ms": { type: "string" },
       shared: { type: "boolean" },
       "no-reconnect": { type: "boolean", default: false },
       "keepalive-interval-ms": { type: "string" },
@@ -113,6 +121,25 @@ async function main(): Promise<number> {
     : values.shared
     ? { shared: true }
     : {};
+  let health: HealthOptions | undefined;
+  if (values.health !== undefined) {
+    const text = values.health;
+    const http = /^http:(\/[^=\s]*)(?:=(\d{3}))?$/.exec(text);
+    if (text === "tcp") health = { check: { kind: "tcp" } };
+    else if (http) {
+      health = {
+        check: { kind: "http", path: http[1], status: http[2] ? Number(http[2]) : undefined },
+      };
+    } else throw new Error(`--health must be "tcp" or "http:/PATH[=STATUS]", got "${text}"`);
+    const interval = values["health-interval-ms"];
+    if (interval !== undefined) {
+      const ms = Number(interval);
+      if (!/^\d+$/.test(interval) || ms < 100 || ms > 3_600_000) {
+        throw new Error(`--health-interval-ms must be milliseconds from 100 to 3600000`);
+      }
+      health.intervalMs = ms;
+    }
+  }
   const exposes = values.expose.map((text) => {
     const [remote, local] = pair("expose", text);
     const colon = remote.lastIndexOf(":");
@@ -122,7 +149,7 @@ async function main(): Promise<number> {
       throw new Error(`--expose: bad port in "${text}"`);
     }
     parseHostPort(local);
-    return { remotePort, bindHost, local, proxyProtocol, ...membership };
+    return { remotePort, bindHost, local, proxyProtocol, health, ...membership };
   });
   const duration = (flag: string, env: string, fallback: number): number => {
     const text = values[flag as "keepalive-interval-ms"] ?? process.env[env] ?? "";
@@ -204,6 +231,14 @@ async function main(): Promise<number> {
       log.info("session ready", { node: info.node, server: info.url, ...which });
     });
     member.on("error", (error) => log.warn(error.message, { code: error.code, ...which }));
+    member.on("health", ({ tunnel, healthy, detail }) => {
+      if (healthy) log.info("local service healthy again", { local: tunnel.local, ...which });
+      else {log.warn("local service unhealthy: route withdrawn", {
+          local: tunnel.local,
+          detail,
+          ...which,
+        });}
+    });
     member.on("tunnel", (t) => {
       log.info("tunnel up", {
         remote: `${t.remoteHost}:${t.remotePort}`,

@@ -426,6 +426,27 @@ export class ClientSession implements SessionHandle {
         this.#removeTunnel(tunnel);
         return control.send({ type: "ok", id: message.id });
       }
+      case "health": {
+        const tunnel = this.#tunnels.get(message.tunnel);
+        if (!tunnel) return fail("not_found", `no tunnel ${message.tunnel} in this session`);
+        if (tunnel.reportedHealthy !== message.healthy) {
+          tunnel.reportedHealthy = message.healthy;
+          this.#log.info(message.healthy ? "route healthy again" : "route withdrawn: unhealthy", {
+            tunnel: tunnel.id,
+            detail: message.detail,
+          });
+          this.#context.count(message.healthy ? "route_healthy" : "route_unhealthy");
+          this.#context.publish("route_health", {
+            tunnel: tunnel.id,
+            client: client.name,
+            session: this.id,
+            healthy: message.healthy ? 1 : 0,
+            detail: message.detail,
+          });
+          await this.#context.registry.setRouteHealth(this.#portClaim(tunnel), message.healthy);
+        }
+        return control.send({ type: "ok", id: message.id });
+      }
       case "offer": {
         const decision = canOfferService(client, message.service);
         if (!decision.ok) return fail("not_allowed", decision.message);

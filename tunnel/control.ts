@@ -34,6 +34,11 @@ export type ClientMessage =
   }
   /** Close a reverse tunnel. */
   | { type: "unexpose"; id: number; tunnel: string }
+  /**
+   * The client's health check of a tunnel's local service changed: while `healthy` is false
+   * the tunnel's route takes no visitors (another route of the port does, if any).
+   */
+  | { type: "health"; id: number; tunnel: string; healthy: boolean; detail?: string }
   /** Offer a named service that other clients may connect to. */
   | { type: "offer"; id: number; service: string }
   /** Stop offering a named service. */
@@ -102,6 +107,12 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     shared: ["boolean", false],
   },
   unexpose: { id: ["id", true], tunnel: ["string", true] },
+  health: {
+    id: ["id", true],
+    tunnel: ["string", true],
+    healthy: ["boolean", true],
+    detail: ["string", false],
+  },
   offer: { id: ["id", true], service: ["string", true] },
   withdraw: { id: ["id", true], service: ["string", true] },
 };

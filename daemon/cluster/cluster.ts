@@ -383,7 +383,9 @@ export class Cluster {
         local: false,
         // Up while the relay session to its node is: a dead node's routes take no visitors even
         // before its presence expires.
-        up: () => this.#peers.connected(claim.node),
+        up: () =>
+          this.#peers.connected(claim.node) &&
+          this.registry.routeHealthy(claim.port, claim.node, claim.tunnel),
         log: this.#log.child({ relayTo: claim.node }),
       });
       this.#ports.attach(listener, tunnel);

@@ -27,6 +27,8 @@ interface StoredRoute {
   session: string;
   tunnel: string;
   client: string;
+  /** False while the client reports its local service unhealthy. */
+  healthy?: boolean;
 }
 
 /** A port's record, as stored. */
@@ -147,6 +149,36 @@ export class ClusterPorts {
       this.#o.count("registry_failure");
       this.#o.log.debug("port release not written", { port: claim.port, detail: String(error) });
     });
+  }
+
+  /** Writes whether this node's route `claim.tunnel` is healthy into the port's record. */
+  async setHealth(claim: PortClaim, healthy: boolean): Promise<void> {
+    const key = portKeyOf(claim.port);
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      try {
+        const entry = await this.#o.bucket.get(key);
+        const current = entry?.operation === "PUT" ? parse(entry) : undefined;
+        if (!current) return;
+        const routes = current.routes.map((r) =>
+          r.node === this.#o.node && r.tunnel === claim.tunnel ? { ...r, healthy } : r
+        );
+        await this.#o.bucket.update(key, JSON.stringify({ ...current, routes }), entry!.revision);
+        return;
+      } catch (error) {
+        if (!isRevisionConflict(error)) {
+          this.#o.count("registry_failure");
+          return;
+        }
+      }
+    }
+  }
+
+  /** Whether a route is healthy as its port's record says (unknown routes count as healthy). */
+  routeHealthy(port: number, node: string, tunnel: string): boolean {
+    const route = this.#records.get(portKeyOf(port))?.record.routes.find((r) =>
+      r.node === node && r.tunnel === tunnel
+    );
+    return route?.healthy !== false;
   }
 
   /** The first live route of `port`, if any. */
@@ -278,8 +310,10 @@ export class ClusterPorts {
         const ours = current.owner === owner &&
           (current.shared || others.every((r) => !this.#live(r)));
         if (!ours && !this.#stale(current, entry!.created.getTime())) return false;
+        const previous = current.routes.find((r) => sameRoute(r, route));
+        const kept = previous?.healthy === false ? { ...route, healthy: false } : route;
         const next: PortRecord = ours
-          ? { ...current, routes: [...others, route] }
+          ? { ...current, routes: [...others, kept] }
           : { ...current, owner, shared: claim.shared ?? false, routes: [route] };
         await this.#o.bucket.update(key, JSON.stringify(next), entry!.revision);
         return true;

@@ -204,6 +204,15 @@ export class ClusterRegistry implements Registry {
     return this.#ports.release(claim);
   }
 
+  setRouteHealth(claim: PortClaim, healthy: boolean): Promise<void> {
+    return this.#ports.setHealth(claim, healthy);
+  }
+
+  /** Whether the route `tunnel` of `node` on `port` is healthy, as its record says. */
+  routeHealthy(port: number, node: string, tunnel: string): boolean {
+    return this.#ports.routeHealthy(port, node, tunnel);
+  }
+
   ownerPort(owner: string, bindHost: string): Promise<number | undefined> {
     return Promise.resolve(this.#ports.ownerPort(owner, bindHost));
   }

@@ -176,6 +176,11 @@ export interface Registry {
    * port is free once its last claim is released.
    */
   releasePort(claim: PortClaim): Promise<void>;
+  /**
+   * Records whether a route's local service is healthy (its client's check), so that every node
+   * routing visitors to it knows; a single node keeps it on the tunnel itself.
+   */
+  setRouteHealth(claim: PortClaim, healthy: boolean): Promise<void>;
   /** The port held by `owner`'s shared claims on `bindHost`, if any (a group's port). */
   ownerPort(owner: string, bindHost: string): Promise<number | undefined>;
   /** Who holds `bindHost:port`, if anyone. */
