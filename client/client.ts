@@ -74,6 +74,11 @@ export interface ConnectOptions {
   restoreTimeoutMs?: number;
   /** Deadline for dialing local targets of tunnels and services. Default 10 s. */
   dialTimeoutMs?: number;
+  /**
+   * Sessions this client keeps to distinct nodes (set by `HaClient`); told to the
+   * daemon so its operators can see a client running degraded.
+   */
+  ha?: number;
   /** Extra CA certificates (PEM) to trust for `wss://` and `tls://`. */
   caCerts?: string[];
   /** yamux session tuning. */
@@ -561,6 +566,7 @@ export class Client extends Emitter<ClientEvents> {
         token: this.#options.token,
         name: this.#options.name,
         agent: "tunnelmux-client/0.1.0",
+        ha: this.#options.ha,
       });
     });
   }

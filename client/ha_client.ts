@@ -65,7 +65,7 @@ export class HaClient extends Emitter<HaEvents> {
     // Each session starts at a different URL, so with enough URLs they land on different nodes.
     this.members = Array.from({ length: this.wanted }, (_, i) => {
       const rotated = [...urls.slice(i % urls.length), ...urls.slice(0, i % urls.length)];
-      const member = new Client(rotated, options);
+      const member = new Client(rotated, { ...options, ha: this.wanted });
       member.on("ready", () => this.#check(member));
       member.on("state", () => this.#check());
       member.on("error", (error) => this.emit("error", error, i));

@@ -92,6 +92,7 @@ export class ClientSession implements SessionHandle {
   readonly closed: Promise<void>;
 
   readonly #context: DaemonContext;
+  #ha = 1;
   readonly #yamux: Session;
   readonly #lifecycle = new Lifecycle<ClientSessionState, "authenticated" | "close">(
     TRANSITIONS,
@@ -165,6 +166,11 @@ export class ClientSession implements SessionHandle {
   /** Last keepalive round trip in ms; 0 until one was answered. */
   get rtt(): number {
     return this.#yamux.rtt;
+  }
+
+  /** Sessions its client keeps to distinct nodes, as its hello said (1 when it did not). */
+  get ha(): number {
+    return this.#ha;
   }
 
   /** Streams open now, the control stream included. */
@@ -473,6 +479,7 @@ export class ClientSession implements SessionHandle {
 
   #hello(message: Extract<ClientMessage, { type: "hello" }>): void {
     const control = this.#control!;
+    this.#ha = Math.min(message.ha ?? 1, 64);
     if (this.#lifecycle.state !== "handshake") {
       return control.send({
         type: "error",

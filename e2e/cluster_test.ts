@@ -562,6 +562,20 @@ describe("cluster: one port served from two nodes (routes)", () => {
     const payload = pattern(1000, 43);
     assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "degraded but serving");
     assert.equal(client.hasExited, false);
+    // Operators see it: the client is listed as degraded, and its port has two routes on n1.
+    await waitFor(async () => {
+      const cluster = (await admin(only, "/v1/cluster")).body.cluster as {
+        degraded: { client: string; wanted: number; nodes: string[] }[];
+      };
+      return cluster.degraded.some((d) =>
+        d.client === "laptop" && d.wanted === 2 && d.nodes.join() === "n1"
+      );
+    }, "the client listed as degraded");
+    const tunnels = (await admin(only, "/v1/tunnels")).body.tunnels as { id: string }[];
+    const detail = (await admin(only, `/v1/tunnels/${tunnels[0].id}`)).body;
+    const routes = detail.routes as { node: string; healthy: boolean }[];
+    assert.equal(routes.length, 2, JSON.stringify(detail));
+    assert.ok(routes.every((r) => r.node === "n1" && r.healthy));
     await client.stop();
   });
 });

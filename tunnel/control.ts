@@ -15,7 +15,15 @@ export const CONTROL_VERSION = 1;
 /** Client → daemon. */
 export type ClientMessage =
   /** First message: who the client is. `token` may be omitted when the WebSocket upgrade carried it. */
-  | { type: "hello"; version: number; token?: string; name?: string; agent?: string }
+  | {
+    type: "hello";
+    version: number;
+    token?: string;
+    name?: string;
+    agent?: string;
+    /** Sessions the client keeps to distinct nodes (its `--ha`), so operators see it degraded. */
+    ha?: number;
+  }
   /**
    * Open a reverse tunnel: the daemon listens on `bindHost:port` (0 = any allowed port). With
    * `group` (and its `groupKey`) the tunnel is the group's: every member's session is a route
@@ -96,6 +104,7 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     token: ["string", false],
     name: ["string", false],
     agent: ["string", false],
+    ha: ["version", false],
   },
   expose: {
     id: ["id", true],

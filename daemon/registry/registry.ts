@@ -58,6 +58,8 @@ export interface SessionHandle {
   readonly stats: Readonly<SessionStats>;
   /** Last measured keepalive round trip, ms; 0 until one was answered. */
   readonly rtt: number;
+  /** Sessions its client keeps to distinct nodes (its `ha` in the hello); 1 when not said. */
+  readonly ha: number;
   /** Streams open now, the control stream included. */
   readonly streamCount: number;
   /** The control stream's id, once the client opened it. */
