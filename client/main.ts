@@ -172,9 +172,37 @@ async function main(): Promise<number> {
     "TUNNELMUX_KEEPALIVE_TIMEOUT_MS",
     30_000,
   );
-  const forwards = values.forward.map((text) => pair("forward", text));
+  // LISTEN may be a bare port (loopback), as --expose takes one; every address is checked here,
+  // before connecting.
+  const listenAddress = (flag: string, text: string, listen: string): string => {
+    const address = /^\d+$/.test(listen) ? `127.0.0.1:${listen}` : listen;
+    try {
+      parseHostPort(address);
+    } catch {
+      throw new Error(`--${flag}: bad listen address "${listen}" in "${text}" (PORT or HOST:PORT)`);
+    }
+    return address;
+  };
+  const forwards = values.forward.map((text): [string, string] => {
+    const [listen, target] = pair("forward", text);
+    try {
+      parseHostPort(target);
+    } catch {
+      throw new Error(`--forward: bad target "${target}" in "${text}" (HOST:PORT)`);
+    }
+    return [listenAddress("forward", text, listen), target];
+  });
   const offers = values.offer.map((text) => pair("offer", text));
-  const uses = values.use.map((text) => pair("use", text));
+  const uses = values.use.map((text): [string, string] => {
+    const [listen, name] = pair("use", text);
+    return [listenAddress("use", text, listen), name];
+  });
+  if (exposes.length + forwards.length + offers.length + uses.length === 0) {
+    process.stderr.write(
+      "client: nothing to do: give --expose, --forward, --offer or --use (see --help)\n",
+    );
+    return 2;
+  }
 
   const format = values["log-format"];
   const pretty = format === "pretty" || (format === "auto" && process.stderr.isTTY === true);
