@@ -26,6 +26,7 @@ import { WebSocketConnectError } from "../transport/ws.ts";
 import { dialServer } from "./dial_server.ts";
 import { ClientError, describeStreamError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
+import { HealthMonitor, type HealthOptions } from "./health_check.ts";
 
 /** How long `close()` lets open streams finish before it closes the connection anyway. */
 const CLOSE_GRACE_MS = 5_000;
@@ -73,6 +74,11 @@ export interface ConnectOptions {
   restoreTimeoutMs?: number;
   /** Deadline for dialing local targets of tunnels and services. Default 10 s. */
   dialTimeoutMs?: number;
+  /**
+   * Sessions this client keeps to distinct nodes (set by `HaClient`); told to the
+   * daemon so its operators can see a client running degraded.
+   */
+  ha?: number;
   /** Extra CA certificates (PEM) to trust for `wss://` and `tls://`. */
   caCerts?: string[];
   /** yamux session tuning. */
@@ -104,6 +110,12 @@ export interface ExposeOptions {
    * client connected to several nodes), instead of the port being refused to them.
    */
   shared?: boolean;
+  /**
+   * Check `local` now and then (TCP connect, or HTTP GET): while it fails, the daemon sends this
+   * tunnel's visitors to its other routes (a group's other members, the client's other
+   * sessions) instead. Default: no check.
+   */
+  health?: HealthOptions;
 }
 
 /** A reverse tunnel held by the client. Its remote port stays the same across reconnects when it can. */
@@ -152,6 +164,8 @@ export interface ClientEvents {
   tunnel: [tunnel: Tunnel];
   /** A connection attempt failed and will be retried. */
   retry: [retry: RetryInfo];
+  /** A tunnel's local service went down or came back up (its health check). */
+  health: [info: { tunnel: Tunnel; healthy: boolean; detail: string | undefined }];
 }
 
 interface TunnelRecord {
@@ -160,6 +174,10 @@ interface TunnelRecord {
   remoteHost: string;
   remotePort: number;
   closed: boolean;
+  /** Registered with keep(): exposed whenever a session is ready, even if it never was yet. */
+  kept?: boolean;
+  /** The health check of its local service, when asked for. */
+  monitor?: HealthMonitor;
 }
 
 /** Pause between two attempts to get a tunnel's old port back after a reconnect. */
@@ -342,6 +360,26 @@ export class Client extends Emitter<ClientEvents> {
   }
 
   /**
+   * Keeps a tunnel exposed: now if a session is ready, and after every (re)connect, asking for
+   * the port it had. Unlike {@linkcode expose} it does not fail: refusals are `error` events,
+   * and the tunnel is tried again at the next session. Its `tunnel` events say when it is up.
+   */
+  keep(options: ExposeOptions): Tunnel {
+    parseHostPort(options.local);
+    const record: TunnelRecord = {
+      request: options,
+      id: "",
+      remoteHost: "",
+      remotePort: 0,
+      closed: false,
+      kept: true,
+    };
+    this.#tunnels.add(record);
+    if (this.#lifecycle.state === "ready") void this.#restoreTunnel(record);
+    return this.#tunnelView(record);
+  }
+
+  /**
    * Opens a stream to `target` (`host:port`) through the daemon. The daemon checks its allowlist
    * and dials; a refusal arrives as a reset of the stream whose error names the reason.
    */
@@ -419,6 +457,7 @@ export class Client extends Emitter<ClientEvents> {
   /** Closes gracefully: no reconnect, the session ends once its streams are done. */
   async close(): Promise<void> {
     if (!this.#lifecycle.fire("close")) return;
+    for (const record of this.#tunnels) record.monitor?.stop();
     clearTimeout(this.#retryTimer);
     this.#firstReady?.reject(new ClientError("closed", "the client was closed"));
     this.#failPending(new ClientError("closed", "the client was closed"));
@@ -527,6 +566,7 @@ export class Client extends Emitter<ClientEvents> {
         token: this.#options.token,
         name: this.#options.name,
         agent: "tunnelmux-client/0.1.0",
+        ha: this.#options.ha,
       });
     });
   }
@@ -581,7 +621,8 @@ export class Client extends Emitter<ClientEvents> {
     const port = record.remotePort || (record.request.remotePort ?? 0);
     const deadline = Date.now() + (this.#options.restoreTimeoutMs ?? 30_000);
     for (;;) {
-      if (record.id === "" || record.closed || this.#session !== session || !session) return;
+      if ((record.id === "" && !record.kept) || record.closed) return;
+      if (this.#session !== session || !session) return;
       try {
         return await this.#exposeOnce(record, port);
       } catch (error) {
@@ -656,6 +697,25 @@ export class Client extends Emitter<ClientEvents> {
     record.remoteHost = reply.bindHost;
     record.remotePort = reply.port;
     this.emit("tunnel", this.#tunnelView(record));
+    this.#watchHealth(record);
+  }
+
+  /** Starts the record's health check, and tells the daemon what it knows already. */
+  #watchHealth(record: TunnelRecord): void {
+    const options = record.request.health;
+    if (!options) return;
+    const report = (healthy: boolean, detail?: string) => {
+      if (record.closed || record.id === "") return;
+      this.#request({ type: "health", tunnel: record.id, healthy, detail })
+        .catch(() => {}); // not connected: the next session reports again
+    };
+    if (!record.monitor) {
+      record.monitor = new HealthMonitor(record.request.local, options, (healthy, detail) => {
+        this.emit("health", { tunnel: this.#tunnelView(record), healthy, detail });
+        report(healthy, detail);
+      });
+      record.monitor.start();
+    } else if (!record.monitor.healthy) report(false, record.monitor.detail);
   }
 
   #tunnelView(record: TunnelRecord): Tunnel {
@@ -673,6 +733,7 @@ export class Client extends Emitter<ClientEvents> {
       close: async () => {
         if (record.closed) return;
         record.closed = true;
+        record.monitor?.stop();
         this.#tunnels.delete(record);
         if (this.#lifecycle.state === "ready") {
           await this.#request({ type: "unexpose", tunnel: record.id });

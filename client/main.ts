@@ -10,6 +10,8 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Logger } from "../util/log.ts";
 import { parseHostPort, unbracketHost } from "../util/address.ts";
+import { HaClient } from "./ha_client.ts";
+import type { HealthOptions } from "./health_check.ts";
 import { Client } from "./client.ts";
 
 const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon
@@ -33,6 +35,14 @@ Options:
   --group NAME                 serve every --expose as a member of group NAME (the group key
                                comes from TUNNELMUX_GROUP_KEY): members share the public port,
                                visitors are balanced across them
+  --health CHECK               check each --expose's local service: "tcp" (a connect) or
+                               "http:/PATH" (a GET answering 2xx/3xx; "http:/PATH=204" for one
+                               status); 3 failures withdraw the route (visitors go to the
+                               port's other routes), 2 successes restore it
+  --health-interval-ms MS      between two checks (default 5000)
+  --ha N                       keep N sessions, each to another node of the --server list,
+                               all serving every --expose (default 1); warns while fewer nodes
+                               than N are reached
   --shared                     let other sessions of this client serve the same ports (several
                                clients with one token, for high availability)
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
@@ -75,6 +85,9 @@ async function main(): Promise<number> {
       ca: { type: "string" },
       "proxy-protocol": { type: "string" },
       group: { type: "string" },
+      ha: { type: "string" },
+      health: { type: "string" },
+      "health-interval-ms": { type: "string" },
       shared: { type: "boolean" },
       "no-reconnect": { type: "boolean", default: false },
       "keepalive-interval-ms": { type: "string" },
@@ -108,6 +121,25 @@ async function main(): Promise<number> {
     : values.shared
     ? { shared: true }
     : {};
+  let health: HealthOptions | undefined;
+  if (values.health !== undefined) {
+    const text = values.health;
+    const http = /^http:(\/[^=\s]*)(?:=(\d{3}))?$/.exec(text);
+    if (text === "tcp") health = { check: { kind: "tcp" } };
+    else if (http) {
+      health = {
+        check: { kind: "http", path: http[1], status: http[2] ? Number(http[2]) : undefined },
+      };
+    } else throw new Error(`--health must be "tcp" or "http:/PATH[=STATUS]", got "${text}"`);
+    const interval = values["health-interval-ms"];
+    if (interval !== undefined) {
+      const ms = Number(interval);
+      if (!/^\d+$/.test(interval) || ms < 100 || ms > 3_600_000) {
+        throw new Error(`--health-interval-ms must be milliseconds from 100 to 3600000`);
+      }
+      health.intervalMs = ms;
+    }
+  }
   const exposes = values.expose.map((text) => {
     const [remote, local] = pair("expose", text);
     const colon = remote.lastIndexOf(":");
@@ -117,7 +149,7 @@ async function main(): Promise<number> {
       throw new Error(`--expose: bad port in "${text}"`);
     }
     parseHostPort(local);
-    return { remotePort, bindHost, local, proxyProtocol, ...membership };
+    return { remotePort, bindHost, local, proxyProtocol, health, ...membership };
   });
   const duration = (flag: string, env: string, fallback: number): number => {
     const text = values[flag as "keepalive-interval-ms"] ?? process.env[env] ?? "";
@@ -140,9 +172,37 @@ async function main(): Promise<number> {
     "TUNNELMUX_KEEPALIVE_TIMEOUT_MS",
     30_000,
   );
-  const forwards = values.forward.map((text) => pair("forward", text));
+  // LISTEN may be a bare port (loopback), as --expose takes one; every address is checked here,
+  // before connecting.
+  const listenAddress = (flag: string, text: string, listen: string): string => {
+    const address = /^\d+$/.test(listen) ? `127.0.0.1:${listen}` : listen;
+    try {
+      parseHostPort(address);
+    } catch {
+      throw new Error(`--${flag}: bad listen address "${listen}" in "${text}" (PORT or HOST:PORT)`);
+    }
+    return address;
+  };
+  const forwards = values.forward.map((text): [string, string] => {
+    const [listen, target] = pair("forward", text);
+    try {
+      parseHostPort(target);
+    } catch {
+      throw new Error(`--forward: bad target "${target}" in "${text}" (HOST:PORT)`);
+    }
+    return [listenAddress("forward", text, listen), target];
+  });
   const offers = values.offer.map((text) => pair("offer", text));
-  const uses = values.use.map((text) => pair("use", text));
+  const uses = values.use.map((text): [string, string] => {
+    const [listen, name] = pair("use", text);
+    return [listenAddress("use", text, listen), name];
+  });
+  if (exposes.length + forwards.length + offers.length + uses.length === 0) {
+    process.stderr.write(
+      "client: nothing to do: give --expose, --forward, --offer or --use (see --help)\n",
+    );
+    return 2;
+  }
 
   const format = values["log-format"];
   const pretty = format === "pretty" || (format === "auto" && process.stderr.isTTY === true);
@@ -152,13 +212,25 @@ async function main(): Promise<number> {
     sink: (line) => process.stderr.write(line + "\n"),
   });
 
-  const client = new Client(server, {
+  const haText = values.ha ?? "1";
+  const haSessions = Number(haText);
+  if (!/^\d+$/.test(haText) || haSessions < 1 || haSessions > 8) {
+    throw new Error(`--ha must be a number of sessions from 1 to 8, got "${haText}"`);
+  }
+  const connectOptions = {
     token,
     name: values.name,
     reconnect: !values["no-reconnect"],
     session: { keepAliveInterval, keepAliveTimeout },
     caCerts: values.ca ? [readFileSync(values.ca, "utf8")] : undefined,
-  });
+  };
+  // With --ha N, N sessions (each to another node when the URLs allow) serve every --expose;
+  // forwards, offers and uses go through the first.
+  const ha = haSessions > 1
+    ? new HaClient(server, { ...connectOptions, sessions: haSessions })
+    : undefined;
+  const client = ha ? ha.members[0] : new Client(server, connectOptions);
+  const members = ha ? ha.members : [client];
   // Signals are handled from the start, so Ctrl-C during the first connect is a clean stop too.
   let stopping = false;
   const done = new Promise<number>((resolve) => {
@@ -166,26 +238,56 @@ async function main(): Promise<number> {
       if (stopping) return;
       stopping = true;
       log.info("closing", { signal });
-      await client.close();
+      await Promise.all(members.map((m) => m.close()));
       resolve(0);
     };
     process.on("SIGINT", () => stop("SIGINT"));
     process.on("SIGTERM", () => stop("SIGTERM"));
-    client.on("state", (state) => {
-      if (state === "closed" && !stopping) resolve(1); // gave up: a fatal error or no reconnect
+    for (const member of members) {
+      member.on("state", (state) => {
+        // Gave up (a fatal error, or no reconnect): when every session has.
+        if (state === "closed" && !stopping && members.every((m) => m.state === "closed")) {
+          resolve(1);
+        }
+      });
+    }
+  });
+  members.forEach((member, i) => {
+    const which = ha ? { session: i } : {};
+    member.on("state", (state) => log.info(`state: ${state}`, which));
+    member.on("ready", (info) => {
+      log.info("session ready", { node: info.node, server: info.url, ...which });
+    });
+    member.on("error", (error) => log.warn(error.message, { code: error.code, ...which }));
+    member.on("health", ({ tunnel, healthy, detail }) => {
+      if (healthy) log.info("local service healthy again", { local: tunnel.local, ...which });
+      else {log.warn("local service unhealthy: route withdrawn", {
+          local: tunnel.local,
+          detail,
+          ...which,
+        });}
+    });
+    member.on("tunnel", (t) => {
+      log.info("tunnel up", {
+        remote: `${t.remoteHost}:${t.remotePort}`,
+        local: t.local,
+        ...which,
+      });
     });
   });
-  client.on("state", (state) => log.info(`state: ${state}`));
-  client.on("ready", (info) => log.info("session ready", { node: info.node, server: info.url }));
-  client.on("error", (error) => log.warn(error.message, { code: error.code }));
-  client.on(
-    "tunnel",
-    (t) => log.info("tunnel up", { remote: `${t.remoteHost}:${t.remotePort}`, local: t.local }),
+  ha?.on("degraded", ({ nodes, wanted }) => {
+    log.warn(`running degraded: sessions on ${nodes.length} of ${wanted} nodes`, {
+      nodes: nodes.join(","),
+    });
+  });
+  ha?.on(
+    "whole",
+    ({ nodes }) => log.info("whole: a session on each node", { nodes: nodes.join(",") }),
   );
   const setUp = async () => {
-    await client.ready();
+    await (ha ?? client).ready();
     log.info("connected", { server: client.url, node: client.node });
-    for (const expose of exposes) await client.expose(expose);
+    for (const expose of exposes) await (ha ?? client).expose(expose);
     for (const [listen, target] of forwards) {
       const forward = await client.forward({ listen, target });
       log.info("forwarding", { listen: forward.address, target });

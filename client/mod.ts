@@ -25,6 +25,10 @@ export type {
   RetryInfo,
   Tunnel,
 } from "./client.ts";
+export { connectHa, HaClient } from "./ha_client.ts";
+export { HealthMonitor, probe } from "./health_check.ts";
+export type { HealthCheck, HealthOptions } from "./health_check.ts";
+export type { HaEvents, HaOptions, HaSession } from "./ha_client.ts";
 export { Backoff } from "./backoff.ts";
 export type { BackoffOptions } from "./backoff.ts";
 export { ClientError, describeStreamError } from "./errors.ts";

@@ -92,6 +92,7 @@ export class ClientSession implements SessionHandle {
   readonly closed: Promise<void>;
 
   readonly #context: DaemonContext;
+  #ha = 1;
   readonly #yamux: Session;
   readonly #lifecycle = new Lifecycle<ClientSessionState, "authenticated" | "close">(
     TRANSITIONS,
@@ -165,6 +166,11 @@ export class ClientSession implements SessionHandle {
   /** Last keepalive round trip in ms; 0 until one was answered. */
   get rtt(): number {
     return this.#yamux.rtt;
+  }
+
+  /** Sessions its client keeps to distinct nodes, as its hello said (1 when it did not). */
+  get ha(): number {
+    return this.#ha;
   }
 
   /** Streams open now, the control stream included. */
@@ -426,6 +432,27 @@ export class ClientSession implements SessionHandle {
         this.#removeTunnel(tunnel);
         return control.send({ type: "ok", id: message.id });
       }
+      case "health": {
+        const tunnel = this.#tunnels.get(message.tunnel);
+        if (!tunnel) return fail("not_found", `no tunnel ${message.tunnel} in this session`);
+        if (tunnel.reportedHealthy !== message.healthy) {
+          tunnel.reportedHealthy = message.healthy;
+          this.#log.info(message.healthy ? "route healthy again" : "route withdrawn: unhealthy", {
+            tunnel: tunnel.id,
+            detail: message.detail,
+          });
+          this.#context.count(message.healthy ? "route_healthy" : "route_unhealthy");
+          this.#context.publish("route_health", {
+            tunnel: tunnel.id,
+            client: client.name,
+            session: this.id,
+            healthy: message.healthy ? 1 : 0,
+            detail: message.detail,
+          });
+          await this.#context.registry.setRouteHealth(this.#portClaim(tunnel), message.healthy);
+        }
+        return control.send({ type: "ok", id: message.id });
+      }
       case "offer": {
         const decision = canOfferService(client, message.service);
         if (!decision.ok) return fail("not_allowed", decision.message);
@@ -452,6 +479,7 @@ export class ClientSession implements SessionHandle {
 
   #hello(message: Extract<ClientMessage, { type: "hello" }>): void {
     const control = this.#control!;
+    this.#ha = Math.min(message.ha ?? 1, 64);
     if (this.#lifecycle.state !== "handshake") {
       return control.send({
         type: "error",

@@ -23,6 +23,7 @@ import { TokenVerifier } from "./tokens/verifier.ts";
 import { TokenStore } from "./tokens/store.ts";
 import type { Cluster } from "./cluster/cluster.ts";
 import { TunnelPorts } from "./tunnel_ports.ts";
+import { formatHostPort, type HostPort } from "../util/address.ts";
 
 /** Daemon lifecycle states. */
 export type DaemonState = "starting" | "running" | "draining" | "stopped";
@@ -44,6 +45,31 @@ export interface DaemonAddresses {
   tcp?: string;
   /** The WebSocket listener (with its path). */
   websocket?: string;
+}
+
+/**
+ * Binds a listener, naming it and its address in the error when it cannot ("tunnels over TCP on
+ * 127.0.0.1:7000: address already in use (another daemon?); choose another with --listen-tcp").
+ */
+async function named<T>(
+  what: string,
+  address: HostPort,
+  flag: string,
+  bind: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await bind();
+  } catch (error) {
+    const err = error as Error & { code?: string };
+    const inUse = err.name === "AddrInUse" || err.code === "EADDRINUSE";
+    const where = formatHostPort(address.hostname, address.port);
+    throw new Error(
+      inUse
+        ? `cannot listen for ${what} on ${where}: the address is in use (another daemon?); ` +
+          `choose another with ${flag}`
+        : `cannot listen for ${what} on ${where}: ${err.message}`,
+    );
+  }
 }
 
 /** A running tunnelmux daemon. */
@@ -170,22 +196,36 @@ export class Daemon {
         }
         : undefined;
       if (listen.tcp) {
-        const listener = tls
-          ? await listenTls({ ...listen.tcp, ...tls }, (t) => this.#accept(t, "tls"))
-          : await listenTcp(listen.tcp, (t) => this.#accept(t, "tcp"));
+        const tcp = listen.tcp;
+        const listener = await named(
+          `tunnels over ${tls ? "TLS" : "TCP"}`,
+          tcp,
+          "--listen-tcp",
+          () =>
+            tls
+              ? listenTls({ ...tcp, ...tls }, (t) => this.#accept(t, "tls"))
+              : listenTcp(tcp, (t) => this.#accept(t, "tcp")),
+        );
         this.#listeners.push(listener);
         this.#tcpListener = listener;
         this.#addresses.tcp = `${listener.hostname}:${listener.port}`;
       }
       if (listen.websocket) {
-        const listener = await listenWebSocket({
-          ...listen.websocket,
-          path: listen.websocketPath,
-          maxMessageSize: this.#config.limits.maxWebSocketMessage,
-          requestTimeoutMs: this.#config.limits.handshakeTimeoutMs,
-          tls,
-          authorize: (request) => this.#authorizeUpgrade(request),
-        }, (t, request) => this.#accept(t, tls ? "wss" : "ws", this.#bearerClient(request)));
+        const websocket = listen.websocket;
+        const listener = await named(
+          "tunnels over WebSocket",
+          websocket,
+          "--listen-ws",
+          () =>
+            listenWebSocket({
+              ...websocket,
+              path: listen.websocketPath,
+              maxMessageSize: this.#config.limits.maxWebSocketMessage,
+              requestTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+              tls,
+              authorize: (request) => this.#authorizeUpgrade(request),
+            }, (t, request) => this.#accept(t, tls ? "wss" : "ws", this.#bearerClient(request))),
+        );
         this.#listeners.push(listener);
         this.#addresses.websocket = `${listener.hostname}:${listener.port}${listen.websocketPath}`;
       }

@@ -10,7 +10,7 @@ import { ControlChannel } from "../tunnel/control_channel.ts";
 import { encodeStreamHeader } from "../tunnel/stream_header.ts";
 import { ResetReason } from "../tunnel/reset_reasons.ts";
 import type { YamuxError } from "../protocol/errors.ts";
-import { connectTcp } from "../transport/mod.ts";
+import { connectTcp, listenTcp } from "../transport/mod.ts";
 import { connect as netConnect } from "node:net";
 import { Buffer } from "node:buffer";
 import { FrameType, HEADER_LENGTH } from "../protocol/constants.ts";
@@ -213,6 +213,30 @@ describe("Daemon: a hello that arrives in one read with its stream header", () =
     } finally {
       socket.destroy();
       daemon.stop();
+    }
+  });
+});
+
+describe("daemon: a listener that cannot bind", () => {
+  it("names the listener, its address and the flag to change", async () => {
+    const holder = await listenTcp({ hostname: "127.0.0.1", port: 0 }, (t) => t.close());
+    try {
+      const result = validateConfig({
+        listen: { tcp: `127.0.0.1:${holder.port}`, websocket: null, admin: null },
+        clients: [{ name: "a", token: "a-token-0123456789abcdefghij" }],
+      });
+      const log = new Logger({ level: "error", format: "json", sink: () => {} });
+      const daemon = new Daemon(result.config!, { log });
+      await assert.rejects(daemon.start(), (error: Error) => {
+        assert.equal(
+          error.message,
+          `cannot listen for tunnels over TCP on 127.0.0.1:${holder.port}: the address is in use ` +
+            "(another daemon?); choose another with --listen-tcp",
+        );
+        return true;
+      });
+    } finally {
+      holder.close();
     }
   });
 });

@@ -12,6 +12,7 @@ export type DaemonEventType =
   | "session_closed"
   | "tunnel_up"
   | "tunnel_down"
+  | "route_health"
   | "stream_reset"
   | "auth_failure"
   | "token_minted"

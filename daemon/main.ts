@@ -59,31 +59,42 @@ sessions whose token was revoked.`;
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
   if (args[0] === "--") args.shift();
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      config: { type: "string" },
-      "listen-tcp": { type: "string" },
-      "listen-ws": { type: "string" },
-      "listen-admin": { type: "string" },
-      "data-dir": { type: "string" },
-      "log-level": { type: "string" },
-      "log-format": { type: "string" },
-      "tls-cert": { type: "string" },
-      "tls-key": { type: "string" },
-      "keepalive-interval-ms": { type: "string" },
-      "keepalive-timeout-ms": { type: "string" },
-      "cluster-servers": { type: "string" },
-      "cluster-node": { type: "string" },
-      "cluster-listen": { type: "string" },
-      "cluster-advertise": { type: "string" },
-      "cluster-tunnel-host": { type: "string" },
-      url: { type: "string" },
-      timeout: { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        config: { type: "string" },
+        "listen-tcp": { type: "string" },
+        "listen-ws": { type: "string" },
+        "listen-admin": { type: "string" },
+        "data-dir": { type: "string" },
+        "log-level": { type: "string" },
+        "log-format": { type: "string" },
+        "tls-cert": { type: "string" },
+        "tls-key": { type: "string" },
+        "keepalive-interval-ms": { type: "string" },
+        "keepalive-timeout-ms": { type: "string" },
+        "cluster-servers": { type: "string" },
+        "cluster-node": { type: "string" },
+        "cluster-listen": { type: "string" },
+        "cluster-advertise": { type: "string" },
+        "cluster-tunnel-host": { type: "string" },
+        url: { type: "string" },
+        timeout: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    // node:util's message ends in an unbalanced quote; say it plainly instead.
+    const flag = /'(-[^']+)'/.exec((error as Error).message)?.[1];
+    console.error(
+      `daemon: ${flag ? `unknown option ${flag}` : (error as Error).message}\n\n${HELP}`,
+    );
+    return 2;
+  }
+  const { values, positionals } = parsed;
   if (values.help) {
     console.log(HELP);
     return 0;

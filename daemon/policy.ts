@@ -39,7 +39,10 @@ export type ForwardRule =
 export interface ExposePolicy {
   /** Allowed ports, sorted and merged. */
   readonly ports: readonly PortRange[];
-  /** May ask for port 0, meaning "the daemon picks a free one from `ports`". */
+  /**
+   * May ask for port 0, meaning "the daemon picks a free one from `ports`": true unless the
+   * config says `anyPort: false` (and false without ports).
+   */
   readonly anyPort: boolean;
   /** Addresses the daemon may bind for this client. */
   readonly bindHosts: readonly IpAddress[];
@@ -184,6 +187,11 @@ export function parseForwardRule(text: string): Parsed<ForwardRule> {
 
 const inRange = (port: number, r: PortRange) => port >= r.from && port <= r.to;
 
+/** `8000-8100, 9000` */
+function describeRanges(ranges: readonly PortRange[]): string {
+  return ranges.map((r) => r.from === r.to ? `${r.from}` : `${r.from}-${r.to}`).join(", ");
+}
+
 /**
  * May `client` have the daemon listen on `bindHost:port` for it? Port 0 asks the daemon to pick:
  * allowed when the client's config lists 0, and the caller then picks from {@link allowedPorts}.
@@ -205,12 +213,17 @@ export function canExpose(client: ClientPolicy, bindHost: string, port: number):
     return deny("port_not_allowed", `port ${port} is not a port number`);
   }
   if (port === 0) {
-    return expose.anyPort
-      ? ALLOW
-      : deny("port_not_allowed", "asking for any port (0) is not allowed");
+    return expose.anyPort ? ALLOW : deny(
+      "port_not_allowed",
+      `asking for any port (0) is not allowed for client ${client.name}: ask for a port in ` +
+        `${describeRanges(expose.ports)}, or set its expose.anyPort to true`,
+    );
   }
   if (expose.ports.some((r) => inRange(port, r))) return ALLOW;
-  return deny("port_not_allowed", `port ${port} is not in the client's allowed ports`);
+  return deny(
+    "port_not_allowed",
+    `port ${port} is not in the client's allowed ports (${describeRanges(expose.ports)})`,
+  );
 }
 
 /**

@@ -56,6 +56,8 @@ export interface ReverseTunnelOptions {
    * session to that node). Default true.
    */
   local?: boolean;
+  /** Whether the way to the client is up now (a relay's session); default always. */
+  up?: () => boolean;
   /** The client's name for the tunnel, shown to operators. */
   label?: string;
   /** Logger with the session's context. */
@@ -83,9 +85,10 @@ export class ReverseTunnel {
   /** Live counters. */
   readonly stats: TunnelStats = { connections: 0, active: 0, errors: 0, aToB: 0, bToA: 0 };
   /** False while the client reports its local service failing its health check. */
-  healthy = true;
+  reportedHealthy = true;
 
   readonly #session: Pick<Session, "open">;
+  readonly #up: (() => boolean) | undefined;
   readonly #log: Logger;
   readonly #visitors = new Set<Transport>();
   #closed = false;
@@ -100,7 +103,13 @@ export class ReverseTunnel {
     this.label = options.label;
     this.local = options.local ?? true;
     this.#session = options.session;
+    this.#up = options.up;
     this.#log = options.log.child({ tunnel: options.id });
+  }
+
+  /** Whether it takes visitors: its client's service is healthy and its way there is up. */
+  get healthy(): boolean {
+    return this.reportedHealthy && !this.#closed && (this.#up?.() ?? true);
   }
 
   /** Visitors connected now. */

@@ -22,6 +22,7 @@ import {
   startClient,
   startDaemon,
   startEchoServer,
+  startTcpServer,
   tcpRoundTrip,
   type TestServer,
   waitFor,
@@ -45,6 +46,12 @@ interface NodeOptions {
   env?: Record<string, string>;
   /** Bound on the start. */
   timeoutMs?: number;
+  /** More top-level config (e.g. `groups`), and client settings (e.g. `groups`). */
+  config?: Record<string, unknown>;
+  /** More settings of client `laptop`. */
+  client?: Record<string, unknown>;
+  /** `--listen-tcp` (default a free port). */
+  listenTcp?: string;
 }
 
 /**
@@ -64,7 +71,9 @@ async function startNode(
       token,
       expose: { ports: ["20000-40000", 0] },
       services: { offer: ["*"], use: ["*"] },
+      ...options.client,
     }], {
+      ...options.config,
       cluster: {
         servers: [servers].flat().map((s) => s.url),
         node: `n${index}`,
@@ -81,6 +90,7 @@ async function startNode(
     },
     args: ["--listen-admin", "127.0.0.1:0"],
     timeoutMs: options.timeoutMs,
+    listenTcp: options.listenTcp,
   });
 }
 
@@ -422,6 +432,278 @@ describe("cluster: three daemons and one NATS", () => {
     } finally {
       await sdk.close();
     }
+  });
+});
+
+describe("cluster: one port served from two nodes (routes)", () => {
+  const token = newToken("laptop");
+  after(cleanup);
+
+  it("sessions of one client on two nodes serve one port; a node dies, visitors go on through the other", async () => {
+    const nats = await startNats();
+    const nodes = [
+      await startNode(nats, 1, token),
+      await startNode(nats, 2, token),
+      await startNode(nats, 3, token),
+    ];
+    const named = (name: string) =>
+      startTcpServer((socket) => {
+        socket.on("error", () => {});
+        socket.end(name);
+      });
+    const serviceA = await named("A");
+    const serviceB = await named("B");
+    const onA = await sdkConnect(nodes[0].tcpUrl, { token, reconnect: false });
+    const onB = await sdkConnect(nodes[1].tcpUrl, { token, reconnect: false });
+    const visit = async (host: string, port: number) =>
+      new TextDecoder().decode(
+        await tcpRoundTrip(port, new Uint8Array(0), { host, halfClose: false, timeoutMs: 5_000 }),
+      );
+    try {
+      const a = await onA.expose({ local: `127.0.0.1:${serviceA.port}`, shared: true });
+      // The second session names the port (as HaClient does): node B may not have seen A's
+      // record yet when it is asked.
+      const b = await onB.expose({
+        local: `127.0.0.1:${serviceB.port}`,
+        remotePort: a.remotePort,
+        shared: true,
+      });
+      assert.equal(b.remotePort, a.remotePort, "one cluster-wide port");
+      const port = a.remotePort;
+      // Each owner node prefers its own route; node C balances over both.
+      await waitFor(async () => (await visit("127.0.0.3", port)) !== "", "node C to relay");
+      assert.equal(await visit("127.0.0.1", port), "A");
+      assert.equal(await visit("127.0.0.2", port), "B");
+      // Node C learns of both routes (B's may reach it a moment after A's); then it uses both.
+      await waitFor(async () => {
+        const atC = new Set<string>();
+        for (let i = 0; i < 4; i++) atC.add(await visit("127.0.0.3", port));
+        return atC.has("A") && atC.has("B");
+      }, "node C to balance over both routes");
+
+      const killedAt = Date.now();
+      await nodes[0].kill();
+      // A bounded loop of visitors through C from the moment of the kill.
+      let failures = 0;
+      let wholeAt = 0;
+      for (let i = 0; i < 40; i++) {
+        const answer = await visit("127.0.0.3", port).catch(() => "");
+        if (answer !== "B") {
+          failures++;
+          wholeAt = 0;
+        } else if (wholeAt === 0) wholeAt = Date.now();
+      }
+      console.log(
+        `cluster-figure ${
+          JSON.stringify({
+            figure: "route_failover",
+            failedVisitors: failures,
+            wholeAfterMs: wholeAt - killedAt,
+          })
+        }`,
+      );
+      assert.ok(wholeAt > 0, "visitors succeed again");
+      assert.equal(await visit("127.0.0.2", port), "B");
+    } finally {
+      await onA.close().catch(() => {});
+      await onB.close();
+      serviceA.close();
+      serviceB.close();
+    }
+  });
+
+  it("a client with --ha 2 keeps sessions on two nodes; one dies, its session moves to the third", async () => {
+    const nats = await startNats();
+    const nodes = [
+      await startNode(nats, 1, token),
+      await startNode(nats, 2, token),
+      await startNode(nats, 3, token),
+    ];
+    const echo = await startEchoServer();
+    const client = await startClient({
+      server: nodes.map((n) => n.tcpUrl).join(","),
+      token,
+      args: ["--ha", "2", "--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    const whole = await client.waitForLog((e) => e.msg === "whole: a session on each node");
+    assert.equal(whole.nodes, "n1,n2");
+    const { port } = await client.waitForTunnel();
+    const payload = pattern(4096, 41);
+    assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "through node C");
+    const from = client.logs().length;
+    const killedAt = Date.now();
+    await nodes[0].kill();
+    let failures = 0;
+    for (let i = 0; i < 30; i++) {
+      const back = await tcpRoundTrip(port, payload, { host: "127.0.0.3", timeoutMs: 5_000 })
+        .catch(() => undefined);
+      if (!back || back.length !== payload.length) failures++;
+    }
+    await client.waitForLog(
+      (e) => /^running degraded: sessions on 1 of 2 nodes/.test(String(e.msg)),
+      15_000,
+      from,
+    );
+    const again = await client.waitForLog(
+      (e) => e.msg === "whole: a session on each node",
+      30_000,
+      from,
+    );
+    console.log(
+      `cluster-figure ${
+        JSON.stringify({
+          figure: "ha2_node_death",
+          failedVisitors: failures,
+          wholeAgainMs: Date.now() - killedAt,
+        })
+      }`,
+    );
+    assert.equal(again.nodes, "n2,n3");
+    assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "through node B");
+    assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "through node C");
+    await client.stop();
+  });
+
+  it("--ha 2 against a single daemon runs degraded, with a warning, and serves", async () => {
+    const nats = await startNats();
+    const only = await startNode(nats, 1, token);
+    const echo = await startEchoServer();
+    const client = await startClient({
+      server: only.tcpUrl,
+      token,
+      args: ["--ha", "2", "--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    await client.waitForLog((e) =>
+      /^running degraded: sessions on 1 of 2 nodes/.test(String(e.msg))
+    );
+    const { port } = await client.waitForTunnel();
+    const payload = pattern(1000, 43);
+    assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "degraded but serving");
+    assert.equal(client.hasExited, false);
+    // Operators see it: the client is listed as degraded, and its port has two routes on n1.
+    await waitFor(async () => {
+      const cluster = (await admin(only, "/v1/cluster")).body.cluster as {
+        degraded: { client: string; wanted: number; nodes: string[] }[];
+      };
+      return cluster.degraded.some((d) =>
+        d.client === "laptop" && d.wanted === 2 && d.nodes.join() === "n1"
+      );
+    }, "the client listed as degraded");
+    const tunnels = (await admin(only, "/v1/tunnels")).body.tunnels as { id: string }[];
+    const detail = (await admin(only, `/v1/tunnels/${tunnels[0].id}`)).body;
+    const routes = detail.routes as { node: string; healthy: boolean }[];
+    assert.equal(routes.length, 2, JSON.stringify(detail));
+    assert.ok(routes.every((r) => r.node === "n1" && r.healthy));
+    await client.stop();
+  });
+
+  it("both nodes of an --ha 2 client killed: visitors are refused at once; a node back, it serves again", async () => {
+    const nats = await startNats();
+    const tcpPorts = [await closedPort(), await closedPort()];
+    const relayPorts = [await closedPort(), await closedPort()];
+    const start = (index: number) =>
+      startNode(nats, index, token, {
+        listenTcp: `127.0.0.1:${tcpPorts[index - 1]}`,
+        relayPort: relayPorts[index - 1],
+      });
+    const n1 = await start(1);
+    const n2 = await start(2);
+    const n3 = await startNode(nats, 3, token);
+    const echo = await startEchoServer();
+    const client = await startClient({
+      server: `tcp://127.0.0.1:${tcpPorts[0]},tcp://127.0.0.1:${tcpPorts[1]}`,
+      token,
+      args: ["--ha", "2", "--expose", `0=127.0.0.1:${echo.port}`],
+    });
+    await client.waitForLog((e) => e.msg === "whole: a session on each node");
+    const { port } = await client.waitForTunnel();
+    const payload = pattern(2048, 47);
+    assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "before");
+    const from = n3.logs().length;
+    await n1.kill();
+    await n2.kill();
+    // No route is up: node 3 refuses visitors at once (they see the connection end), and says why.
+    await waitFor(async () => {
+      const outcome = await tcpRoundTrip(port, payload, { host: "127.0.0.3", timeoutMs: 3_000 })
+        .then(() => "answered", () => "refused");
+      return outcome === "refused";
+    }, "visitors to be refused");
+    await n3.waitForLog((e) => e.msg === "visitor refused: no route is up", 15_000, from);
+    // A node comes back on its address: the client reconnects there and the port serves again.
+    await start(1);
+    assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "after n1 returned");
+    assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "at n1");
+    await client.stop();
+  });
+
+  it("a group's members on two nodes share a port; a member failing its health check gets no visitors, then comes back", async () => {
+    const nats = await startNats();
+    const groupKey = "cluster-group-key-0123456789abcdef";
+    const options = {
+      config: { groups: { web: { key: groupKey } } },
+      client: { groups: ["web"] },
+    };
+    const nodes = [
+      await startNode(nats, 1, token, options),
+      await startNode(nats, 2, token, options),
+      await startNode(nats, 3, token, options),
+    ];
+    let aUp = true;
+    const serviceA = await startTcpServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", (chunk: Uint8Array) => {
+        if (!new TextDecoder().decode(chunk).startsWith("GET ")) return socket.end("A");
+        const status = aUp ? "200 OK" : "503 Service Unavailable";
+        socket.end(`HTTP/1.1 ${status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+      });
+    });
+    const serviceB = await startTcpServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () => socket.end("B"));
+    });
+    const member = (node: DaemonProcess, service: TestServer, health: string[], remote = 0) =>
+      startClient({
+        server: node.tcpUrl,
+        token,
+        args: ["--expose", `${remote}=127.0.0.1:${service.port}`, "--group", "web", ...health],
+        env: { TUNNELMUX_GROUP_KEY: groupKey },
+      });
+    const a = await member(nodes[0], serviceA, [
+      "--health",
+      "http:/health",
+      "--health-interval-ms",
+      "100",
+    ]);
+    const { port } = await a.waitForTunnel();
+    // The second member names the group's port: its node may not have seen the group's record
+    // yet (port 0 joins the group's port only where the record is already known).
+    const b = await member(nodes[1], serviceB, [], port);
+    assert.equal((await b.waitForTunnel()).port, port, "the second member joins the group's port");
+    const visitC = async () =>
+      new TextDecoder().decode(
+        await tcpRoundTrip(port, new TextEncoder().encode("v"), {
+          host: "127.0.0.3",
+          halfClose: false,
+          timeoutMs: 5_000,
+        }).catch(() => new Uint8Array(0)),
+      );
+    const both = async () => {
+      const seen = new Set<string>();
+      for (let i = 0; i < 6; i++) seen.add(await visitC());
+      return seen.has("A") && seen.has("B");
+    };
+    await waitFor(both, "node C to balance over both members");
+    aUp = false;
+    await a.waitForLog((e) => e.msg === "local service unhealthy: route withdrawn");
+    await waitFor(async () => {
+      for (let i = 0; i < 6; i++) if (await visitC() !== "B") return false;
+      return true;
+    }, "every visitor to member B");
+    aUp = true;
+    await a.waitForLog((e) => e.msg === "local service healthy again");
+    await waitFor(both, "member A back");
+    serviceA.close();
+    serviceB.close();
   });
 });
 

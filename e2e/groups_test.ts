@@ -55,10 +55,18 @@ describe("one port, several routes (single node)", () => {
   before(async () => {
     const result = validateConfig({
       listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
-      groups: { web: { key: GROUP_KEY, balance: "round_robin" } },
+      groups: {
+        web: { key: GROUP_KEY, balance: "round_robin" },
+        api: { key: GROUP_KEY, balance: "round_robin" },
+      },
       clients: [
-        { name: "alice", token: ALICE, expose: { ports: [0, "20000-40000"] }, groups: ["web"] },
-        { name: "bob", token: BOB, expose: { ports: [0, "20000-40000"] }, groups: ["web"] },
+        {
+          name: "alice",
+          token: ALICE,
+          expose: { ports: [0, "20000-40000"] },
+          groups: ["web", "api"],
+        },
+        { name: "bob", token: BOB, expose: { ports: [0, "20000-40000"] }, groups: ["web", "api"] },
         { name: "carol", token: CAROL, expose: { ports: [0, "20000-40000"] } },
       ],
     });
@@ -172,5 +180,54 @@ describe("one port, several routes (single node)", () => {
     const { code } = await keyless.exited;
     assert.equal(code, 1);
     assert.match(keyless.stderr(), /needs the group's key in TUNNELMUX_GROUP_KEY/);
+  });
+
+  it("a member whose local service fails its health check gets no visitors until it passes again", async () => {
+    let aUp = true;
+    // Answers a visitor ("v") with its name, and GET /health with 200 or 503.
+    const checked = await startTcpServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", (chunk: Uint8Array) => {
+        const text = new TextDecoder().decode(chunk);
+        if (!text.startsWith("GET ")) return socket.end("A");
+        const status = aUp ? "200 OK" : "503 Service Unavailable";
+        socket.end(`HTTP/1.1 ${status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+      });
+    });
+    const other = await startTcpServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () => socket.end("B"));
+    });
+    const alice = await client(ALICE);
+    const bob = await client(BOB);
+    const group = { group: "api", groupKey: GROUP_KEY }; // a group of its own
+    const health = { check: { kind: "http" as const, path: "/health" }, intervalMs: 50 };
+    const changes: boolean[] = [];
+    alice.on("health", ({ healthy }) => changes.push(healthy));
+    const a = await alice.expose({ local: `127.0.0.1:${checked.port}`, ...group, health });
+    await bob.expose({ local: `127.0.0.1:${other.port}`, ...group });
+    const answers = async (count: number) => {
+      const seen: Record<string, number> = {};
+      for (let i = 0; i < count; i++) {
+        const answer = new TextDecoder().decode(
+          await tcpRoundTrip(a.remotePort, new TextEncoder().encode("v"), { halfClose: false }),
+        );
+        seen[answer] = (seen[answer] ?? 0) + 1;
+      }
+      return seen;
+    };
+    assert.deepEqual(await answers(4), { A: 2, B: 2 });
+    aUp = false;
+    await waitFor(() => changes.includes(false), "alice's check to fail");
+    await waitFor(() => daemon.registry.tunnel(a.id)?.healthy === false, {
+      message: "the daemon to withdraw alice's route",
+    });
+    assert.deepEqual(await answers(6), { B: 6 }, "every visitor to the healthy member");
+    aUp = true;
+    await waitFor(() => changes.at(-1) === true, "alice's check to pass again");
+    await waitFor(() => daemon.registry.tunnel(a.id)?.healthy === true, "route restored");
+    assert.deepEqual(await answers(4), { A: 2, B: 2 });
+    checked.close();
+    other.close();
   });
 });

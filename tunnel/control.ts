@@ -15,7 +15,15 @@ export const CONTROL_VERSION = 1;
 /** Client → daemon. */
 export type ClientMessage =
   /** First message: who the client is. `token` may be omitted when the WebSocket upgrade carried it. */
-  | { type: "hello"; version: number; token?: string; name?: string; agent?: string }
+  | {
+    type: "hello";
+    version: number;
+    token?: string;
+    name?: string;
+    agent?: string;
+    /** Sessions the client keeps to distinct nodes (its `--ha`), so operators see it degraded. */
+    ha?: number;
+  }
   /**
    * Open a reverse tunnel: the daemon listens on `bindHost:port` (0 = any allowed port). With
    * `group` (and its `groupKey`) the tunnel is the group's: every member's session is a route
@@ -34,6 +42,11 @@ export type ClientMessage =
   }
   /** Close a reverse tunnel. */
   | { type: "unexpose"; id: number; tunnel: string }
+  /**
+   * The client's health check of a tunnel's local service changed: while `healthy` is false
+   * the tunnel's route takes no visitors (another route of the port does, if any).
+   */
+  | { type: "health"; id: number; tunnel: string; healthy: boolean; detail?: string }
   /** Offer a named service that other clients may connect to. */
   | { type: "offer"; id: number; service: string }
   /** Stop offering a named service. */
@@ -91,6 +104,7 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     token: ["string", false],
     name: ["string", false],
     agent: ["string", false],
+    ha: ["version", false],
   },
   expose: {
     id: ["id", true],
@@ -102,6 +116,12 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     shared: ["boolean", false],
   },
   unexpose: { id: ["id", true], tunnel: ["string", true] },
+  health: {
+    id: ["id", true],
+    tunnel: ["string", true],
+    healthy: ["boolean", true],
+    detail: ["string", false],
+  },
   offer: { id: ["id", true], service: ["string", true] },
   withdraw: { id: ["id", true], service: ["string", true] },
 };

@@ -244,6 +244,11 @@ const schemas: Record<string, Json> = {
       bytesOut: count,
       streamCount: count,
       tunnelCount: count,
+      ha: {
+        type: "integer",
+        minimum: 1,
+        description: "Sessions its client keeps to distinct nodes (its --ha); 1 when not said.",
+      },
     },
   },
   SessionPage: {
@@ -358,6 +363,15 @@ const schemas: Record<string, Json> = {
       bytesFromVisitors: count,
       bytesToVisitors: count,
       errors: count,
+      healthy: {
+        type: "boolean",
+        description: "false while its client reports the local service unhealthy (no visitors).",
+      },
+      routes: {
+        type: "array",
+        description: "GET /v1/tunnels/{id} only: every route of the tunnel's port.",
+        items: { type: "object" },
+      },
     },
   },
   Service: {
@@ -703,6 +717,14 @@ export const OPENAPI_DOCUMENT: Json = {
     },
     "/v1/tunnels/{id}": {
       parameters: [pathParam("id", PARAM_PATTERNS.tunnel, "A tunnel id, e.g. `t-1a2b`.")],
+      get: op(
+        "One tunnel of this node with every route of its port (node, client, session, health)",
+        {
+          "200": json("The tunnel", ref("Tunnel")),
+          ...byId,
+        },
+        { tags: ["tunnels"] },
+      ),
       delete: op("Close a reverse tunnel (its client is told)", {
         "204": { description: "Closed" },
         ...byId,

@@ -42,6 +42,7 @@ export function sessionSummary(session: SessionHandle) {
     bytesOut: session.stats.bytesOut,
     streamCount: session.streamCount,
     tunnelCount: session.tunnelIds().length,
+    ha: session.ha,
   };
 }
 
@@ -73,6 +74,7 @@ export function tunnelView(tunnel: ReverseTunnel, sessionId: string | null) {
     bytesFromVisitors: tunnel.stats.aToB,
     bytesToVisitors: tunnel.stats.bToA,
     errors: tunnel.stats.errors,
+    healthy: tunnel.healthy,
   };
 }
 

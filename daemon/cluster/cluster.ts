@@ -113,7 +113,8 @@ export class Cluster {
   readonly #presence: Presence;
   readonly #peers: PeerLinks;
   readonly #log: Logger;
-  readonly #relays = new Map<number, Relay>();
+  /** Routes to tunnels held on other nodes, by `port/node/tunnel`. */
+  readonly #relays = new Map<string, Relay>();
   #ports!: TunnelPorts;
   /** Relays whose claim went, still carrying visitors that arrived before. */
   readonly #draining = new Set<Relay>();
@@ -364,11 +365,10 @@ export class Cluster {
   /** Another node claimed a port: listen on it here too and relay its visitors to the owner. */
   #openRelay(claim: PortClaim): void {
     if (this.#config.visitors !== "all" || this.#stopped) return;
-    const existing = this.#relays.get(claim.port);
-    if (existing?.claim.tunnel === claim.tunnel) return;
-    if (existing) this.#closeRelay(existing);
+    const key = relayKey(claim);
+    if (this.#relays.has(key)) return;
     const relay: Relay = { claim, tunnel: undefined, closed: false };
-    this.#relays.set(claim.port, relay);
+    this.#relays.set(key, relay);
     const bindHost = this.#config.tunnelHost ?? claim.bindHost;
     this.#ports.open(bindHost, claim.port).then((listener) => {
       if (relay.closed) return;
@@ -381,6 +381,11 @@ export class Cluster {
         port: claim.port,
         label: `relay to ${claim.node}`,
         local: false,
+        // Up while the relay session to its node is: a dead node's routes take no visitors even
+        // before its presence expires.
+        up: () =>
+          this.#peers.connected(claim.node) &&
+          this.registry.routeHealthy(claim.port, claim.node, claim.tunnel),
         log: this.#log.child({ relayTo: claim.node }),
       });
       this.#ports.attach(listener, tunnel);
@@ -400,8 +405,8 @@ export class Cluster {
   }
 
   #dropRelay(claim: PortClaim): void {
-    const relay = this.#relays.get(claim.port);
-    if (relay && relay.claim.tunnel === claim.tunnel) this.#closeRelay(relay);
+    const relay = this.#relays.get(relayKey(claim));
+    if (relay) this.#closeRelay(relay);
   }
 
   /**
@@ -410,7 +415,8 @@ export class Cluster {
    */
   #closeRelay(relay: Relay): void {
     relay.closed = true;
-    if (this.#relays.get(relay.claim.port) === relay) this.#relays.delete(relay.claim.port);
+    const key = relayKey(relay.claim);
+    if (this.#relays.get(key) === relay) this.#relays.delete(key);
     const tunnel = relay.tunnel;
     if (!tunnel) return;
     tunnel.stopAccepting();
@@ -456,6 +462,11 @@ export class Cluster {
     if (owner) owner.closeTunnel(claim.tunnel, "port taken over by another node of the cluster");
     else this.registry.tunnel(claim.tunnel)?.close();
   }
+}
+
+/** The key of a route to another node: its port, node and tunnel. */
+function relayKey(claim: PortClaim): string {
+  return `${claim.port}/${claim.node}/${claim.tunnel}`;
 }
 
 /** Joins the cluster `config` describes (see {@linkcode Cluster.join}). */

@@ -20,7 +20,7 @@
  */
 
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
-import { canShare, type LocalRegistry, ownerOf } from "../registry/local_registry.ts";
+import type { LocalRegistry } from "../registry/local_registry.ts";
 import type {
   ClaimResult,
   PortClaim,
@@ -33,6 +33,7 @@ import type {
 import type { TokenRegistry } from "../tokens/store.ts";
 import type { Logger } from "../../util/log.ts";
 import { isRevisionConflict, type KvBucket, type KvEntry, type NatsLink } from "./nats.ts";
+import { ClusterPorts } from "./cluster_ports.ts";
 import type { StreamOpener } from "./peers.ts";
 import type { Presence } from "./presence.ts";
 
@@ -44,11 +45,6 @@ interface Held<T> {
   revision: number;
   /** When the server stored it (ms since the epoch). */
   created: number;
-}
-
-/** The KV key of a cluster port: ports are cluster-wide, whatever address each node binds. */
-export function portKeyOf(port: number): string {
-  return `port-${port}`;
 }
 
 /** The KV key of a service name (names that are not key-safe are hex-encoded). */
@@ -94,12 +90,8 @@ export class ClusterRegistry implements Registry {
 
   readonly #options: ClusterRegistryOptions;
   readonly #local: LocalRegistry;
-  /** Every claim in the bucket, by key (from the watch). */
-  readonly #ports = new Map<string, Held<PortClaim>>();
-  /** The claims this node made, by key, with the revision it wrote. */
-  readonly #mine = new Map<string, Held<PortClaim>>();
-  /** This node's claims of each port it holds: one, or the routes of a shared tunnel. */
-  readonly #shares = new Map<string, PortClaim[]>();
+  /** Public ports and their routes (the `ports` bucket). */
+  readonly #ports: ClusterPorts;
   /** Every offer in the bucket, by key (from the watch), with counters for remote ones. */
   readonly #services = new Map<string, Held<ServiceRecord> & { offer?: ServiceOffer }>();
   readonly #myServices = new Map<string, Held<ServiceRecord>>();
@@ -113,6 +105,18 @@ export class ClusterRegistry implements Registry {
     this.#local = options.local;
     this.node = options.local.node;
     this.tokens = options.tokens;
+    this.#ports = new ClusterPorts({
+      bucket: options.link.ports,
+      node: this.node,
+      run: () => options.presence.run,
+      alive: (node, run) => options.presence.alive(node, run),
+      settled: () => Date.now() >= this.settleUntil,
+      connected: () => options.link.state === "connected",
+      ttlMs: options.presenceTtlMs,
+      emit: (change) => this.#emit(change),
+      count: options.count,
+      log: options.log,
+    });
     // Sessions, tunnels and this node's offers change in the local part; pass those on.
     this.#stops.push(options.local.watch((change) => {
       if (change.kind === "session" || change.kind === "tunnel" || change.kind === "service") {
@@ -133,10 +137,13 @@ export class ClusterRegistry implements Registry {
    */
   async resync(): Promise<void> {
     const { link } = this.#options;
-    await this.#follow("ports", link.ports, (entry) => this.#applyPort(entry), (key) => {
-      const held = this.#ports.get(key);
-      if (held) this.#forgetPort(key, held);
-    }, () => this.#ports.keys());
+    await this.#follow(
+      "ports",
+      link.ports,
+      (entry) => this.#ports.apply(entry),
+      (key) => this.#ports.forget(key),
+      () => this.#ports.keys(),
+    );
     await this.#follow("services", link.services, (entry) => this.#applyService(entry), (key) => {
       const held = this.#services.get(key);
       if (!held) return;
@@ -149,6 +156,7 @@ export class ClusterRegistry implements Registry {
 
   /** Stops following. Claims stay until released (or until this node's presence expires). */
   stop(): void {
+    this.#ports.stop();
     for (const stop of this.#stops) stop();
     for (const watch of this.#watches.values()) watch.stop();
   }
@@ -188,77 +196,34 @@ export class ClusterRegistry implements Registry {
 
   // ---- ports: cluster-wide ----
 
-  async claimPort(claim: PortClaim): Promise<ClaimResult> {
-    const key = portKeyOf(claim.port);
-    // A further route of a shared tunnel this node already holds: no new record.
-    const local = this.#shares.get(key);
-    if (local && local.length > 0 && canShare(local[0], claim)) {
-      local.push(claim);
-      this.#options.count("registry_port_shared");
-      return { ok: true };
-    }
-    const result = await this.#claim(this.#options.link.ports, key, claim, this.#mine);
-    if (result.ok) this.#shares.set(key, [claim]);
-    this.#options.count(result.ok ? "registry_port_claimed" : `registry_port_${result.reason}`);
-    return result;
+  claimPort(claim: PortClaim): Promise<ClaimResult> {
+    return this.#ports.claim(claim);
   }
 
-  async releasePort(claim: PortClaim): Promise<void> {
-    const key = portKeyOf(claim.port);
-    const local = (this.#shares.get(key) ?? []).filter((c) => c.tunnel !== claim.tunnel);
-    if (local.length > 0) this.#shares.set(key, local);
-    else this.#shares.delete(key);
-    const mine = this.#mine.get(key);
-    if (!mine || mine.record.tunnel !== claim.tunnel) return;
-    const { ports } = this.#options.link;
-    if (local.length > 0) {
-      // Other routes of this node still serve the port: the record names one of them now.
-      const record = { ...local[0], run: this.#options.presence.run };
-      try {
-        mine.revision = await ports.update(key, JSON.stringify(record), mine.revision);
-        mine.record = record;
-      } catch (error) {
-        this.#options.count("registry_failure");
-        this.#options.log.debug("port hand-over not written", {
-          port: claim.port,
-          detail: String(error),
-        });
-      }
-      return;
-    }
-    this.#mine.delete(key);
-    await ports.delete(key, { previousSeq: mine.revision }).catch((error) => {
-      // Gone already (taken over, or removed as stale), or NATS is away: then the claim expires
-      // with this node's presence if this node dies, and is re-checked when NATS returns.
-      this.#options.count("registry_failure");
-      this.#options.log.debug("port release not written", {
-        port: claim.port,
-        detail: String(error),
-      });
-    });
+  releasePort(claim: PortClaim): Promise<void> {
+    return this.#ports.release(claim);
+  }
+
+  setRouteHealth(claim: PortClaim, healthy: boolean): Promise<void> {
+    return this.#ports.setHealth(claim, healthy);
+  }
+
+  /** Whether the route `tunnel` of `node` on `port` is healthy, as its record says. */
+  routeHealthy(port: number, node: string, tunnel: string): boolean {
+    return this.#ports.routeHealthy(port, node, tunnel);
   }
 
   ownerPort(owner: string, bindHost: string): Promise<number | undefined> {
-    for (const held of this.#ports.values()) {
-      const record = held.record;
-      if (record.shared && ownerOf(record) === owner && this.#live(record)) {
-        if (record.node !== this.node || record.bindHost === bindHost) {
-          return Promise.resolve(record.port);
-        }
-      }
-    }
-    return Promise.resolve(undefined);
+    return Promise.resolve(this.#ports.ownerPort(owner, bindHost));
   }
 
   portHolder(_bindHost: string, port: number): Promise<PortClaim | undefined> {
-    const held = this.#ports.get(portKeyOf(port));
-    return Promise.resolve(held && this.#live(held.record) ? strip(held.record) : undefined);
+    return Promise.resolve(this.#ports.holder(port));
   }
 
-  /** Every live claim in the cluster (this node's included), by port. */
+  /** Every live route in the cluster (this node's included), by port. */
   claims(): PortClaim[] {
-    return [...this.#ports.values()].filter((h) => this.#live(h.record)).map((h) => strip(h.record))
-      .sort((a, b) => a.port - b.port);
+    return this.#ports.claims();
   }
 
   // ---- services: cluster-wide names ----
@@ -333,12 +298,7 @@ export class ClusterRegistry implements Registry {
    */
   async nodeGone(node: string, run: string): Promise<void> {
     const { link } = this.#options;
-    for (const [key, held] of [...this.#ports]) {
-      if (held.record.node !== node || held.record.run !== run) continue;
-      if (this.#options.presence.alive(node, run)) return; // back already
-      this.#forgetPort(key, held);
-      await link.ports.delete(key, { previousSeq: held.revision }).catch(() => {});
-    }
+    await this.#ports.nodeGone(node, run);
     for (const [key, held] of [...this.#services]) {
       if (held.record.node !== node || held.record.run !== run) continue;
       this.#services.delete(key);
@@ -353,16 +313,12 @@ export class ClusterRegistry implements Registry {
    */
   async reassert(): Promise<void> {
     const { link, log } = this.#options;
-    for (const [key, mine] of [...this.#mine]) {
-      const ok = await this.#reassertOne(link.ports, key, mine);
-      if (ok === false) {
-        this.#mine.delete(key);
-        log.warn("port taken over by another node while this one was away; closing the tunnel", {
-          port: mine.record.port,
-          tunnel: mine.record.tunnel,
-        });
-        this.onClaimLost?.(strip(mine.record));
-      }
+    for (const claim of await this.#ports.reassert()) {
+      log.warn("port taken over by another node while this one was away; closing the tunnel", {
+        port: claim.port,
+        tunnel: claim.tunnel,
+      });
+      this.onClaimLost?.(claim);
     }
     for (const [key, mine] of [...this.#myServices]) {
       if (await this.#reassertOne(link.services, key, mine) === false) {
@@ -493,24 +449,6 @@ export class ClusterRegistry implements Registry {
     }
   }
 
-  #applyPort(entry: KvEntry): void {
-    const previous = this.#ports.get(entry.key);
-    if (previous && previous.revision >= entry.revision) return;
-    if (entry.operation !== "PUT") {
-      if (previous) this.#forgetPort(entry.key, previous);
-      return;
-    }
-    const record = parse<PortClaim>(entry);
-    if (!record) return;
-    const held = { record, revision: entry.revision, created: entry.created.getTime() };
-    this.#ports.set(entry.key, held);
-    // The same claim written again (a re-assertion) changes nothing for watchers.
-    if (previous && sameHolder(previous.record, record)) return;
-    if (previous) this.#emit({ kind: "port", op: "released", claim: strip(previous.record) });
-    this.#emit({ kind: "port", op: "claimed", claim: strip(record) });
-    this.#sweepLater(this.#options.link.ports, entry.key, held, this.#ports);
-  }
-
   /**
    * Removes a record of a node run presence does not know, once it is old enough to be stale
    * (a node that crashed and never came back leaves such records; nobody saw it go).
@@ -528,12 +466,6 @@ export class ClusterRegistry implements Registry {
       bucket.delete(key, { previousSeq: held.revision }).catch(() => {});
     }, wait);
     this.#stops.push(() => clearTimeout(timer));
-  }
-
-  #forgetPort(key: string, held: Held<PortClaim>): void {
-    if (this.#ports.get(key) !== held) return;
-    this.#ports.delete(key);
-    this.#emit({ kind: "port", op: "released", claim: strip(held.record) });
   }
 
   #applyService(entry: KvEntry): void {

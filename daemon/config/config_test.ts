@@ -710,3 +710,34 @@ describe("config: cluster", () => {
     assert.equal(alone.config?.cluster, null);
   });
 });
+
+describe("config: expose.anyPort", () => {
+  const exposeOf = (expose: Record<string, unknown>) =>
+    validateConfig(doc({ clients: [{ name: "a", token: TOKEN_A, expose }] })).config!.clients[0];
+
+  it("a range allows any port within it (port 0) by default, as the README's example expects", () => {
+    const client = exposeOf({ ports: ["8000-8100"] });
+    assert.equal(client.expose.anyPort, true);
+    assert.equal(canExpose(client, "127.0.0.1", 0).ok, true);
+  });
+
+  it("anyPort: false makes port 0 an error that says what to change", () => {
+    const client = exposeOf({ ports: ["8000-8100"], anyPort: false });
+    const decision = canExpose(client, "127.0.0.1", 0);
+    assert.equal(decision.ok, false);
+    assert.match(
+      (decision as { message: string }).message,
+      /ask for a port in 8000-8100, or set its expose.anyPort to true/,
+    );
+  });
+
+  it("anyPort must be a boolean", () => {
+    const problems = errors(doc({
+      clients: [{ name: "a", token: TOKEN_A, expose: { ports: [8000], anyPort: "yes" } }],
+    }));
+    assert.ok(
+      problems.includes('clients[0].expose.anyPort: "yes" must be true or false'),
+      problems.join("\n"),
+    );
+  });
+});

@@ -230,20 +230,28 @@ function checkLog(w: Walker, value: unknown): LogConfig | undefined {
 
 function checkExpose(w: Walker, value: unknown, path: string): ClientPolicy["expose"] | undefined {
   if (value === undefined) return { ports: [], anyPort: false, bindHosts: [] };
-  const raw = w.object(value, path, ["ports", "bindHosts"]);
+  const raw = w.object(value, path, ["ports", "bindHosts", "anyPort"]);
   if (!raw) return undefined;
   let ok = true;
   const ranges: PortRange[] = [];
-  let anyPort = false;
+  // Port 0 asks the daemon to pick one of the allowed ports: allowed unless the operator says
+  // `anyPort: false` (listing 0 among the ports, as older configs do, says the same as true).
+  let anyPort = raw.anyPort === undefined ? true : raw.anyPort;
+  if (typeof anyPort !== "boolean") {
+    ok = !!w.error(`${path}.anyPort`, `${show(anyPort)} must be true or false`);
+    anyPort = false;
+  }
+  let listedZero = false;
   (w.array(raw.ports ?? [], `${path}.ports`) ?? (ok = false, [])).forEach((spec, i) => {
-    if (spec === 0 || spec === "0") return void (anyPort = true);
+    if (spec === 0 || spec === "0") return void (listedZero = true);
     const parsed = parsePortRange(spec);
     if (parsed.ok) ranges.push(parsed.value);
     else ok = !!w.error(at(`${path}.ports`, i), `${show(spec)} ${parsed.error}`);
   });
-  if (anyPort && ranges.length === 0) {
+  if (listedZero && ranges.length === 0) {
     ok = !!w.error(`${path}.ports`, "0 (any port) needs at least one port or range to pick from");
   }
+  if (ranges.length === 0) anyPort = false;
   const bindHosts: IpAddress[] = [];
   // Binding defaults to loopback only: exposing on other interfaces must be written down.
   (w.array(raw.bindHosts ?? ["127.0.0.1"], `${path}.bindHosts`) ?? (ok = false, [])).forEach(
@@ -261,7 +269,7 @@ function checkExpose(w: Walker, value: unknown, path: string): ClientPolicy["exp
       bindHosts.push(ip);
     },
   );
-  return ok ? { ports: mergeRanges(ranges), anyPort, bindHosts } : undefined;
+  return ok ? { ports: mergeRanges(ranges), anyPort: anyPort as boolean, bindHosts } : undefined;
 }
 
 function checkForward(w: Walker, value: unknown, path: string): ForwardRule[] | undefined {

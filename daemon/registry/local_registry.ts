@@ -113,6 +113,10 @@ export class LocalRegistry implements Registry {
     return Promise.resolve(this.#ports.get(portKey(bindHost, port))?.[0]);
   }
 
+  setRouteHealth(_claim: PortClaim, _healthy: boolean): Promise<void> {
+    return Promise.resolve(); // the tunnel itself carries it on a single node
+  }
+
   ownerPort(owner: string, bindHost: string): Promise<number | undefined> {
     for (const holders of this.#ports.values()) {
       const first = holders[0];

@@ -58,6 +58,8 @@ export interface SessionHandle {
   readonly stats: Readonly<SessionStats>;
   /** Last measured keepalive round trip, ms; 0 until one was answered. */
   readonly rtt: number;
+  /** Sessions its client keeps to distinct nodes (its `ha` in the hello); 1 when not said. */
+  readonly ha: number;
   /** Streams open now, the control stream included. */
   readonly streamCount: number;
   /** The control stream's id, once the client opened it. */
@@ -176,6 +178,11 @@ export interface Registry {
    * port is free once its last claim is released.
    */
   releasePort(claim: PortClaim): Promise<void>;
+  /**
+   * Records whether a route's local service is healthy (its client's check), so that every node
+   * routing visitors to it knows; a single node keeps it on the tunnel itself.
+   */
+  setRouteHealth(claim: PortClaim, healthy: boolean): Promise<void>;
   /** The port held by `owner`'s shared claims on `bindHost`, if any (a group's port). */
   ownerPort(owner: string, bindHost: string): Promise<number | undefined>;
   /** Who holds `bindHost:port`, if anyone. */

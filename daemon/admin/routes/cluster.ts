@@ -79,8 +79,23 @@ export function clusterRoutes(daemon: Daemon): Hono {
   app.get("/v1/cluster", async (c) => {
     if (!cluster) return c.json({ cluster: null });
     const view = cluster.view();
-    const health = await cluster.ask("health", null, { timeoutMs: QUERY_TIMEOUT_MS });
+    const [health, sessions] = await Promise.all([
+      cluster.ask("health", null, { timeoutMs: QUERY_TIMEOUT_MS }),
+      clusterListing(cluster, "sessions"),
+    ]);
     const byNode = new Map(health.answers.map((a) => [a.node, a.data]));
+    // Clients that asked for sessions on several nodes (--ha) and have fewer now.
+    const wanted = new Map<string, { wanted: number; nodes: Set<string> }>();
+    for (const s of sessions.items as { node: string; client: string | null; ha?: number }[]) {
+      if (!s.client || (s.ha ?? 1) < 2) continue;
+      const entry = wanted.get(s.client) ?? { wanted: 0, nodes: new Set<string>() };
+      entry.wanted = Math.max(entry.wanted, s.ha!);
+      entry.nodes.add(s.node);
+      wanted.set(s.client, entry);
+    }
+    const degraded = [...wanted].filter(([, e]) => e.nodes.size < e.wanted).map((
+      [client, e],
+    ) => ({ client, wanted: e.wanted, nodes: [...e.nodes].sort() }));
     return c.json({
       cluster: {
         node: view.node,
@@ -96,6 +111,7 @@ export function clusterRoutes(daemon: Daemon): Hono {
           health: byNode.get(n.node) ?? null,
         })),
         missing: health.missing,
+        degraded,
         peers: view.peers,
         relays: view.relays,
         ports: cluster.registry.claims(),

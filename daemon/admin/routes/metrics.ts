@@ -340,6 +340,12 @@ function writeTunnels(w: PrometheusWriter, daemon: Daemon): void {
     tunnels.map((t) => ({ labels: id(t), value: t.stats.active })),
   );
   w.family(
+    "tunnelmux_tunnel_healthy",
+    "gauge",
+    "1 while a tunnel's route takes visitors; 0 while its client reports the service unhealthy.",
+    tunnels.map((t) => ({ labels: id(t), value: t.healthy ? 1 : 0 })),
+  );
+  w.family(
     "tunnelmux_tunnel_errors_total",
     "counter",
     "Visitors of each reverse tunnel that ended in an error.",

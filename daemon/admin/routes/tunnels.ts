@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import type { Daemon } from "../../daemon.ts";
 import { ApiError } from "../errors.ts";
 import { tunnelId } from "../params.ts";
-import { serviceView } from "../views.ts";
+import { serviceView, tunnelView } from "../views.ts";
 import {
   closeLocalTunnel,
   closeRemoteTunnel,
@@ -30,6 +30,39 @@ export function tunnelRoutes(daemon: Daemon): Hono {
       return c.json({ tunnels: items, services, missing });
     }
     return c.json({ tunnels: tunnelList(daemon), services });
+  });
+
+  // A tunnel with every route of its port: in a cluster from the ports bucket (any node), else
+  // this node's tunnels on the same address.
+  app.get("/v1/tunnels/:id", (c) => {
+    const id = tunnelId(c.req.param("id"));
+    const { registry } = daemon;
+    const tunnel = registry.tunnel(id);
+    if (!tunnel) throw new ApiError(404, "not_found", `no tunnel ${id} on this node`);
+    const cluster = daemon.cluster;
+    const routes = cluster
+      ? cluster.registry.claims().filter((claim) => claim.port === tunnel.port).map((claim) => ({
+        node: claim.node,
+        client: claim.client,
+        session: claim.session,
+        tunnel: claim.tunnel,
+        healthy: claim.node === cluster.node
+          ? registry.tunnel(claim.tunnel)?.healthy ?? true
+          : cluster.registry.routeHealthy(claim.port, claim.node, claim.tunnel),
+      }))
+      : registry.tunnels().filter((t) => t.port === tunnel.port && t.bindHost === tunnel.bindHost)
+        .map((t) => ({
+          node: registry.node,
+          client: t.client,
+          session: registry.tunnelOwner(t.id)?.id ?? null,
+          tunnel: t.id,
+          healthy: t.healthy,
+        }));
+    return c.json({
+      ...tunnelView(tunnel, registry.tunnelOwner(id)?.id ?? null),
+      owner: tunnel.owner,
+      routes,
+    });
   });
 
   // The owning session closes it (so its bookkeeping and events stay right) and tells the

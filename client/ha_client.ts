@@ -1,0 +1,164 @@
+/**
+ * High availability: one client that keeps sessions to several nodes of a cluster at once, each
+ * serving the same tunnels (shared ports: every session is a route), so that losing a node cuts
+ * only the visitors in flight on it. Each session is a {@linkcode Client} of its own, with its
+ * own reconnects and backoff, starting at a different URL of the list; two sessions on the same
+ * node count as one. The client reports when it runs with fewer distinct nodes than asked
+ * (`degraded`, on every change of its nodes while so) and when it is whole again.
+ *
+ * @example
+ * ```ts ignore
+ * import { connectHa } from "./ha_client.ts";
+ * const ha = await connectHa(["tcp://node-a:7000", "tcp://node-b:7000"], { token, sessions: 2 });
+ * ha.on("degraded", ({ nodes, wanted }) => console.warn(`on ${nodes.length} of ${wanted} nodes`));
+ * const { remotePort } = await ha.expose({ local: "127.0.0.1:3000" });
+ * ```
+ *
+ * @module
+ */
+
+import { Client, type ConnectOptions, type ExposeOptions } from "./client.ts";
+import { ClientError } from "./errors.ts";
+import { Emitter } from "./emitter.ts";
+
+/** Options of {@linkcode connectHa}: a client's, plus how many nodes to keep sessions to. */
+export interface HaOptions extends ConnectOptions {
+  /** Sessions to keep, each to a different node when there are enough. Default 2. */
+  sessions?: number;
+}
+
+/** One session of an HA client, as {@linkcode HaClient.sessions} lists it. */
+export interface HaSession {
+  /** The URL it is on (or trying next). */
+  url: string;
+  /** Its node, while connected. */
+  node: string | undefined;
+  /** Its state. */
+  state: Client["state"];
+  /** Last keepalive round trip, ms (0 before one). */
+  rtt: number;
+}
+
+/** Events of an {@linkcode HaClient}. */
+export interface HaEvents {
+  /** Fewer distinct nodes than wanted (emitted when the set of nodes changes while so). */
+  degraded: [info: { nodes: string[]; wanted: number }];
+  /** As many distinct nodes as wanted again. */
+  whole: [info: { nodes: string[] }];
+  /** A session failed or was lost (it reconnects on its own). */
+  error: [error: ClientError, session: number];
+}
+
+/** A client with sessions to several nodes. Create with {@linkcode connectHa}. */
+export class HaClient extends Emitter<HaEvents> {
+  /** The sessions, each a client of its own. */
+  readonly members: readonly Client[];
+  /** How many distinct nodes it wants. */
+  readonly wanted: number;
+  /** The node set last reported, so events come only when it changes. */
+  #lastNodes: string | undefined;
+
+  /** Starts every session at once; prefer {@linkcode connectHa}, which waits for the first. */
+  constructor(urls: readonly string[], options: HaOptions) {
+    super();
+    this.wanted = Math.max(1, options.sessions ?? 2);
+    // Each session starts at a different URL, so with enough URLs they land on different nodes.
+    this.members = Array.from({ length: this.wanted }, (_, i) => {
+      const rotated = [...urls.slice(i % urls.length), ...urls.slice(0, i % urls.length)];
+      const member = new Client(rotated, { ...options, ha: this.wanted });
+      member.on("ready", () => this.#check(member));
+      member.on("state", () => this.#check());
+      member.on("error", (error) => this.emit("error", error, i));
+      return member;
+    });
+  }
+
+  /** Resolves once one session is ready; rejects if every session gave up. */
+  async ready(): Promise<void> {
+    const results = this.members.map((m) => m.ready());
+    await Promise.any(results).catch(async () => {
+      throw await results[0].catch((error) => error);
+    });
+  }
+
+  /** The sessions: URL, node, state, round trip. */
+  get sessions(): HaSession[] {
+    return this.members.map((m) => ({
+      url: m.url,
+      node: m.node,
+      state: m.state,
+      rtt: m.session?.rtt ?? 0,
+    }));
+  }
+
+  /** The distinct nodes with a ready session. */
+  get nodes(): string[] {
+    const nodes = new Set<string>();
+    for (const m of this.members) if (m.state === "ready" && m.node) nodes.add(m.node);
+    return [...nodes].sort();
+  }
+
+  /** Whether fewer distinct nodes than wanted have a session now. */
+  get degraded(): boolean {
+    return this.nodes.length < this.wanted;
+  }
+
+  /**
+   * Exposes a tunnel on every session: the first ready session picks the port, every other
+   * session serves the same port (a shared port, or the group's), now and after its reconnects.
+   */
+  async expose(options: ExposeOptions): Promise<{ remoteHost: string; remotePort: number }> {
+    const shared = options.group === undefined ? { shared: true } : {};
+    const first = await this.#firstReady();
+    const tunnel = await first.expose({ ...options, ...shared });
+    for (const member of this.members) {
+      if (member !== first) member.keep({ ...options, ...shared, remotePort: tunnel.remotePort });
+    }
+    return { remoteHost: tunnel.remoteHost, remotePort: tunnel.remotePort };
+  }
+
+  /** Closes every session. */
+  async close(): Promise<void> {
+    await Promise.all(this.members.map((m) => m.close()));
+  }
+
+  async #firstReady(): Promise<Client> {
+    const ready = this.members.find((m) => m.state === "ready");
+    if (ready) return ready;
+    await this.ready();
+    const now = this.members.find((m) => m.state === "ready");
+    if (!now) throw new ClientError("not_connected", "no session is ready");
+    return now;
+  }
+
+  /**
+   * Recomputes the distinct nodes. A session that landed on a node another session already has
+   * moves on to its next URL, when it has one (two sessions on one node count as one).
+   */
+  #check(joined?: Client): void {
+    if (joined?.node !== undefined && joined.urls.length > 1) {
+      const twin = this.members.find((m) =>
+        m !== joined && m.state === "ready" && m.node === joined.node
+      );
+      if (twin) joined.session?.destroy(); // reconnects to its next URL
+    }
+    const nodes = this.nodes;
+    const key = nodes.join(",");
+    if (key === this.#lastNodes) return;
+    this.#lastNodes = key;
+    if (nodes.length < this.wanted) this.emit("degraded", { nodes, wanted: this.wanted });
+    else this.emit("whole", { nodes });
+  }
+}
+
+/** Connects sessions to `urls` (several nodes of a cluster); resolves when one is ready. */
+export async function connectHa(urls: readonly string[], options: HaOptions): Promise<HaClient> {
+  const client = new HaClient(urls, options);
+  try {
+    await client.ready();
+  } catch (error) {
+    await client.close();
+    throw error;
+  }
+  return client;
+}
