@@ -431,7 +431,11 @@ export class Client extends Emitter<ClientEvents> {
     return this.#openWith({ kind: "service", service: name });
   }
 
-  /** Opens a stream to the daemon's echo service. */
+  /**
+   * Opens a stream to the daemon's echo service (diagnostics). The daemon allows it only to
+   * clients whose config lists it: `services: { use: ["echo"] }`; otherwise the stream closes
+   * with a `not_allowed` {@linkcode ClientError}.
+   */
   echo(): Stream {
     return this.#openWith({ kind: "echo" });
   }
@@ -507,6 +511,8 @@ export class Client extends Emitter<ClientEvents> {
       client: true,
       config: this.#options.session,
       onStream: (stream) => this.#incoming(stream),
+      // A stream the daemon refuses closes with a ClientError that names the reason.
+      resetError: (id, code) => ClientError.fromReset(id, code),
     });
     this.#session = session;
     this.#lifecycle.fire("connected");

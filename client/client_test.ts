@@ -90,6 +90,10 @@ describe("client SDK (daemon in process)", () => {
         assert.deepEqual(await tcpExchange(tunnel.remotePort, pattern(500, 3)), pattern(500, 3));
         const refused = await roundTrip(client.open("127.0.0.1:1"), pattern(1, 4)).catch((e) => e);
         assert.match(describeStreamError(refused), /NotAllowed/);
+        // One typed family: a ClientError whose code and message name the cause.
+        assert.ok(refused instanceof ClientError, String(refused));
+        assert.equal(refused.code, "not_allowed");
+        assert.match(refused.message, /refused: NotAllowed: not allowed for this client/);
         await tunnel.close();
       } finally {
         await client.close();

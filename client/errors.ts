@@ -6,7 +6,7 @@
 
 import type { ControlErrorCode } from "../tunnel/control.ts";
 import { YamuxError } from "../protocol/errors.ts";
-import { describeResetReason } from "../tunnel/reset_reasons.ts";
+import { describeResetReason, ResetReason } from "../tunnel/reset_reasons.ts";
 
 /** Why something failed on the client side; daemon error codes pass through unchanged. */
 export type ClientErrorCode =
@@ -23,7 +23,42 @@ export type ClientErrorCode =
   | "protocol"
   | "tunnel_closed"
   | "local_dial_failed"
-  | "forward_failed";
+  | "forward_failed"
+  | StreamResetCode;
+
+/** Why the daemon (or the other client) reset a stream, as a {@linkcode ClientError} code. */
+export type StreamResetCode =
+  | "stream_reset"
+  | "dial_refused"
+  | "dial_timeout"
+  | "dial_failed"
+  | "unknown_tunnel"
+  | "unknown_service"
+  | "bad_header"
+  | "not_authenticated"
+  | "address_denied"
+  | "resolve_failed"
+  | "idle_timeout";
+
+/** Reset reason codes (`tunnel/reset_reasons.ts`) → error codes. */
+const RESET_CODES: Record<number, ClientErrorCode> = {
+  [ResetReason.None]: "stream_reset",
+  [ResetReason.NotAllowed]: "not_allowed",
+  [ResetReason.DialRefused]: "dial_refused",
+  [ResetReason.DialTimeout]: "dial_timeout",
+  [ResetReason.DialFailed]: "dial_failed",
+  [ResetReason.UnknownTunnel]: "unknown_tunnel",
+  [ResetReason.UnknownService]: "unknown_service",
+  [ResetReason.LimitReached]: "limit_reached",
+  [ResetReason.BadHeader]: "bad_header",
+  [ResetReason.NotAuthenticated]: "not_authenticated",
+  [ResetReason.ShuttingDown]: "shutting_down",
+  [ResetReason.LoopbackDenied]: "address_denied",
+  [ResetReason.MetadataDenied]: "address_denied",
+  [ResetReason.AddressDenied]: "address_denied",
+  [ResetReason.ResolveFailed]: "resolve_failed",
+  [ResetReason.IdleTimeout]: "idle_timeout",
+};
 
 const FATAL = new Set<ClientErrorCode>([
   "unauthorized",
@@ -39,12 +74,34 @@ const FATAL = new Set<ClientErrorCode>([
 export class ClientError extends Error {
   /** Stable reason. */
   readonly code: ClientErrorCode;
+  /** For a stream reset: the reset reason code it carried (`tunnel/reset_reasons.ts`). */
+  readonly resetCode: number | undefined;
 
   /** Creates the error. */
-  constructor(code: ClientErrorCode, message: string) {
+  constructor(code: ClientErrorCode, message: string, resetCode?: number) {
     super(message);
     this.name = "ClientError";
     this.code = code;
+    this.resetCode = resetCode;
+  }
+
+  /**
+   * The error of a stream the daemon (or the other client) reset, naming the reason, e.g.
+   * `stream 7 refused: NotAllowed: not allowed for this client` with code `not_allowed`.
+   *
+   * @example
+   * ```ts
+   * import { ClientError } from "./errors.ts";
+   * const error = ClientError.fromReset(7, 2);
+   * console.assert(error.code === "dial_refused" && /refused the connection/.test(error.message));
+   * ```
+   */
+  static fromReset(streamId: number, resetCode: number): ClientError {
+    return new ClientError(
+      RESET_CODES[resetCode] ?? "stream_reset",
+      `stream ${streamId} refused: ${describeResetReason(resetCode)}`,
+      resetCode,
+    );
   }
 
   /**
@@ -66,8 +123,9 @@ export class ClientError extends Error {
  * reason (e.g. "DialRefused: the target refused the connection").
  */
 export function describeStreamError(error: Error): string {
-  if (error instanceof YamuxError && error.resetCode !== undefined) {
-    return `reset: ${describeResetReason(error.resetCode)}`;
-  }
+  const resetCode = error instanceof YamuxError || error instanceof ClientError
+    ? error.resetCode
+    : undefined;
+  if (resetCode !== undefined) return `reset: ${describeResetReason(resetCode)}`;
   return error.message;
 }

@@ -32,4 +32,5 @@ export type { HaEvents, HaOptions, HaSession } from "./ha_client.ts";
 export { Backoff } from "./backoff.ts";
 export type { BackoffOptions } from "./backoff.ts";
 export { ClientError, describeStreamError } from "./errors.ts";
-export type { ClientErrorCode } from "./errors.ts";
+export type { ClientErrorCode, StreamResetCode } from "./errors.ts";
+export { Stream } from "../protocol/stream.ts";

@@ -280,14 +280,20 @@ export class ClientSession implements SessionHandle {
           case "service": {
             const decision = canUseService(client, header.service);
             if (!decision.ok) {
-              log.warn("service refused", { service: header.service, reason: decision.code });
+              log.info("service refused", { service: header.service, reason: decision.code });
               return stream.reset(ResetReason.NotAllowed);
             }
             const offer = this.#context.registry.service(header.service);
             return void connectService(stream, offer, client.name, rest);
           }
           case "echo": {
-            if (!canUseService(client, "echo").ok) return stream.reset(ResetReason.NotAllowed);
+            if (!canUseService(client, "echo").ok) {
+              log.info("echo refused", {
+                reason: "not_allowed",
+                detail: 'needs services.use ["echo"]',
+              });
+              return stream.reset(ResetReason.NotAllowed);
+            }
             echoStream(stream);
             if (rest.length > 0) stream.write(rest);
             return stream.resume();

@@ -116,7 +116,8 @@ function refuse(
   log: Logger,
   context: ForwardContext,
 ): undefined {
-  log.warn("forward refused", { reason: code, detail: message });
+  // Info, not a warning: a policy doing its job (the session's logger names the client).
+  log.info("forward refused", { reason: code, detail: message });
   context.count?.(code);
   stream.reset(resetReason);
   return undefined;

@@ -11,7 +11,6 @@ import { createServer, type Socket } from "node:net";
 import process from "node:process";
 import { pattern, runCommand, runtimeArgs, tcpConnect, withTimeout } from "../testing/mod.ts";
 import { ControlChannel } from "../tunnel/control_channel.ts";
-import { YamuxError } from "../protocol/errors.ts";
 import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
@@ -150,7 +149,8 @@ export function collectStream(stream: Stream, ms = 10_000): Promise<StreamOutcom
         stream.end();
       };
       stream.onClose = (error) => {
-        const resetCode = error instanceof YamuxError ? error.resetCode : undefined;
+        // A YamuxError, or the SDK's ClientError for a stream the daemon refused: both carry it.
+        const resetCode = (error as { resetCode?: number } | undefined)?.resetCode;
         resolve({ data: concat(chunks), ended, error, resetCode });
       };
       stream.resume();

@@ -61,6 +61,12 @@ export interface SessionOptions {
    */
   refusalCode?: (reason: StreamRefusal) => number;
   /**
+   * The error a stream closes with when the peer resets it with `code` (default a
+   * {@linkcode YamuxError} `stream_reset` carrying `resetCode`): lets a layer above name the
+   * reason in its own error type. It should carry `resetCode` too.
+   */
+  resetError?: (streamId: number, code: number) => Error;
+  /**
    * The first stream id this side opens (default 1 for the client, 2 for the server); it must
    * have this side's parity. Lets tests reach stream-id exhaustion without 2^31 opens.
    */
@@ -109,6 +115,7 @@ export class Session implements FrameSink, StreamHost {
   readonly #outbound: Outbound;
   readonly #decoder: FrameDecoder;
   readonly #refusalCode: ((reason: StreamRefusal) => number) | undefined;
+  readonly #resetError: ((streamId: number, code: number) => Error) | undefined;
   readonly #lifecycle = new Lifecycle<SessionState, SessionEvent>(SESSION_TRANSITIONS, "open");
   readonly #streams = new Map<number, Stream>();
   #resolveClosed!: (error: Error | undefined) => void;
@@ -148,6 +155,7 @@ export class Session implements FrameSink, StreamHost {
     this.onStream = options.onStream ?? null;
     this.onError = options.onError ?? null;
     this.#refusalCode = options.refusalCode;
+    this.#resetError = options.resetError;
     this.#nextStreamId = options.firstStreamId ?? (options.client ? 1 : 2);
     if ((this.#nextStreamId & 1) !== (options.client ? 1 : 0) || this.#nextStreamId < 1) {
       throw new RangeError(
@@ -499,9 +507,10 @@ export class Session implements FrameSink, StreamHost {
       this.stats.resetsReceived++;
       const because = resetCode === 0 ? "" : ` (reason ${resetCode})`;
       stream._terminate(
-        new YamuxError("stream_reset", `stream ${stream.id} reset by peer${because}`, {
-          resetCode,
-        }),
+        this.#resetError?.(stream.id, resetCode) ??
+          new YamuxError("stream_reset", `stream ${stream.id} reset by peer${because}`, {
+            resetCode,
+          }),
       );
     }
   }
