@@ -180,6 +180,12 @@ interface TunnelRecord {
   monitor?: HealthMonitor;
 }
 
+/** A tunnel's record before it is exposed; a bad local address fails here, not at a visitor. */
+function newRecord(options: ExposeOptions, kept: boolean): TunnelRecord {
+  parseHostPort(options.local);
+  return { request: options, id: "", remoteHost: "", remotePort: 0, closed: false, kept };
+}
+
 /** Pause between two attempts to get a tunnel's old port back after a reconnect. */
 const RESTORE_RETRY_MS = 500;
 
@@ -346,14 +352,7 @@ export class Client extends Emitter<ClientEvents> {
 
   /** Opens a reverse tunnel: the daemon listens, and its visitors are piped to `options.local`. */
   async expose(options: ExposeOptions): Promise<Tunnel> {
-    parseHostPort(options.local); // a bad local address fails here, not at the first visitor
-    const record: TunnelRecord = {
-      request: options,
-      id: "",
-      remoteHost: "",
-      remotePort: 0,
-      closed: false,
-    };
+    const record = newRecord(options, false);
     await this.#exposeOnce(record, options.remotePort ?? 0);
     this.#tunnels.add(record);
     return this.#tunnelView(record);
@@ -365,15 +364,7 @@ export class Client extends Emitter<ClientEvents> {
    * and the tunnel is tried again at the next session. Its `tunnel` events say when it is up.
    */
   keep(options: ExposeOptions): Tunnel {
-    parseHostPort(options.local);
-    const record: TunnelRecord = {
-      request: options,
-      id: "",
-      remoteHost: "",
-      remotePort: 0,
-      closed: false,
-      kept: true,
-    };
+    const record = newRecord(options, true);
     this.#tunnels.add(record);
     if (this.#lifecycle.state === "ready") void this.#restoreTunnel(record);
     return this.#tunnelView(record);
