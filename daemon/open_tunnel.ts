@@ -65,9 +65,12 @@ export async function openTunnel(
   const id = `t-${randomBytes(6).toString("hex")}`;
   // A shared tunnel asking for any port joins the port its owner already holds, if any.
   const held = shared && port === 0 ? await registry.ownerPort(owner, bindHost) : undefined;
-  const candidates = port !== 0 ? [port] : held !== undefined ? [held] : pick(client);
+  // (If that port went to someone else meanwhile, the usual picks follow.)
+  const candidates = port !== 0 ? [port] : [...(held !== undefined ? [held] : []), ...pick(client)];
   let lastError: Error | undefined;
-  for (const candidate of candidates) {
+  let joined = false;
+  for (let i = 0; i < candidates.length; i++) {
+    const candidate = candidates[i];
     const claim: PortClaim = {
       bindHost,
       port: candidate,
@@ -87,6 +90,11 @@ export async function openTunnel(
           message:
             `cannot claim port ${candidate}: the cluster registry (NATS) cannot be reached; tunnels already open keep working`,
         };
+      }
+      // Another route of this owner took a port at the same instant: join it (once).
+      if (claimed.join !== undefined && port === 0 && !joined) {
+        joined = true;
+        candidates.splice(i + 1, 0, claimed.join);
       }
       lastError = Object.assign(new Error(`port ${candidate} is held by another tunnel`), {
         code: "EADDRINUSE",

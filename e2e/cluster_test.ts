@@ -461,8 +461,7 @@ describe("cluster: one port served from two nodes (routes)", () => {
       );
     try {
       const a = await onA.expose({ local: `127.0.0.1:${serviceA.port}`, shared: true });
-      // The second session names the port (as HaClient does): node B may not have seen A's
-      // record yet when it is asked.
+      // The second session names the port, as HaClient does.
       const b = await onB.expose({
         local: `127.0.0.1:${serviceB.port}`,
         remotePort: a.remotePort,
@@ -675,8 +674,7 @@ describe("cluster: one port served from two nodes (routes)", () => {
       "100",
     ]);
     const { port } = await a.waitForTunnel();
-    // The second member names the group's port: its node may not have seen the group's record
-    // yet (port 0 joins the group's port only where the record is already known).
+    // The second member names the group's port (port 0 would find it too: see the next test).
     const b = await member(nodes[1], serviceB, [], port);
     assert.equal((await b.waitForTunnel()).port, port, "the second member joins the group's port");
     const visitC = async () =>
@@ -704,6 +702,31 @@ describe("cluster: one port served from two nodes (routes)", () => {
     await waitFor(both, "member A back");
     serviceA.close();
     serviceB.close();
+  });
+
+  it("group members starting at the same instant on two nodes, asking for any port, agree on one", async () => {
+    const nats = await startNats();
+    const groupKey = "cluster-group-key-0123456789abcdef";
+    const names = ["g1", "g2", "g3"];
+    const options = {
+      config: { groups: Object.fromEntries(names.map((g) => [g, { key: groupKey }])) },
+      client: { groups: names },
+    };
+    const a = await startNode(nats, 1, token, options);
+    const b = await startNode(nats, 2, token, options);
+    const echo = await startEchoServer();
+    for (const group of names) {
+      const member = (node: DaemonProcess) =>
+        startClient({
+          server: node.tcpUrl,
+          token,
+          args: ["--expose", `0=127.0.0.1:${echo.port}`, "--group", group],
+          env: { TUNNELMUX_GROUP_KEY: groupKey },
+        });
+      const [first, second] = await Promise.all([member(a), member(b)]);
+      const [p1, p2] = await Promise.all([first.waitForTunnel(), second.waitForTunnel()]);
+      assert.equal(p2.port, p1.port, `group ${group}: one port`);
+    }
   });
 });
 

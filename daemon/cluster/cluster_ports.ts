@@ -55,6 +55,17 @@ export function portKeyOf(port: number): string {
   return `port-${port}`;
 }
 
+/**
+ * The KV key naming the port an owner's shared tunnel holds (a group's port): claimed
+ * create-if-absent by the first route, so that routes starting at the same instant on several
+ * nodes agree on one port.
+ */
+export function ownerKeyOf(owner: string): string {
+  return `owner-${
+    Array.from(new TextEncoder().encode(owner), (b) => b.toString(16).padStart(2, "0")).join("")
+  }`;
+}
+
 /** What {@linkcode ClusterPorts} needs. */
 export interface ClusterPortsOptions {
   /** The `ports` bucket. */
@@ -116,8 +127,18 @@ export class ClusterPorts {
       }
       const current = entry?.operation === "PUT" ? parse(entry) : undefined;
       let next: PortRecord | undefined;
-      if (!current || this.#stale(current, entry!.created.getTime())) next = fresh;
-      else if (current.shared && fresh.shared && current.owner === owner) {
+      if (!current || this.#stale(current, entry!.created.getTime())) {
+        if (fresh.shared) {
+          // The first route of a shared tunnel: its owner's port is decided here, once.
+          const elsewhere = await this.#ownerClaim(owner, claim.port).catch((error) => error);
+          if (elsewhere instanceof Error) return this.#unavailable(elsewhere);
+          if (elsewhere !== undefined) {
+            this.#o.count("registry_port_taken");
+            return { ok: false, reason: "taken", join: elsewhere };
+          }
+        }
+        next = fresh;
+      } else if (current.shared && fresh.shared && current.owner === owner) {
         next = { ...current, routes: [...current.routes, route] };
       } else {
         this.#o.count("registry_port_taken");
@@ -188,8 +209,25 @@ export class ClusterPorts {
     return route ? this.#claimOf(cached!.record, route) : undefined;
   }
 
-  /** The port of `owner`'s shared record on `bindHost` (or on any node's address), if any. */
-  ownerPort(owner: string, bindHost: string): number | undefined {
+  /**
+   * The port of `owner`'s shared record on `bindHost` (or on any node's address), if any: from
+   * this node's view, else from the owner's key in the bucket (its record may not have reached
+   * this node yet).
+   */
+  async ownerPort(owner: string, bindHost: string): Promise<number | undefined> {
+    const known = this.#knownOwnerPort(owner, bindHost);
+    if (known !== undefined) return known;
+    try {
+      const entry = await this.#o.bucket.get(ownerKeyOf(owner));
+      if (entry?.operation !== "PUT") return undefined;
+      const port = Number(JSON.parse(entry.string())?.port);
+      return Number.isInteger(port) && port > 0 ? port : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  #knownOwnerPort(owner: string, bindHost: string): number | undefined {
     for (const { record } of this.#records.values()) {
       if (!record.shared || record.owner !== owner) continue;
       if (!record.routes.some((r) => this.#live(r))) continue;
@@ -319,6 +357,41 @@ export class ClusterPorts {
         return true;
       } catch (error) {
         if (!isRevisionConflict(error)) return undefined;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Names `port` as `owner`'s port, create-if-absent. Resolves with another port when the owner
+   * already holds a live one (join it), or undefined when `port` is now the owner's.
+   */
+  async #ownerClaim(owner: string, port: number): Promise<number | undefined> {
+    const key = ownerKeyOf(owner);
+    const value = JSON.stringify({ port });
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      const entry = await this.#o.bucket.get(key);
+      if (!entry || entry.operation !== "PUT") {
+        try {
+          await this.#o.bucket.create(key, value);
+          return undefined;
+        } catch (error) {
+          if (!isRevisionConflict(error)) throw error;
+          continue;
+        }
+      }
+      const held = Number(JSON.parse(entry.string())?.port);
+      if (held === port) return undefined;
+      const record = await this.#o.bucket.get(portKeyOf(held));
+      const current = record?.operation === "PUT" ? parse(record) : undefined;
+      if (current && current.owner === owner && !this.#stale(current, record!.created.getTime())) {
+        return held;
+      }
+      try {
+        await this.#o.bucket.update(key, value, entry.revision); // the old port is gone
+        return undefined;
+      } catch (error) {
+        if (!isRevisionConflict(error)) throw error;
       }
     }
     return undefined;

@@ -214,7 +214,7 @@ export class ClusterRegistry implements Registry {
   }
 
   ownerPort(owner: string, bindHost: string): Promise<number | undefined> {
-    return Promise.resolve(this.#ports.ownerPort(owner, bindHost));
+    return this.#ports.ownerPort(owner, bindHost);
   }
 
   portHolder(_bindHost: string, port: number): Promise<PortClaim | undefined> {

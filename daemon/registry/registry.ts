@@ -110,6 +110,11 @@ export type ClaimResult =
     reason: "taken" | "unavailable";
     /** Who holds it, when known. */
     holder?: PortClaim;
+    /**
+     * For a shared claim: the port its owner already holds elsewhere (found when two routes of
+     * one owner chose ports at the same instant); ask for that one instead.
+     */
+    join?: number;
   };
 
 /** A named service offer as a record: who offers it, where. */
