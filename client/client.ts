@@ -164,8 +164,46 @@ export interface ClientEvents {
   tunnel: [tunnel: Tunnel];
   /** A connection attempt failed and will be retried. */
   retry: [retry: RetryInfo];
-  /** A tunnel's local service went down or came back up (its health check). */
-  health: [info: { tunnel: Tunnel; healthy: boolean; detail: string | undefined }];
+  /**
+   * A tunnel's or an offered service's local service went down or came back up (its health
+   * check): `tunnel` or `service` says which.
+   */
+  health: [info: HealthInfo];
+}
+
+/** What a {@linkcode ClientEvents.health} event says. */
+export interface HealthInfo {
+  /** The tunnel whose local service it is. */
+  tunnel?: Tunnel;
+  /** The offered service whose local service it is. */
+  service?: string;
+  /** The local service checked (`host:port`). */
+  local: string;
+  /** Whether it passes now. */
+  healthy: boolean;
+  /** Why it fails, when it does. */
+  detail: string | undefined;
+}
+
+/** Options of {@linkcode Client.offer}. */
+export interface OfferOptions {
+  /**
+   * Offer the service as a member of this group (with `groupKey`): every member's offer serves
+   * the name, and users are balanced across the members. The client's token must allow the
+   * group.
+   */
+  group?: string;
+  /** The group's key. */
+  groupKey?: string;
+  /** Check `local` now and then: while it fails, users go to the name's other offers instead. */
+  health?: HealthOptions;
+}
+
+interface OfferRecord {
+  local: string;
+  options: OfferOptions;
+  /** The health check of its local service, when asked for. */
+  monitor?: HealthMonitor;
 }
 
 interface TunnelRecord {
@@ -295,7 +333,7 @@ export class Client extends Emitter<ClientEvents> {
     }
     | undefined;
   readonly #tunnels = new Set<TunnelRecord>();
-  readonly #offers = new Map<string, string>();
+  readonly #offers = new Map<string, OfferRecord>();
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
   #lastError: ClientError | undefined;
   #failedAttempts = 0;
@@ -431,15 +469,33 @@ export class Client extends Emitter<ClientEvents> {
     return this.#openWith({ kind: "echo" });
   }
 
-  /** Offers a named service; its users' connections are piped to `local` (`host:port`). */
-  async offer(name: string, local: string): Promise<void> {
+  /**
+   * Offers a named service; its users' connections are piped to `local` (`host:port`). The
+   * offer is made again after every reconnect. Other sessions of this client (high
+   * availability) may offer the same name; with `group`, so may the group's other members.
+   */
+  async offer(name: string, local: string, options: OfferOptions = {}): Promise<void> {
     parseHostPort(local);
-    await this.#request({ type: "offer", service: name });
-    this.#offers.set(name, local);
+    const record: OfferRecord = { local, options };
+    await this.#offerOnce(name, record);
+    this.#offers.set(name, record);
+    this.#watchOfferHealth(name, record);
+  }
+
+  /**
+   * Registers an offer to be made whenever a session is ready (now, if one is), like
+   * {@linkcode keep} for tunnels; a refusal arrives as an `error` event.
+   */
+  keepOffer(name: string, local: string, options: OfferOptions = {}): void {
+    parseHostPort(local);
+    const record: OfferRecord = { local, options };
+    this.#offers.set(name, record);
+    if (this.#lifecycle.state === "ready") void this.#restoreOffer(name, record);
   }
 
   /** Stops offering a service. */
   async withdraw(name: string): Promise<void> {
+    this.#offers.get(name)?.monitor?.stop();
     this.#offers.delete(name);
     await this.#request({ type: "withdraw", service: name });
   }
@@ -453,6 +509,7 @@ export class Client extends Emitter<ClientEvents> {
   async close(): Promise<void> {
     if (!this.#lifecycle.fire("close")) return;
     for (const record of this.#tunnels) record.monitor?.stop();
+    for (const record of this.#offers.values()) record.monitor?.stop();
     clearTimeout(this.#retryTimer);
     this.#firstReady?.reject(new ClientError("closed", "the client was closed"));
     this.#failPending(new ClientError("closed", "the client was closed"));
@@ -601,11 +658,39 @@ export class Client extends Emitter<ClientEvents> {
   /** After a (re)connect: re-expose every tunnel and re-offer every service. */
   async #restore(): Promise<void> {
     await Promise.all([...this.#tunnels].map((record) => this.#restoreTunnel(record)));
-    for (const [name] of this.#offers) {
-      await this.#request({ type: "offer", service: name }).catch((error) =>
-        this.emit("error", error)
-      );
+    for (const [name, record] of this.#offers) await this.#restoreOffer(name, record);
+  }
+
+  /** Makes an offer again on this session, with its health check. */
+  async #restoreOffer(name: string, record: OfferRecord): Promise<void> {
+    try {
+      await this.#offerOnce(name, record);
+      if (this.#offers.get(name) === record) this.#watchOfferHealth(name, record);
+    } catch (error) {
+      this.emit("error", error as ClientError);
     }
+  }
+
+  async #offerOnce(name: string, record: OfferRecord): Promise<void> {
+    const { group, groupKey } = record.options;
+    await this.#request({ type: "offer", service: name, group, groupKey });
+  }
+
+  /** Starts an offer's health check, and tells the daemon what it knows already. */
+  #watchOfferHealth(name: string, record: OfferRecord): void {
+    const options = record.options.health;
+    if (!options) return;
+    const report = (healthy: boolean, detail?: string) => {
+      if (this.#offers.get(name) !== record) return;
+      this.#request({ type: "health", service: name, healthy, detail }).catch(() => {});
+    };
+    if (!record.monitor) {
+      record.monitor = new HealthMonitor(record.local, options, (healthy, detail) => {
+        this.emit("health", { service: name, local: record.local, healthy, detail });
+        report(healthy, detail);
+      });
+      record.monitor.start();
+    } else if (!record.monitor.healthy) report(false, record.monitor.detail);
   }
 
   /**
@@ -708,7 +793,8 @@ export class Client extends Emitter<ClientEvents> {
     };
     if (!record.monitor) {
       record.monitor = new HealthMonitor(record.request.local, options, (healthy, detail) => {
-        this.emit("health", { tunnel: this.#tunnelView(record), healthy, detail });
+        const tunnel = this.#tunnelView(record);
+        this.emit("health", { tunnel, local: record.request.local, healthy, detail });
         report(healthy, detail);
       });
       record.monitor.start();
@@ -786,7 +872,7 @@ export class Client extends Emitter<ClientEvents> {
             first.set(rest, proxyHeader.length);
           }
         } else if (header.kind === "service") {
-          local = this.#offers.get(header.service);
+          local = this.#offers.get(header.service)?.local;
           if (!local) return stream.reset(ResetReason.UnknownService);
         } else {
           return stream.reset(ResetReason.BadHeader);

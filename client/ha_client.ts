@@ -1,6 +1,6 @@
 /**
  * High availability: one client that keeps sessions to several nodes of a cluster at once, each
- * serving the same tunnels (shared ports: every session is a route), so that losing a node cuts
+ * serving the same tunnels and services (every session is a route), so that losing a node cuts
  * only the visitors in flight on it. Each session is a {@linkcode Client} of its own, with its
  * own reconnects and backoff, starting at a different URL of the list; two sessions on the same
  * node count as one. The client reports when it runs with fewer distinct nodes than asked
@@ -17,7 +17,7 @@
  * @module
  */
 
-import { Client, type ConnectOptions, type ExposeOptions } from "./client.ts";
+import { Client, type ConnectOptions, type ExposeOptions, type OfferOptions } from "./client.ts";
 import { ClientError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
 
@@ -115,6 +115,19 @@ export class HaClient extends Emitter<HaEvents> {
       if (member !== first) member.keep({ ...options, ...shared, remotePort: tunnel.remotePort });
     }
     return { remoteHost: tunnel.remoteHost, remotePort: tunnel.remotePort };
+  }
+
+  /**
+   * Offers a named service on every session (each is an offer of the name: users go to any
+   * live one), now and after each session's reconnects. Resolves once the first ready session's
+   * offer is accepted; a later refusal on another session arrives as an `error` event.
+   */
+  async offer(name: string, local: string, options: OfferOptions = {}): Promise<void> {
+    const first = await this.#firstReady();
+    await first.offer(name, local, options);
+    for (const member of this.members) {
+      if (member !== first) member.keepOffer(name, local, options);
+    }
   }
 
   /** Closes every session. */

@@ -32,17 +32,17 @@ Options:
   --use LISTEN=NAME            listen on LISTEN here for named service NAME; repeatable
   --name NAME                  how the daemon's logs call this client
   --ca FILE                    extra CA certificate (PEM) to trust for tls:// and wss://
-  --group NAME                 serve every --expose as a member of group NAME (the group key
-                               comes from TUNNELMUX_GROUP_KEY): members share the public port,
-                               visitors are balanced across them
-  --health CHECK               check each --expose's local service: "tcp" (a connect) or
-                               "http:/PATH" (a GET answering 2xx/3xx; "http:/PATH=204" for one
-                               status); 3 failures withdraw the route (visitors go to the
-                               port's other routes), 2 successes restore it
+  --group NAME                 serve every --expose and --offer as a member of group NAME (the
+                               group key comes from TUNNELMUX_GROUP_KEY): members share the
+                               public port or service name, visitors are balanced across them
+  --health CHECK               check each --expose's and --offer's local service: "tcp" (a
+                               connect) or "http:/PATH" (a GET answering 2xx/3xx;
+                               "http:/PATH=204" for one status); 3 failures withdraw the route
+                               (visitors go to the other routes), 2 successes restore it
   --health-interval-ms MS      between two checks (default 5000)
   --ha N                       keep N sessions, each to another node of the --server list,
-                               all serving every --expose (default 1); warns while fewer nodes
-                               than N are reached
+                               all serving every --expose and --offer (default 1); warns while
+                               fewer nodes than N are reached
   --shared                     let other sessions of this client serve the same ports (several
                                clients with one token, for high availability)
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
@@ -224,8 +224,8 @@ async function main(): Promise<number> {
     session: { keepAliveInterval, keepAliveTimeout },
     caCerts: values.ca ? [readFileSync(values.ca, "utf8")] : undefined,
   };
-  // With --ha N, N sessions (each to another node when the URLs allow) serve every --expose;
-  // forwards, offers and uses go through the first.
+  // With --ha N, N sessions (each to another node when the URLs allow) serve every --expose
+  // and --offer; forwards and uses go through the first.
   const ha = haSessions > 1
     ? new HaClient(server, { ...connectOptions, sessions: haSessions })
     : undefined;
@@ -259,13 +259,10 @@ async function main(): Promise<number> {
       log.info("session ready", { node: info.node, server: info.url, ...which });
     });
     member.on("error", (error) => log.warn(error.message, { code: error.code, ...which }));
-    member.on("health", ({ tunnel, healthy, detail }) => {
-      if (healthy) log.info("local service healthy again", { local: tunnel.local, ...which });
-      else {log.warn("local service unhealthy: route withdrawn", {
-          local: tunnel.local,
-          detail,
-          ...which,
-        });}
+    member.on("health", ({ service, local, healthy, detail }) => {
+      const what = { local, ...(service !== undefined ? { service } : {}), ...which };
+      if (healthy) log.info("local service healthy again", what);
+      else log.warn("local service unhealthy: route withdrawn", { ...what, detail });
     });
     member.on("tunnel", (t) => {
       log.info("tunnel up", {
@@ -293,7 +290,8 @@ async function main(): Promise<number> {
       log.info("forwarding", { listen: forward.address, target });
     }
     for (const [name, local] of offers) {
-      await client.offer(name, local);
+      const offerOptions = { ...(group !== undefined ? { group, groupKey } : {}), health };
+      await (ha ?? client).offer(name, local, offerOptions);
       log.info("offering service", { service: name, local });
     }
     for (const [listen, name] of uses) {

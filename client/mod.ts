@@ -22,6 +22,8 @@ export type {
   ConnectOptions,
   ExposeOptions,
   Forward,
+  HealthInfo,
+  OfferOptions,
   RetryInfo,
   Tunnel,
 } from "./client.ts";

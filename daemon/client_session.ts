@@ -36,7 +36,7 @@ import type { TokenVerifier } from "./tokens/verifier.ts";
 import type { DaemonEventType } from "./events.ts";
 import { openTunnel } from "./open_tunnel.ts";
 import { tokenMatches } from "./tokens/verifier.ts";
-import type { Balance } from "./port_listener.ts";
+import type { Balance } from "./route_choice.ts";
 import type { TunnelPorts } from "./tunnel_ports.ts";
 
 /** The daemon's side of things that every client session shares. */
@@ -376,19 +376,9 @@ export class ClientSession implements SessionHandle {
         if (!decision.ok) return fail("not_allowed", decision.message);
         // A group's tunnel: the client's token must allow the group, and the client must hold
         // the group's key. Then every member's session is a route of one port.
-        let owner = `client:${client.name}`;
-        let balance: Balance | undefined;
-        if (message.group !== undefined) {
-          const group = this.#context.config().groups[message.group];
-          if (!group || !client.groups.includes(message.group)) {
-            return fail("not_allowed", `this client may not join group ${message.group}`);
-          }
-          if (!tokenMatches(message.groupKey ?? "", group.keyHash)) {
-            return fail("not_allowed", `wrong key for group ${message.group}`);
-          }
-          owner = `group:${message.group}`;
-          balance = group.balance;
-        }
+        const joined = this.#joinGroup(client, message.group, message.groupKey);
+        if (typeof joined === "string") return fail("not_allowed", joined);
+        const { owner, balance } = joined;
         const shared = message.group !== undefined || message.shared === true;
         // In a cluster whose nodes share a machine, each binds its own address (tunnelHost).
         const listenHost = this.#context.config().cluster?.tunnelHost ?? bindHost;
@@ -439,7 +429,30 @@ export class ClientSession implements SessionHandle {
         return control.send({ type: "ok", id: message.id });
       }
       case "health": {
-        const tunnel = this.#tunnels.get(message.tunnel);
+        if (message.service !== undefined) {
+          const name = message.service;
+          const known = this.#context.registry.services().find((o) =>
+            o.name === name && o.session === this.id
+          );
+          if (!known) return fail("not_found", `this session does not offer ${name}`);
+          if (known.healthy !== message.healthy) {
+            this.#log.info(message.healthy ? "offer healthy again" : "offer withdrawn: unhealthy", {
+              service: name,
+              detail: message.detail,
+            });
+            this.#context.count(message.healthy ? "route_healthy" : "route_unhealthy");
+            this.#context.publish("route_health", {
+              service: name,
+              client: client.name,
+              session: this.id,
+              healthy: message.healthy ? 1 : 0,
+              detail: message.detail,
+            });
+            await this.#context.registry.setServiceHealth(name, this.id, message.healthy);
+          }
+          return control.send({ type: "ok", id: message.id });
+        }
+        const tunnel = this.#tunnels.get(message.tunnel ?? "");
         if (!tunnel) return fail("not_found", `no tunnel ${message.tunnel} in this session`);
         if (tunnel.reportedHealthy !== message.healthy) {
           tunnel.reportedHealthy = message.healthy;
@@ -462,16 +475,25 @@ export class ClientSession implements SessionHandle {
       case "offer": {
         const decision = canOfferService(client, message.service);
         if (!decision.ok) return fail("not_allowed", decision.message);
+        const joined = this.#joinGroup(client, message.group, message.groupKey);
+        if (typeof joined === "string") return fail("not_allowed", joined);
         const offer = serviceOffer({
           name: message.service,
           client: client.name,
           session: this.id,
           node: this.#context.registry.node,
+          owner: joined.owner,
+          balance: joined.balance,
         }, this.#yamux);
-        if (!await this.#context.registry.offerService(offer)) {
-          return fail("conflict", `service ${message.service} is offered by another session`);
+        const result = await this.#context.registry.offerService(offer);
+        if (!result.ok && result.reason === "unavailable") {
+          return fail("unavailable", "the cluster registry cannot be reached; try again");
         }
-        this.#log.info("service offered", { service: message.service });
+        if (!result.ok) {
+          const by = result.holder ? ` (by client ${result.holder.client})` : "";
+          return fail("conflict", `service ${message.service} is offered by another owner${by}`);
+        }
+        this.#log.info("service offered", { service: message.service, owner: joined.owner });
         return control.send({ type: "ok", id: message.id });
       }
       case "withdraw": {
@@ -481,6 +503,22 @@ export class ClientSession implements SessionHandle {
         return control.send({ type: "ok", id: message.id });
       }
     }
+  }
+
+  /**
+   * Who a tunnel or an offer belongs to: the client, or the group it asks to join (its token
+   * must allow the group, and it must hold the group's key). A string says why it may not.
+   */
+  #joinGroup(
+    client: ClientConfig,
+    name: string | undefined,
+    key: string | undefined,
+  ): { owner: string; balance: Balance | undefined } | string {
+    if (name === undefined) return { owner: `client:${client.name}`, balance: undefined };
+    const group = this.#context.config().groups[name];
+    if (!group || !client.groups.includes(name)) return `this client may not join group ${name}`;
+    if (!tokenMatches(key ?? "", group.keyHash)) return `wrong key for group ${name}`;
+    return { owner: `group:${name}`, balance: group.balance };
   }
 
   #hello(message: Extract<ClientMessage, { type: "hello" }>): void {

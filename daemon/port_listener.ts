@@ -2,14 +2,9 @@
  * One public port of this node and the routes that serve it. A reverse tunnel's port may be
  * served by several routes: the sessions of a client that keeps sessions to several nodes, the
  * members of a group, and, in a cluster, the routes held on other nodes (reached over relay
- * sessions). The port is bound once; each visitor goes to one route, chosen when it arrives:
- *
- * - routes that are down (their client reports its local service unhealthy) take no visitors;
- * - routes of this node come first (no relay hop), then routes on other nodes;
- * - among the candidates, `round_robin` takes them in turn, `least_connections` the one with the
- *   fewest visitors in flight (ties in turn).
- *
- * A visitor that no route can take is closed at once.
+ * sessions). The port is bound once; each visitor goes to one route, chosen when it arrives by
+ * {@linkcode chooseRoute} (healthy routes only, this node's first, then by the balance). A
+ * visitor that no route can take is closed at once.
  *
  * @module
  */
@@ -17,20 +12,14 @@
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { listenTcp } from "../transport/mod.ts";
 import type { Logger } from "../util/log.ts";
+import { type Balance, chooseRoute, type RouteCandidate } from "./route_choice.ts";
 
-/** How visitors are spread over the candidate routes. */
-export type Balance = "round_robin" | "least_connections";
+export type { Balance };
 
 /** One way to a client that serves the port. */
-export interface Route {
+export interface Route extends RouteCandidate {
   /** The route's tunnel id (unique in its node). */
   readonly id: string;
-  /** True for a session of this node; false for a route on another node (a relay hop). */
-  readonly local: boolean;
-  /** False while the route's local service fails its health check. */
-  readonly healthy: boolean;
-  /** Visitors in flight on this route now. */
-  readonly active: number;
   /** Takes a visitor. */
   visitor(visitor: Transport): void;
 }
@@ -100,19 +89,7 @@ export class PortListener {
 
   /** The route the next visitor goes to, or undefined when none can take it. */
   choose(): Route | undefined {
-    const up = this.#routes.filter((r) => r.healthy);
-    const pool = up.length > 0 ? up : [];
-    const local = pool.filter((r) => r.local);
-    const candidates = local.length > 0 ? local : pool;
-    if (candidates.length === 0) return undefined;
-    const start = this.#next++ % candidates.length;
-    if (this.balance === "round_robin") return candidates[start];
-    let best = candidates[start];
-    for (let i = 1; i < candidates.length; i++) {
-      const route = candidates[(start + i) % candidates.length];
-      if (route.active < best.active) best = route;
-    }
-    return best;
+    return chooseRoute(this.#routes, this.balance, this.#next++);
   }
 
   #visitor(visitor: Transport): void {

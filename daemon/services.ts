@@ -2,7 +2,9 @@
  * Named services: a client offers a service under a name with no public port; another client that
  * may use it opens a `service` stream naming it, and the daemon opens a stream to the offering
  * client and splices the two (like frp's stcp, but multiplexed over the sessions that exist). Who
- * offers what is kept by the registry; this module is the offer and the splice.
+ * offers what is kept by the registry (several offers may serve one name: an HA client's
+ * sessions, a group's members; the registry picks one per user); this module is the offer and
+ * the splice.
  *
  * @module
  */
@@ -16,7 +18,12 @@ import type { ServiceOffer, ServiceRecord } from "./registry/registry.ts";
 
 /** A new offer, reached through the offering client's `yamux` session. */
 export function serviceOffer(record: ServiceRecord, yamux: Session): ServiceOffer {
-  return { ...record, yamux, stats: { aToB: 0, bToA: 0, connections: 0, active: 0 } };
+  return {
+    ...record,
+    yamux,
+    healthy: true,
+    stats: { aToB: 0, bToA: 0, connections: 0, active: 0 },
+  };
 }
 
 /**

@@ -1,5 +1,5 @@
-// One public port served by several routes, on one node: the members of a group (several
-// clients), and the sessions of one client that asked to share its port (high availability).
+// One public port, or one service name, served by several routes on one node: the members of a
+// group (several clients), and the sessions of one client (high availability).
 // The daemon runs in this process; clients are SDK clients; visitors are plain sockets.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -65,9 +65,21 @@ describe("one port, several routes (single node)", () => {
           token: ALICE,
           expose: { ports: [0, "20000-40000"] },
           groups: ["web", "api"],
+          services: { offer: ["*"], use: ["*"] },
         },
-        { name: "bob", token: BOB, expose: { ports: [0, "20000-40000"] }, groups: ["web", "api"] },
-        { name: "carol", token: CAROL, expose: { ports: [0, "20000-40000"] } },
+        {
+          name: "bob",
+          token: BOB,
+          expose: { ports: [0, "20000-40000"] },
+          groups: ["web", "api"],
+          services: { offer: ["*"], use: ["*"] },
+        },
+        {
+          name: "carol",
+          token: CAROL,
+          expose: { ports: [0, "20000-40000"] },
+          services: { offer: ["*"], use: ["*"] },
+        },
       ],
     });
     assert.deepEqual(result.errors, []);
@@ -227,6 +239,112 @@ describe("one port, several routes (single node)", () => {
     await waitFor(() => changes.at(-1) === true, "alice's check to pass again");
     await waitFor(() => daemon.registry.tunnel(a.id)?.healthy === true, "route restored");
     assert.deepEqual(await answers(4), { A: 2, B: 2 });
+    checked.close();
+    other.close();
+  });
+
+  it("a group's members offer one service name; users are split; another owner is refused; one leaves, the other takes all", async () => {
+    const alice = await client(ALICE);
+    const bob = await client(BOB);
+    const carol = await client(CAROL);
+    const group = { group: "web", groupKey: GROUP_KEY };
+    await alice.offer("db", `127.0.0.1:${services[0].port}`, group);
+    await bob.offer("db", `127.0.0.1:${services[1].port}`, group);
+    await assert.rejects(
+      carol.offer("db", `127.0.0.1:${services[2].port}`),
+      (e: Error & { code?: string }) =>
+        e.code === "conflict" && /offered by another owner/.test(e.message),
+    );
+    await assert.rejects(
+      carol.offer("db", `127.0.0.1:${services[2].port}`, { ...group }),
+      (e: Error & { code?: string }) => e.code === "not_allowed",
+      "carol may not join the group",
+    );
+    const user = await carol.forward({ listen: "127.0.0.1:0", service: "db" });
+    const port = Number(user.address.split(":").at(-1));
+    assert.deepEqual(await visit(port, 6), { A: 3, B: 3 }, "round robin over the members");
+    assert.deepEqual(
+      daemon.registry.services().map((o) => `${o.name}/${o.client}/${o.owner}`),
+      ["db/alice/group:web", "db/bob/group:web"],
+    );
+    await alice.close();
+    await waitFor(() => daemon.registry.services().length === 1, "alice's offer gone");
+    assert.deepEqual(await visit(port, 4), { B: 4 });
+    await bob.withdraw("db");
+    assert.equal(daemon.registry.service("db"), undefined);
+    // The name is free again: another owner may take it.
+    await carol.offer("db", `127.0.0.1:${services[2].port}`);
+    assert.deepEqual(await visit(port, 2), { C: 2 });
+    await carol.withdraw("db");
+    user.close();
+  });
+
+  it("two sessions of one client offer one name (HA); the dead session's offer goes at once", async () => {
+    const first = await client(ALICE);
+    const second = await client(ALICE);
+    const user = await (await client(CAROL)).forward({ listen: "127.0.0.1:0", service: "ha-db" });
+    const port = Number(user.address.split(":").at(-1));
+    await first.offer("ha-db", `127.0.0.1:${services[0].port}`);
+    await second.offer("ha-db", `127.0.0.1:${services[2].port}`);
+    assert.deepEqual(await visit(port, 4), { A: 2, C: 2 });
+    first.session!.destroy();
+    await waitFor(
+      () => daemon.registry.services().filter((o) => o.name === "ha-db").length === 1,
+      "the dead session's offer gone",
+    );
+    assert.deepEqual(await visit(port, 3), { C: 3 });
+    user.close();
+  });
+
+  it("an offer whose local service fails its health check gets no users until it passes again", async () => {
+    let aUp = true;
+    const checked = await startTcpServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", (chunk: Uint8Array) => {
+        const text = new TextDecoder().decode(chunk);
+        if (!text.startsWith("GET ")) return socket.end("A");
+        const status = aUp ? "200 OK" : "503 Service Unavailable";
+        socket.end(`HTTP/1.1 ${status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+      });
+    });
+    const other = await startTcpServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () => socket.end("B"));
+    });
+    const alice = await client(ALICE);
+    const bob = await client(BOB);
+    const group = { group: "api", groupKey: GROUP_KEY };
+    const health = { check: { kind: "http" as const, path: "/health" }, intervalMs: 50 };
+    const changes: { service?: string; healthy: boolean }[] = [];
+    alice.on("health", ({ service, healthy }) => changes.push({ service, healthy }));
+    await alice.offer("checked", `127.0.0.1:${checked.port}`, { ...group, health });
+    await bob.offer("checked", `127.0.0.1:${other.port}`, group);
+    const user = await (await client(CAROL)).forward({
+      listen: "127.0.0.1:0",
+      service: "checked",
+    });
+    const port = Number(user.address.split(":").at(-1));
+    const answers = async (count: number) => {
+      const seen: Record<string, number> = {};
+      for (let i = 0; i < count; i++) {
+        const answer = new TextDecoder().decode(
+          await tcpRoundTrip(port, new TextEncoder().encode("v"), { halfClose: false }),
+        );
+        seen[answer] = (seen[answer] ?? 0) + 1;
+      }
+      return seen;
+    };
+    const aliceOffer = () =>
+      daemon.registry.services().find((o) => o.name === "checked" && o.client === "alice");
+    assert.deepEqual(await answers(4), { A: 2, B: 2 });
+    aUp = false;
+    await waitFor(() => aliceOffer()?.healthy === false, "the daemon to withdraw alice's offer");
+    assert.deepEqual(changes.at(-1), { service: "checked", healthy: false });
+    assert.deepEqual(await answers(5), { B: 5 }, "every user to the healthy member");
+    aUp = true;
+    await waitFor(() => aliceOffer()?.healthy === true, "alice's offer restored");
+    assert.deepEqual(await answers(4), { A: 2, B: 2 });
+    user.close();
     checked.close();
     other.close();
   });

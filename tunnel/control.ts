@@ -43,12 +43,24 @@ export type ClientMessage =
   /** Close a reverse tunnel. */
   | { type: "unexpose"; id: number; tunnel: string }
   /**
-   * The client's health check of a tunnel's local service changed: while `healthy` is false
-   * the tunnel's route takes no visitors (another route of the port does, if any).
+   * The client's health check of a tunnel's (or an offered service's) local service changed:
+   * while `healthy` is false that route takes no visitors (another route does, if any). Names
+   * exactly one of `tunnel` and `service`.
    */
-  | { type: "health"; id: number; tunnel: string; healthy: boolean; detail?: string }
-  /** Offer a named service that other clients may connect to. */
-  | { type: "offer"; id: number; service: string }
+  | {
+    type: "health";
+    id: number;
+    tunnel?: string;
+    service?: string;
+    healthy: boolean;
+    detail?: string;
+  }
+  /**
+   * Offer a named service that other clients may connect to. With `group` (and its `groupKey`)
+   * the name is the group's: every member's offer serves it. Further sessions of the same
+   * client (high availability) serve it together with the first.
+   */
+  | { type: "offer"; id: number; service: string; group?: string; groupKey?: string }
   /** Stop offering a named service. */
   | { type: "withdraw"; id: number; service: string };
 
@@ -118,11 +130,17 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
   unexpose: { id: ["id", true], tunnel: ["string", true] },
   health: {
     id: ["id", true],
-    tunnel: ["string", true],
+    tunnel: ["string", false],
+    service: ["string", false],
     healthy: ["boolean", true],
     detail: ["string", false],
   },
-  offer: { id: ["id", true], service: ["string", true] },
+  offer: {
+    id: ["id", true],
+    service: ["string", true],
+    group: ["string", false],
+    groupKey: ["string", false],
+  },
   withdraw: { id: ["id", true], service: ["string", true] },
 };
 
@@ -150,6 +168,9 @@ export function parseClientMessage(value: unknown): ClientMessage {
   }
   for (const [name, [, required]] of Object.entries(spec)) {
     if (required && !(name in fields)) throw new ControlMessageError(`${type} needs "${name}"`);
+  }
+  if (type === "health" && ("tunnel" in fields) === ("service" in fields)) {
+    throw new ControlMessageError(`health needs "tunnel" or "service", not both`);
   }
   return value as ClientMessage;
 }

@@ -84,6 +84,9 @@ export function serviceView(offer: ServiceOffer) {
     name: offer.name,
     client: offer.client,
     session: offer.session,
+    node: offer.node,
+    owner: offer.owner ?? `client:${offer.client}`,
+    healthy: offer.healthy,
     connections: offer.stats.connections,
     active: offer.stats.active,
     // aToB is user → offerer, bToA the other way (see ServiceOffer).

@@ -354,9 +354,9 @@ export class Cluster {
       return tunnel.relayed(stream, header.remote, header.local, rest);
     }
     if (header.kind === "service") {
-      const offer = this.registry.service(header.service);
       // Only an offer of this node: never relay a relayed stream again.
-      if (!offer || offer.node !== this.node) return stream.reset(ResetReason.UnknownService);
+      const offer = this.registry.service(header.service, true);
+      if (!offer) return stream.reset(ResetReason.UnknownService);
       return void connectService(stream, offer, header.from ?? `node ${node}`, rest);
     }
     stream.reset(ResetReason.BadHeader);

@@ -26,26 +26,22 @@ import type {
   PortClaim,
   Registry,
   RegistryChange,
+  RouteClaim,
   ServiceOffer,
   ServiceRecord,
   SessionHandle,
 } from "../registry/registry.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type { Logger } from "../../util/log.ts";
-import { isRevisionConflict, type KvBucket, type KvEntry, type NatsLink } from "./nats.ts";
+import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
 import { ClusterPorts } from "./cluster_ports.ts";
+import { ClusterRoutes } from "./cluster_routes.ts";
+import { type Balance, chooseRoute } from "../route_choice.ts";
 import type { StreamOpener } from "./peers.ts";
 import type { Presence } from "./presence.ts";
 
-/** A record as stored in KV: the record, plus the run of the node that wrote it. */
-type Stored<T> = T & { run: string };
-
-interface Held<T> {
-  record: Stored<T>;
-  revision: number;
-  /** When the server stored it (ms since the epoch). */
-  created: number;
-}
+/** One offer of a named service as a route (its id in its node is its session). */
+type ServiceClaim = RouteClaim & { readonly name: string; readonly balance?: Balance };
 
 /** The KV key of a service name (names that are not key-safe are hex-encoded). */
 export function serviceKeyOf(name: string): string {
@@ -92,9 +88,12 @@ export class ClusterRegistry implements Registry {
   readonly #local: LocalRegistry;
   /** Public ports and their routes (the `ports` bucket). */
   readonly #ports: ClusterPorts;
-  /** Every offer in the bucket, by key (from the watch), with counters for remote ones. */
-  readonly #services = new Map<string, Held<ServiceRecord> & { offer?: ServiceOffer }>();
-  readonly #myServices = new Map<string, Held<ServiceRecord>>();
+  /** Named services and their offers (the `services` bucket). */
+  readonly #services: ClusterRoutes<ServiceClaim>;
+  /** Other nodes' offers as this node reaches them (over relays), with their counters. */
+  readonly #remoteOffers = new Map<string, ServiceOffer>();
+  /** Counts service choices, so that offers are taken in turn. */
+  #turn = 0;
   readonly #watchers = new Set<(change: RegistryChange) => void>();
   readonly #stops: (() => void)[] = [];
   readonly #watches = new Map<string, { stop(): void }>();
@@ -114,6 +113,42 @@ export class ClusterRegistry implements Registry {
       connected: () => options.link.state === "connected",
       ttlMs: options.presenceTtlMs,
       emit: (change) => this.#emit(change),
+      count: options.count,
+      log: options.log,
+    });
+    this.#services = new ClusterRoutes<ServiceClaim>({
+      bucket: options.link.services,
+      node: this.node,
+      run: () => options.presence.run,
+      alive: (node, run) => options.presence.alive(node, run),
+      settled: () => Date.now() >= this.settleUntil,
+      connected: () => options.link.state === "connected",
+      ttlMs: options.presenceTtlMs,
+      noun: "service",
+      kind: {
+        keyOf: (claim) => serviceKeyOf(claim.name),
+        subjectOf: (claim) => ({ name: claim.name, balance: claim.balance }),
+        claimOf: (record, route) => ({
+          name: record.name as string,
+          balance: record.balance as Balance | undefined,
+          tunnel: route.tunnel,
+          session: route.session,
+          client: route.client,
+          node: route.node,
+          owner: record.owner,
+          shared: record.shared,
+        }),
+      },
+      // This node's own offers are reported by the local part.
+      onRoute: (op, claim) => {
+        if (claim.node === this.node) return;
+        if (op === "removed") this.#remoteOffers.delete(remoteKey(claim));
+        this.#emit({
+          kind: "service",
+          op: op === "added" ? "offered" : "withdrawn",
+          record: recordOf(claim),
+        });
+      },
       count: options.count,
       log: options.log,
     });
@@ -144,19 +179,19 @@ export class ClusterRegistry implements Registry {
       (key) => this.#ports.forget(key),
       () => this.#ports.keys(),
     );
-    await this.#follow("services", link.services, (entry) => this.#applyService(entry), (key) => {
-      const held = this.#services.get(key);
-      if (!held) return;
-      this.#services.delete(key);
-      if (held.record.node !== this.node) {
-        this.#emit({ kind: "service", op: "withdrawn", record: strip(held.record) });
-      }
-    }, () => this.#services.keys());
+    await this.#follow(
+      "services",
+      link.services,
+      (entry) => this.#services.apply(entry),
+      (key) => this.#services.forget(key),
+      () => this.#services.keys(),
+    );
   }
 
   /** Stops following. Claims stay until released (or until this node's presence expires). */
   stop(): void {
     this.#ports.stop();
+    this.#services.stop();
     for (const stop of this.#stops) stop();
     for (const watch of this.#watches.values()) watch.stop();
   }
@@ -228,32 +263,21 @@ export class ClusterRegistry implements Registry {
 
   // ---- services: cluster-wide names ----
 
-  async offerService(offer: ServiceOffer): Promise<boolean> {
-    const record: ServiceRecord = {
-      name: offer.name,
-      client: offer.client,
-      session: offer.session,
-      node: offer.node,
-    };
-    const key = serviceKeyOf(offer.name);
-    const result = await this.#claim(this.#options.link.services, key, record, this.#myServices);
+  async offerService(offer: ServiceOffer): Promise<ClaimResult<ServiceRecord>> {
+    const claim = serviceClaimOf(offer);
+    const result = await this.#services.claim(claim);
     if (!result.ok) {
-      const holder = result.holder as ServiceRecord | undefined;
-      return holder?.node === this.node && holder.session === offer.session;
+      return { ok: false, reason: result.reason, holder: result.holder && recordOf(result.holder) };
     }
-    return await this.#local.offerService(offer);
+    const local = await this.#local.offerService(offer);
+    if (!local.ok) await this.#services.release(claim);
+    return local;
   }
 
   async withdrawService(name: string, sessionId: string): Promise<boolean> {
-    if (!await this.#local.withdrawService(name, sessionId)) return false;
-    const key = serviceKeyOf(name);
-    const mine = this.#myServices.get(key);
-    if (mine && mine.record.session === sessionId) {
-      this.#myServices.delete(key);
-      await this.#options.link.services.delete(key, { previousSeq: mine.revision }).catch(() =>
-        this.#options.count("registry_failure")
-      );
-    }
+    const offer = this.#local.services().find((o) => o.name === name && o.session === sessionId);
+    if (!offer || !await this.#local.withdrawService(name, sessionId)) return false;
+    await this.#services.release(serviceClaimOf(offer));
     return true;
   }
 
@@ -263,26 +287,54 @@ export class ClusterRegistry implements Registry {
     }
   }
 
-  service(name: string): ServiceOffer | undefined {
-    const local = this.#local.service(name);
-    if (local) return local;
-    const held = this.#services.get(serviceKeyOf(name));
-    if (!held || held.record.node === this.node || !this.#live(held.record)) return undefined;
-    held.offer ??= {
-      ...strip(held.record),
-      yamux: this.#options.opener(held.record.node),
-      stats: { aToB: 0, bToA: 0, connections: 0, active: 0 },
-    };
-    return held.offer;
+  async setServiceHealth(name: string, sessionId: string, healthy: boolean): Promise<boolean> {
+    const offer = this.#local.services().find((o) => o.name === name && o.session === sessionId);
+    if (!offer || !await this.#local.setServiceHealth(name, sessionId, healthy)) return false;
+    await this.#services.setHealth(serviceClaimOf(offer), healthy);
+    return true;
+  }
+
+  service(name: string, localOnly = false): ServiceOffer | undefined {
+    const local = this.#local.services().filter((o) => o.name === name);
+    const candidates = local.map((offer) => ({
+      offer,
+      local: true,
+      healthy: offer.healthy,
+      active: offer.stats.active,
+    }));
+    const remote = localOnly ? [] : this.#remoteRoutes(name);
+    for (const offer of remote) {
+      candidates.push({ offer, local: false, healthy: offer.healthy, active: offer.stats.active });
+    }
+    const balance = local[0]?.balance ?? remote[0]?.balance ?? "round_robin";
+    return chooseRoute(candidates, balance, this.#turn++)?.offer;
   }
 
   services(): ServiceOffer[] {
-    const all = new Map(this.#local.services().map((o) => [o.name, o]));
-    for (const held of this.#services.values()) {
-      const offer = this.service(held.record.name);
-      if (offer && !all.has(offer.name)) all.set(offer.name, offer);
-    }
-    return [...all.values()].sort((a, b) => a.name.localeCompare(b.name));
+    const names = new Set(this.#services.claims().map((claim) => claim.name));
+    const remote = [...names].flatMap((name) => this.#remoteRoutes(name));
+    return [...this.#local.services(), ...remote].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** The live offers of `name` held on other nodes, reached over relays. */
+  #remoteRoutes(name: string): ServiceOffer[] {
+    return this.#services.liveRoutes(serviceKeyOf(name))
+      .filter(({ claim }) => claim.node !== this.node)
+      .map(({ claim, healthy }) => {
+        const key = remoteKey(claim);
+        let offer = this.#remoteOffers.get(key);
+        if (!offer) {
+          offer = {
+            ...recordOf(claim),
+            yamux: this.#options.opener(claim.node),
+            healthy,
+            stats: { aToB: 0, bToA: 0, connections: 0, active: 0 },
+          };
+          this.#remoteOffers.set(key, offer);
+        }
+        offer.healthy = healthy;
+        return offer;
+      });
   }
 
   watch(listener: (change: RegistryChange) => void): () => void {
@@ -297,14 +349,8 @@ export class ClusterRegistry implements Registry {
    * and remove them from the buckets at the revision seen, unless another node already did.
    */
   async nodeGone(node: string, run: string): Promise<void> {
-    const { link } = this.#options;
     await this.#ports.nodeGone(node, run);
-    for (const [key, held] of [...this.#services]) {
-      if (held.record.node !== node || held.record.run !== run) continue;
-      this.#services.delete(key);
-      this.#emit({ kind: "service", op: "withdrawn", record: strip(held.record) });
-      await link.services.delete(key, { previousSeq: held.revision }).catch(() => {});
-    }
+    await this.#services.nodeGone(node, run);
   }
 
   /**
@@ -312,7 +358,7 @@ export class ClusterRegistry implements Registry {
    * NATS lost them), and gives up those another node took in the meantime.
    */
   async reassert(): Promise<void> {
-    const { link, log } = this.#options;
+    const { log } = this.#options;
     for (const claim of await this.#ports.reassert()) {
       log.warn("port taken over by another node while this one was away; closing the tunnel", {
         port: claim.port,
@@ -320,87 +366,13 @@ export class ClusterRegistry implements Registry {
       });
       this.onClaimLost?.(claim);
     }
-    for (const [key, mine] of [...this.#myServices]) {
-      if (await this.#reassertOne(link.services, key, mine) === false) {
-        this.#myServices.delete(key);
-        await this.#local.withdrawService(mine.record.name, mine.record.session);
-      }
+    for (const claim of await this.#services.reassert()) {
+      log.warn("service taken over by another owner while this node was away; withdrawn", {
+        service: claim.name,
+        session: claim.session,
+      });
+      await this.#local.withdrawService(claim.name, claim.session);
     }
-  }
-
-  /** true: held again; false: someone else holds it; undefined: NATS is away (try later). */
-  async #reassertOne<T extends { node: string }>(
-    bucket: KvBucket,
-    key: string,
-    mine: Held<T>,
-  ): Promise<boolean | undefined> {
-    // Our own record is written again too: a node that saw us gone may be about to delete it at
-    // the revision it saw, and must then find the revision moved. A lost race is tried again.
-    for (let attempt = 0; attempt < 3; attempt++) {
-      try {
-        const entry = await bucket.get(key);
-        if (entry && entry.operation === "PUT") {
-          const held = parse<T>(entry);
-          const ours = held?.node === this.node && held.run === this.#options.presence.run;
-          if (!ours && held && !this.#stale(held, entry.created.getTime())) return false;
-          mine.revision = await bucket.update(key, JSON.stringify(mine.record), entry.revision);
-          return true;
-        }
-        mine.revision = await bucket.create(key, JSON.stringify(mine.record));
-        return true;
-      } catch (error) {
-        if (!isRevisionConflict(error)) return undefined;
-      }
-    }
-    return false;
-  }
-
-  /** Create-if-absent, or take over a stale record at the revision read. */
-  async #claim<T extends { node: string }>(
-    bucket: KvBucket,
-    key: string,
-    record: T,
-    mine: Map<string, Held<T>>,
-  ): Promise<ClaimResult> {
-    if (this.#options.link.state !== "connected") {
-      return this.#unavailable(new Error(`NATS is ${this.#options.link.state}`));
-    }
-    const stored: Stored<T> = { ...record, run: this.#options.presence.run };
-    const value = JSON.stringify(stored);
-    try {
-      const revision = await bucket.create(key, value);
-      mine.set(key, { record: stored, revision, created: Date.now() });
-      return { ok: true };
-    } catch (error) {
-      if (!isRevisionConflict(error)) return this.#unavailable(error);
-    }
-    let entry: KvEntry | null;
-    try {
-      entry = await bucket.get(key);
-    } catch (error) {
-      return this.#unavailable(error);
-    }
-    const held = entry?.operation === "PUT" ? parse<T>(entry) : undefined;
-    if (held && !this.#stale(held, entry!.created.getTime())) {
-      return { ok: false, reason: "taken", holder: strip(held) as unknown as PortClaim };
-    }
-    try {
-      // Stale (its node run is gone) or deleted in between: take it over at the revision read.
-      const revision = entry
-        ? await bucket.update(key, value, entry.revision)
-        : await bucket.create(key, value);
-      mine.set(key, { record: stored, revision, created: Date.now() });
-      return { ok: true };
-    } catch (error) {
-      if (!isRevisionConflict(error)) return this.#unavailable(error);
-      return { ok: false, reason: "taken" };
-    }
-  }
-
-  #unavailable(error: unknown): ClaimResult {
-    this.#options.count("registry_failure");
-    this.#options.log.warn("the cluster registry cannot be reached", { detail: String(error) });
-    return { ok: false, reason: "unavailable" };
   }
 
   /**
@@ -408,17 +380,6 @@ export class ClusterRegistry implements Registry {
    * every entry may have expired at once, and live nodes are still writing theirs again.
    */
   settleUntil = 0;
-
-  /** Whether a record may be taken over or removed: its node run is gone, and it is not new. */
-  #stale(record: { node: string; run: string }, created: number): boolean {
-    if (Date.now() < this.settleUntil) return false;
-    return !this.#live(record) && Date.now() - created > this.#options.presenceTtlMs;
-  }
-
-  #live(record: { node: string; run: string }): boolean {
-    if (record.node === this.node) return record.run === this.#options.presence.run;
-    return this.#options.presence.alive(record.node, record.run);
-  }
 
   async #follow(
     name: string,
@@ -449,48 +410,6 @@ export class ClusterRegistry implements Registry {
     }
   }
 
-  /**
-   * Removes a record of a node run presence does not know, once it is old enough to be stale
-   * (a node that crashed and never came back leaves such records; nobody saw it go).
-   */
-  #sweepLater<T>(
-    bucket: KvBucket,
-    key: string,
-    held: Held<T & { node: string }>,
-    map: Map<string, Held<T & { node: string }>>,
-  ): void {
-    if (this.#live(held.record)) return;
-    const wait = Math.max(0, held.created + this.#options.presenceTtlMs - Date.now()) + 100;
-    const timer = setTimeout(() => {
-      if (map.get(key) !== held || !this.#stale(held.record, held.created)) return;
-      bucket.delete(key, { previousSeq: held.revision }).catch(() => {});
-    }, wait);
-    this.#stops.push(() => clearTimeout(timer));
-  }
-
-  #applyService(entry: KvEntry): void {
-    const previous = this.#services.get(entry.key);
-    if (previous && previous.revision >= entry.revision) return;
-    const record = entry.operation === "PUT" ? parse<ServiceRecord>(entry) : undefined;
-    if (previous && record && sameHolder(previous.record, record)) {
-      this.#services.set(entry.key, { ...previous, revision: entry.revision });
-      return;
-    }
-    if (previous) {
-      this.#services.delete(entry.key);
-      if (previous.record.node !== this.node) {
-        this.#emit({ kind: "service", op: "withdrawn", record: strip(previous.record) });
-      }
-    }
-    if (!record) return;
-    const held = { record, revision: entry.revision, created: entry.created.getTime() };
-    this.#services.set(entry.key, held);
-    this.#sweepLater(this.#options.link.services, entry.key, held, this.#services);
-    if (record.node !== this.node) {
-      this.#emit({ kind: "service", op: "offered", record: strip(record) });
-    }
-  }
-
   #emit(change: RegistryChange): void {
     for (const watcher of this.#watchers) {
       try {
@@ -502,26 +421,27 @@ export class ClusterRegistry implements Registry {
   }
 }
 
-function parse<T>(entry: KvEntry): Stored<T> | undefined {
-  try {
-    const value = JSON.parse(entry.string());
-    return typeof value === "object" && value !== null && typeof value.run === "string"
-      ? value
-      : undefined;
-  } catch {
-    return undefined;
-  }
+/** The cluster route of an offer of this node. */
+function serviceClaimOf(offer: ServiceOffer): ServiceClaim {
+  return {
+    name: offer.name,
+    balance: offer.balance,
+    tunnel: offer.session,
+    session: offer.session,
+    client: offer.client,
+    node: offer.node,
+    owner: offer.owner ?? `client:${offer.client}`,
+    shared: true,
+  };
 }
 
-/** Whether two records are the same holding (same session, node run and, for ports, tunnel). */
-function sameHolder(
-  a: { session: string; node: string; run: string; tunnel?: string },
-  b: { session: string; node: string; run: string; tunnel?: string },
-): boolean {
-  return a.session === b.session && a.node === b.node && a.run === b.run && a.tunnel === b.tunnel;
+/** The record of an offer, from its cluster route. */
+function recordOf(claim: ServiceClaim): ServiceRecord {
+  const { name, client, session, node, owner, balance } = claim;
+  return { name, client, session, node, owner, balance };
 }
 
-function strip<T>(record: Stored<T>): T {
-  const { run: _run, ...rest } = record;
-  return rest as unknown as T;
+/** Where an offer of another node is kept: node, session and name. */
+function remoteKey(claim: ServiceClaim): string {
+  return `${claim.node}/${claim.session}/${claim.name}`;
 }

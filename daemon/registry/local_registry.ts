@@ -8,6 +8,7 @@
  */
 
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
+import { chooseRoute } from "../route_choice.ts";
 import type { ServiceOffer } from "./registry.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type {
@@ -24,8 +25,8 @@ export function portKey(bindHost: string, port: number): string {
   return `${bindHost}|${port}`;
 }
 
-/** Who holds a claim: its `owner`, or its client. */
-export function ownerOf(claim: PortClaim): string {
+/** Who holds a claim or an offer: its `owner`, or its client. */
+export function ownerOf(claim: { readonly owner?: string; readonly client: string }): string {
   return claim.owner ?? `client:${claim.client}`;
 }
 
@@ -36,7 +37,8 @@ export function canShare(holder: PortClaim, claim: PortClaim): boolean {
 
 /** The plain record of an offer (no live handles, no counters). */
 export function serviceRecord(offer: ServiceOffer): ServiceRecord {
-  return { name: offer.name, client: offer.client, session: offer.session, node: offer.node };
+  const { name, client, session, node, owner, balance } = offer;
+  return { name, client, session, node, owner, balance };
 }
 
 /** How to build a {@linkcode LocalRegistry}. */
@@ -55,7 +57,10 @@ export class LocalRegistry implements Registry {
   readonly #tunnels = new Map<string, { tunnel: ReverseTunnel; session: string }>();
   /** The claims of each port: one, or several shared claims of one owner. */
   readonly #ports = new Map<string, PortClaim[]>();
-  readonly #services = new Map<string, ServiceOffer>();
+  /** The offers of each service name: one owner's, in the order they came. */
+  readonly #services = new Map<string, ServiceOffer[]>();
+  /** Counts service choices, so that offers are taken in turn. */
+  #turn = 0;
   readonly #watchers = new Set<(change: RegistryChange) => void>();
 
   /** An empty registry. */
@@ -153,34 +158,57 @@ export class LocalRegistry implements Registry {
     return [...this.#tunnels.values()].map((entry) => entry.tunnel);
   }
 
-  offerService(offer: ServiceOffer): Promise<boolean> {
-    const existing = this.#services.get(offer.name);
-    if (existing) return Promise.resolve(existing.session === offer.session);
-    this.#services.set(offer.name, offer);
-    this.#emit({ kind: "service", op: "offered", record: serviceRecord(offer) });
-    return Promise.resolve(true);
+  offerService(offer: ServiceOffer): Promise<ClaimResult<ServiceRecord>> {
+    const offers = this.#services.get(offer.name) ?? [];
+    const holder = offers.find((o) => ownerOf(o) !== ownerOf(offer));
+    if (holder) {
+      return Promise.resolve({ ok: false, reason: "taken", holder: serviceRecord(holder) });
+    }
+    if (!offers.some((o) => o.session === offer.session)) {
+      this.#services.set(offer.name, [...offers, offer]);
+      this.#emit({ kind: "service", op: "offered", record: serviceRecord(offer) });
+    }
+    return Promise.resolve({ ok: true });
   }
 
   withdrawService(name: string, sessionId: string): Promise<boolean> {
-    const offer = this.#services.get(name);
-    if (offer?.session !== sessionId) return Promise.resolve(false);
-    this.#services.delete(name);
+    const offers = this.#services.get(name) ?? [];
+    const offer = offers.find((o) => o.session === sessionId);
+    if (!offer) return Promise.resolve(false);
+    const left = offers.filter((o) => o !== offer);
+    if (left.length > 0) this.#services.set(name, left);
+    else this.#services.delete(name);
     this.#emit({ kind: "service", op: "withdrawn", record: serviceRecord(offer) });
     return Promise.resolve(true);
   }
 
   async withdrawServices(sessionId: string): Promise<void> {
-    for (const offer of [...this.#services.values()]) {
+    for (const offer of this.services()) {
       if (offer.session === sessionId) await this.withdrawService(offer.name, sessionId);
     }
   }
 
-  service(name: string): ServiceOffer | undefined {
-    return this.#services.get(name);
+  setServiceHealth(name: string, sessionId: string, healthy: boolean): Promise<boolean> {
+    const offer = this.#services.get(name)?.find((o) => o.session === sessionId);
+    if (offer) offer.healthy = healthy;
+    return Promise.resolve(offer !== undefined);
+  }
+
+  service(name: string, _localOnly?: boolean): ServiceOffer | undefined {
+    const offers = this.#services.get(name);
+    if (!offers) return undefined;
+    const candidates = offers.map((offer) => ({
+      offer,
+      local: true,
+      healthy: offer.healthy,
+      active: offer.stats.active,
+    }));
+    const balance = offers[0].balance ?? "round_robin";
+    return chooseRoute(candidates, balance, this.#turn++)?.offer;
   }
 
   services(): ServiceOffer[] {
-    return [...this.#services.values()].sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.#services.values()].flat().sort((a, b) => a.name.localeCompare(b.name));
   }
 
   watch(listener: (change: RegistryChange) => void): () => void {

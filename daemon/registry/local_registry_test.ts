@@ -90,24 +90,59 @@ describe("LocalRegistry: sessions and tunnels", () => {
 });
 
 describe("LocalRegistry: services", () => {
-  it("gives a name to one session; others get false; withdraw is the owner's", async () => {
+  const offerOf = (yamux: Session, session: string, client = "c", owner?: string) =>
+    serviceOffer({ name: "db", client, session, node: "n1", owner }, yamux);
+
+  it("gives a name to one owner: its sessions serve it together, another owner is refused", async () => {
     const [a] = memoryPair();
     const yamux = new Session(a, { client: false, config: { enableKeepAlive: false } });
     try {
       const r = registry();
-      const offer = (s: string) =>
-        serviceOffer({ name: "db", client: "c", session: s, node: "n1" }, yamux);
-      assert.equal(await r.offerService(offer("s1")), true);
-      assert.equal(await r.offerService(offer("s1")), true, "the same session again: fine");
-      assert.equal(await r.offerService(offer("s2")), false);
-      assert.equal(await r.withdrawService("db", "s2"), false);
-      assert.equal(r.service("db")?.session, "s1");
+      assert.deepEqual(await r.offerService(offerOf(yamux, "s1")), { ok: true });
+      assert.deepEqual(await r.offerService(offerOf(yamux, "s1")), { ok: true }, "again: fine");
+      assert.deepEqual(await r.offerService(offerOf(yamux, "s2")), { ok: true }, "its HA session");
+      const refused = await r.offerService(offerOf(yamux, "s3", "other"));
+      assert.equal(refused.ok, false);
+      assert.equal(!refused.ok && refused.holder?.client, "c");
+      assert.equal(await r.withdrawService("db", "s3"), false);
+      assert.deepEqual(r.services().map((o) => o.session), ["s1", "s2"]);
       await r.offerService(
         serviceOffer({ name: "app", client: "c", session: "s1", node: "n1" }, yamux),
       );
-      assert.deepEqual(r.services().map((o) => o.name), ["app", "db"]);
+      assert.deepEqual(r.services().map((o) => o.name), ["app", "db", "db"]);
       await r.withdrawServices("s1");
+      assert.deepEqual(r.services().map((o) => `${o.name}/${o.session}`), ["db/s2"]);
+      assert.equal(r.service("db")?.session, "s2");
+      await r.withdrawServices("s2");
       assert.deepEqual(r.services(), []);
+      assert.equal(r.service("db"), undefined);
+    } finally {
+      yamux.destroy();
+    }
+  });
+
+  it("spreads users over a group's members in turn and skips unhealthy ones", async () => {
+    const [a] = memoryPair();
+    const yamux = new Session(a, { client: false, config: { enableKeepAlive: false } });
+    try {
+      const r = registry();
+      for (const [session, client] of [["s1", "m1"], ["s2", "m2"]]) {
+        const result = await r.offerService(offerOf(yamux, session, client, "group:g"));
+        assert.deepEqual(result, { ok: true });
+      }
+      const picks = Array.from({ length: 4 }, () => r.service("db")?.session);
+      assert.deepEqual(picks.sort(), ["s1", "s1", "s2", "s2"]);
+      assert.equal(await r.setServiceHealth("db", "s1", false), true);
+      assert.deepEqual(Array.from({ length: 3 }, () => r.service("db")?.session), [
+        "s2",
+        "s2",
+        "s2",
+      ]);
+      await r.setServiceHealth("db", "s2", false);
+      assert.equal(r.service("db"), undefined, "no healthy member: nobody");
+      await r.setServiceHealth("db", "s1", true);
+      assert.equal(r.service("db")?.session, "s1");
+      assert.equal(await r.setServiceHealth("db", "s9", true), false);
     } finally {
       yamux.destroy();
     }

@@ -23,6 +23,7 @@ import type { SessionStats } from "../../protocol/stats.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { SpliceCounters } from "../../tunnel/splice.ts";
+import type { Balance } from "../route_choice.ts";
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 
@@ -78,38 +79,45 @@ export interface SessionHandle {
   closeTunnel(id: string, reason: string): boolean;
 }
 
-/** A public port held for a reverse tunnel: cluster-wide, one holder at a time. */
-export interface PortClaim {
-  /** The address the port is bound on. */
-  readonly bindHost: string;
-  /** The port. */
-  readonly port: number;
-  /** The tunnel that listens on it. */
+/**
+ * One route of something served by sessions (a public port, a named service): which session of
+ * which client on which node serves it, and who owns it.
+ */
+export interface RouteClaim {
+  /** The route's id in its node: its tunnel (for a service route, its session). */
   readonly tunnel: string;
-  /** The session holding the tunnel. */
+  /** The session serving it. */
   readonly session: string;
   /** The client of that session. */
   readonly client: string;
   /** The node holding the session. */
   readonly node: string;
   /**
-   * Who holds the port: `client:NAME`, or `group:NAME`. Claims of the same owner that say
-   * `shared` may hold one port together (one claim per route). Default: `client:` and `client`.
+   * Who holds it: `client:NAME`, or `group:NAME`. Claims of the same owner that say `shared`
+   * may hold it together (one claim per route). Default: `client:` and `client`.
    */
   readonly owner?: string;
-  /** Whether this claim may share the port with other claims of its owner. */
+  /** Whether this claim may share it with other claims of its owner. */
   readonly shared?: boolean;
 }
 
+/** A public port held for a reverse tunnel: cluster-wide, one owner at a time. */
+export interface PortClaim extends RouteClaim {
+  /** The address the port is bound on. */
+  readonly bindHost: string;
+  /** The port. */
+  readonly port: number;
+}
+
 /** The outcome of {@linkcode Registry.claimPort}. */
-export type ClaimResult =
+export type ClaimResult<C = PortClaim> =
   | { ok: true }
   | {
     ok: false;
     /** `taken`: someone holds it; `unavailable`: the registry cannot be asked now. */
     reason: "taken" | "unavailable";
     /** Who holds it, when known. */
-    holder?: PortClaim;
+    holder?: C;
     /**
      * For a shared claim: the port its owner already holds elsewhere (found when two routes of
      * one owner chose ports at the same instant); ask for that one instead.
@@ -117,7 +125,11 @@ export type ClaimResult =
     join?: number;
   };
 
-/** A named service offer as a record: who offers it, where. */
+/**
+ * A named service offer as a record: who offers it, where. A service may have several offers
+ * (routes) of one owner: the sessions of a client that keeps sessions to several nodes, or the
+ * members of a group; each user goes to one of them.
+ */
 export interface ServiceRecord {
   /** The service name. */
   readonly name: string;
@@ -127,6 +139,10 @@ export interface ServiceRecord {
   readonly session: string;
   /** The node holding that session. */
   readonly node: string;
+  /** Who owns the name: `client:NAME` (default: the offering client) or `group:NAME`. */
+  readonly owner?: string;
+  /** How users are spread over the owner's offers (a group's setting). Default round robin. */
+  readonly balance?: Balance;
 }
 
 /** Live counters of an offer: `aToB` user → offerer bytes, `bToA` the other way. */
@@ -141,6 +157,8 @@ export interface ServiceStats extends SpliceCounters {
 export interface ServiceOffer extends ServiceRecord {
   /** Live counters. */
   readonly stats: ServiceStats;
+  /** False while the offering client reports its local service unhealthy: it takes no users. */
+  healthy: boolean;
   /**
    * Opens streams to the offering client: its yamux session, or, for an offer held on another node
    * of a cluster, the relay session to that node.
@@ -204,15 +222,25 @@ export interface Registry {
   /** This node's tunnels, oldest first. */
   tunnels(): ReverseTunnel[];
 
-  /** Registers an offer; false when another session already offers the name. */
-  offerService(offer: ServiceOffer): Promise<boolean>;
+  /**
+   * Registers an offer (a route of the service): refused (`taken`) when another owner offers
+   * the name, or `unavailable` when the registry cannot be asked; offers of one owner (the
+   * sessions of one client, the members of a group) serve the name together.
+   */
+  offerService(offer: ServiceOffer): Promise<ClaimResult<ServiceRecord>>;
   /** Withdraws session `sessionId`'s offer of `name`; false when it had none. */
   withdrawService(name: string, sessionId: string): Promise<boolean>;
   /** Withdraws every offer of a session (it ended). */
   withdrawServices(sessionId: string): Promise<void>;
-  /** The offer of `name` that this node can reach, if any. */
-  service(name: string): ServiceOffer | undefined;
-  /** Every offer, by name. */
+  /** Records whether session `sessionId`'s offer of `name` is healthy; false when it has none. */
+  setServiceHealth(name: string, sessionId: string, healthy: boolean): Promise<boolean>;
+  /**
+   * The offer of `name` the next user goes to, if any can take one: healthy offers only, this
+   * node's first (no relay hop), spread by the owner's balance. With `localOnly`, only offers of
+   * this node (a stream relayed from another node is never relayed again).
+   */
+  service(name: string, localOnly?: boolean): ServiceOffer | undefined;
+  /** Every offer this node knows, by name (several per name when several serve it). */
   services(): ServiceOffer[];
 
   /** Minted tokens. */
