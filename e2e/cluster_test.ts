@@ -511,6 +511,83 @@ describe("cluster: one port served from two nodes (routes)", () => {
     }
   });
 
+  it("a service offered by sessions of one client on two nodes: users on a third node reach both; a node dies, users go on through the other", async () => {
+    const nats = await startNats();
+    const nodes = [
+      await startNode(nats, 1, token),
+      await startNode(nats, 2, token),
+      await startNode(nats, 3, token),
+    ];
+    const named = (name: string) =>
+      startTcpServer((socket) => {
+        socket.on("error", () => {});
+        socket.end(name);
+      });
+    const serviceA = await named("A");
+    const serviceB = await named("B");
+    const onA = await sdkConnect(nodes[0].tcpUrl, { token, reconnect: false });
+    const onB = await sdkConnect(nodes[1].tcpUrl, { token, reconnect: false });
+    const onC = await sdkConnect(nodes[2].tcpUrl, { token, reconnect: false });
+    try {
+      await onA.offer("db", `127.0.0.1:${serviceA.port}`);
+      await onB.offer("db", `127.0.0.1:${serviceB.port}`);
+      const user = await onC.forward({ listen: "127.0.0.1:0", service: "db" });
+      const port = Number(user.address.split(":").at(-1));
+      const use = async () =>
+        new TextDecoder().decode(
+          await tcpRoundTrip(port, new Uint8Array(0), { halfClose: false, timeoutMs: 5_000 }),
+        );
+      // Node C learns of both offers; then it spreads users over both.
+      await waitFor(async () => {
+        const seen = new Set<string>();
+        for (let i = 0; i < 4; i++) seen.add(await use().catch(() => ""));
+        return seen.has("A") && seen.has("B");
+      }, "node C to use both offers");
+      const listed = (await admin(nodes[2], "/v1/tunnels")).body.services as {
+        name: string;
+        node: string;
+        owner: string;
+      }[];
+      assert.deepEqual(
+        listed.map((o) => `${o.name}@${o.node}/${o.owner}`).sort(),
+        ["db@n1/client:laptop", "db@n2/client:laptop"],
+      );
+
+      const killedAt = Date.now();
+      await nodes[0].kill();
+      let failures = 0;
+      let wholeAt = 0;
+      for (let i = 0; i < 40; i++) {
+        const answer = await use().catch(() => "");
+        if (answer !== "B") {
+          failures++;
+          wholeAt = 0;
+        } else if (wholeAt === 0) wholeAt = Date.now();
+      }
+      console.log(
+        `cluster-figure ${
+          JSON.stringify({
+            figure: "service_failover",
+            failedUsers: failures,
+            wholeAfterMs: wholeAt - killedAt,
+          })
+        }`,
+      );
+      assert.ok(wholeAt > 0, "users succeed again");
+      await waitFor(async () => {
+        const left = (await admin(nodes[2], "/v1/tunnels")).body.services as { node: string }[];
+        return left.length === 1 && left[0].node === "n2";
+      }, "the dead node's offer gone from the registry");
+      user.close();
+    } finally {
+      await onA.close().catch(() => {});
+      await onB.close();
+      await onC.close();
+      serviceA.close();
+      serviceB.close();
+    }
+  });
+
   it("a client with --ha 2 keeps sessions on two nodes; one dies, its session moves to the third", async () => {
     const nats = await startNats();
     const nodes = [
@@ -522,10 +599,15 @@ describe("cluster: one port served from two nodes (routes)", () => {
     const client = await startClient({
       server: nodes.map((n) => n.tcpUrl).join(","),
       token,
-      args: ["--ha", "2", "--expose", `0=127.0.0.1:${echo.port}`],
+      args: ["--ha", "2", "--expose", `0=127.0.0.1:${echo.port}`, "--offer", `db=${echo.address}`],
     });
     const whole = await client.waitForLog((e) => e.msg === "whole: a session on each node");
     assert.equal(whole.nodes, "n1,n2");
+    const offers = async () =>
+      ((await admin(nodes[2], "/v1/tunnels")).body.services as { node: string }[])
+        .map((o) => o.node).sort().join();
+    // Every session offers the service too.
+    await waitFor(async () => (await offers()) === "n1,n2", "an offer on each node");
     const { port } = await client.waitForTunnel();
     const payload = pattern(4096, 41);
     assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "through node C");
@@ -558,6 +640,7 @@ describe("cluster: one port served from two nodes (routes)", () => {
       }`,
     );
     assert.equal(again.nodes, "n2,n3");
+    await waitFor(async () => (await offers()) === "n2,n3", "the offer moved with the session");
     assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "through node B");
     assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "through node C");
     await client.stop();

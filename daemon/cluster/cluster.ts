@@ -281,6 +281,7 @@ export class Cluster {
         link,
         presence,
         opener: (node) => peers.opener(node),
+        reachable: (node) => peers.connected(node),
         log,
         count: deps.count,
         presenceTtlMs: config.presenceTtlMs,

@@ -59,12 +59,14 @@ export interface ClusterPortsOptions {
 export class ClusterPorts {
   readonly #bucket: KvBucket;
   readonly #node: string;
+  readonly #ttlMs: number;
   readonly #routes: ClusterRoutes<PortClaim>;
 
   /** Ports over `options.bucket`. */
   constructor(options: ClusterPortsOptions) {
     this.#bucket = options.bucket;
     this.#node = options.node;
+    this.#ttlMs = options.ttlMs;
     this.#routes = new ClusterRoutes<PortClaim>({
       ...options,
       noun: "port",
@@ -203,6 +205,8 @@ export class ClusterPorts {
       ) {
         return held;
       }
+      // Named a moment ago and its record not written yet: another node is claiming it now.
+      if (!current && Date.now() - entry.created.getTime() < this.#ttlMs) return held;
       try {
         await this.#bucket.update(key, value, entry.revision); // the old port is gone
         return undefined;

@@ -61,6 +61,11 @@ export interface ClusterRegistryOptions {
   presence: Presence;
   /** Opens relay streams to another node. */
   opener: (node: string) => StreamOpener;
+  /**
+   * Whether a relay session to `node` is up: a dead node's offers take no users even before its
+   * presence expires. Default: always.
+   */
+  reachable?: (node: string) => boolean;
   /** Where registry trouble is logged. */
   log: Logger;
   /** Counts registry operations and their failures, by name. */
@@ -332,7 +337,7 @@ export class ClusterRegistry implements Registry {
           };
           this.#remoteOffers.set(key, offer);
         }
-        offer.healthy = healthy;
+        offer.healthy = healthy && (this.#options.reachable?.(claim.node) ?? true);
         return offer;
       });
   }
