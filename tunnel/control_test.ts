@@ -11,6 +11,9 @@ describe("parseClientMessage", () => {
     { type: "unexpose", id: 3, tunnel: "t-1" },
     { type: "offer", id: 4, service: "ssh-box" },
     { type: "withdraw", id: 5, service: "ssh-box" },
+    { type: "offer", id: 6, service: "db", group: "web", groupKey: "k" },
+    { type: "health", id: 7, tunnel: "t-1", healthy: false, detail: "refused" },
+    { type: "health", id: 8, service: "db", healthy: true },
   ];
   for (const message of good) {
     it(`accepts ${JSON.stringify(message)}`, () => {
@@ -34,6 +37,9 @@ describe("parseClientMessage", () => {
     [{ type: "expose", id: 1.5, port: 80 }, /id/],
     [{ type: "expose", port: 80 }, /needs "id"/],
     [{ type: "unexpose", id: 1, tunnel: 7 }, /tunnel/],
+    [{ type: "health", id: 1, healthy: true }, /"tunnel" or "service"/],
+    [{ type: "health", id: 1, tunnel: "t", service: "s", healthy: true }, /not both/],
+    [{ type: "offer", id: 1, service: "db", group: "" }, /group/],
   ];
   for (const [message, reason] of bad) {
     it(`rejects ${JSON.stringify(message)}`, () => {
