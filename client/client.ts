@@ -23,7 +23,7 @@ import { parseHostPort } from "../util/address.ts";
 import { Backoff, type BackoffOptions } from "./backoff.ts";
 import { serverUrlProblem } from "./server_url.ts";
 import { WebSocketConnectError } from "../transport/ws.ts";
-import { dialServer } from "./dial_server.ts";
+import { dialServer, type HostResolver } from "./dial_server.ts";
 import { ClientError, describeStreamError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
 import { HealthMonitor, type HealthOptions } from "./health_check.ts";
@@ -79,6 +79,17 @@ export interface ConnectOptions {
    * daemon so its operators can see a client running degraded.
    */
   ha?: number;
+  /**
+   * When a daemon URL's host name resolves to several addresses (one DNS name for a cluster's
+   * nodes), which one the first attempt dials; each later attempt takes the next. Default 0
+   * (`HaClient` starts each session at another).
+   */
+  firstAddress?: number;
+  /**
+   * How daemon host names are resolved (default: the system resolver). A name with several
+   * addresses of one family is dialed at one of them per attempt, in turn.
+   */
+  resolve?: HostResolver;
   /** Extra CA certificates (PEM) to trust for `wss://` and `tls://`. */
   caCerts?: string[];
   /** yamux session tuning. */
@@ -316,6 +327,10 @@ export class Client extends Emitter<ClientEvents> {
    */
   readonly urls: readonly string[];
   #urlIndex = 0;
+  /** Which of a name's addresses the next attempt dials. */
+  #addressTurn = 0;
+  /** How many addresses the last dialed URL's host offered. */
+  #addresses = 1;
   #node: string | undefined;
 
   readonly #options: ConnectOptions;
@@ -366,6 +381,14 @@ export class Client extends Emitter<ClientEvents> {
   /** The node the current session is on (its cluster node name; `local` for a single daemon). */
   get node(): string | undefined {
     return this.#session ? this.#node : undefined;
+  }
+
+  /**
+   * Whether a reconnect may reach another node: several URLs, or a host name with several
+   * addresses (as last resolved).
+   */
+  get hasAlternatives(): boolean {
+    return this.urls.length > 1 || this.#addresses > 1;
   }
 
   /** The lifecycle state. */
@@ -546,10 +569,14 @@ export class Client extends Emitter<ClientEvents> {
     }
     let transport: Transport;
     try {
-      transport = await dialServer(this.url, {
+      const dialed = await dialServer(this.url, {
         timeoutMs: timeout,
         caCerts: this.#options.caCerts,
+        turn: (this.#options.firstAddress ?? 0) + this.#addressTurn++,
+        resolve: this.#options.resolve,
       });
+      transport = dialed.transport;
+      this.#addresses = dialed.addresses;
     } catch (error) {
       const failure = dialFailure(this.url, error as Error);
       return failure.fatal ? this.#giveUp(failure) : this.#lost(failure);

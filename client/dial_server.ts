@@ -1,44 +1,68 @@
 /**
  * Reaching the daemon: picks the transport from the URL scheme and bounds the attempt in time.
  *
+ * A host name that resolves to several addresses of one family (one DNS name for the nodes of a
+ * cluster) is dialed at one of them, chosen by the caller's `turn`, so that successive attempts,
+ * and the sessions of a client that keeps several, go to different nodes. The name still names
+ * the server: TLS checks the certificate against it and WebSocket sends it as `Host`. A name with
+ * one address (or one per family, like `localhost`) is dialed as before, by name.
+ *
  * @module
  */
 
+import { lookup } from "node:dns/promises";
+import { isIP } from "node:net";
 import type { Transport } from "../protocol/transport.ts";
 import { connectTcp, connectTls } from "../transport/mod.ts";
 import { connectWebSocket } from "../transport/ws.ts";
 import { unbracketHost } from "../util/address.ts";
 
+/** What {@linkcode dialServer} reached. */
+export interface Dialed {
+  /** The connection. */
+  transport: Transport;
+  /** How many addresses the URL's host name offered (1 for an address or a single name). */
+  addresses: number;
+  /** The address dialed, when the name had several. */
+  address?: string;
+}
+
+/** Resolves a host name to its addresses, in the order to prefer them. */
+export type HostResolver = (host: string) => Promise<string[]>;
+
+/** The system resolver (`getaddrinfo`, so `/etc/hosts` counts), every address. */
+export const systemResolver: HostResolver = async (host) =>
+  (await lookup(host, { all: true })).map((a) => a.address);
+
+/**
+ * The addresses to rotate over for `host`: those of the family the resolver puts first, when
+ * there are several; otherwise none (dial the name itself).
+ *
+ * @example
+ * ```ts
+ * import { serverAddresses } from "./dial_server.ts";
+ * const resolve = () => Promise.resolve(["127.0.0.1", "::1"]); // localhost: one per family
+ * console.assert((await serverAddresses("localhost", resolve)).length === 0);
+ * ```
+ */
+export async function serverAddresses(
+  host: string,
+  resolve: HostResolver = systemResolver,
+): Promise<string[]> {
+  if (isIP(host) !== 0) return [];
+  const all = await resolve(host);
+  const family = isIP(all[0] ?? "");
+  const same = [...new Set(all.filter((a) => isIP(a) === family))];
+  return same.length > 1 ? same : [];
+}
+
 /** Connects to `url`: `tcp://host:port`, `tls://host:port`, `ws://…` or `wss://…`. */
 export async function dialServer(
   url: string,
-  options: { timeoutMs: number; caCerts?: string[] },
-): Promise<Transport> {
+  options: { timeoutMs: number; caCerts?: string[]; turn?: number; resolve?: HostResolver },
+): Promise<Dialed> {
   const parsed = new URL(url);
-  let connecting: Promise<Transport>;
-  switch (parsed.protocol) {
-    case "tcp:":
-      connecting = connectTcp({
-        hostname: unbracketHost(parsed.hostname),
-        port: Number(parsed.port),
-      });
-      break;
-    case "tls:":
-      connecting = connectTls({
-        hostname: unbracketHost(parsed.hostname),
-        port: Number(parsed.port),
-        caCerts: options.caCerts,
-      });
-      break;
-    case "ws:":
-    case "wss:":
-      connecting = connectWebSocket(url, { caCerts: options.caCerts });
-      break;
-    default:
-      throw new Error(
-        `unsupported URL scheme ${parsed.protocol} (use tcp://, tls://, ws:// or wss://)`,
-      );
-  }
+  const host = unbracketHost(parsed.hostname);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -46,8 +70,46 @@ export async function dialServer(
       options.timeoutMs,
     );
   });
+  let addresses: string[];
   try {
-    return await Promise.race([connecting, timeout]);
+    // A resolver failure is left to the dial below, which reports it as today.
+    addresses = await Promise.race([
+      serverAddresses(host, options.resolve).catch(() => []),
+      timeout,
+    ]);
+  } catch (error) {
+    clearTimeout(timer);
+    throw error;
+  }
+  const address = addresses.length > 0
+    ? addresses[(options.turn ?? 0) % addresses.length]
+    : undefined;
+  let connecting: Promise<Transport>;
+  switch (parsed.protocol) {
+    case "tcp:":
+      connecting = connectTcp({ hostname: address ?? host, port: Number(parsed.port) });
+      break;
+    case "tls:":
+      connecting = connectTls({
+        hostname: address ?? host,
+        port: Number(parsed.port),
+        caCerts: options.caCerts,
+        serverName: host,
+      });
+      break;
+    case "ws:":
+    case "wss:":
+      connecting = connectWebSocket(url, { caCerts: options.caCerts, address });
+      break;
+    default:
+      clearTimeout(timer);
+      throw new Error(
+        `unsupported URL scheme ${parsed.protocol} (use tcp://, tls://, ws:// or wss://)`,
+      );
+  }
+  try {
+    const transport = await Promise.race([connecting, timeout]);
+    return { transport, addresses: Math.max(1, addresses.length), address };
   } catch (error) {
     // A connection that completes after the deadline must not leak.
     connecting.then((late) => late.close(), () => {});

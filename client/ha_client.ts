@@ -2,8 +2,8 @@
  * High availability: one client that keeps sessions to several nodes of a cluster at once, each
  * serving the same tunnels and services (every session is a route), so that losing a node cuts
  * only the visitors in flight on it. Each session is a {@linkcode Client} of its own, with its
- * own reconnects and backoff, starting at a different URL of the list; two sessions on the same
- * node count as one. The client reports when it runs with fewer distinct nodes than asked
+ * own reconnects and backoff, starting at a different URL of the list (or a different address of
+ * a DNS name that resolves to several nodes); two sessions on the same node count as one. The client reports when it runs with fewer distinct nodes than asked
  * (`degraded`, on every change of its nodes while so) and when it is whole again.
  *
  * @example
@@ -62,10 +62,11 @@ export class HaClient extends Emitter<HaEvents> {
   constructor(urls: readonly string[], options: HaOptions) {
     super();
     this.wanted = Math.max(1, options.sessions ?? 2);
-    // Each session starts at a different URL, so with enough URLs they land on different nodes.
+    // Each session starts at a different URL (and at a different address of a name with
+    // several), so with enough of them they land on different nodes.
     this.members = Array.from({ length: this.wanted }, (_, i) => {
       const rotated = [...urls.slice(i % urls.length), ...urls.slice(0, i % urls.length)];
-      const member = new Client(rotated, { ...options, ha: this.wanted });
+      const member = new Client(rotated, { ...options, ha: this.wanted, firstAddress: i });
       member.on("ready", () => this.#check(member));
       member.on("state", () => this.#check());
       member.on("error", (error) => this.emit("error", error, i));
@@ -149,7 +150,7 @@ export class HaClient extends Emitter<HaEvents> {
    * moves on to its next URL, when it has one (two sessions on one node count as one).
    */
   #check(joined?: Client): void {
-    if (joined?.node !== undefined && joined.urls.length > 1) {
+    if (joined?.node !== undefined && joined.hasAlternatives) {
       const twin = this.members.find((m) =>
         m !== joined && m.state === "ready" && m.node === joined.node
       );

@@ -23,7 +23,8 @@ Options:
   --server URL[,URL…]          the daemon: tcp://HOST:PORT, ws://HOST:PORT/tunnel or wss://…
                                or tls://HOST:PORT (env TUNNELMUX_SERVER); several (comma-
                                separated or repeated): the nodes of a cluster, tried in turn
-                               when a connection fails or is lost
+                               when a connection fails or is lost; a host name with several
+                               addresses (one DNS name for the nodes) is dialed at each in turn
   --expose [BIND:]PORT=LOCAL   the daemon listens on PORT (0 = any allowed port) and sends its
                                visitors to LOCAL (HOST:PORT) here; repeatable
   --forward LISTEN=TARGET      listen on LISTEN (HOST:PORT) here; each connection goes through

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { hasOpenssl, makeTestIdentity } from "../transport/_test_certificate.ts";
-import { connect as sdkConnect } from "../client/mod.ts";
+import { connect as sdkConnect, connectHa } from "../client/mod.ts";
 import {
   assertSameBytes,
   cleanup,
@@ -644,6 +644,38 @@ describe("cluster: one port served from two nodes (routes)", () => {
     assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "through node B");
     assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "through node C");
     await client.stop();
+  });
+
+  it("one DNS name for three nodes: an HA client's sessions land on two of them; one dies, its session moves to the third", async () => {
+    const nats = await startNats();
+    const port = await closedPort();
+    const nodes = [];
+    for (let i = 1; i <= 3; i++) {
+      nodes.push(await startNode(nats, i, token, { listenTcp: `127.0.0.${i}:${port}` }));
+    }
+    const echo = await startEchoServer();
+    // The name resolves to the three nodes' addresses, as a DNS name with three A records.
+    const resolve = (host: string) =>
+      Promise.resolve(host === "nodes.test" ? ["127.0.0.1", "127.0.0.2", "127.0.0.3"] : []);
+    const ha = await connectHa([`tcp://nodes.test:${port}`], { token, sessions: 2, resolve });
+    try {
+      await waitFor(() => ha.nodes.length === 2, "sessions on two distinct nodes");
+      const before = ha.nodes;
+      const { remotePort } = await ha.expose({ local: `127.0.0.1:${echo.port}` });
+      const payload = pattern(2048, 53);
+      const spare = [1, 2, 3].find((i) => !before.includes(`n${i}`))!;
+      assertSameBytes(await echoVia(`127.0.0.${spare}`, remotePort, payload), payload, "spare");
+      const victim = Number(before[0].slice(1));
+      await nodes[victim - 1].kill();
+      await waitFor(
+        () => ha.nodes.length === 2 && !ha.nodes.includes(`n${victim}`),
+        { timeoutMs: 30_000, message: "the lost session to move to the third node" },
+      );
+      assert.ok(ha.nodes.includes(`n${spare}`));
+      assertSameBytes(await echoVia(`127.0.0.${spare}`, remotePort, payload), payload, "after");
+    } finally {
+      await ha.close();
+    }
   });
 
   it("--ha 2 against a single daemon runs degraded, with a warning, and serves", async () => {

@@ -50,7 +50,7 @@ export function connectWebSocket(
   url: string,
   options: WebSocketConnectOptions = {},
 ): Promise<Transport> {
-  return currentRuntime() === "deno"
+  return currentRuntime() === "deno" || options.address !== undefined
     ? connectRawWebSocket(url, options)
     : connectWebSocketClient(url, options);
 }

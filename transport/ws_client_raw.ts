@@ -139,11 +139,15 @@ export async function connectRawWebSocket(
   // drain later (see SocketDriver.signalsWritable); never above our own mark, or a full socket
   // could hold our drain back without the TCP transport owing one.
   const sendLimit = Math.min(SOCKET_SEND_LIMIT, highWaterMark);
-  const address = { hostname: hostOf(parsed), port: portOf(parsed), highWaterMark: sendLimit };
+  const address = {
+    hostname: options.address ?? hostOf(parsed),
+    port: portOf(parsed),
+    highWaterMark: sendLimit,
+  };
   let tcp: Transport;
   try {
     tcp = parsed.protocol === "wss:"
-      ? await connectTls({ ...address, caCerts: options.caCerts })
+      ? await connectTls({ ...address, caCerts: options.caCerts, serverName: hostOf(parsed) })
       : await connectTcp(address);
   } catch (error) {
     throw new WebSocketConnectError(url, (error as Error).message, undefined, error);

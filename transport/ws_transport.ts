@@ -72,6 +72,12 @@ export interface WebSocketConnectOptions {
    * certificate: generate it with `basicConstraints=CA:FALSE`.
    */
   caCerts?: string[];
+  /**
+   * The address to dial instead of resolving the URL's host (one of a name's several addresses);
+   * the host still names the server (`Host`, TLS name checks). Given, our own client is used on
+   * every runtime (the global `WebSocket` cannot be pointed at an address).
+   */
+  address?: string;
 }
 
 /** The path {@linkcode listenWebSocket} upgrades by default. */
