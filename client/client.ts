@@ -15,16 +15,17 @@ import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
 import type { Transport } from "../protocol/transport.ts";
-import { listenTcp } from "../transport/mod.ts";
 import { DialError, dialTcp } from "../tunnel/dial.ts";
 import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
 import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
 import { parseHostPort } from "../util/address.ts";
 import { Backoff, type BackoffOptions } from "./backoff.ts";
+import { type Forward, listenForward } from "./forward_listener.ts";
+export type { Forward };
 import { serverUrlProblem } from "./server_url.ts";
 import { WebSocketConnectError } from "../transport/ws.ts";
 import { dialServer, type HostResolver } from "./dial_server.ts";
-import { ClientError, describeStreamError } from "./errors.ts";
+import { ClientError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
 import { HealthMonitor, type HealthOptions } from "./health_check.ts";
 
@@ -141,16 +142,6 @@ export interface Tunnel {
   readonly local: string;
   /** Closes the tunnel on the daemon and forgets it. */
   close(): Promise<void>;
-}
-
-/** A local listener forwarding through the daemon. */
-export interface Forward {
-  /** The local address it listens on (the real port when 0 was asked for). */
-  readonly address: string;
-  /** Live counters: `aToB` bytes toward the target, `bToA` back. */
-  readonly stats: { connections: number; active: number; aToB: number; bToA: number };
-  /** Stops listening; open connections continue. */
-  close(): void;
 }
 
 /** A failed connection attempt that the client will retry. */
@@ -444,38 +435,17 @@ export class Client extends Emitter<ClientEvents> {
    * piped through the daemon to `target` (or, with `service`, to a named service). Connections
    * made while the daemon is unreachable are closed at once.
    */
-  async forward(options: { listen: string; target?: string; service?: string }): Promise<Forward> {
+  forward(options: { listen: string; target?: string; service?: string }): Promise<Forward> {
     const { target, service } = options;
     if ((target === undefined) === (service === undefined)) {
       throw new TypeError("forward() needs exactly one of target and service");
     }
-    const what = target ?? `service ${service}`;
-    const stats = { connections: 0, active: 0, aToB: 0, bToA: 0 };
-    const listener = await listenTcp(parseHostPort(options.listen), (local) => {
-      let stream: Stream;
-      try {
-        stream = target !== undefined ? this.open(target) : this.openService(service!);
-      } catch (error) {
-        this.emit("error", error as ClientError);
-        return local.close();
-      }
-      stats.connections++;
-      stats.active++;
-      splice(transportEnd(local), streamEnd(stream), { counters: stats }).then((result) => {
-        stats.active--;
-        if (result.error) {
-          this.emit(
-            "error",
-            new ClientError("forward_failed", `${what}: ${describeStreamError(result.error)}`),
-          );
-        }
-      });
-    });
-    return {
-      address: `${listener.hostname}:${listener.port}`,
-      stats,
-      close: () => listener.close(),
-    };
+    return listenForward(
+      options.listen,
+      target ?? `service ${service}`,
+      () => target !== undefined ? this.open(target) : this.openService(service!),
+      (error) => this.emit("error", error),
+    );
   }
 
   /** Opens a stream to a named service another client offers. */

@@ -20,6 +20,7 @@
 import { Client, type ConnectOptions, type ExposeOptions, type OfferOptions } from "./client.ts";
 import { ClientError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
+import { type Forward, listenForward } from "./forward_listener.ts";
 
 /** Options of {@linkcode connectHa}: a client's, plus how many nodes to keep sessions to. */
 export interface HaOptions extends ConnectOptions {
@@ -45,7 +46,10 @@ export interface HaEvents {
   degraded: [info: { nodes: string[]; wanted: number }];
   /** As many distinct nodes as wanted again. */
   whole: [info: { nodes: string[] }];
-  /** A session failed or was lost (it reconnects on its own). */
+  /**
+   * A session failed or was lost (it reconnects on its own), or a forward's connection failed
+   * (`session` -1).
+   */
   error: [error: ClientError, session: number];
 }
 
@@ -129,6 +133,28 @@ export class HaClient extends Emitter<HaEvents> {
     for (const member of this.members) {
       if (member !== first) member.keepOffer(name, local, options);
     }
+  }
+
+  /**
+   * Listens on `listen` here; each connection goes through the first session that is ready when
+   * it arrives (to `target`, or to the named `service`), so a forward keeps working while any
+   * session is up. Connections arriving while none is are closed at once.
+   */
+  forward(options: { listen: string; target?: string; service?: string }): Promise<Forward> {
+    const { target, service } = options;
+    if ((target === undefined) === (service === undefined)) {
+      throw new TypeError("forward() needs exactly one of target and service");
+    }
+    return listenForward(
+      options.listen,
+      target ?? `service ${service}`,
+      () => {
+        const member = this.members.find((m) => m.state === "ready");
+        if (!member) throw new ClientError("not_connected", "no session is ready");
+        return target !== undefined ? member.open(target) : member.openService(service!);
+      },
+      (error) => this.emit("error", error, -1),
+    );
   }
 
   /** Closes every session. */

@@ -42,8 +42,9 @@ Options:
                                (visitors go to the other routes), 2 successes restore it
   --health-interval-ms MS      between two checks (default 5000)
   --ha N                       keep N sessions, each to another node of the --server list,
-                               all serving every --expose and --offer (default 1); warns while
-                               fewer nodes than N are reached
+                               all serving every --expose and --offer, any of them carrying
+                               --forward and --use connections (default 1); warns while fewer
+                               nodes than N are reached
   --shared                     let other sessions of this client serve the same ports (several
                                clients with one token, for high availability)
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
@@ -226,7 +227,7 @@ async function main(): Promise<number> {
     caCerts: values.ca ? [readFileSync(values.ca, "utf8")] : undefined,
   };
   // With --ha N, N sessions (each to another node when the URLs allow) serve every --expose
-  // and --offer; forwards and uses go through the first.
+  // and --offer; each connection of a forward or use goes through a session that is ready.
   const ha = haSessions > 1
     ? new HaClient(server, { ...connectOptions, sessions: haSessions })
     : undefined;
@@ -273,6 +274,10 @@ async function main(): Promise<number> {
       });
     });
   });
+  // A forward's failed connection (the sessions' own errors are logged above).
+  ha?.on("error", (error, session) => {
+    if (session === -1) log.warn(error.message, { code: error.code });
+  });
   ha?.on("degraded", ({ nodes, wanted }) => {
     log.warn(`running degraded: sessions on ${nodes.length} of ${wanted} nodes`, {
       nodes: nodes.join(","),
@@ -287,7 +292,7 @@ async function main(): Promise<number> {
     log.info("connected", { server: client.url, node: client.node });
     for (const expose of exposes) await (ha ?? client).expose(expose);
     for (const [listen, target] of forwards) {
-      const forward = await client.forward({ listen, target });
+      const forward = await (ha ?? client).forward({ listen, target });
       log.info("forwarding", { listen: forward.address, target });
     }
     for (const [name, local] of offers) {
@@ -296,7 +301,7 @@ async function main(): Promise<number> {
       log.info("offering service", { service: name, local });
     }
     for (const [listen, name] of uses) {
-      const forward = await client.forward({ listen, service: name });
+      const forward = await (ha ?? client).forward({ listen, service: name });
       log.info("using service", { listen: forward.address, service: name });
     }
   };

@@ -3,7 +3,7 @@
 // The daemon runs in this process; clients are SDK clients; visitors are plain sockets.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { type Client, connect } from "../client/mod.ts";
+import { type Client, connect, connectHa } from "../client/mod.ts";
 import { Daemon } from "../daemon/daemon.ts";
 import { validateConfig } from "../daemon/config/mod.ts";
 import { Logger } from "../util/log.ts";
@@ -347,5 +347,25 @@ describe("one port, several routes (single node)", () => {
     user.close();
     checked.close();
     other.close();
+  });
+
+  it("an HA client's forward goes through any session that is up", async () => {
+    const bob = await client(BOB);
+    await bob.offer("ha-fwd", `127.0.0.1:${services[1].port}`);
+    const ha = await connectHa([url], { token: CAROL, sessions: 2, reconnect: false });
+    try {
+      await waitFor(() => ha.members.every((m) => m.state === "ready"), "both sessions up");
+      const forward = await ha.forward({ listen: "127.0.0.1:0", service: "ha-fwd" });
+      const port = Number(forward.address.split(":").at(-1));
+      assert.deepEqual(await visit(port, 2), { B: 2 });
+      // The first session goes (and, without reconnect, stays gone): the second carries on.
+      ha.members[0].session!.destroy();
+      await waitFor(() => ha.members[0].state === "closed", "the first session closed");
+      assert.deepEqual(await visit(port, 3), { B: 3 });
+      forward.close();
+    } finally {
+      await ha.close();
+      await bob.withdraw("ha-fwd");
+    }
   });
 });
