@@ -295,12 +295,7 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
 
   writeTunnels(w, daemon);
   writeDaemonCounters(w, daemon);
-  w.single(
-    "tunnelmux_services",
-    "gauge",
-    "Named services offered now.",
-    daemon.registry.services().length,
-  );
+  writeServices(w, daemon);
 
   writeCluster(w, daemon);
 
@@ -350,6 +345,30 @@ function writeTunnels(w: PrometheusWriter, daemon: Daemon): void {
     "counter",
     "Visitors of each reverse tunnel that ended in an error.",
     tunnels.map((t) => ({ labels: id(t), value: t.stats.errors })),
+  );
+}
+
+function writeServices(w: PrometheusWriter, daemon: Daemon): void {
+  const offers = daemon.registry.services();
+  const id = (o: typeof offers[number]) => ({ service: o.name, client: o.client, node: o.node });
+  w.single("tunnelmux_services", "gauge", "Named service offers known now.", offers.length);
+  w.family(
+    "tunnelmux_service_connections_total",
+    "counter",
+    "Users this node sent to each offer of a named service.",
+    offers.map((o) => ({ labels: id(o), value: o.stats.connections })),
+  );
+  w.family(
+    "tunnelmux_service_connections_active",
+    "gauge",
+    "Users of each offer connected through this node now.",
+    offers.map((o) => ({ labels: id(o), value: o.stats.active })),
+  );
+  w.family(
+    "tunnelmux_service_healthy",
+    "gauge",
+    "1 while an offer takes users; 0 while its client reports the service unhealthy.",
+    offers.map((o) => ({ labels: id(o), value: o.healthy ? 1 : 0 })),
   );
 }
 

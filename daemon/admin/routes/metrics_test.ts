@@ -111,6 +111,9 @@ const FAMILIES: Record<string, string> = {
   tunnelmux_forward_dial_errors_total: "counter",
   tunnelmux_daemon_events_total: "counter",
   tunnelmux_services: "gauge",
+  tunnelmux_service_connections_total: "counter",
+  tunnelmux_service_connections_active: "gauge",
+  tunnelmux_service_healthy: "gauge",
   tunnelmux_process_memory_bytes: "gauge",
 };
 
