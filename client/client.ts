@@ -436,16 +436,7 @@ export class Client extends Emitter<ClientEvents> {
    * made while the daemon is unreachable are closed at once.
    */
   forward(options: { listen: string; target?: string; service?: string }): Promise<Forward> {
-    const { target, service } = options;
-    if ((target === undefined) === (service === undefined)) {
-      throw new TypeError("forward() needs exactly one of target and service");
-    }
-    return listenForward(
-      options.listen,
-      target ?? `service ${service}`,
-      () => target !== undefined ? this.open(target) : this.openService(service!),
-      (error) => this.emit("error", error),
-    );
+    return listenForward(options, () => this, (error) => this.emit("error", error));
   }
 
   /** Opens a stream to a named service another client offers. */

@@ -22,22 +22,35 @@ export interface Forward {
   close(): void;
 }
 
+/** Opens streams through the daemon: a client, or the session an HA client picks. */
+export interface StreamSource {
+  /** A stream to `target` (`host:port`), through the daemon. */
+  open(target: string): Stream;
+  /** A stream to the named service. */
+  openService(name: string): Stream;
+}
+
 /**
- * Listens on `listen` (`host:port`, port 0 = any). Each connection gets a stream from `open`
- * (which throws when no session can take it: the connection is then closed at once) and is
- * spliced to it; trouble goes to `onError`. `what` names the far end in error messages.
+ * Listens on `options.listen` (`host:port`, port 0 = any). Each connection gets a stream to
+ * `options.target` or to the named `options.service` (exactly one), from the source `via`
+ * returns then (which throws when no session can take it: the connection is then closed at once),
+ * and is spliced to it; trouble goes to `onError`.
  */
 export async function listenForward(
-  listen: string,
-  what: string,
-  open: () => Stream,
+  options: { listen: string; target?: string; service?: string },
+  via: () => StreamSource,
   onError: (error: ClientError) => void,
 ): Promise<Forward> {
+  const { target, service } = options;
+  if ((target === undefined) === (service === undefined)) {
+    throw new TypeError("forward() needs exactly one of target and service");
+  }
+  const what = target ?? `service ${service}`;
   const stats = { connections: 0, active: 0, aToB: 0, bToA: 0 };
-  const listener = await listenTcp(parseHostPort(listen), (local) => {
+  const listener = await listenTcp(parseHostPort(options.listen), (local) => {
     let stream: Stream;
     try {
-      stream = open();
+      stream = target !== undefined ? via().open(target) : via().openService(service!);
     } catch (error) {
       onError(error as ClientError);
       return local.close();

@@ -141,20 +141,11 @@ export class HaClient extends Emitter<HaEvents> {
    * session is up. Connections arriving while none is are closed at once.
    */
   forward(options: { listen: string; target?: string; service?: string }): Promise<Forward> {
-    const { target, service } = options;
-    if ((target === undefined) === (service === undefined)) {
-      throw new TypeError("forward() needs exactly one of target and service");
-    }
-    return listenForward(
-      options.listen,
-      target ?? `service ${service}`,
-      () => {
-        const member = this.members.find((m) => m.state === "ready");
-        if (!member) throw new ClientError("not_connected", "no session is ready");
-        return target !== undefined ? member.open(target) : member.openService(service!);
-      },
-      (error) => this.emit("error", error, -1),
-    );
+    return listenForward(options, () => {
+      const member = this.members.find((m) => m.state === "ready");
+      if (!member) throw new ClientError("not_connected", "no session is ready");
+      return member;
+    }, (error) => this.emit("error", error, -1));
   }
 
   /** Closes every session. */

@@ -120,6 +120,41 @@ async function echoVia(host: string, port: number, bytes: Uint8Array): Promise<U
   return back!;
 }
 
+/**
+ * Tries `attempt` 40 times in a row (a bounded loop from the moment of a failure): how many did
+ * not answer `expected`, and when the run of good answers that ends the loop began (0: never).
+ */
+async function failover(
+  attempt: () => Promise<string>,
+  expected: string,
+): Promise<{ failures: number; wholeAt: number }> {
+  let failures = 0;
+  let wholeAt = 0;
+  for (let i = 0; i < 40; i++) {
+    const answer = await attempt().catch(() => "");
+    if (answer !== expected) {
+      failures++;
+      wholeAt = 0;
+    } else if (wholeAt === 0) wholeAt = Date.now();
+  }
+  return { failures, wholeAt };
+}
+
+/** Nodes 1 to 3 of a cluster on `nats`, started in turn. */
+async function threeNodes(nats: NatsServer, token: string): Promise<DaemonProcess[]> {
+  const nodes: DaemonProcess[] = [];
+  for (let i = 1; i <= 3; i++) nodes.push(await startNode(nats, i, token));
+  return nodes;
+}
+
+/** A local service that answers every connection with its own name, then closes. */
+function named(name: string): Promise<TestServer> {
+  return startTcpServer((socket) => {
+    socket.on("error", () => {});
+    socket.end(name);
+  });
+}
+
 describe("cluster: three daemons and one NATS", () => {
   const token = newToken("laptop");
   let nats: NatsServer;
@@ -441,16 +476,7 @@ describe("cluster: one port served from two nodes (routes)", () => {
 
   it("sessions of one client on two nodes serve one port; a node dies, visitors go on through the other", async () => {
     const nats = await startNats();
-    const nodes = [
-      await startNode(nats, 1, token),
-      await startNode(nats, 2, token),
-      await startNode(nats, 3, token),
-    ];
-    const named = (name: string) =>
-      startTcpServer((socket) => {
-        socket.on("error", () => {});
-        socket.end(name);
-      });
+    const nodes = await threeNodes(nats, token);
     const serviceA = await named("A");
     const serviceB = await named("B");
     const onA = await sdkConnect(nodes[0].tcpUrl, { token, reconnect: false });
@@ -483,15 +509,7 @@ describe("cluster: one port served from two nodes (routes)", () => {
       const killedAt = Date.now();
       await nodes[0].kill();
       // A bounded loop of visitors through C from the moment of the kill.
-      let failures = 0;
-      let wholeAt = 0;
-      for (let i = 0; i < 40; i++) {
-        const answer = await visit("127.0.0.3", port).catch(() => "");
-        if (answer !== "B") {
-          failures++;
-          wholeAt = 0;
-        } else if (wholeAt === 0) wholeAt = Date.now();
-      }
+      const { failures, wholeAt } = await failover(() => visit("127.0.0.3", port), "B");
       console.log(
         `cluster-figure ${
           JSON.stringify({
@@ -513,16 +531,7 @@ describe("cluster: one port served from two nodes (routes)", () => {
 
   it("a service offered by sessions of one client on two nodes: users on a third node reach both; a node dies, users go on through the other", async () => {
     const nats = await startNats();
-    const nodes = [
-      await startNode(nats, 1, token),
-      await startNode(nats, 2, token),
-      await startNode(nats, 3, token),
-    ];
-    const named = (name: string) =>
-      startTcpServer((socket) => {
-        socket.on("error", () => {});
-        socket.end(name);
-      });
+    const nodes = await threeNodes(nats, token);
     const serviceA = await named("A");
     const serviceB = await named("B");
     const onA = await sdkConnect(nodes[0].tcpUrl, { token, reconnect: false });
@@ -555,15 +564,7 @@ describe("cluster: one port served from two nodes (routes)", () => {
 
       const killedAt = Date.now();
       await nodes[0].kill();
-      let failures = 0;
-      let wholeAt = 0;
-      for (let i = 0; i < 40; i++) {
-        const answer = await use().catch(() => "");
-        if (answer !== "B") {
-          failures++;
-          wholeAt = 0;
-        } else if (wholeAt === 0) wholeAt = Date.now();
-      }
+      const { failures, wholeAt } = await failover(use, "B");
       console.log(
         `cluster-figure ${
           JSON.stringify({
@@ -590,11 +591,7 @@ describe("cluster: one port served from two nodes (routes)", () => {
 
   it("a client with --ha 2 keeps sessions on two nodes; one dies, its session moves to the third", async () => {
     const nats = await startNats();
-    const nodes = [
-      await startNode(nats, 1, token),
-      await startNode(nats, 2, token),
-      await startNode(nats, 3, token),
-    ];
+    const nodes = await threeNodes(nats, token);
     const echo = await startEchoServer();
     const client = await startClient({
       server: nodes.map((n) => n.tcpUrl).join(","),

@@ -41,6 +41,34 @@ async function visit(port: number, count: number): Promise<Record<string, number
   return seen;
 }
 
+/**
+ * A local service that answers a visitor's first bytes with `name`, and `GET /health` with 200
+ * while `up()` says so, else 503.
+ */
+function checkedService(name: string, up: () => boolean): Promise<TestServer> {
+  return startTcpServer((socket) => {
+    socket.on("error", () => {});
+    socket.once("data", (chunk: Uint8Array) => {
+      const text = new TextDecoder().decode(chunk);
+      if (!text.startsWith("GET ")) return socket.end(name);
+      const status = up() ? "200 OK" : "503 Service Unavailable";
+      socket.end(`HTTP/1.1 ${status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+    });
+  });
+}
+
+/** Sends `count` visitors to `port`, each saying "v" first; returns how many each answered. */
+async function visitSaying(port: number, count: number): Promise<Record<string, number>> {
+  const seen: Record<string, number> = {};
+  for (let i = 0; i < count; i++) {
+    const answer = new TextDecoder().decode(
+      await tcpRoundTrip(port, new TextEncoder().encode("v"), { halfClose: false }),
+    );
+    seen[answer] = (seen[answer] ?? 0) + 1;
+  }
+  return seen;
+}
+
 describe("one port, several routes (single node)", () => {
   let daemon: Daemon;
   let url: string;
@@ -196,20 +224,8 @@ describe("one port, several routes (single node)", () => {
 
   it("a member whose local service fails its health check gets no visitors until it passes again", async () => {
     let aUp = true;
-    // Answers a visitor ("v") with its name, and GET /health with 200 or 503.
-    const checked = await startTcpServer((socket) => {
-      socket.on("error", () => {});
-      socket.once("data", (chunk: Uint8Array) => {
-        const text = new TextDecoder().decode(chunk);
-        if (!text.startsWith("GET ")) return socket.end("A");
-        const status = aUp ? "200 OK" : "503 Service Unavailable";
-        socket.end(`HTTP/1.1 ${status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
-      });
-    });
-    const other = await startTcpServer((socket) => {
-      socket.on("error", () => {});
-      socket.once("data", () => socket.end("B"));
-    });
+    const checked = await checkedService("A", () => aUp);
+    const other = await checkedService("B", () => true);
     const alice = await client(ALICE);
     const bob = await client(BOB);
     const group = { group: "api", groupKey: GROUP_KEY }; // a group of its own
@@ -218,16 +234,7 @@ describe("one port, several routes (single node)", () => {
     alice.on("health", ({ healthy }) => changes.push(healthy));
     const a = await alice.expose({ local: `127.0.0.1:${checked.port}`, ...group, health });
     await bob.expose({ local: `127.0.0.1:${other.port}`, ...group });
-    const answers = async (count: number) => {
-      const seen: Record<string, number> = {};
-      for (let i = 0; i < count; i++) {
-        const answer = new TextDecoder().decode(
-          await tcpRoundTrip(a.remotePort, new TextEncoder().encode("v"), { halfClose: false }),
-        );
-        seen[answer] = (seen[answer] ?? 0) + 1;
-      }
-      return seen;
-    };
+    const answers = (count: number) => visitSaying(a.remotePort, count);
     assert.deepEqual(await answers(4), { A: 2, B: 2 });
     aUp = false;
     await waitFor(() => changes.includes(false), "alice's check to fail");
@@ -298,19 +305,8 @@ describe("one port, several routes (single node)", () => {
 
   it("an offer whose local service fails its health check gets no users until it passes again", async () => {
     let aUp = true;
-    const checked = await startTcpServer((socket) => {
-      socket.on("error", () => {});
-      socket.once("data", (chunk: Uint8Array) => {
-        const text = new TextDecoder().decode(chunk);
-        if (!text.startsWith("GET ")) return socket.end("A");
-        const status = aUp ? "200 OK" : "503 Service Unavailable";
-        socket.end(`HTTP/1.1 ${status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
-      });
-    });
-    const other = await startTcpServer((socket) => {
-      socket.on("error", () => {});
-      socket.once("data", () => socket.end("B"));
-    });
+    const checked = await checkedService("A", () => aUp);
+    const other = await checkedService("B", () => true);
     const alice = await client(ALICE);
     const bob = await client(BOB);
     const group = { group: "api", groupKey: GROUP_KEY };
@@ -324,16 +320,7 @@ describe("one port, several routes (single node)", () => {
       service: "checked",
     });
     const port = Number(user.address.split(":").at(-1));
-    const answers = async (count: number) => {
-      const seen: Record<string, number> = {};
-      for (let i = 0; i < count; i++) {
-        const answer = new TextDecoder().decode(
-          await tcpRoundTrip(port, new TextEncoder().encode("v"), { halfClose: false }),
-        );
-        seen[answer] = (seen[answer] ?? 0) + 1;
-      }
-      return seen;
-    };
+    const answers = (count: number) => visitSaying(port, count);
     const aliceOffer = () =>
       daemon.registry.services().find((o) => o.name === "checked" && o.client === "alice");
     assert.deepEqual(await answers(4), { A: 2, B: 2 });

@@ -7,9 +7,13 @@
  * @module
  */
 
-import type { Logger } from "../../util/log.ts";
 import type { ClaimResult, PortClaim, RegistryChange } from "../registry/registry.ts";
-import { ClusterRoutes, type RoutedRecord, type StoredRoute } from "./cluster_routes.ts";
+import {
+  ClusterRoutes,
+  type ClusterRoutesOptions,
+  type RoutedRecord,
+  type StoredRoute,
+} from "./cluster_routes.ts";
 import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
 
 /** How many times a compare-and-set is tried before giving up. */
@@ -31,29 +35,13 @@ export function ownerKeyOf(owner: string): string {
   }`;
 }
 
-/** What {@linkcode ClusterPorts} needs. */
-export interface ClusterPortsOptions {
-  /** The `ports` bucket. */
-  bucket: KvBucket;
-  /** This node's name. */
-  node: string;
-  /** This node's run. */
-  run: () => string;
-  /** Whether a node run is present. */
-  alive: (node: string, run: string) => boolean;
-  /** Whether records may be judged stale now (false while NATS has just come back). */
-  settled: () => boolean;
-  /** Whether NATS is connected. */
-  connected: () => boolean;
-  /** The presence TTL, ms. */
-  ttlMs: number;
-  /** Registry changes, one per route that comes or goes. */
-  emit: (change: RegistryChange) => void;
-  /** Counts operations, for metrics. */
-  count: (event: string) => void;
-  /** Where trouble is logged. */
-  log: Logger;
-}
+/** What {@linkcode ClusterPorts} needs: what every routed bucket needs, and where changes go. */
+export type ClusterPortsOptions =
+  & Omit<ClusterRoutesOptions<PortClaim>, "kind" | "onRoute" | "noun">
+  & {
+    /** Registry changes, one per route that comes or goes. */
+    emit: (change: RegistryChange) => void;
+  };
 
 /** The ports bucket as this node sees and changes it. */
 export class ClusterPorts {

@@ -109,26 +109,25 @@ export class ClusterRegistry implements Registry {
     this.#local = options.local;
     this.node = options.local.node;
     this.tokens = options.tokens;
-    this.#ports = new ClusterPorts({
-      bucket: options.link.ports,
+    // What both routed buckets (ports, services) judge liveness and staleness by.
+    const common = {
       node: this.node,
       run: () => options.presence.run,
-      alive: (node, run) => options.presence.alive(node, run),
+      alive: (node: string, run: string) => options.presence.alive(node, run),
       settled: () => Date.now() >= this.settleUntil,
       connected: () => options.link.state === "connected",
       ttlMs: options.presenceTtlMs,
-      emit: (change) => this.#emit(change),
       count: options.count,
       log: options.log,
+    };
+    this.#ports = new ClusterPorts({
+      ...common,
+      bucket: options.link.ports,
+      emit: (change) => this.#emit(change),
     });
     this.#services = new ClusterRoutes<ServiceClaim>({
+      ...common,
       bucket: options.link.services,
-      node: this.node,
-      run: () => options.presence.run,
-      alive: (node, run) => options.presence.alive(node, run),
-      settled: () => Date.now() >= this.settleUntil,
-      connected: () => options.link.state === "connected",
-      ttlMs: options.presenceTtlMs,
       noun: "service",
       kind: {
         keyOf: (claim) => serviceKeyOf(claim.name),
@@ -154,8 +153,6 @@ export class ClusterRegistry implements Registry {
           record: recordOf(claim),
         });
       },
-      count: options.count,
-      log: options.log,
     });
     // Sessions, tunnels and this node's offers change in the local part; pass those on.
     this.#stops.push(options.local.watch((change) => {
