@@ -146,6 +146,29 @@ async function main(): Promise<number> {
   }
   const daemon = new Daemon(config, { log });
   await daemon.start();
+  // Signals are handled from the moment the listeners are up (before they are announced), so a
+  // process manager's SIGTERM right after the start drains instead of killing.
+  let signals = 0;
+  const shutdown = (signal: string) => {
+    if (++signals > 1) {
+      log.warn("second signal: stopping now", { signal });
+      return daemon.stop();
+    }
+    log.info("signal: draining", { signal });
+    void daemon.drain();
+  };
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGHUP", async () => {
+    const next = await loadConfig({ env: process.env, flags });
+    if (next.errors.length > 0 || !next.config) {
+      log.error("reload refused: the configuration has errors; keeping the old one", {
+        detail: formatConfigReport(next),
+      });
+      return;
+    }
+    daemon.reload(next.config);
+  });
   const { tcp, websocket } = daemon.addresses;
   const secure = config.tls !== null;
   if (tcp) console.log(`tunnels over ${secure ? "TLS" : "TCP"} on ${tcp}`);
@@ -168,27 +191,6 @@ async function main(): Promise<number> {
     }
   }
 
-  let signals = 0;
-  const shutdown = (signal: string) => {
-    if (++signals > 1) {
-      log.warn("second signal: stopping now", { signal });
-      return daemon.stop();
-    }
-    log.info("signal: draining", { signal });
-    void daemon.drain();
-  };
-  process.on("SIGTERM", () => shutdown("SIGTERM"));
-  process.on("SIGINT", () => shutdown("SIGINT"));
-  process.on("SIGHUP", async () => {
-    const next = await loadConfig({ env: process.env, flags });
-    if (next.errors.length > 0 || !next.config) {
-      log.error("reload refused: the configuration has errors; keeping the old one", {
-        detail: formatConfigReport(next),
-      });
-      return;
-    }
-    daemon.reload(next.config);
-  });
   await daemon.stopped;
   await admin?.close(); // lets the answer to a POST /v1/drain that stopped us reach the caller
   return 0;

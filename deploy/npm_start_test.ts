@@ -45,7 +45,8 @@ describe("npm start", () => {
         npm.signal(signal);
         await npm.exited;
         await waitFor(() => !alive(daemonPid), `the daemon (pid ${daemonPid}) to exit`);
-        assert.match(npm.stderr(), /daemon stopped/);
+        // Its last words may still be in the pipe when it is gone.
+        await waitFor(() => /daemon stopped/.test(npm.stderr()), 'the daemon\'s "daemon stopped"');
         assert.equal(await probePort(Number(tcp)), "refused", "the tunnel port is free");
       } finally {
         npm.signal("SIGKILL");

@@ -816,6 +816,32 @@ describe("cluster: one port served from two nodes (routes)", () => {
     serviceB.close();
   });
 
+  it("a group whose first pick cannot be bound takes the next port (its owner key does not stay on the failed one)", async () => {
+    const nats = await startNats();
+    const busy = await startTcpServer((socket) => socket.destroy());
+    // Two ports allowed, one of them taken on the node's tunnel address: whichever order the
+    // daemon tries them in, the expose must land on the free one. Each group is a new owner, so
+    // each attempt starts from a random pick.
+    const free = busy.port + 1;
+    const groupKey = "cluster-group-key-0123456789abcdef";
+    const names = ["g0", "g1", "g2", "g3", "g4", "g5"];
+    const node = await startNode(nats, 1, token, {
+      config: { groups: Object.fromEntries(names.map((g) => [g, { key: groupKey }])) },
+      client: { expose: { ports: [`${busy.port}-${free}`] }, groups: names },
+    });
+    const client = await sdkConnect(node.tcpUrl, { token, reconnect: false });
+    try {
+      for (const group of names) {
+        const tunnel = await client.expose({ local: "127.0.0.1:1", group, groupKey });
+        assert.equal(tunnel.remotePort, free, group);
+        await tunnel.close();
+      }
+    } finally {
+      await client.close();
+      busy.close();
+    }
+  });
+
   it("group members starting at the same instant on two nodes, asking for any port, agree on one", async () => {
     const nats = await startNats();
     const groupKey = "cluster-group-key-0123456789abcdef";

@@ -79,9 +79,16 @@ export class ClusterPorts {
     return this.#routes.claim(claim);
   }
 
-  /** Removes this node's route `claim.tunnel`; the record goes with its last route. */
-  release(claim: PortClaim): Promise<void> {
-    return this.#routes.release(claim);
+  /**
+   * Removes this node's route `claim.tunnel`; the record goes with its last route, and with the
+   * record the owner key naming its port (a port that could not be bound must not stay the
+   * owner's port while its key is young).
+   */
+  async release(claim: PortClaim): Promise<void> {
+    await this.#routes.release(claim);
+    if (claim.shared) {
+      await this.#dropOwnerKey(claim.owner ?? `client:${claim.client}`, claim.port).catch(() => {});
+    }
   }
 
   /** Writes whether this node's route `claim.tunnel` is healthy into the port's record. */
@@ -164,6 +171,15 @@ export class ClusterPorts {
   /** Stops timers. */
   stop(): void {
     this.#routes.stop();
+  }
+
+  /** Deletes `owner`'s key if it names `port` and the port has no record (any more). */
+  async #dropOwnerKey(owner: string, port: number): Promise<void> {
+    const key = ownerKeyOf(owner);
+    const entry = await this.#bucket.get(key);
+    if (entry?.operation !== "PUT" || Number(JSON.parse(entry.string())?.port) !== port) return;
+    if (await this.#routes.read(portKeyOf(port))) return;
+    await this.#bucket.delete(key, { previousSeq: entry.revision });
   }
 
   /**
