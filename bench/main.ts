@@ -189,8 +189,12 @@ function pickScenarios<S extends { id: string }>(
   return all.filter((s) => wanted.includes(s.id.toLowerCase()));
 }
 
-async function main(): Promise<number> {
-  const args = process.argv.slice(2);
+/**
+ * Runs `tunnelmux bench` with `args` (the words after the command) and resolves with the exit
+ * code. Run directly, this file passes its own arguments.
+ */
+export async function main(args: string[] = process.argv.slice(2)): Promise<number> {
+  args = [...args];
   if (args[0] === "--") args.shift(); // `deno task bench -- --quick` passes the separator on
   const { values } = parseArgs({
     args,

@@ -72,8 +72,12 @@ function pair(flag: string, text: string): [string, string] {
   return [text.slice(0, at), text.slice(at + 1)];
 }
 
-async function main(): Promise<number> {
-  const args = process.argv.slice(2);
+/**
+ * Runs `tunnelmux client` with `args` (the words after the command) and resolves with the exit
+ * code. Run directly, this file passes its own arguments.
+ */
+export async function main(args: string[] = process.argv.slice(2)): Promise<number> {
+  args = [...args];
   if (args[0] === "--") args.shift();
   const { values } = parseArgs({
     args,

@@ -56,8 +56,12 @@ Signals: SIGTERM or SIGINT drain (GoAway to every client, up to the grace period
 30 s); a second one stops at once. SIGHUP reloads clients, tokens and allowlists and closes
 sessions whose token was revoked.`;
 
-async function main(): Promise<number> {
-  const args = process.argv.slice(2);
+/**
+ * Runs `tunnelmux daemon` with `args` (the words after the command) and resolves with the exit
+ * code. Run directly, this file passes its own arguments.
+ */
+export async function main(args: string[] = process.argv.slice(2)): Promise<number> {
+  args = [...args];
   if (args[0] === "--") args.shift();
   let parsed;
   try {

@@ -20,6 +20,8 @@ export interface RunOptions {
   cwd?: string;
   /** Bound on the run (default 60 s). */
   timeoutMs?: number;
+  /** Written to its stdin, which then ends (default: no stdin). */
+  input?: string;
 }
 
 /** A started process and its output so far. */
@@ -54,8 +56,9 @@ export function startCommand(command: string, args: string[], options: RunOption
   const child = spawn(command, args, {
     cwd: options.cwd ?? ROOT,
     env: options.env ?? baseEnv(),
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
   });
+  if (options.input !== undefined) child.stdin!.end(options.input);
   let stdout = "";
   let stderr = "";
   child.stdout!.setEncoding("utf8");

@@ -36,8 +36,12 @@ Options:
 The client prints one JSON line: {"ok":true,"streams":N,"bytes":N,"ms":N} and exits 0, or
 prints the error and exits 1.`;
 
-function main(): Promise<void> | void {
-  const args = process.argv.slice(2);
+/**
+ * Runs `tunnelmux echo` with `args`: resolves once a client run is done (a server runs until the
+ * process ends). Run directly, this file passes its own arguments.
+ */
+export function main(args: string[] = process.argv.slice(2)): Promise<void> | void {
+  args = [...args];
   if (args[0] === "--") args.shift(); // `deno task echo -- --listen …` passes the separator on
   const { values } = parseArgs({
     args,

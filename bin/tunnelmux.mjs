@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+// The `tunnelmux` command as npm and Bun install it (`npx tunnelmux …`, `bunx tunnelmux …`, a
+// global install). Started by Bun, it runs cli/main.ts in this process. Started by Node, it runs
+// cli/main.ts in a child: on Bun (the pinned `bun` npm package) when tunnelmux is an installed
+// package (Deno does not run TypeScript from under node_modules), on Deno (the `deno` package,
+// with the permissions the command needs) in a checkout. Signals are passed on (a process
+// manager's SIGTERM drains the daemon) and the child's exit code is ours.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const entry = join(root, "cli", "main.ts");
+const args = process.argv.slice(2);
+
+if (process.versions.bun) {
+  const { run } = await import(entry);
+  await run(args);
+} else {
+  const installed = root.split(sep).includes("node_modules");
+  const runtime = installed ? bunCommand() : denoCommand() ?? bunCommand();
+  if (!runtime) {
+    console.error(
+      "tunnelmux: neither the bun nor the deno npm package is installed next to tunnelmux " +
+        "(npm install bun)",
+    );
+    process.exit(1);
+  }
+  const child = spawn(runtime[0], [...runtime.slice(1), entry, ...args], { stdio: "inherit" });
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+    process.on(signal, () => child.kill(signal));
+  }
+  child.on("error", (error) => {
+    console.error(`tunnelmux: cannot start ${runtime[0]}: ${error.message}`);
+    process.exit(1);
+  });
+  child.on("exit", (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
+}
+
+/** The binary an npm package installs at `path` inside it, if it is there. */
+function packageBinary(name, path) {
+  try {
+    const require = createRequire(join(root, "package.json"));
+    const binary = join(dirname(require.resolve(`${name}/package.json`)), path);
+    return existsSync(binary) ? binary : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How to run the entry on Bun, if the `bun` package is installed. */
+function bunCommand() {
+  const bun = packageBinary("bun", join("bin", "bun.exe"));
+  return bun && [bun];
+}
+
+/** How to run the entry on Deno, if the `deno` package is installed. */
+function denoCommand() {
+  const deno = packageBinary("deno", process.platform === "win32" ? "deno.exe" : "deno");
+  return deno &&
+    [deno, "run", "--quiet", `--config=${join(root, "deno.json")}`, ...permissions(args[0])];
+}
+
+/** What each command may touch (Deno's permissions), no more. */
+function permissions(command) {
+  switch (command) {
+    case "bench":
+      return ["--allow-all"]; // it starts and measures other programs
+    case "echo":
+      return ["--allow-net", "--allow-env"];
+    case "client":
+      return ["--allow-net", "--allow-env", "--allow-read", "--allow-sys"];
+    default: // daemon, check, healthcheck, token, version, help
+      return ["--allow-net", "--allow-env", "--allow-read", "--allow-write", "--allow-sys"];
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * `tunnelmux`: the one command. It only dispatches: each subcommand is its own module, loaded when
+ * it is asked for (so `tunnelmux client` never loads the daemon, nor the daemon NATS).
+ *
+ * ```sh
+ * tunnelmux daemon --help
+ * tunnelmux token
+ * ```
+ *
+ * @module
+ */
+
+import process from "node:process";
+import { DAEMON_VERSION } from "../daemon/admin/routes/system.ts";
+import { generateToken, hashToken } from "../daemon/tokens/verifier.ts";
+
+/** The top-level help. */
+export const HELP =
+  `tunnelmux ${DAEMON_VERSION}: a multiplexed tunnel daemon and client for Deno and Bun
+
+Usage:
+  tunnelmux COMMAND [options]
+
+Commands:
+  daemon        run the daemon (embedded defaults: tunnels on 127.0.0.1:7000 over TCP and
+                ws://127.0.0.1:7080/tunnel, the admin API on 127.0.0.1:7081)
+  client        connect to a daemon: expose local services, forward, offer and use services
+  check         validate the daemon's configuration and report every error (daemon check)
+  healthcheck   exit 0 if the daemon's admin API is ready (daemon healthcheck)
+  token         print a new client token and the "sha256:…" form the daemon's config takes;
+                "token hash" reads a token on stdin and prints its form
+  echo          a plain yamux echo peer, for interop and benchmarks
+  bench         the benchmark suites (tunnelmux beside raw TCP and other tunnels)
+  version       print the version and the runtime
+
+Each command has its own --help: tunnelmux daemon --help.`;
+
+/** The runtime this process runs on and its version. */
+function runtimeVersion(): string {
+  const versions = process.versions as Record<string, string | undefined>;
+  if (versions.bun) return `bun ${versions.bun}`;
+  if (versions.deno) return `deno ${versions.deno}`;
+  return `node ${process.version}`;
+}
+
+/** Reads all of stdin as text. */
+async function readStdin(): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Uint8Array);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** `tunnelmux token [hash]`. */
+async function token(args: string[]): Promise<number> {
+  if (args[0] === "-h" || args[0] === "--help") {
+    console.log(`tunnelmux token: make a client token
+
+Usage:
+  tunnelmux token         a new token (256 random bits) and its "sha256:…" form
+  tunnelmux token hash    the "sha256:…" form of the token given on stdin
+
+Give the token to the client (TUNNELMUX_TOKEN, or a secret file) and put the sha256 form in the
+daemon's config ("token": "sha256:…"): the daemon never needs the token itself.`);
+    return 0;
+  }
+  if (args[0] === "hash" && args.length === 1) {
+    const secret = (await readStdin()).trim();
+    if (secret === "") {
+      console.error("tunnelmux token hash: no token on stdin");
+      return 2;
+    }
+    console.log(hashToken(secret));
+    return 0;
+  }
+  if (args.length > 0) {
+    console.error(`tunnelmux token: unexpected "${args[0]}" (see tunnelmux token --help)`);
+    return 2;
+  }
+  const secret = generateToken();
+  console.log(`token   ${secret}`);
+  console.log(`config  ${hashToken(secret)}`);
+  return 0;
+}
+
+/**
+ * Runs `tunnelmux` with `args` (the words after the command name) and resolves with the exit
+ * code, once the command is over (the daemon and a client when they stop), or with undefined when
+ * the process should end by itself (an echo server runs until a signal; the bench sets
+ * `process.exitCode` and lets its output drain).
+ */
+export async function main(args: string[]): Promise<number | undefined> {
+  const [command, ...rest] = args;
+  switch (command) {
+    case undefined:
+      console.error(HELP);
+      return 2;
+    case "help":
+    case "-h":
+    case "--help":
+      console.log(HELP);
+      return 0;
+    case "version":
+    case "--version":
+    case "-V":
+      console.log(`tunnelmux ${DAEMON_VERSION} (${runtimeVersion()})`);
+      return 0;
+    case "daemon":
+      return await (await import("../daemon/main.ts")).main(rest);
+    case "check":
+    case "healthcheck":
+      return await (await import("../daemon/main.ts")).main([command, ...rest]);
+    case "client":
+      return await (await import("../client/main.ts")).main(rest);
+    case "token":
+      return await token(rest);
+    case "echo":
+      await (await import("../tools/echo.ts")).main(rest);
+      return undefined;
+    case "bench": {
+      // The bench (its Go load generator, its peers) is in a checkout, not in the package.
+      const bench = await import("../bench/main.ts").catch(() => undefined);
+      if (!bench) {
+        console.error(
+          "tunnelmux bench: the bench runs from a checkout of tunnelmux, not a package",
+        );
+        return 2;
+      }
+      process.exitCode = await bench.main(rest);
+      return undefined;
+    }
+    default:
+      console.error(`tunnelmux: unknown command "${command}"\n\n${HELP}`);
+      return 2;
+  }
+}
+
+/**
+ * Runs the command line `args` and ends the process as the command says: with its code once the
+ * daemon or a client stopped; by itself for an echo server or the bench.
+ */
+export async function run(args: string[]): Promise<void> {
+  try {
+    const code = await main(args);
+    // The daemon or a client that resolved has stopped: exit, whatever handles are left.
+    if (code !== undefined) process.exit(code);
+  } catch (error) {
+    console.error(`tunnelmux: ${(error as Error).message}`);
+    process.exit(1);
+  }
+}
+
+if (import.meta.main) await run(process.argv.slice(2));
