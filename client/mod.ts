@@ -32,6 +32,7 @@ export { HealthMonitor, probe } from "./health_check.ts";
 export type { HealthCheck, HealthOptions } from "./health_check.ts";
 export type { HaEvents, HaOptions, HaSession } from "./ha_client.ts";
 export { Backoff } from "./backoff.ts";
+export { Emitter } from "./emitter.ts";
 export type { HostResolver } from "./dial_server.ts";
 export type { BackoffOptions } from "./backoff.ts";
 export { ClientError, describeStreamError } from "./errors.ts";
