@@ -477,10 +477,14 @@ export class Client extends Emitter<ClientEvents> {
     if (this.#lifecycle.state === "ready") void this.#restoreOffer(name, record);
   }
 
-  /** Stops offering a service. */
+  /**
+   * Stops offering a service. Without a ready session it is only forgotten (the daemon dropped
+   * the offer with the session, and it is not made again).
+   */
   async withdraw(name: string): Promise<void> {
     this.#offers.get(name)?.monitor?.stop();
     this.#offers.delete(name);
+    if (this.#lifecycle.state !== "ready") return;
     await this.#request({ type: "withdraw", service: name });
   }
 

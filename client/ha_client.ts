@@ -111,15 +111,27 @@ export class HaClient extends Emitter<HaEvents> {
   /**
    * Exposes a tunnel on every session: the first ready session picks the port, every other
    * session serves the same port (a shared port, or the group's), now and after its reconnects.
+   * `close()` closes it on every session.
    */
-  async expose(options: ExposeOptions): Promise<{ remoteHost: string; remotePort: number }> {
+  async expose(
+    options: ExposeOptions,
+  ): Promise<{ remoteHost: string; remotePort: number; close(): Promise<void> }> {
     const shared = options.group === undefined ? { shared: true } : {};
     const first = await this.#firstReady();
     const tunnel = await first.expose({ ...options, ...shared });
+    const tunnels = [tunnel];
     for (const member of this.members) {
-      if (member !== first) member.keep({ ...options, ...shared, remotePort: tunnel.remotePort });
+      if (member !== first) {
+        tunnels.push(member.keep({ ...options, ...shared, remotePort: tunnel.remotePort }));
+      }
     }
-    return { remoteHost: tunnel.remoteHost, remotePort: tunnel.remotePort };
+    return {
+      remoteHost: tunnel.remoteHost,
+      remotePort: tunnel.remotePort,
+      close: async () => {
+        await Promise.all(tunnels.map((t) => t.close().catch(() => {})));
+      },
+    };
   }
 
   /**
@@ -146,6 +158,11 @@ export class HaClient extends Emitter<HaEvents> {
       if (!member) throw new ClientError("not_connected", "no session is ready");
       return member;
     }, (error) => this.emit("error", error, -1));
+  }
+
+  /** Stops offering a service on every session. */
+  async withdraw(name: string): Promise<void> {
+    await Promise.all(this.members.map((m) => m.withdraw(name).catch(() => {})));
   }
 
   /** Closes every session. */

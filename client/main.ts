@@ -1,25 +1,40 @@
 /**
- * `tunnelmux client`: the command line over the SDK. Only wiring: parse flags, connect, ask for
- * the tunnels and forwards, log what happens, close on a signal.
+ * `tunnelmux client`: the command line over the SDK. Only wiring: read the settings (flags,
+ * variables, a config file: `settings.ts`), connect, ask for the tunnels, forwards and offers, log
+ * what happens, apply a changed config file on SIGHUP, close on SIGTERM or SIGINT.
  *
  * @module
  */
 
 import process from "node:process";
-import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { Logger } from "../util/log.ts";
-import { parseHostPort, unbracketHost } from "../util/address.ts";
 import { HaClient } from "./ha_client.ts";
-import type { HealthOptions } from "./health_check.ts";
 import { Client } from "./client.ts";
+import {
+  type ClientFlags,
+  type ClientSettings,
+  clientSettings,
+  formatSettingsErrors,
+} from "./settings.ts";
 
 const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon
 
 Usage:
   client --server URL [options]
+  client --config FILE [options]
 
 Options:
+  --config FILE                a JSONC file with the settings below (env
+                               TUNNELMUX_CLIENT_CONFIG): server, tokenFile, name, ca, ha,
+                               reconnect, keepAliveIntervalMs, keepAliveTimeoutMs, group,
+                               groupKeyFile, shared, proxyProtocol, health, healthIntervalMs,
+                               logFormat, and the lists expose, forward, offer, use (written
+                               as the flags are); flags override its values and add to its
+                               lists; SIGHUP reads it again and applies the lists' changes
+                               without dropping the session
+  --token-file FILE            read the token from FILE (Docker and systemd secrets; env
+                               TUNNELMUX_TOKEN_FILE)
   --server URL[,URL…]          the daemon: tcp://HOST:PORT, ws://HOST:PORT/tunnel or wss://…
                                or tls://HOST:PORT (env TUNNELMUX_SERVER); several (comma-
                                separated or repeated): the nodes of a cluster, tried in turn
@@ -58,19 +73,16 @@ Options:
   --log-format FORMAT          auto, pretty or json (default auto: pretty on a terminal)
   -h, --help                   show this help
 
-The token comes from TUNNELMUX_TOKEN (the environment, not a flag: arguments are visible to
-every user of the machine in the process list).
+The token comes from TUNNELMUX_TOKEN or a file (--token-file, tokenFile), never from a flag:
+arguments are visible to every user of the machine in the process list. Every problem in the
+flags, variables and file is reported at once, named by its flag or its path in the file.
 
 Example:
   TUNNELMUX_TOKEN=… client --server ws://127.0.0.1:7080/tunnel \\
     --expose 8080=127.0.0.1:3000 --forward 127.0.0.1:15432=127.0.0.1:5432`;
 
-/** Splits `A=B` at the first `=` (neither addresses nor service names contain one). */
-function pair(flag: string, text: string): [string, string] {
-  const at = text.indexOf("=");
-  if (at <= 0 || at === text.length - 1) throw new Error(`--${flag} expects A=B, got "${text}"`);
-  return [text.slice(0, at), text.slice(at + 1)];
-}
+/** What is running now for each expose, forward, use and offer, by the text that asked for it. */
+type Running = Map<string, () => Promise<void>>;
 
 /**
  * Runs `tunnelmux client` with `args` (the words after the command) and resolves with the exit
@@ -79,163 +91,80 @@ function pair(flag: string, text: string): [string, string] {
 export async function main(args: string[] = process.argv.slice(2)): Promise<number> {
   args = [...args];
   if (args[0] === "--") args.shift();
-  const { values } = parseArgs({
-    args,
-    options: {
-      server: { type: "string", multiple: true },
-      expose: { type: "string", multiple: true, default: [] },
-      forward: { type: "string", multiple: true, default: [] },
-      offer: { type: "string", multiple: true, default: [] },
-      use: { type: "string", multiple: true, default: [] },
-      name: { type: "string" },
-      ca: { type: "string" },
-      "proxy-protocol": { type: "string" },
-      group: { type: "string" },
-      ha: { type: "string" },
-      health: { type: "string" },
-      "health-interval-ms": { type: "string" },
-      shared: { type: "boolean" },
-      "no-reconnect": { type: "boolean", default: false },
-      "keepalive-interval-ms": { type: "string" },
-      "keepalive-timeout-ms": { type: "string" },
-      "log-format": { type: "string", default: "auto" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-  if (values.help) {
+  let flags: ClientFlags & { help?: boolean };
+  try {
+    flags = parseArgs({
+      args,
+      options: {
+        config: { type: "string" },
+        server: { type: "string", multiple: true },
+        "token-file": { type: "string" },
+        expose: { type: "string", multiple: true },
+        forward: { type: "string", multiple: true },
+        offer: { type: "string", multiple: true },
+        use: { type: "string", multiple: true },
+        name: { type: "string" },
+        ca: { type: "string" },
+        "proxy-protocol": { type: "string" },
+        group: { type: "string" },
+        ha: { type: "string" },
+        health: { type: "string" },
+        "health-interval-ms": { type: "string" },
+        shared: { type: "boolean" },
+        "no-reconnect": { type: "boolean" },
+        "keepalive-interval-ms": { type: "string" },
+        "keepalive-timeout-ms": { type: "string" },
+        "log-format": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (error) {
+    const flag = /'(-[^']+)'/.exec((error as Error).message)?.[1];
+    console.error(`client: ${flag ? `unknown option ${flag}` : (error as Error).message}`);
+    return 2;
+  }
+  if (flags.help) {
     console.log(HELP);
     return 0;
   }
-  const server = (values.server ?? [process.env.TUNNELMUX_SERVER ?? ""])
-    .flatMap((text) => text.split(","))
-    .map((url) => url.trim())
-    .filter((url) => url !== "");
-  const token = process.env.TUNNELMUX_TOKEN;
-  if (server.length === 0) throw new Error("--server (or TUNNELMUX_SERVER) is required");
-  if (!token) throw new Error("TUNNELMUX_TOKEN is not set");
-  const proxyProtocol = values["proxy-protocol"] as "v1" | "v2" | undefined;
-  if (proxyProtocol !== undefined && proxyProtocol !== "v1" && proxyProtocol !== "v2") {
-    throw new Error(`--proxy-protocol must be v1 or v2, got "${proxyProtocol}"`);
-  }
-  const group = values.group;
-  const groupKey = process.env.TUNNELMUX_GROUP_KEY;
-  if (group !== undefined && !groupKey) {
-    throw new Error(`--group ${group} needs the group's key in TUNNELMUX_GROUP_KEY`);
-  }
-  const membership = group !== undefined
-    ? { group, groupKey }
-    : values.shared
-    ? { shared: true }
-    : {};
-  let health: HealthOptions | undefined;
-  if (values.health !== undefined) {
-    const text = values.health;
-    const http = /^http:(\/[^=\s]*)(?:=(\d{3}))?$/.exec(text);
-    if (text === "tcp") health = { check: { kind: "tcp" } };
-    else if (http) {
-      health = {
-        check: { kind: "http", path: http[1], status: http[2] ? Number(http[2]) : undefined },
-      };
-    } else throw new Error(`--health must be "tcp" or "http:/PATH[=STATUS]", got "${text}"`);
-    const interval = values["health-interval-ms"];
-    if (interval !== undefined) {
-      const ms = Number(interval);
-      if (!/^\d+$/.test(interval) || ms < 100 || ms > 3_600_000) {
-        throw new Error(`--health-interval-ms must be milliseconds from 100 to 3600000`);
-      }
-      health.intervalMs = ms;
-    }
-  }
-  const exposes = values.expose.map((text) => {
-    const [remote, local] = pair("expose", text);
-    const colon = remote.lastIndexOf(":");
-    const bindHost = colon > 0 ? unbracketHost(remote.slice(0, colon)) : undefined;
-    const remotePort = Number(colon > 0 ? remote.slice(colon + 1) : remote);
-    if (!Number.isInteger(remotePort) || remotePort < 0 || remotePort > 65535) {
-      throw new Error(`--expose: bad port in "${text}"`);
-    }
-    parseHostPort(local);
-    return { remotePort, bindHost, local, proxyProtocol, health, ...membership };
-  });
-  const duration = (flag: string, env: string, fallback: number): number => {
-    const text = values[flag as "keepalive-interval-ms"] ?? process.env[env] ?? "";
-    if (text === "") return fallback;
-    const ms = Number(text);
-    if (!/^\d+$/.test(text) || ms < 100 || ms > 3_600_000) {
-      throw new Error(
-        `--${flag} (or ${env}) must be milliseconds from 100 to 3600000, got "${text}"`,
-      );
-    }
-    return ms;
-  };
-  const keepAliveInterval = duration(
-    "keepalive-interval-ms",
-    "TUNNELMUX_KEEPALIVE_INTERVAL_MS",
-    30_000,
-  );
-  const keepAliveTimeout = duration(
-    "keepalive-timeout-ms",
-    "TUNNELMUX_KEEPALIVE_TIMEOUT_MS",
-    30_000,
-  );
-  // LISTEN may be a bare port (loopback), as --expose takes one; every address is checked here,
-  // before connecting.
-  const listenAddress = (flag: string, text: string, listen: string): string => {
-    const address = /^\d+$/.test(listen) ? `127.0.0.1:${listen}` : listen;
-    try {
-      parseHostPort(address);
-    } catch {
-      throw new Error(`--${flag}: bad listen address "${listen}" in "${text}" (PORT or HOST:PORT)`);
-    }
-    return address;
-  };
-  const forwards = values.forward.map((text): [string, string] => {
-    const [listen, target] = pair("forward", text);
-    try {
-      parseHostPort(target);
-    } catch {
-      throw new Error(`--forward: bad target "${target}" in "${text}" (HOST:PORT)`);
-    }
-    return [listenAddress("forward", text, listen), target];
-  });
-  const offers = values.offer.map((text) => pair("offer", text));
-  const uses = values.use.map((text): [string, string] => {
-    const [listen, name] = pair("use", text);
-    return [listenAddress("use", text, listen), name];
-  });
-  if (exposes.length + forwards.length + offers.length + uses.length === 0) {
-    process.stderr.write(
-      "client: nothing to do: give --expose, --forward, --offer or --use (see --help)\n",
+  const first = clientSettings({ flags, env: process.env });
+  if (!first.settings) {
+    const nothing = first.errors.length === 1 && first.errors[0].where === "(client)";
+    console.error(
+      nothing
+        ? `client: ${first.errors[0].message}`
+        : formatSettingsErrors(first.errors, flags.config ?? process.env.TUNNELMUX_CLIENT_CONFIG),
     );
-    return 2;
+    // Nothing asked for is a usage error (2); settings that cannot work, like the daemon's
+    // config errors, exit 1.
+    return nothing ? 2 : 1;
   }
+  let settings = first.settings;
 
-  const format = values["log-format"];
-  const pretty = format === "pretty" || (format === "auto" && process.stderr.isTTY === true);
+  const pretty = settings.logFormat === "pretty" ||
+    (settings.logFormat === "auto" && process.stderr.isTTY === true);
   const log = new Logger({
     level: "info",
     format: pretty ? "pretty" : "json",
     sink: (line) => process.stderr.write(line + "\n"),
   });
 
-  const haText = values.ha ?? "1";
-  const haSessions = Number(haText);
-  if (!/^\d+$/.test(haText) || haSessions < 1 || haSessions > 8) {
-    throw new Error(`--ha must be a number of sessions from 1 to 8, got "${haText}"`);
-  }
   const connectOptions = {
-    token,
-    name: values.name,
-    reconnect: !values["no-reconnect"],
-    session: { keepAliveInterval, keepAliveTimeout },
-    caCerts: values.ca ? [readFileSync(values.ca, "utf8")] : undefined,
+    token: settings.token,
+    name: settings.name,
+    reconnect: settings.reconnect,
+    session: {
+      keepAliveInterval: settings.keepAliveInterval,
+      keepAliveTimeout: settings.keepAliveTimeout,
+    },
+    caCerts: settings.caCerts,
   };
   // With --ha N, N sessions (each to another node when the URLs allow) serve every --expose
   // and --offer; each connection of a forward or use goes through a session that is ready.
-  const ha = haSessions > 1
-    ? new HaClient(server, { ...connectOptions, sessions: haSessions })
+  const ha = settings.ha > 1
+    ? new HaClient(settings.servers, { ...connectOptions, sessions: settings.ha })
     : undefined;
-  const client = ha ? ha.members[0] : new Client(server, connectOptions);
+  const client = ha ? ha.members[0] : new Client(settings.servers, connectOptions);
   const members = ha ? ha.members : [client];
   // Signals are handled from the start, so Ctrl-C during the first connect is a clean stop too.
   let stopping = false;
@@ -291,23 +220,82 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     "whole",
     ({ nodes }) => log.info("whole: a session on each node", { nodes: nodes.join(",") }),
   );
+
+  const sdk = ha ?? client;
+  const running: Running = new Map();
+  /** Starts what `next` asks for and `running` lacks; stops what it no longer asks for. */
+  const apply = async (next: ClientSettings, strict: boolean) => {
+    const wanted = new Set([
+      ...next.exposes.map((e) => `expose ${e.key}`),
+      ...next.forwards.map((f) => f.key),
+      ...next.offers.map((o) => `offer ${o.key}`),
+    ]);
+    for (const [key, stop] of [...running]) {
+      if (wanted.has(key)) continue;
+      running.delete(key);
+      await stop().catch(() => {});
+      log.info("stopped", { what: key });
+    }
+    const start = async (key: string, begin: () => Promise<() => Promise<void>>) => {
+      if (running.has(key)) return;
+      try {
+        running.set(key, await begin());
+      } catch (error) {
+        if (strict) throw error;
+        log.warn(`cannot start ${key}: ${(error as Error).message}`);
+      }
+    };
+    for (const expose of next.exposes) {
+      await start(`expose ${expose.key}`, async () => {
+        const tunnel = await sdk.expose(expose);
+        return () => tunnel.close();
+      });
+    }
+    for (const spec of next.forwards) {
+      await start(spec.key, async () => {
+        const forward = await sdk.forward(spec);
+        if (spec.target !== undefined) {
+          log.info("forwarding", { listen: forward.address, target: spec.target });
+        } else log.info("using service", { listen: forward.address, service: spec.service });
+        return () => Promise.resolve(forward.close());
+      });
+    }
+    for (const offer of next.offers) {
+      await start(`offer ${offer.key}`, async () => {
+        await sdk.offer(offer.name, offer.local, offer.options);
+        log.info("offering service", { service: offer.name, local: offer.local });
+        return () => sdk.withdraw(offer.name);
+      });
+    }
+  };
+  // SIGHUP: the config file again; the lists' changes are applied, the session stays.
+  process.on("SIGHUP", () => {
+    const again = clientSettings({ flags, env: process.env });
+    if (!again.settings) {
+      log.error("reload refused: keeping the running settings", {
+        detail: formatSettingsErrors(again.errors, settings.file),
+      });
+      return;
+    }
+    const next = again.settings;
+    const fixed = (["servers", "token", "ha", "name"] as const).filter((k) =>
+      JSON.stringify(next[k]) !== JSON.stringify(settings[k])
+    );
+    if (fixed.length > 0) {
+      log.warn("reload: these take a restart and are left as they are", {
+        settings: fixed.join(","),
+      });
+    }
+    settings = next;
+    apply(next, false).then(
+      () => log.info("configuration reloaded", { running: running.size }),
+      (error) => log.error("reload failed", { detail: String(error) }),
+    );
+  });
   const setUp = async () => {
-    await (ha ?? client).ready();
+    await sdk.ready();
     log.info("connected", { server: client.url, node: client.node });
-    for (const expose of exposes) await (ha ?? client).expose(expose);
-    for (const [listen, target] of forwards) {
-      const forward = await (ha ?? client).forward({ listen, target });
-      log.info("forwarding", { listen: forward.address, target });
-    }
-    for (const [name, local] of offers) {
-      const offerOptions = { ...(group !== undefined ? { group, groupKey } : {}), health };
-      await (ha ?? client).offer(name, local, offerOptions);
-      log.info("offering service", { service: name, local });
-    }
-    for (const [listen, name] of uses) {
-      const forward = await (ha ?? client).forward({ listen, service: name });
-      log.info("using service", { listen: forward.address, service: name });
-    }
+    await apply(settings, true);
   };
   await Promise.race([setUp(), done]);
   return await done;

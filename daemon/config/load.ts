@@ -12,7 +12,7 @@ import type { Issue, ValidationResult } from "./types.ts";
 import { embeddedDefaults } from "./defaults.ts";
 import { isObject, mergeLayers, setOwn, suggest } from "./merge.ts";
 import { validateConfig } from "./validate.ts";
-import { type JsoncResult, parseJsonc } from "./jsonc.ts";
+import { type JsoncResult, parseJsonc } from "../../util/jsonc.ts";
 import { generateToken } from "../tokens/verifier.ts";
 
 /** Command-line settings, already parsed by the CLI. Tokens are deliberately absent: argv is visible to every user in `ps`. */

@@ -1,0 +1,461 @@
+/**
+ * The client command's settings, from its flags, its environment and an optional JSONC config
+ * file (`--config`), checked before anything is dialed. Every problem is reported at once, each
+ * named by where it came from: a flag (`--expose`), a variable (`TUNNELMUX_TOKEN_FILE`) or a path
+ * in the file (`expose[1]`). Flags and variables override the file's single values; the file's
+ * lists of tunnels, forwards, offers and uses come first, the flags' are added to them.
+ *
+ * @example
+ * ```ts
+ * import { clientSettings } from "./settings.ts";
+ * const { settings, errors } = clientSettings({
+ *   flags: { server: ["tcp://127.0.0.1:7000"], expose: ["8080=127.0.0.1:3000"] },
+ *   env: { TUNNELMUX_TOKEN: "a-token-of-24-characters-or-more" },
+ * });
+ * console.assert(errors.length === 0 && settings!.exposes[0].remotePort === 8080);
+ * ```
+ *
+ * @module
+ */
+
+import { readFileSync } from "node:fs";
+import process from "node:process";
+import { dirname, resolve } from "node:path";
+import { parseHostPort, unbracketHost } from "../util/address.ts";
+import { parseJsonc } from "../util/jsonc.ts";
+import type { ExposeOptions, OfferOptions } from "./client.ts";
+import type { HealthOptions } from "./health_check.ts";
+
+/** The client command's flags, as parsed (each optional). */
+export interface ClientFlags {
+  config?: string;
+  server?: string[];
+  "token-file"?: string;
+  expose?: string[];
+  forward?: string[];
+  offer?: string[];
+  use?: string[];
+  name?: string;
+  ca?: string;
+  "proxy-protocol"?: string;
+  group?: string;
+  ha?: string;
+  health?: string;
+  "health-interval-ms"?: string;
+  shared?: boolean;
+  "no-reconnect"?: boolean;
+  "keepalive-interval-ms"?: string;
+  "keepalive-timeout-ms"?: string;
+  "log-format"?: string;
+}
+
+/** A reverse tunnel to hold, with the text that asked for it (its identity across reloads). */
+export interface ExposeSpec extends ExposeOptions {
+  /** `[BIND:]PORT=LOCAL`, as written. */
+  readonly key: string;
+  readonly remotePort: number;
+}
+
+/** A local listener forwarding to a target or a named service. */
+export interface ForwardSpec {
+  /** `LISTEN=TARGET` or `LISTEN=NAME`, as written (with its kind). */
+  readonly key: string;
+  readonly listen: string;
+  readonly target?: string;
+  readonly service?: string;
+}
+
+/** A named service to offer. */
+export interface OfferSpec {
+  /** `NAME=LOCAL`, as written. */
+  readonly key: string;
+  readonly name: string;
+  readonly local: string;
+  readonly options: OfferOptions;
+}
+
+/** Everything the client command needs, checked. */
+export interface ClientSettings {
+  /** The config file, if one was given (absolute). */
+  readonly file?: string;
+  readonly servers: string[];
+  readonly token: string;
+  readonly name?: string;
+  readonly caCerts?: string[];
+  /** Sessions to distinct nodes (1: a plain client). */
+  readonly ha: number;
+  readonly reconnect: boolean;
+  readonly keepAliveInterval: number;
+  readonly keepAliveTimeout: number;
+  readonly logFormat: "auto" | "pretty" | "json";
+  readonly exposes: ExposeSpec[];
+  readonly forwards: ForwardSpec[];
+  readonly offers: OfferSpec[];
+}
+
+/** One problem, named by where it came from. */
+export interface SettingsError {
+  /** `--flag`, `VARIABLE`, or a path in the config file. */
+  readonly where: string;
+  readonly message: string;
+}
+
+/** What {@linkcode clientSettings} reads. */
+export interface SettingsSources {
+  flags: ClientFlags;
+  env: Record<string, string | undefined>;
+}
+
+/** The keys a client config file may hold. */
+const FILE_KEYS = new Set([
+  "server",
+  "tokenFile",
+  "name",
+  "ca",
+  "ha",
+  "reconnect",
+  "keepAliveIntervalMs",
+  "keepAliveTimeoutMs",
+  "group",
+  "groupKeyFile",
+  "shared",
+  "proxyProtocol",
+  "health",
+  "healthIntervalMs",
+  "expose",
+  "forward",
+  "offer",
+  "use",
+  "logFormat",
+]);
+
+/** A value and where it came from. */
+interface Sourced<T> {
+  value: T;
+  where: string;
+}
+
+/**
+ * Builds the settings from `sources` (and the config file they name, read now). Resolves with
+ * the settings when there is no error, else with every error.
+ */
+export function clientSettings(
+  sources: SettingsSources,
+): { settings?: ClientSettings; errors: SettingsError[] } {
+  const { flags, env } = sources;
+  const errors: SettingsError[] = [];
+  const fail = (where: string, message: string) => errors.push({ where, message });
+
+  // ---- the file ----
+  const fileName = flags.config ?? env.TUNNELMUX_CLIENT_CONFIG;
+  const fileWhere = flags.config !== undefined ? "--config" : "TUNNELMUX_CLIENT_CONFIG";
+  let file: Record<string, unknown> = {};
+  let fileDir = process.cwd();
+  let filePath: string | undefined;
+  if (fileName !== undefined && fileName !== "") {
+    filePath = resolve(fileName);
+    fileDir = dirname(filePath);
+    let text: string | undefined;
+    try {
+      text = readFileSync(filePath, "utf8");
+    } catch (error) {
+      fail(fileWhere, `cannot read ${filePath}: ${(error as Error).message}`);
+    }
+    if (text !== undefined) {
+      const parsed = parseJsonc(text);
+      if (!parsed.ok) fail(filePath, parsed.error);
+      else if (
+        typeof parsed.value !== "object" || parsed.value === null || Array.isArray(parsed.value)
+      ) {
+        fail("(config)", "the config file must hold a JSON object");
+      } else {
+        file = parsed.value as Record<string, unknown>;
+        for (const key of Object.keys(file)) {
+          if (!FILE_KEYS.has(key)) {
+            fail(key, `unknown setting (known: ${[...FILE_KEYS].join(", ")})`);
+          }
+        }
+      }
+    }
+  }
+  const fileString = (key: string): Sourced<string> | undefined => {
+    const value = file[key];
+    if (value === undefined) return undefined;
+    if (typeof value !== "string" || value === "") {
+      fail(key, "expected a non-empty string");
+      return undefined;
+    }
+    return { value, where: key };
+  };
+  const fileList = (key: string): Sourced<string>[] => {
+    const value = file[key];
+    if (value === undefined) return [];
+    const items = typeof value === "string" ? [value] : value;
+    if (!Array.isArray(items)) {
+      fail(key, "expected a list of strings");
+      return [];
+    }
+    return items.flatMap((item, i) => {
+      if (typeof item === "string" && item !== "") return [{ value: item, where: `${key}[${i}]` }];
+      fail(`${key}[${i}]`, "expected a non-empty string");
+      return [];
+    });
+  };
+  const fileNumber = (key: string): Sourced<string> | undefined => {
+    const value = file[key];
+    if (value === undefined) return undefined;
+    if (typeof value !== "number") {
+      fail(key, "expected a number");
+      return undefined;
+    }
+    return { value: String(value), where: key };
+  };
+  const fileBoolean = (key: string): Sourced<boolean> | undefined => {
+    const value = file[key];
+    if (value === undefined) return undefined;
+    if (typeof value !== "boolean") {
+      fail(key, "expected true or false");
+      return undefined;
+    }
+    return { value, where: key };
+  };
+  const flag = <T>(name: keyof ClientFlags, value: T | undefined): Sourced<T> | undefined =>
+    value === undefined ? undefined : { value, where: `--${name}` };
+  const variable = (name: string): Sourced<string> | undefined =>
+    env[name] === undefined || env[name] === "" ? undefined : { value: env[name]!, where: name };
+  const fromFile = (path: Sourced<string>) =>
+    path.where.startsWith("-") || /^[A-Z_]+$/.test(path.where)
+      ? resolve(path.value)
+      : resolve(fileDir, path.value);
+  const readSecret = (source: Sourced<string>): string | undefined => {
+    try {
+      const text = readFileSync(fromFile(source), "utf8").trim();
+      if (text === "") fail(source.where, `${fromFile(source)} is empty`);
+      return text || undefined;
+    } catch (error) {
+      fail(source.where, `cannot read ${fromFile(source)}: ${(error as Error).message}`);
+      return undefined;
+    }
+  };
+
+  // ---- where each setting comes from ----
+  const serverFlags = flags.server?.map((value) => ({ value, where: "--server" }));
+  const serverSources = serverFlags ??
+    (variable("TUNNELMUX_SERVER") ? [variable("TUNNELMUX_SERVER")!] : fileList("server"));
+  const servers = serverSources.flatMap((s) => s.value.split(",")).map((u) => u.trim())
+    .filter((u) => u !== "");
+  if (servers.length === 0) {
+    fail("--server", "the daemon's URL is required (--server, TUNNELMUX_SERVER or server)");
+  }
+
+  let token = variable("TUNNELMUX_TOKEN")?.value;
+  const tokenFile = flag("token-file", flags["token-file"]) ?? variable("TUNNELMUX_TOKEN_FILE") ??
+    fileString("tokenFile");
+  if (tokenFile && (flags["token-file"] !== undefined || token === undefined)) {
+    token = readSecret(tokenFile);
+  }
+  if (token === undefined && !tokenFile) {
+    fail(
+      "TUNNELMUX_TOKEN",
+      "the client's token is required (TUNNELMUX_TOKEN, --token-file or tokenFile)",
+    );
+  }
+
+  const name = flag("name", flags.name)?.value ?? fileString("name")?.value;
+  const ca = flag("ca", flags.ca) ?? fileString("ca");
+  let caCerts: string[] | undefined;
+  if (ca) {
+    try {
+      caCerts = [readFileSync(fromFile(ca), "utf8")];
+    } catch (error) {
+      fail(ca.where, `cannot read ${fromFile(ca)}: ${(error as Error).message}`);
+    }
+  }
+
+  const integer = (
+    source: Sourced<string> | undefined,
+    fallback: number,
+    min: number,
+    max: number,
+    what: string,
+  ): number => {
+    if (!source) return fallback;
+    const n = Number(source.value);
+    if (!/^\d+$/.test(source.value) || n < min || n > max) {
+      fail(source.where, `must be ${what} from ${min} to ${max}, got "${source.value}"`);
+      return fallback;
+    }
+    return n;
+  };
+  const ha = integer(flag("ha", flags.ha) ?? fileNumber("ha"), 1, 1, 8, "a number of sessions");
+  const keepAliveInterval = integer(
+    flag("keepalive-interval-ms", flags["keepalive-interval-ms"]) ??
+      variable("TUNNELMUX_KEEPALIVE_INTERVAL_MS") ?? fileNumber("keepAliveIntervalMs"),
+    30_000,
+    100,
+    3_600_000,
+    "milliseconds",
+  );
+  const keepAliveTimeout = integer(
+    flag("keepalive-timeout-ms", flags["keepalive-timeout-ms"]) ??
+      variable("TUNNELMUX_KEEPALIVE_TIMEOUT_MS") ?? fileNumber("keepAliveTimeoutMs"),
+    30_000,
+    100,
+    3_600_000,
+    "milliseconds",
+  );
+  const reconnect = flags["no-reconnect"] ? false : fileBoolean("reconnect")?.value ?? true;
+  const logFormatSource = flag("log-format", flags["log-format"]) ?? fileString("logFormat");
+  const logFormat = (logFormatSource?.value ?? "auto") as ClientSettings["logFormat"];
+  if (!["auto", "pretty", "json"].includes(logFormat)) {
+    fail(logFormatSource!.where, `must be auto, pretty or json, got "${logFormat}"`);
+  }
+
+  const proxySource = flag("proxy-protocol", flags["proxy-protocol"]) ??
+    fileString("proxyProtocol");
+  const proxyProtocol = proxySource?.value as "v1" | "v2" | undefined;
+  if (proxySource && proxyProtocol !== "v1" && proxyProtocol !== "v2") {
+    fail(proxySource.where, `must be v1 or v2, got "${proxySource.value}"`);
+  }
+
+  const group = flag("group", flags.group)?.value ?? fileString("group")?.value;
+  let groupKey = variable("TUNNELMUX_GROUP_KEY")?.value;
+  const groupKeyFile = fileString("groupKeyFile");
+  if (groupKey === undefined && groupKeyFile) groupKey = readSecret(groupKeyFile);
+  if (group !== undefined && !groupKey) {
+    fail(
+      flags.group !== undefined ? "--group" : "group",
+      `group ${group} needs the group's key in TUNNELMUX_GROUP_KEY (or groupKeyFile)`,
+    );
+  }
+  const shared = flags.shared ?? fileBoolean("shared")?.value ?? false;
+  const membership = group !== undefined ? { group, groupKey } : shared ? { shared: true } : {};
+
+  let health: HealthOptions | undefined;
+  const healthSource = flag("health", flags.health) ?? fileString("health");
+  if (healthSource) {
+    const text = healthSource.value;
+    const http = /^http:(\/[^=\s]*)(?:=(\d{3}))?$/.exec(text);
+    if (text === "tcp") health = { check: { kind: "tcp" } };
+    else if (http) {
+      health = {
+        check: { kind: "http", path: http[1], status: http[2] ? Number(http[2]) : undefined },
+      };
+    } else fail(healthSource.where, `must be "tcp" or "http:/PATH[=STATUS]", got "${text}"`);
+    const interval = flag("health-interval-ms", flags["health-interval-ms"]) ??
+      fileNumber("healthIntervalMs");
+    if (health && interval) {
+      health.intervalMs = integer(interval, 5_000, 100, 3_600_000, "milliseconds");
+    }
+  }
+
+  // ---- the lists: the file's first, then the flags' ----
+  const list = (key: "expose" | "forward" | "offer" | "use") => [
+    ...fileList(key),
+    ...(flags[key] ?? []).map((value) => ({ value, where: `--${key}` })),
+  ];
+  const pair = (source: Sourced<string>): [string, string] | undefined => {
+    const at = source.value.indexOf("=");
+    if (at <= 0 || at === source.value.length - 1) {
+      fail(source.where, `expects A=B, got "${source.value}"`);
+      return undefined;
+    }
+    return [source.value.slice(0, at), source.value.slice(at + 1)];
+  };
+  const hostPort = (source: Sourced<string>, text: string, what: string): boolean => {
+    try {
+      parseHostPort(text);
+      return true;
+    } catch {
+      fail(source.where, `bad ${what} "${text}" in "${source.value}" (HOST:PORT)`);
+      return false;
+    }
+  };
+  // A listen address may be a bare port (loopback), as an expose's remote port may.
+  const listenAddress = (source: Sourced<string>, listen: string): string | undefined => {
+    const address = /^\d+$/.test(listen) ? `127.0.0.1:${listen}` : listen;
+    return hostPort(source, address, "listen address") ? address : undefined;
+  };
+
+  const exposes: ExposeSpec[] = [];
+  for (const source of list("expose")) {
+    const parts = pair(source);
+    if (!parts) continue;
+    const [remote, local] = parts;
+    const colon = remote.lastIndexOf(":");
+    const bindHost = colon > 0 ? unbracketHost(remote.slice(0, colon)) : undefined;
+    const portText = colon > 0 ? remote.slice(colon + 1) : remote;
+    const remotePort = Number(portText);
+    if (!/^\d+$/.test(portText) || remotePort > 65535) {
+      fail(source.where, `bad port in "${source.value}" (0 to 65535)`);
+      continue;
+    }
+    if (!hostPort(source, local, "local address")) continue;
+    exposes.push({
+      key: source.value,
+      remotePort,
+      bindHost,
+      local,
+      proxyProtocol,
+      health,
+      ...membership,
+    });
+  }
+  const forwards: ForwardSpec[] = [];
+  for (const source of list("forward")) {
+    const parts = pair(source);
+    if (!parts) continue;
+    const listen = listenAddress(source, parts[0]);
+    if (listen && hostPort(source, parts[1], "target")) {
+      forwards.push({ key: `forward ${source.value}`, listen, target: parts[1] });
+    }
+  }
+  for (const source of list("use")) {
+    const parts = pair(source);
+    if (!parts) continue;
+    const listen = listenAddress(source, parts[0]);
+    if (listen) forwards.push({ key: `use ${source.value}`, listen, service: parts[1] });
+  }
+  const offers: OfferSpec[] = [];
+  for (const source of list("offer")) {
+    const parts = pair(source);
+    if (!parts || !hostPort(source, parts[1], "local address")) continue;
+    offers.push({
+      key: source.value,
+      name: parts[0],
+      local: parts[1],
+      options: { ...(group !== undefined ? { group, groupKey } : {}), health },
+    });
+  }
+  if (exposes.length + forwards.length + offers.length === 0 && errors.length === 0) {
+    fail("(client)", "nothing to do: give --expose, --forward, --offer or --use (see --help)");
+  }
+
+  if (errors.length > 0) return { errors };
+  return {
+    errors,
+    settings: {
+      file: filePath,
+      servers,
+      token: token!,
+      name,
+      caCerts,
+      ha,
+      reconnect,
+      keepAliveInterval,
+      keepAliveTimeout,
+      logFormat,
+      exposes,
+      forwards,
+      offers,
+    },
+  };
+}
+
+/** A readable report of `errors`, one per line, for the command's stderr. */
+export function formatSettingsErrors(errors: readonly SettingsError[], file?: string): string {
+  const head = `client: ${errors.length} problem${errors.length === 1 ? "" : "s"}${
+    file ? ` (config ${file})` : ""
+  }:`;
+  return [head, ...errors.map((e) => `  ${e.where}: ${e.message}`)].join("\n");
+}
