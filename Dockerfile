@@ -2,14 +2,15 @@
 # file's ENTRYPOINT, CMD, ENV and HEALTHCHECK locally, so keep them in JSON (exec) form.
 
 # --- Runtime dependencies --------------------------------------------------------------------
-# npm, not `deno install`: package.json lists the pinned deno and bun binaries (and the test
-# tools) as devDependencies; `--omit=dev` installs the lockfile's runtime set, which is hono alone
-# (an exact pin, no dependencies of its own). Only the manifest and lockfile are copied, so this
-# layer is rebuilt only when they change.
+# npm, not `deno install`: package.json lists the pinned deno binary (and the test tools) as
+# devDependencies; `--omit=dev` installs the lockfile's runtime set: hono and the NATS client
+# (loaded only in a cluster), and the bun package, whose platform binaries `--omit=optional`
+# leaves out. Only the manifest and lockfile are copied, so this layer is rebuilt only when they
+# change.
 FROM node:22.12.0-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund
 
 # --- The image -------------------------------------------------------------------------------
 # The Deno pinned in package.json. The debian variant: tini at /tini (distroless has it too, bin
