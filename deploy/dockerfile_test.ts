@@ -10,9 +10,9 @@
 // Runs under `deno test -A` and `bun test` alike: whatever runs the test, the image runs Deno.
 
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, describe, it } from "node:test";
 import { baseEnv, closedPort, ROOT, runCommand, startCommand } from "../testing/mod.ts";
@@ -123,5 +123,22 @@ describe("Dockerfile", () => {
     } finally {
       await daemon.stop().catch(() => {});
     }
+  });
+
+  it("a config file outside the image's read paths is refused, naming the permission and where to mount it", async () => {
+    const outside = join(mkdtempSync(join(tmpdir(), "tunnelmux-outside-")), "tunnelmux.json");
+    writeFileSync(outside, "{}");
+    const env = hostEnv({
+      TUNNELMUX_LISTEN_TCP: await closedPort(),
+      TUNNELMUX_LISTEN_WS: await closedPort(),
+      TUNNELMUX_LISTEN_ADMIN: await closedPort(),
+    });
+    env.TUNNELMUX_CONFIG = outside;
+    const [command, ...args] = hostCommand([...spec.entrypoint, ...spec.cmd]);
+    const refused = await runCommand(command, args, { env });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /cannot read config file .*not allowed to read it/);
+    assert.match(refused.stderr, /mount the file under \/etc\/tunnelmux/);
+    rmSync(dirname(outside), { recursive: true, force: true });
   });
 });

@@ -142,7 +142,15 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadResult>
     try {
       text = await (options.readFile ?? ((p) => fsReadFile(p, "utf8")))(file);
     } catch (error) {
-      const code = (error as { code?: unknown })?.code;
+      const { code, name } = (error ?? {}) as { code?: unknown; name?: unknown };
+      // Deno refuses a path its --allow-read does not cover with NotCapable and no code.
+      if (name === "NotCapable" || name === "PermissionDenied") {
+        return fail(
+          `cannot read config file ${file}: the daemon is not allowed to read it (its --allow-read ` +
+            `covers only some directories; in the image: /data, /etc/tunnelmux, /run/secrets, so ` +
+            `mount the file under /etc/tunnelmux)`,
+        );
+      }
       return fail(`cannot read config file ${file}${typeof code === "string" ? ` (${code})` : ""}`);
     }
     let parsed: JsoncResult;
