@@ -512,6 +512,28 @@ describe("config: loadConfig", () => {
     assert.equal(f.errors.find((e) => e.path === "listen.admin")?.source, "--listen-admin");
   });
 
+  it("a variable overriding the file's value is warned about (the image's TUNNELMUX_LISTEN_*)", async () => {
+    const r = await loadConfig({
+      env: { TUNNELMUX_LISTEN_TCP: "127.0.0.1:7000", TUNNELMUX_LISTEN_WS: "127.0.0.1:7080" },
+      flags: { config: "c.jsonc" },
+      readFile: file(
+        JSON.stringify({
+          listen: { tcp: "127.0.0.1:9000", websocket: "127.0.0.1:7080" },
+          clients: [{ name: "a", token: TOKEN_A }],
+        }),
+      ),
+    });
+    assert.deepEqual(r.errors, []);
+    assert.equal(r.config!.listen.tcp!.port, 7000, "the variable still wins");
+    assert.deepEqual(r.warnings.map((w) => [w.path, w.message]), [
+      [
+        "listen.tcp",
+        'TUNNELMUX_LISTEN_TCP=127.0.0.1:7000 overrides the config file\'s "127.0.0.1:9000" ' +
+        "(unset the variable to use the file's)",
+      ],
+    ]);
+  });
+
   it("a near-miss TUNNELMUX_ variable is warned about", async () => {
     const r = await loadConfig({
       env: { TUNNELMUX_TOKEN: TOKEN_A, TUNNELMUX_LISTEN_TPC: "x", TUNNELMUX_SERVER_URL: "y" },

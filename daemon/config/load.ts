@@ -179,6 +179,17 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadResult>
       // Durations arrive as text; a number in decimal becomes one, anything else stays text for
       // validation to refuse with its source named.
       const typed = path[0] === "limits" && /^\d+$/.test(value) ? Number(value) : value;
+      // A variable that overrides the file is said: in the image, TUNNELMUX_LISTEN_* are set, and
+      // a mounted config's listen would otherwise be ignored without a word.
+      const inFile = valueAt(fromFile, path);
+      if (layer === "env" && inFile !== undefined && String(inFile) !== String(value)) {
+        warnings.push({
+          path: path.join("."),
+          message: `${envName}=${value} overrides the config file's ${
+            JSON.stringify(inFile)
+          } (unset the variable to use the file's)`,
+        });
+      }
       setPath(doc, path, off ? null : typed);
       sources.set(
         path.join("."),
@@ -268,4 +279,14 @@ export function formatConfigReport(result: ValidationResult & { file?: string })
     lines.push(...result.warnings.map(line));
   }
   return lines.join("\n");
+}
+
+/** The value at `path` in a parsed document, if every step exists. */
+function valueAt(doc: Record<string, unknown>, path: readonly string[]): unknown {
+  let at: unknown = doc;
+  for (const key of path) {
+    if (!isObject(at) || !Object.hasOwn(at, key)) return undefined;
+    at = at[key];
+  }
+  return at;
 }
