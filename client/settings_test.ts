@@ -117,7 +117,7 @@ describe("clientSettings", () => {
     }
     assert.match(
       formatSettingsErrors(errors, file),
-      /^client: \d+ problems \(config .*bad\.jsonc\):\n  /,
+      /^client: \d+ problems \(config .*bad\.jsonc\):\n {2}/,
     );
   });
 

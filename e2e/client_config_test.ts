@@ -49,10 +49,10 @@ describe("client config file", () => {
     );
     assert.equal(result.code, 1, result.stderr);
     assert.match(result.stderr, /client: 4 problems \(config .*broken\.jsonc\):/);
-    assert.match(result.stderr, /^  retries: unknown setting/m);
-    assert.match(result.stderr, /^  tokenFile: cannot read .*no-such-file/m);
-    assert.match(result.stderr, /^  expose\[0\]: bad port in "80x=127\.0\.0\.1:3000"/m);
-    assert.match(result.stderr, /^  forward\[0\]: bad target "nohost"/m);
+    assert.match(result.stderr, /^ {2}retries: unknown setting/m);
+    assert.match(result.stderr, /^ {2}tokenFile: cannot read .*no-such-file/m);
+    assert.match(result.stderr, /^ {2}expose\[0\]: bad port in "80x=127\.0\.0\.1:3000"/m);
+    assert.match(result.stderr, /^ {2}forward\[0\]: bad target "nohost"/m);
   });
 
   it("runs from the file with its token in a secret file; SIGHUP adds and removes tunnels, and the session and open connections stay", async () => {
