@@ -589,16 +589,21 @@ export const OPENAPI_DOCUMENT: Json = {
   info: {
     title: "tunnelmux admin API",
     version: DAEMON_VERSION,
+    license: { name: "MIT", identifier: "MIT" },
     description: "Inspect and control a tunnelmux daemon. Errors are always " +
       "`{ error: { code, message } }`. A method a path does not serve answers 405 with `Allow`.",
   },
+  servers: [{
+    url: "http://127.0.0.1:7081",
+    description: "The default admin listener (loopback; --listen-admin moves it).",
+  }],
   security: [{ bearer: [] }],
   tags: [
-    { name: "system" },
-    { name: "sessions" },
-    { name: "tunnels" },
-    { name: "tokens" },
-    { name: "dashboard" },
+    { name: "system", description: "Probes, facts, drain, metrics and this document." },
+    { name: "sessions", description: "Client sessions and their streams: list, kick, reset." },
+    { name: "tunnels", description: "Reverse tunnels, their routes, named services, the cluster." },
+    { name: "tokens", description: "Minted client tokens: mint (shown once), list, revoke." },
+    { name: "dashboard", description: "The operator's web page and its files." },
   ],
   paths: {
     "/healthz": {
@@ -817,7 +822,11 @@ export const OPENAPI_DOCUMENT: Json = {
     },
     "/v1/openapi.json": {
       get: op("This document", {
-        "200": json("OpenAPI 3.1", { type: "object", required: ["openapi", "paths"] }),
+        "200": json("OpenAPI 3.1", {
+          type: "object",
+          required: ["openapi", "paths"],
+          properties: { openapi: { type: "string" }, paths: { type: "object" } },
+        }),
       }, { tags: ["system"] }),
     },
     "/": {
@@ -840,6 +849,41 @@ export const OPENAPI_DOCUMENT: Json = {
     responses,
   },
 };
+
+/** Each operation's `operationId` (client generators name their methods after it). */
+const OPERATION_IDS: Record<string, string> = {
+  "get /healthz": "getHealth",
+  "get /readyz": "getReadiness",
+  "get /v1/info": "getInfo",
+  "post /v1/drain": "drain",
+  "get /v1/sessions": "listSessions",
+  "get /v1/sessions/{id}": "getSession",
+  "delete /v1/sessions/{id}": "kickSession",
+  "delete /v1/sessions/{id}/streams/{sid}": "resetStream",
+  "get /v1/tunnels": "listTunnels",
+  "get /v1/cluster": "getCluster",
+  "get /v1/tunnels/{id}": "getTunnel",
+  "delete /v1/tunnels/{id}": "closeTunnel",
+  "get /v1/tokens": "listTokens",
+  "post /v1/tokens": "mintToken",
+  "get /v1/tokens/{id}": "getToken",
+  "delete /v1/tokens/{id}": "revokeToken",
+  "get /v1/events": "streamEvents",
+  "get /metrics": "getMetrics",
+  "get /v1/openapi.json": "getOpenApi",
+  "get /": "getDashboard",
+  "get /dashboard.js": "getDashboardScript",
+  "get /dashboard.css": "getDashboardStyles",
+};
+
+for (const [path, item] of Object.entries(OPENAPI_DOCUMENT.paths as Record<string, Json>)) {
+  for (const [method, operation] of Object.entries(item)) {
+    if (typeof operation !== "object" || operation === null || Array.isArray(operation)) continue;
+    const id = OPERATION_IDS[`${method} ${path}`];
+    if (id === undefined) throw new Error(`no operationId for ${method} ${path}`);
+    (operation as Json).operationId = id;
+  }
+}
 
 /** The document, serialized once: it does not change while the daemon runs. */
 const BODY = JSON.stringify(OPENAPI_DOCUMENT);

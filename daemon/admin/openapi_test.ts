@@ -175,6 +175,23 @@ describe("OpenAPI document", () => {
     }
   });
 
+  it("names every operation once (operationId) and the server it is reached at", () => {
+    const ids: string[] = [];
+    for (const item of Object.values(doc.paths) as Record<string, unknown>[]) {
+      for (const [method, operation] of Object.entries(item)) {
+        if (method === "parameters") continue;
+        const id = (operation as { operationId?: unknown }).operationId;
+        assert.equal(typeof id, "string", `${method}: an operationId`);
+        assert.match(id as string, /^[a-z][A-Za-z]*$/);
+        ids.push(id as string);
+      }
+    }
+    assert.equal(new Set(ids).size, ids.length, "operationIds are unique");
+    assert.equal(ids.length, new Set(documented(doc)).size);
+    const servers = (doc as unknown as { servers: { url: string }[] }).servers;
+    assert.equal(servers[0].url, "http://127.0.0.1:7081");
+  });
+
   it("declares every path parameter with a pattern, and every guarded route's errors", () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       const names = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
