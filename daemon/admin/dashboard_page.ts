@@ -37,33 +37,66 @@ export const DASHBOARD_HTML = `<!doctype html>
   <p class="hint">The token stays in this tab (sessionStorage) and is sent as a bearer token.</p>
 </section>
 <main id="main" hidden>
+  <dl id="facts"></dl>
   <p id="notice" role="status"></p>
   <section>
-    <h2>Throughput</h2>
-    <div class="sparks">
-      <figure><figcaption>in <span id="rate-in">-</span></figcaption><div id="spark-in"></div></figure>
-      <figure><figcaption>out <span id="rate-out">-</span></figcaption><div id="spark-out"></div></figure>
+    <h2>Last two minutes</h2>
+    <div class="charts">
+      <figure><figcaption>Throughput <span id="rate-now" class="count"></span></figcaption><div id="chart-throughput"></div></figure>
+      <figure><figcaption>Sessions</figcaption><div id="chart-sessions"></div></figure>
+      <figure><figcaption>Open streams</figcaption><div id="chart-streams"></div></figure>
     </div>
   </section>
   <section>
     <h2>Sessions <span id="session-count" class="count"></span></h2>
-    <table id="sessions">
+    <div class="scroll"><table id="sessions">
       <thead><tr>
-        <th>id</th><th>client</th><th>transport</th><th>remote</th><th>RTT</th>
-        <th>in</th><th>out</th><th>streams</th><th>rate</th><th></th>
+        <th data-sort="id">id</th><th data-sort="client">client</th>
+        <th data-sort="transport">transport</th><th data-sort="remoteAddress">remote</th>
+        <th data-sort="rttMs" class="num">RTT</th><th data-sort="bytesIn" class="num">in</th>
+        <th data-sort="bytesOut" class="num">out</th><th data-sort="streamCount" class="num">streams</th>
+        <th data-sort="rate" class="num">rate</th><th></th>
       </tr></thead>
       <tbody></tbody>
-    </table>
+    </table></div>
   </section>
   <section>
     <h2>Tunnels <span id="tunnel-count" class="count"></span></h2>
-    <table id="tunnels">
+    <div class="scroll"><table id="tunnels">
       <thead><tr>
-        <th>id</th><th>client</th><th>bind</th><th>label</th><th>connections</th><th>active</th>
-        <th>from visitors</th><th>to visitors</th><th></th>
+        <th data-sort="id">id</th><th data-sort="client">client</th><th data-sort="bind">bind</th>
+        <th data-sort="label">label</th><th data-sort="connections" class="num">connections</th>
+        <th data-sort="active" class="num">active</th>
+        <th data-sort="bytesFromVisitors" class="num">from visitors</th>
+        <th data-sort="bytesToVisitors" class="num">to visitors</th><th></th>
       </tr></thead>
       <tbody></tbody>
-    </table>
+    </table></div>
+  </section>
+  <section id="tokens-section">
+    <h2>Minted tokens <span id="token-count" class="count"></span></h2>
+    <form id="mint-form">
+      <label for="mint-name">Client name</label>
+      <input id="mint-name" name="name" required>
+      <label for="mint-hours">expires in (hours)</label>
+      <input id="mint-hours" name="hours" type="number" min="1" max="8760" placeholder="never">
+      <button type="submit">Mint</button>
+    </form>
+    <div id="minted" hidden>
+      <p><strong>The new token, shown once:</strong> it cannot be shown again. Give it to the
+      client (TUNNELMUX_TOKEN or a secret file).</p>
+      <code id="minted-token"></code>
+      <button id="minted-copy" type="button">Copy</button>
+      <button id="minted-done" type="button">Done</button>
+    </div>
+    <div class="scroll"><table id="tokens">
+      <thead><tr>
+        <th data-sort="id">id</th><th data-sort="name">client</th>
+        <th data-sort="createdAt">created</th><th data-sort="expiresAt">expires</th>
+        <th data-sort="active">state</th><th data-sort="sessions" class="num">sessions</th><th></th>
+      </tr></thead>
+      <tbody></tbody>
+    </table></div>
   </section>
   <section>
     <h2>Events</h2>
@@ -75,55 +108,100 @@ export const DASHBOARD_HTML = `<!doctype html>
 `;
 
 /** `GET /dashboard.css`. */
-export const DASHBOARD_CSS = `:root { color-scheme: light dark; --accent: #2f7d5b; --muted: #888; }
+export const DASHBOARD_CSS =
+  `:root { color-scheme: light dark; --accent: #2f7d5b; --second: #3b6fb6;
+  --muted: #888; --danger: #b33; }
 [hidden] { display: none !important; }
 body { font: 14px/1.4 system-ui, sans-serif; margin: 0 1.5rem 2rem; }
-header { display: flex; gap: 1rem; align-items: baseline; border-bottom: 1px solid var(--muted); }
+header { display: flex; flex-wrap: wrap; gap: 1rem; align-items: baseline;
+  border-bottom: 1px solid var(--muted); }
 h1 { font-size: 1.3rem; margin: .6rem 0; }
 h2 { font-size: 1rem; margin: 1.2rem 0 .4rem; }
 .count, .hint, #status { color: var(--muted); }
 #status.live { color: var(--accent); }
+#facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(11rem, 1fr)); gap: .2rem 1rem;
+  margin: .8rem 0; }
+#facts div { min-width: 0; }
+#facts dt { color: var(--muted); font-size: 12px; }
+#facts dd { margin: 0; overflow-wrap: anywhere; }
 #notice:empty, #login-error:empty { display: none; }
-#notice, #login-error { padding: .3rem .6rem; border-left: 3px solid #c44; }
+#notice, #login-error { padding: .3rem .6rem; border-left: 3px solid var(--danger); }
 #notice.ok { border-left-color: var(--accent); }
-form { display: flex; gap: .5rem; align-items: center; margin-top: 1rem; }
-input { font: inherit; padding: .2rem .4rem; min-width: 24rem; }
+form { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; margin: .6rem 0; }
+input { font: inherit; padding: .2rem .4rem; }
+#token { min-width: min(24rem, 100%); }
 button { font: inherit; cursor: pointer; }
+button.danger { color: var(--danger); }
+button.confirm { background: var(--danger); color: #fff; border: 1px solid var(--danger); }
+span.actions { display: inline-flex; gap: .6rem; flex-wrap: wrap; }
+.scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: .25rem .5rem; border-bottom: 1px solid rgba(128, 128, 128, .3); }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th, td { text-align: left; padding: .25rem .5rem; border-bottom: 1px solid rgba(128, 128, 128, .3);
+  white-space: nowrap; }
+th[data-sort] { cursor: pointer; user-select: none; }
+th[aria-sort=ascending]::after { content: " \\25B2"; }
+th[aria-sort=descending]::after { content: " \\25BC"; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.streams td { padding-left: 2rem; }
-.sparks { display: flex; gap: 2rem; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5rem; }
 figure { margin: 0; }
-svg.spark { display: block; }
-svg.spark polyline { fill: none; stroke: var(--accent); stroke-width: 1.5; }
-#events { font-family: ui-monospace, monospace; font-size: 12px; max-height: 14rem; overflow: auto; }
+svg { display: block; }
+svg.chart .axis { stroke: var(--muted); stroke-width: 1; }
+svg.chart .grid { stroke: rgba(128, 128, 128, .25); stroke-width: 1; }
+svg.chart text { fill: var(--muted); font-size: 10px; }
+svg.chart text.legend { font-size: 11px; }
+svg polyline { fill: none; stroke: var(--accent); stroke-width: 1.5; }
+svg polyline.second { stroke: var(--second); }
+svg text.legend.second { fill: var(--second); }
+svg text.legend.first { fill: var(--accent); }
+#minted { border: 1px solid var(--accent); padding: .4rem .8rem; margin: .4rem 0; }
+#minted code { display: block; overflow-wrap: anywhere; margin: .3rem 0; font-size: 13px; }
+#events { font-family: ui-monospace, monospace; font-size: 12px; max-height: 14rem; overflow: auto;
+  overflow-wrap: anywhere; }
+@media (max-width: 40rem) {
+  body { margin: 0 .6rem 1rem; }
+  .charts figure { flex: 1 1 100%; }
+}
 `;
 
 /**
- * `GET /dashboard.js`. Plain ES2020 in one IIFE. It polls `/v1/sessions` and `/v1/tunnels`
- * (throughput is the difference of the byte counters between polls), and reads `/v1/events`
- * through `fetch` (EventSource cannot send an Authorization header) to refresh at once when a
- * session or tunnel comes or goes. Histories are bounded to `HISTORY` points.
+ * `GET /dashboard.js`. Plain ES2020 in one IIFE. It polls `/v1/sessions`, `/v1/tunnels` and
+ * `/v1/tokens` (throughput is the difference of the byte counters between polls), `/v1/info` for
+ * the header's facts, and reads `/v1/events` through `fetch` (EventSource cannot send an
+ * Authorization header), from the start of the daemon's event ring, to refresh at once when a
+ * session or tunnel comes or goes. Histories are bounded to `HISTORY` points. Destructive actions
+ * (kick, reset, close, revoke) take a second click on a confirmation that disarms by itself.
  */
 export const DASHBOARD_JS = String.raw`"use strict";
 (function () {
   var KEY = "tunnelmux.adminToken";
   var HISTORY = 60;
   var POLL_MS = 2000;
+  var INFO_MS = 10000;
   var RECONNECT_MS = 2000;
   var MAX_EVENTS = 50;
+  var CONFIRM_MS = 5000;
   var SVG = "http://www.w3.org/2000/svg";
 
   var token = sessionStorage.getItem(KEY);
   var pollTimer = 0;
+  var infoTimer = 0;
   var feed = null;
   var lastEventId = null;
   var busy = false;
   var again = false;
+  var info = null;
   var previous = new Map(); // session id -> { t, bytesIn, bytesOut }
   var rates = new Map(); // session id -> [bytes/s]
-  var totals = { in: [], out: [] };
+  var history = { in: [], out: [], sessions: [], streams: [] };
+  var data = { sessions: [], tunnels: [], tokens: [] };
+  var sorting = {
+    sessions: { key: "id", dir: 1 },
+    tunnels: { key: "id", dir: 1 },
+    tokens: { key: "createdAt", dir: -1 },
+  };
+  var armed = null; // { action, id, sid, until }: a destructive action awaiting confirmation
+  var tokensAvailable = true;
 
   function $(id) { return document.getElementById(id); }
 
@@ -134,11 +212,31 @@ export const DASHBOARD_JS = String.raw`"use strict";
     return node;
   }
 
+  function svgEl(tag, attrs, text) {
+    var node = document.createElementNS(SVG, tag);
+    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, String(attrs[k])); });
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
   function bytes(n) {
     var units = ["B", "KiB", "MiB", "GiB", "TiB"];
     var i = 0;
     while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
-    return (i === 0 ? String(n) : n.toFixed(1)) + " " + units[i];
+    return (i === 0 ? String(Math.round(n)) : n.toFixed(1)) + " " + units[i];
+  }
+
+  function rate(n) { return bytes(n) + "/s"; }
+
+  function count(n) { return String(Math.round(n)); }
+
+  function duration(ms) {
+    var s = Math.floor(ms / 1000);
+    var d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
+    if (d > 0) return d + "d " + h + "h";
+    if (h > 0) return h + "h " + m + "m";
+    if (m > 0) return m + "m " + (s % 60) + "s";
+    return (s % 60) + "s";
   }
 
   function push(list, value) {
@@ -146,22 +244,77 @@ export const DASHBOARD_JS = String.raw`"use strict";
     if (list.length > HISTORY) list.splice(0, list.length - HISTORY);
   }
 
-  function sparkline(values, width, height) {
-    var svg = document.createElementNS(SVG, "svg");
-    svg.setAttribute("class", "spark");
-    svg.setAttribute("width", String(width));
-    svg.setAttribute("height", String(height));
-    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
-    var max = 1;
-    values.forEach(function (v) { if (v > max) max = v; });
+  /** A polyline of values scaled to max, right-aligned on a HISTORY-point x axis. */
+  function line(values, x0, y0, width, height, max, cls) {
     var step = width / (HISTORY - 1);
     var offset = (HISTORY - values.length) * step;
     var points = values.map(function (v, i) {
-      return (offset + i * step).toFixed(1) + "," + (height - 1 - (v / max) * (height - 2)).toFixed(1);
+      return (x0 + offset + i * step).toFixed(1) + "," + (y0 + height - (v / max) * height).toFixed(1);
     });
-    var line = document.createElementNS(SVG, "polyline");
-    line.setAttribute("points", points.join(" "));
-    svg.appendChild(line);
+    var attrs = { points: points.join(" ") };
+    if (cls) attrs["class"] = cls;
+    return svgEl("polyline", attrs);
+  }
+
+  /** A round upper bound for an axis: 1, 2 or 5 times a power of ten (of 1024 for bytes). */
+  function ceiling(max, base) {
+    if (max <= 0) return 1;
+    var power = Math.pow(base, Math.floor(Math.log(max) / Math.log(base)));
+    var steps = base === 1024 ? [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] : [1, 2, 5, 10];
+    for (var i = 0; i < steps.length; i++) if (steps[i] * power >= max) return steps[i] * power;
+    return base * power;
+  }
+
+  /**
+   * A chart with axes: y from 0 to a round maximum with three labelled ticks in the series'
+   * unit, x over the last HISTORY polls (two minutes) labelled in time, and a legend.
+   */
+  function chart(series, format, base) {
+    var W = 320, H = 130, left = 62, right = 8, top = 16, bottom = 20;
+    var w = W - left - right, h = H - top - bottom;
+    var max = 0;
+    series.forEach(function (s) { s.values.forEach(function (v) { if (v > max) max = v; }); });
+    // Bytes start at 1 KiB/s, counts at 2: an idle axis still reads in round units.
+    max = Math.max(ceiling(max, base), base === 1024 ? 1024 : 2);
+    var svg = svgEl("svg", { "class": "chart", width: W, height: H, viewBox: "0 0 " + W + " " + H,
+      role: "img" });
+    for (var i = 0; i <= 2; i++) {
+      var y = top + h - (i / 2) * h;
+      svg.appendChild(svgEl("line", { "class": i === 0 ? "axis" : "grid", x1: left, x2: left + w,
+        y1: y, y2: y }));
+      svg.appendChild(svgEl("text", { x: left - 4, y: y + 3, "text-anchor": "end" },
+        format(max * i / 2)));
+    }
+    svg.appendChild(svgEl("line", { "class": "axis", x1: left, x2: left, y1: top, y2: top + h }));
+    var seconds = HISTORY * POLL_MS / 1000;
+    [[0, "-" + Math.round(seconds / 60) + " min"], [0.5, "-" + Math.round(seconds / 120) + " min"],
+      [1, "now"]].forEach(function (tick) {
+      svg.appendChild(svgEl("text", { x: left + tick[0] * w, y: H - 4,
+        "text-anchor": tick[0] === 0 ? "start" : tick[0] === 1 ? "end" : "middle" }, tick[1]));
+    });
+    var legendX = left;
+    series.forEach(function (s, index) {
+      svg.appendChild(line(s.values, left, top, w, h, max, index === 1 ? "second" : ""));
+      if (series.length > 1) {
+        var label = s.label + " " + format(s.values.length ? s.values[s.values.length - 1] : 0);
+        svg.appendChild(svgEl("text", { "class": "legend " + (index === 1 ? "second" : "first"),
+          x: legendX, y: 11 }, label));
+        legendX += 8 + label.length * 6;
+      }
+    });
+    var desc = series.map(function (s) {
+      return s.label + " " + format(s.values.length ? s.values[s.values.length - 1] : 0);
+    }).join(", ");
+    svg.setAttribute("aria-label", desc);
+    return svg;
+  }
+
+  function sparkline(values, width, height) {
+    var max = 1;
+    values.forEach(function (v) { if (v > max) max = v; });
+    var svg = svgEl("svg", { "class": "spark", width: width, height: height,
+      viewBox: "0 0 " + width + " " + height });
+    svg.appendChild(line(values, 0, 1, width, height - 2, max, ""));
     return svg;
   }
 
@@ -170,11 +323,20 @@ export const DASHBOARD_JS = String.raw`"use strict";
     $("notice").className = ok ? "ok" : "";
   }
 
-  function headers() { return { authorization: "Bearer " + token }; }
+  function headers(extra) {
+    var h = { authorization: "Bearer " + token };
+    Object.keys(extra || {}).forEach(function (k) { h[k] = extra[k]; });
+    return h;
+  }
 
   // Every call goes through here: a 401 means the token is wrong (or was rotated), so forget it.
-  function api(method, path) {
-    return fetch(path, { method: method, headers: headers(), cache: "no-store" }).then(function (r) {
+  function api(method, path, body) {
+    var init = { method: method, headers: headers(), cache: "no-store" };
+    if (body !== undefined) {
+      init.headers = headers({ "content-type": "application/json" });
+      init.body = JSON.stringify(body);
+    }
+    return fetch(path, init).then(function (r) {
       if (r.status === 401) {
         logout("The admin token was refused.");
         throw new Error("unauthorized");
@@ -212,7 +374,8 @@ export const DASHBOARD_JS = String.raw`"use strict";
 
   function stop() {
     clearInterval(pollTimer);
-    pollTimer = 0;
+    clearInterval(infoTimer);
+    pollTimer = infoTimer = 0;
     if (feed) feed.abort();
     feed = null;
   }
@@ -220,24 +383,70 @@ export const DASHBOARD_JS = String.raw`"use strict";
   function start() {
     show(true);
     $("login-error").textContent = "";
+    loadInfo();
     refresh();
     pollTimer = setInterval(refresh, POLL_MS);
+    infoTimer = setInterval(loadInfo, INFO_MS);
     openFeed();
   }
+
+  // ---- the header: the daemon's facts ----
+
+  function loadInfo() {
+    api("GET", "/v1/info").then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (body) { if (body) { info = { body: body, at: Date.now() }; renderFacts(); } })
+      .catch(function () {});
+  }
+
+  function renderFacts() {
+    if (!info) return;
+    var b = info.body;
+    var uptime = b.uptimeMs + (Date.now() - info.at);
+    var listeners = ["tcp", "websocket", "admin"].map(function (k) {
+      return k + " " + (b.listeners[k] || "off");
+    }).join(", ");
+    var limits = b.limits || {};
+    var facts = [
+      ["version", b.version + " (" + b.runtime.name + " " + b.runtime.version + ")"],
+      ["state", b.state],
+      ["up", duration(uptime)],
+      ["listeners", listeners + (b.tls ? " (TLS)" : "")],
+      ["limits", (limits.sessions === undefined ? "" : limits.sessions + " sessions, ") +
+        (limits.streamsPerSession === undefined ? "" : limits.streamsPerSession + " streams each, ") +
+        (limits.tunnelsPerClient === undefined ? "" : limits.tunnelsPerClient + " tunnels per client")],
+      ["clients", String(b.clients.length) + " configured, " + b.counts.mintedTokens + " minted"],
+    ];
+    var nodes = facts.map(function (f) {
+      var div = el("div");
+      div.appendChild(el("dt", f[0]));
+      var dd = el("dd", f[1]);
+      dd.dataset.fact = f[0];
+      div.appendChild(dd);
+      return div;
+    });
+    $("facts").replaceChildren.apply($("facts"), nodes);
+  }
+
+  // ---- polling ----
 
   // One refresh at a time; a request for another while one runs is remembered, not dropped.
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
-    Promise.all([api("GET", "/v1/sessions?limit=1000"), api("GET", "/v1/tunnels")])
+    var calls = [api("GET", "/v1/sessions?limit=1000"), api("GET", "/v1/tunnels")];
+    if (tokensAvailable) calls.push(api("GET", "/v1/tokens"));
+    Promise.all(calls)
       .then(function (rs) {
         if (!rs[0].ok || !rs[1].ok) throw new Error("HTTP " + rs[0].status + "/" + rs[1].status);
-        return Promise.all([rs[0].json(), rs[1].json()]);
+        if (rs[2] && rs[2].status === 404) { tokensAvailable = false; $("tokens-section").hidden = true; }
+        return Promise.all(rs.map(function (r) { return r.ok ? r.json() : null; }));
       })
       .then(function (bodies) {
-        measure(bodies[0].sessions);
-        renderSessions(bodies[0].sessions);
-        renderTunnels(bodies[1].tunnels);
+        data.sessions = bodies[0].sessions;
+        data.tunnels = bodies[1].tunnels;
+        if (bodies[2]) data.tokens = bodies[2].tokens;
+        measure(data.sessions);
+        render();
       })
       .catch(function (e) { if (token) notice("Refresh failed: " + e.message); })
       .then(function () {
@@ -246,13 +455,23 @@ export const DASHBOARD_JS = String.raw`"use strict";
       });
   }
 
+  function render() {
+    if (armed && Date.now() > armed.until) armed = null;
+    renderFacts();
+    renderSessions();
+    renderTunnels();
+    renderTokens();
+    markSorted();
+  }
+
   // Rates from counter differences; a session seen for the first time contributes nothing yet,
   // and one that left just drops out (its counters do not go negative).
   function measure(sessions) {
     var now = performance.now();
-    var sumIn = 0, sumOut = 0, seen = new Set();
+    var sumIn = 0, sumOut = 0, streams = 0, seen = new Set();
     sessions.forEach(function (s) {
       seen.add(s.id);
+      streams += s.streamCount;
       var before = previous.get(s.id);
       var list = rates.get(s.id) || [];
       if (before && now > before.t) {
@@ -269,49 +488,101 @@ export const DASHBOARD_JS = String.raw`"use strict";
     Array.from(previous.keys()).forEach(function (id) {
       if (!seen.has(id)) { previous.delete(id); rates.delete(id); }
     });
-    push(totals.in, sumIn);
-    push(totals.out, sumOut);
-    $("rate-in").textContent = bytes(Math.round(sumIn)) + "/s";
-    $("rate-out").textContent = bytes(Math.round(sumOut)) + "/s";
-    $("spark-in").replaceChildren(sparkline(totals.in, 240, 40));
-    $("spark-out").replaceChildren(sparkline(totals.out, 240, 40));
+    push(history.in, sumIn);
+    push(history.out, sumOut);
+    push(history.sessions, sessions.length);
+    push(history.streams, streams);
+    $("rate-now").textContent = "in " + rate(sumIn) + ", out " + rate(sumOut);
+    $("chart-throughput").replaceChildren(chart([
+      { label: "in", values: history.in },
+      { label: "out", values: history.out },
+    ], rate, 1024));
+    $("chart-sessions").replaceChildren(chart([{ label: "sessions", values: history.sessions }],
+      count, 10));
+    $("chart-streams").replaceChildren(chart([{ label: "streams", values: history.streams }],
+      count, 10));
   }
 
-  function button(label, action, data) {
-    var b = el("button", label);
+  // ---- tables ----
+
+  function sortValue(row, key) {
+    if (key === "rate") {
+      var list = rates.get(row.id) || [];
+      return list.length ? list[list.length - 1] : 0;
+    }
+    if (key === "sessions") return (row.sessions || []).length;
+    var v = row[key];
+    return v === null || v === undefined ? "" : v;
+  }
+
+  function sorted(table, rows) {
+    var s = sorting[table];
+    return rows.slice().sort(function (a, b) {
+      var x = sortValue(a, s.key), y = sortValue(b, s.key);
+      if (typeof x === "number" && typeof y === "number") return (x - y) * s.dir;
+      return String(x).localeCompare(String(y), undefined, { numeric: true }) * s.dir;
+    });
+  }
+
+  function markSorted() {
+    Object.keys(sorting).forEach(function (table) {
+      document.querySelectorAll("#" + table + " th[data-sort]").forEach(function (th) {
+        if (th.dataset.sort === sorting[table].key) {
+          th.setAttribute("aria-sort", sorting[table].dir > 0 ? "ascending" : "descending");
+        } else th.removeAttribute("aria-sort");
+      });
+    });
+  }
+
+  function button(label, action, values, cls) {
+    var b = el("button", label, cls);
     b.type = "button";
     b.dataset.action = action;
-    Object.keys(data).forEach(function (k) { b.dataset[k] = data[k]; });
+    Object.keys(values).forEach(function (k) { b.dataset[k] = values[k]; });
     return b;
   }
 
+  function isArmed(action, id, sid) {
+    return armed !== null && armed.action === action && armed.id === id &&
+      (sid === undefined || armed.sid === sid) && Date.now() <= armed.until;
+  }
+
+  /** A destructive action's button, or its confirmation and a cancel while armed. */
+  function destructive(label, action, values, question) {
+    var wrap = document.createDocumentFragment();
+    if (isArmed(action, values.id, values.sid)) {
+      wrap.appendChild(button(question, action, values, "confirm"));
+      wrap.appendChild(button("Cancel", "cancel", {}));
+    } else wrap.appendChild(button(label, action, values, "danger"));
+    return wrap;
+  }
+
   function cells(row, values) {
-    values.forEach(function (v) {
-      var td = el("td", v[0], v[1]);
-      row.appendChild(td);
-    });
+    values.forEach(function (v) { row.appendChild(el("td", v[0], v[1])); });
   }
 
   var open = new Set(); // sessions whose stream list is shown
 
-  function renderSessions(sessions) {
+  function renderSessions() {
     var body = document.querySelector("#sessions tbody");
     var rows = [];
-    sessions.forEach(function (s) {
+    sorted("sessions", data.sessions).forEach(function (s) {
       var tr = el("tr");
       tr.dataset.session = s.id;
+      var list = rates.get(s.id) || [];
       cells(tr, [
         [s.id], [s.client === null ? "-" : s.client], [s.transport], [s.remoteAddress],
         [s.rttMs === null ? "-" : s.rttMs.toFixed(1) + " ms", "num"],
         [bytes(s.bytesIn), "num"], [bytes(s.bytesOut), "num"], [s.streamCount, "num"],
       ]);
-      var spark = el("td");
-      spark.appendChild(sparkline(rates.get(s.id) || [], 120, 20));
+      var spark = el("td", null, "num");
+      spark.appendChild(el("span", rate(list.length ? list[list.length - 1] : 0)));
+      spark.appendChild(sparkline(list, 120, 24));
       tr.appendChild(spark);
-      var actions = el("td");
+      var actions = el("span", null, "actions");
       actions.appendChild(button(open.has(s.id) ? "Hide streams" : "Streams", "streams", { id: s.id }));
-      actions.appendChild(button("Kick", "kick", { id: s.id }));
-      tr.appendChild(actions);
+      actions.appendChild(destructive("Kick", "kick", { id: s.id }, "Kick " + s.id + "?"));
+      tr.appendChild(el("td")).appendChild(actions);
       rows.push(tr);
       if (open.has(s.id)) {
         var detail = el("tr", null, "streams");
@@ -324,7 +595,7 @@ export const DASHBOARD_JS = String.raw`"use strict";
       }
     });
     body.replaceChildren.apply(body, rows);
-    $("session-count").textContent = "(" + sessions.length + ")";
+    $("session-count").textContent = "(" + data.sessions.length + ")";
   }
 
   function loadStreams(id, td) {
@@ -335,7 +606,10 @@ export const DASHBOARD_JS = String.raw`"use strict";
         detail.streams.forEach(function (st) {
           var li = el("li", "stream " + st.id + " " + st.state + ", in " + bytes(st.bytesIn) +
             ", out " + bytes(st.bytesOut) + " ");
-          li.appendChild(button("Reset", "reset", { id: id, sid: String(st.id) }));
+          var actions = el("span", null, "actions");
+          actions.appendChild(destructive("Reset", "reset", { id: id, sid: String(st.id) },
+            "Reset stream " + st.id + "?"));
+          li.appendChild(actions);
           list.appendChild(li);
         });
         td.replaceChildren(detail.streams.length ? list : el("span", "no streams"));
@@ -343,9 +617,9 @@ export const DASHBOARD_JS = String.raw`"use strict";
     }).catch(function () {});
   }
 
-  function renderTunnels(tunnels) {
+  function renderTunnels() {
     var body = document.querySelector("#tunnels tbody");
-    var rows = tunnels.map(function (t) {
+    var rows = sorted("tunnels", data.tunnels).map(function (t) {
       var tr = el("tr");
       tr.dataset.tunnel = t.id;
       cells(tr, [
@@ -353,61 +627,145 @@ export const DASHBOARD_JS = String.raw`"use strict";
         [t.connections, "num"], [t.active, "num"],
         [bytes(t.bytesFromVisitors), "num"], [bytes(t.bytesToVisitors), "num"],
       ]);
-      var actions = el("td");
-      actions.appendChild(button("Close", "close-tunnel", { id: t.id }));
-      tr.appendChild(actions);
+      var actions = el("span", null, "actions");
+      actions.appendChild(destructive("Close", "close-tunnel", { id: t.id }, "Close " + t.id + "?"));
+      tr.appendChild(el("td")).appendChild(actions);
       return tr;
     });
     body.replaceChildren.apply(body, rows);
-    $("tunnel-count").textContent = "(" + tunnels.length + ")";
+    $("tunnel-count").textContent = "(" + data.tunnels.length + ")";
   }
 
+  function renderTokens() {
+    if (!tokensAvailable) return;
+    var body = document.querySelector("#tokens tbody");
+    var rows = sorted("tokens", data.tokens).map(function (t) {
+      var tr = el("tr");
+      tr.dataset.token = t.id;
+      cells(tr, [
+        [t.id], [t.name], [new Date(t.createdAt).toLocaleString()],
+        [t.expiresAt === null ? "never" : new Date(t.expiresAt).toLocaleString()],
+        [t.active ? "active" : (t.problem || "inactive")], [(t.sessions || []).length, "num"],
+      ]);
+      var actions = el("span", null, "actions");
+      actions.appendChild(destructive("Revoke", "revoke", { id: t.id }, "Revoke " + t.name + "?"));
+      tr.appendChild(el("td")).appendChild(actions);
+      return tr;
+    });
+    body.replaceChildren.apply(body, rows);
+    $("token-count").textContent = "(" + data.tokens.length + ")";
+  }
+
+  // ---- actions ----
+
   function act(method, path, done) {
+    armed = null;
     api(method, path).then(function (r) {
       if (r.ok) { notice(done, true); refresh(); return; }
       return failure(r).then(notice);
     }).catch(function (e) { if (token) notice(e.message); });
   }
 
+  var PATHS = {
+    "kick": function (b) { return ["/v1/sessions/" + encodeURIComponent(b.dataset.id), "Kicked " + b.dataset.id + "."]; },
+    "reset": function (b) {
+      return ["/v1/sessions/" + encodeURIComponent(b.dataset.id) + "/streams/" + b.dataset.sid,
+        "Reset stream " + b.dataset.sid + " of " + b.dataset.id + "."];
+    },
+    "close-tunnel": function (b) { return ["/v1/tunnels/" + encodeURIComponent(b.dataset.id), "Closed tunnel " + b.dataset.id + "."]; },
+    "revoke": function (b) { return ["/v1/tokens/" + encodeURIComponent(b.dataset.id), "Revoked token " + b.dataset.id + "."]; },
+  };
+
   document.addEventListener("click", function (event) {
-    var b = event.target.closest("button[data-action]");
+    var target = event.target;
+    var th = target.closest("th[data-sort]");
+    if (th) {
+      var table = th.closest("table").id;
+      var s = sorting[table];
+      if (s.key === th.dataset.sort) s.dir = -s.dir; else { s.key = th.dataset.sort; s.dir = 1; }
+      render();
+      return;
+    }
+    var b = target.closest("button[data-action]");
     if (!b || !token) return;
-    var id = b.dataset.id;
-    if (b.dataset.action === "kick") {
-      b.disabled = true;
-      act("DELETE", "/v1/sessions/" + encodeURIComponent(id), "Kicked " + id + ".");
-    } else if (b.dataset.action === "reset") {
-      b.disabled = true;
-      act("DELETE", "/v1/sessions/" + encodeURIComponent(id) + "/streams/" + b.dataset.sid,
-        "Reset stream " + b.dataset.sid + " of " + id + ".");
-    } else if (b.dataset.action === "close-tunnel") {
-      b.disabled = true;
-      act("DELETE", "/v1/tunnels/" + encodeURIComponent(id), "Closed tunnel " + id + ".");
-    } else if (b.dataset.action === "streams") {
+    var action = b.dataset.action;
+    if (action === "cancel") { armed = null; render(); return; }
+    if (action === "streams") {
+      var id = b.dataset.id;
       if (open.has(id)) open.delete(id); else open.add(id);
-      refresh();
+      render();
+      return;
+    }
+    if (!PATHS[action]) return;
+    if (!isArmed(action, b.dataset.id, b.dataset.sid)) {
+      // First click: ask. The question replaces the button; it disarms by itself.
+      armed = { action: action, id: b.dataset.id, sid: b.dataset.sid, until: Date.now() + CONFIRM_MS };
+      render();
+      setTimeout(function () { if (armed && Date.now() > armed.until) { armed = null; render(); } },
+        CONFIRM_MS + 50);
+      return;
+    }
+    b.disabled = true;
+    var target2 = PATHS[action](b);
+    act("DELETE", target2[0], target2[1]);
+  });
+
+  $("mint-form").addEventListener("submit", function (event) {
+    event.preventDefault();
+    var body = { name: $("mint-name").value.trim() };
+    var hours = Number($("mint-hours").value);
+    if (hours > 0) body.expiresIn = Math.round(hours * 3600);
+    api("POST", "/v1/tokens", body).then(function (r) {
+      if (!r.ok) return failure(r).then(notice);
+      return r.json().then(function (minted) {
+        $("minted-token").textContent = minted.token;
+        $("minted").hidden = false;
+        $("mint-name").value = "";
+        $("mint-hours").value = "";
+        notice("Minted a token for " + minted.name + ".", true);
+        refresh();
+      });
+    }).catch(function (e) { if (token) notice(e.message); });
+  });
+
+  $("minted-copy").addEventListener("click", function () {
+    var text = $("minted-token").textContent;
+    if (navigator.clipboard) {
+      navigator.clipboard.writeText(text).then(function () { notice("Copied.", true); },
+        function () { notice("Copy failed: select the token and copy it by hand."); });
     }
   });
 
-  function logEvent(type, data) {
+  // Done: the secret leaves the page for good.
+  $("minted-done").addEventListener("click", function () {
+    $("minted-token").textContent = "";
+    $("minted").hidden = true;
+  });
+
+  // ---- events ----
+
+  function logEvent(type, raw) {
     var list = $("events");
-    var text = new Date().toLocaleTimeString() + " " + type;
+    var when = new Date();
+    var text = "";
     try {
-      var fields = JSON.parse(data);
+      var fields = JSON.parse(raw);
+      if (typeof fields.time === "number") when = new Date(fields.time);
       Object.keys(fields).forEach(function (k) {
         if (k !== "type" && k !== "time") text += " " + k + "=" + fields[k];
       });
     } catch (e) { /* not JSON: the type alone */ }
-    list.insertBefore(el("li", text), list.firstChild);
+    list.insertBefore(el("li", when.toLocaleTimeString() + " " + type + text), list.firstChild);
     while (list.children.length > MAX_EVENTS) list.removeChild(list.lastChild);
   }
 
-  // A minimal Server-Sent Events reader over fetch; resumes with Last-Event-ID after a drop.
+  // A minimal Server-Sent Events reader over fetch. The first connection asks for the whole
+  // ring (lastEventId 0), so the list shows what happened before the page was opened; later
+  // ones resume with Last-Event-ID after a drop.
   function openFeed() {
     var controller = new AbortController();
     feed = controller;
-    var h = headers();
-    if (lastEventId !== null) h["last-event-id"] = lastEventId;
+    var h = headers({ "last-event-id": lastEventId === null ? "0" : lastEventId });
     fetch("/v1/events", { headers: h, signal: controller.signal, cache: "no-store" })
       .then(function (r) {
         if (r.status === 401) { logout("The admin token was refused."); return; }
@@ -438,19 +796,20 @@ export const DASHBOARD_JS = String.raw`"use strict";
   }
 
   function message(block) {
-    var type = "message", data = [];
+    var type = "message", lines = [];
     block.split("\n").forEach(function (line) {
       if (line === "" || line[0] === ":") return;
       var colon = line.indexOf(":");
       var field = colon < 0 ? line : line.slice(0, colon);
       var value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
       if (field === "event") type = value;
-      else if (field === "data") data.push(value);
+      else if (field === "data") lines.push(value);
       else if (field === "id") lastEventId = value;
     });
-    if (data.length === 0) return; // as EventSource: comments and bare ids dispatch nothing
-    logEvent(type, data.join("\n"));
-    if (/^(session_|tunnel_|stream_reset|drain|reset)/.test(type)) refresh();
+    if (lines.length === 0) return; // as EventSource: comments and bare ids dispatch nothing
+    logEvent(type, lines.join("\n"));
+    if (/^(session_|tunnel_|stream_reset|drain|token_)/.test(type)) refresh();
+    if (/^(token_|drain)/.test(type)) loadInfo();
   }
 
   $("login-form").addEventListener("submit", function (event) {

@@ -6,13 +6,13 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { type Browser, chromium } from "playwright-core";
+import { type Browser, chromium, type Page } from "playwright-core";
 import { ADMIN_TOKEN, errorCode, type Fixture, rawHttp, startFixture } from "../_admin_fixture.ts";
 import type { Client } from "../../../client/client.ts";
 import { waitFor } from "../../../testing/wait.ts";
 
-/** Where the screenshot is kept (a test artifact; `.cache/` is git-ignored). */
-const ARTIFACT = fileURLToPath(new URL("../../../.cache/artifacts/dashboard.png", import.meta.url));
+/** Where the screenshots are kept (test artifacts; `.cache/` is git-ignored). */
+const ARTIFACTS = fileURLToPath(new URL("../../../.cache/artifacts/", import.meta.url));
 
 /** The system browser; never downloaded (scripts/test.sh installs the Debian package). */
 const CHROMIUM = "/usr/bin/chromium";
@@ -31,6 +31,17 @@ const WAIT_MS = 20_000;
 
 /** The PNG file signature. */
 const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+/** Saves a full-page screenshot of the current view as `dashboard-NAME.png`, and checks it. */
+async function shoot(page: Page, name: string): Promise<void> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const path = `${ARTIFACTS}dashboard-${name}.png`;
+  rmSync(path, { force: true });
+  await page.screenshot({ path, fullPage: true });
+  const png = readFileSync(path);
+  assert.ok(png.length > PNG_SIGNATURE.length);
+  assert.deepEqual([...png.subarray(0, 8)], PNG_SIGNATURE);
+}
 
 describe("dashboard", () => {
   let f: Fixture;
@@ -138,10 +149,54 @@ describe("dashboard", () => {
       // (409); the page shows the API's message.
       await page.click(`#sessions tr[data-session="${kept}"] button[data-action="streams"]`);
       await page.click(`tr[data-streams-of="${kept}"] button[data-action="reset"]`);
+      await page.click(`tr[data-streams-of="${kept}"] button[data-action="reset"].confirm`);
       // A locator, not waitForFunction: the page's CSP (rightly) forbids evaluating strings.
       await page.locator("#notice", { hasText: "control stream" }).waitFor();
 
-      await page.click(`#sessions tr[data-session="${kicked}"] button[data-action="kick"]`);
+      // The header shows the daemon's facts; the charts have axes with units.
+      await page.locator('#facts dd[data-fact="version"]', { hasText: "0.1.0" }).waitFor();
+      assert.match(await page.textContent('#facts dd[data-fact="listeners"]') ?? "", /tcp 127/);
+      assert.equal(await page.locator("svg.chart").count(), 3);
+      const axes = await page.textContent("#chart-throughput") ?? "";
+      assert.match(axes, /B\/s/);
+      assert.match(axes, /now/);
+      assert.match(axes, /-2 min/);
+
+      // Events from before the page was opened are replayed from the daemon's ring.
+      await page.locator("#events li", { hasText: "tunnel_up" }).waitFor();
+
+      // Sortable columns: by id, then the other way.
+      const order = async () =>
+        await page.$$eval(
+          "#sessions tbody tr[data-session]",
+          (rows) =>
+            rows.map((r) => (r as unknown as { dataset: { session: string } }).dataset.session),
+        );
+      await page.click('#sessions th[data-sort="id"]');
+      const descending = await order();
+      assert.equal(
+        await page.getAttribute('#sessions th[data-sort="id"]', "aria-sort"),
+        "descending",
+      );
+      await page.click('#sessions th[data-sort="id"]');
+      assert.deepEqual(await order(), [...descending].reverse());
+      assert.equal(
+        await page.getAttribute('#sessions th[data-sort="id"]', "aria-sort"),
+        "ascending",
+      );
+      await shoot(page, "overview");
+
+      // Destructive actions ask first: Kick, then Cancel, keeps the session.
+      const kick = `#sessions tr[data-session="${kicked}"] button[data-action="kick"]`;
+      await page.click(kick);
+      await page.locator(`${kick}.confirm`, { hasText: `Kick ${kicked}?` }).waitFor();
+      await shoot(page, "confirm");
+      await page.click(`#sessions tr[data-session="${kicked}"] button[data-action="cancel"]`);
+      await page.locator(`${kick}.danger`).waitFor();
+      assert.ok(f.daemon.registry.session(kicked) !== undefined, "cancelled: still there");
+      // Kick, then confirm.
+      await page.click(kick);
+      await page.click(`${kick}.confirm`);
       await page.waitForSelector(`#sessions tr[data-session="${kicked}"]`, { state: "detached" });
       await waitFor(() => !(f.daemon.registry.session(kicked) !== undefined), {
         message: "the kicked session to go",
@@ -151,12 +206,39 @@ describe("dashboard", () => {
       assert.equal(f.daemon.registry.session(kept) !== undefined, true);
       assert.equal(await page.isVisible(`#sessions tr[data-session="${kept}"]`), true);
 
-      mkdirSync(fileURLToPath(new URL(".", `file://${ARTIFACT}`)), { recursive: true });
-      rmSync(ARTIFACT, { force: true });
-      await page.screenshot({ path: ARTIFACT, fullPage: true });
-      const png = readFileSync(ARTIFACT);
-      assert.ok(png.length > PNG_SIGNATURE.length);
-      assert.deepEqual([...png.subarray(0, 8)], PNG_SIGNATURE);
+      // Tokens: mint one (shown once), see it listed, revoke it with a confirmation.
+      await page.fill("#mint-name", "dashboard-minted");
+      await page.fill("#mint-hours", "2");
+      await page.click("#mint-form button[type=submit]");
+      await page.waitForSelector("#minted:not([hidden])");
+      const secret = await page.textContent("#minted-token") ?? "";
+      assert.match(secret, /^tmx_/);
+      const record = f.daemon.registry.tokens.list().find((t) => t.name === "dashboard-minted");
+      assert.ok(record, "the daemon holds the minted token");
+      const row = `#tokens tr[data-token="${record.id}"]`;
+      await page.locator(row, { hasText: "active" }).waitFor();
+      await shoot(page, "tokens");
+      await page.click("#minted-done");
+      assert.equal(await page.isVisible("#minted"), false);
+      assert.equal(await page.textContent("#minted-token"), "", "the secret left the page");
+      await page.click(`${row} button[data-action="revoke"]`);
+      await page.click(`${row} button[data-action="revoke"].confirm`);
+      await page.locator("#notice", { hasText: `Revoked token ${record.id}` }).waitFor();
+      await waitFor(() => !f.daemon.registry.tokens.list().some((t) => t.id === record.id), {
+        message: "the token revoked",
+        intervalMs: 10,
+        tries: 2000,
+      });
+      await page.waitForSelector(row, { state: "detached" });
+
+      // A narrow screen: nothing wider than the window (tables scroll inside their box).
+      await page.setViewportSize({ width: 390, height: 844 });
+      const overflow = await page.evaluate(() =>
+        (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } })
+          .document.documentElement.scrollWidth
+      );
+      assert.ok(overflow <= 390, `the page is ${overflow} px wide at 390`);
+      await shoot(page, "narrow");
 
       const violations = await page.evaluate("globalThis.violations");
       assert.deepEqual(violations, [], "no CSP violations");
