@@ -1,5 +1,6 @@
 /**
- * `npm run image-test`: builds the real Dockerfile, unchanged, with podman and runs the image for
+ * `npm run image-test` (named `_check`, not `_test`: it needs root and minutes, so `npm test`
+ * must not pick it up): builds the real Dockerfile, unchanged, with podman and runs the image for
  * real, from nothing but Debian's packages and the npm registry (no image registry is reachable
  * here):
  *
