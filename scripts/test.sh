@@ -72,6 +72,12 @@ passed=$(( ${deno_pass:-0} + ${bun_pass:-0} ))
 failed=$(( ${deno_fail:-0} + ${bun_fail:-0} ))
 [ "$failed" -eq 0 ] || status=1
 [ "$passed" -gt 0 ] || status=1
+# Each runtime must report its own results: a run that ended early (a test file that exits the
+# process) prints no summary and must not pass as "0 failed".
+if [ -z "${bun_pass:-}" ] || [ -z "${bun_fail:-}" ] || [ "${deno_pass:-0}" -eq 0 ]; then
+  echo "a runtime's test run ended without its summary (deno: ${deno_pass:-none}, bun: ${bun_pass:-none})"
+  status=1
+fi
 if $in_git; then
   git status --porcelain >"$log/git-after"
   if ! cmp -s "$log/git-before" "$log/git-after"; then
