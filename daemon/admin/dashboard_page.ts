@@ -557,6 +557,13 @@ export const DASHBOARD_JS = String.raw`"use strict";
     return wrap;
   }
 
+  /** The last cell of a row: its action buttons, spaced. */
+  function actionCell(row, nodes) {
+    var actions = el("span", null, "actions");
+    nodes.forEach(function (node) { actions.appendChild(node); });
+    row.appendChild(el("td")).appendChild(actions);
+  }
+
   function cells(row, values) {
     values.forEach(function (v) { row.appendChild(el("td", v[0], v[1])); });
   }
@@ -579,10 +586,10 @@ export const DASHBOARD_JS = String.raw`"use strict";
       spark.appendChild(el("span", rate(list.length ? list[list.length - 1] : 0)));
       spark.appendChild(sparkline(list, 120, 24));
       tr.appendChild(spark);
-      var actions = el("span", null, "actions");
-      actions.appendChild(button(open.has(s.id) ? "Hide streams" : "Streams", "streams", { id: s.id }));
-      actions.appendChild(destructive("Kick", "kick", { id: s.id }, "Kick " + s.id + "?"));
-      tr.appendChild(el("td")).appendChild(actions);
+      actionCell(tr, [
+        button(open.has(s.id) ? "Hide streams" : "Streams", "streams", { id: s.id }),
+        destructive("Kick", "kick", { id: s.id }, "Kick " + s.id + "?"),
+      ]);
       rows.push(tr);
       if (open.has(s.id)) {
         var detail = el("tr", null, "streams");
@@ -627,9 +634,7 @@ export const DASHBOARD_JS = String.raw`"use strict";
         [t.connections, "num"], [t.active, "num"],
         [bytes(t.bytesFromVisitors), "num"], [bytes(t.bytesToVisitors), "num"],
       ]);
-      var actions = el("span", null, "actions");
-      actions.appendChild(destructive("Close", "close-tunnel", { id: t.id }, "Close " + t.id + "?"));
-      tr.appendChild(el("td")).appendChild(actions);
+      actionCell(tr, [destructive("Close", "close-tunnel", { id: t.id }, "Close " + t.id + "?")]);
       return tr;
     });
     body.replaceChildren.apply(body, rows);
@@ -647,9 +652,7 @@ export const DASHBOARD_JS = String.raw`"use strict";
         [t.expiresAt === null ? "never" : new Date(t.expiresAt).toLocaleString()],
         [t.active ? "active" : (t.problem || "inactive")], [(t.sessions || []).length, "num"],
       ]);
-      var actions = el("span", null, "actions");
-      actions.appendChild(destructive("Revoke", "revoke", { id: t.id }, "Revoke " + t.name + "?"));
-      tr.appendChild(el("td")).appendChild(actions);
+      actionCell(tr, [destructive("Revoke", "revoke", { id: t.id }, "Revoke " + t.name + "?")]);
       return tr;
     });
     body.replaceChildren.apply(body, rows);

@@ -12,6 +12,7 @@ import {
   ClusterRoutes,
   type ClusterRoutesOptions,
   type RoutedRecord,
+  routeFields,
   type StoredRoute,
 } from "./cluster_routes.ts";
 import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
@@ -224,13 +225,8 @@ export class ClusterPorts {
 
 function claimOf(record: RoutedRecord, route: StoredRoute): PortClaim {
   return {
+    ...routeFields(record, route),
     bindHost: record.bindHost as string,
     port: record.port as number,
-    tunnel: route.tunnel,
-    session: route.session,
-    client: route.client,
-    node: route.node,
-    owner: record.owner,
-    shared: record.shared,
   };
 }

@@ -35,7 +35,7 @@ import type { TokenRegistry } from "../tokens/store.ts";
 import type { Logger } from "../../util/log.ts";
 import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
 import { ClusterPorts } from "./cluster_ports.ts";
-import { ClusterRoutes } from "./cluster_routes.ts";
+import { ClusterRoutes, routeFields } from "./cluster_routes.ts";
 import { type Balance, chooseRoute } from "../route_choice.ts";
 import type { StreamOpener } from "./peers.ts";
 import type { Presence } from "./presence.ts";
@@ -133,14 +133,9 @@ export class ClusterRegistry implements Registry {
         keyOf: (claim) => serviceKeyOf(claim.name),
         subjectOf: (claim) => ({ name: claim.name, balance: claim.balance }),
         claimOf: (record, route) => ({
+          ...routeFields(record, route),
           name: record.name as string,
           balance: record.balance as Balance | undefined,
-          tunnel: route.tunnel,
-          session: route.session,
-          client: route.client,
-          node: route.node,
-          owner: record.owner,
-          shared: record.shared,
         }),
       },
       // This node's own offers are reported by the local part.

@@ -434,6 +434,18 @@ export class ClusterRoutes<C extends RouteClaim> {
   }
 }
 
+/** The claim fields every kind shares, from a record and one of its routes. */
+export function routeFields(record: RoutedRecord, route: StoredRoute): RouteClaim {
+  return {
+    tunnel: route.tunnel,
+    session: route.session,
+    client: route.client,
+    node: route.node,
+    owner: record.owner,
+    shared: record.shared,
+  };
+}
+
 /** Who a claim is for: its `owner`, else its client. */
 function ownerOf(claim: RouteClaim): string {
   return claim.owner ?? `client:${claim.client}`;
