@@ -102,6 +102,9 @@ interface Relay {
   closed: boolean;
 }
 
+/** How long a relayed visitor waits for a tunnel claimed here but not registered yet. */
+const RELAY_TUNNEL_WAIT_MS = 2_000;
+
 /** This node's part in a cluster. Create with {@linkcode joinCluster}. */
 export class Cluster {
   /** The registry the daemon uses: node-local objects plus the shared records. */
@@ -351,8 +354,23 @@ export class Cluster {
   #relayed(stream: Stream, header: StreamHeader, rest: Uint8Array, node: string): void {
     if (header.kind === "visitor") {
       const tunnel = this.registry.tunnel(header.tunnel);
-      if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
-      return tunnel.relayed(stream, header.remote, header.local, rest);
+      if (tunnel) return tunnel.relayed(stream, header.remote, header.local, rest);
+      // A route is claimed (and seen by other nodes) a moment before its tunnel is registered
+      // here, once its port is bound: a visitor relayed in between waits for it, briefly.
+      let stop = () => {};
+      const timer = setTimeout(() => {
+        stop();
+        stream.reset(ResetReason.UnknownTunnel);
+      }, RELAY_TUNNEL_WAIT_MS);
+      stop = this.registry.watch((change) => {
+        if (change.kind !== "tunnel" || change.op !== "added" || change.id !== header.tunnel) return;
+        const added = this.registry.tunnel(header.tunnel);
+        if (!added) return;
+        clearTimeout(timer);
+        stop();
+        added.relayed(stream, header.remote, header.local, rest);
+      });
+      return;
     }
     if (header.kind === "service") {
       // Only an offer of this node: never relay a relayed stream again.
