@@ -363,7 +363,9 @@ export class Cluster {
         stream.reset(ResetReason.UnknownTunnel);
       }, RELAY_TUNNEL_WAIT_MS);
       stop = this.registry.watch((change) => {
-        if (change.kind !== "tunnel" || change.op !== "added" || change.id !== header.tunnel) return;
+        if (change.kind !== "tunnel" || change.op !== "added" || change.id !== header.tunnel) {
+          return;
+        }
         const added = this.registry.tunnel(header.tunnel);
         if (!added) return;
         clearTimeout(timer);
