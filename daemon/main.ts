@@ -9,7 +9,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { type ConfigFlags, formatConfigReport, loadConfig } from "./config/mod.ts";
 import { Daemon } from "./daemon.ts";
-import { type AdminServer, startAdmin } from "./admin/start.ts";
+import type { AdminServer } from "./admin/start.ts";
 import { HEALTHCHECK_TIMEOUT_MS, probe, readyzUrl } from "./healthcheck.ts";
 import { Logger } from "../util/log.ts";
 
@@ -184,6 +184,9 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
   // The admin API stays up while draining (so /readyz reports 503) and closes once stopped.
   let admin: AdminServer | undefined;
   if (config.listen.admin) {
+    // Loaded only when asked for: the admin API (hono, the dashboard, the OpenAPI document) is
+    // not on the path from start to the first tunnel.
+    const { startAdmin } = await import("./admin/start.ts");
     admin = await startAdmin(daemon, { address: config.listen.admin, log }).catch((e) => {
       daemon.stop();
       throw e;
