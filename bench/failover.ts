@@ -11,8 +11,7 @@
  */
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { Buffer } from "node:buffer";
-import { connect, createServer } from "node:net";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -20,6 +19,7 @@ import { parseArgs } from "node:util";
 import { daemonConfig, newToken, ROOT } from "../testing/mod.ts";
 import { installGoTool } from "../util/go_build.ts";
 import { parseHostPort } from "../util/address.ts";
+import { echoProbe } from "./echo_probe.ts";
 import { type JsRuntime, RUNTIME_BIN } from "./impls.ts";
 import { freePort, type LongProcess, startProcess } from "./tunnel/procs.ts";
 
@@ -55,26 +55,9 @@ function argv(runtime: JsRuntime, file: string): string[] {
   return runtime === "deno" ? [RUNTIME_BIN.deno, "run", "-A", path] : [RUNTIME_BIN.bun, path];
 }
 
-/** One visitor: connect, send 32 bytes, expect them back; resolves true when all came back. */
+/** One visitor: 32 bytes through `host:port`, expected back. */
 function visitor(host: string, port: number, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const payload = Buffer.alloc(32, 7);
-    let got = 0;
-    const socket = connect({ host, port });
-    const done = (ok: boolean) => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(ok);
-    };
-    const timer = setTimeout(() => done(false), timeoutMs);
-    socket.on("connect", () => socket.write(payload));
-    socket.on("data", (chunk: Buffer) => {
-      got += chunk.length;
-      if (got >= payload.length) done(true);
-    });
-    socket.on("error", () => done(false));
-    socket.on("close", () => done(got >= payload.length));
-  });
+  return echoProbe(host, port, 32, timeoutMs);
 }
 
 /** Runs the scenario once with `--ha ha`. */

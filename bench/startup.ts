@@ -9,7 +9,6 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { connect, createServer } from "node:net";
@@ -18,6 +17,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { ROOT } from "../testing/mod.ts";
+import { echoProbe } from "./echo_probe.ts";
 import { type JsRuntime, RUNTIME_BIN } from "./impls.ts";
 import { freePort } from "./tunnel/procs.ts";
 
@@ -49,24 +49,7 @@ function argv(runtime: JsRuntime, file: string, args: string[]): string[] {
 
 /** Resolves true when `port` answers 64 bytes with the same 64 bytes. */
 function echoes(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const payload = Buffer.alloc(64, 9);
-    let got = 0;
-    const socket = connect({ host: "127.0.0.1", port });
-    const done = (ok: boolean) => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(ok);
-    };
-    const timer = setTimeout(() => done(false), 1000);
-    socket.on("connect", () => socket.write(payload));
-    socket.on("data", (chunk: Buffer) => {
-      got += chunk.length;
-      if (got >= payload.length) done(true);
-    });
-    socket.on("error", () => done(false));
-    socket.on("close", () => done(got >= payload.length));
-  });
+  return echoProbe("127.0.0.1", port, 64, 1000);
 }
 
 /** Resolves true when `port` accepts a TCP connection. */
