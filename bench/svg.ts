@@ -36,7 +36,7 @@ const LATENCY_UNITS = new Set(["ns", "µs", "us", "ms", "s"]);
  * characters, lone surrogates) would make the whole document unreadable: terminal color codes (a
  * worker's error message may carry them) are dropped, anything else becomes U+FFFD.
  */
-function escapeXml(text: string): string {
+export function escapeXml(text: string): string {
   return text
     // deno-lint-ignore no-control-regex
     .replace(/\x1b\[[0-9;]*[A-Za-z]/g, "")
@@ -51,7 +51,7 @@ function finite(value: unknown): number | undefined {
 }
 
 /** A value as printed on a bar: whole above 100, three significant digits below. */
-function formatValue(x: number): string {
+export function formatValue(x: number): string {
   if (Math.abs(x) >= 100) return Math.round(x).toString();
   return Number(x.toPrecision(3)).toString();
 }

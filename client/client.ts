@@ -846,6 +846,12 @@ export class Client extends Emitter<ClientEvents> {
     return stream;
   }
 
+  /** The tunnel the daemon knows as `id` (ids change on reconnects, so a scan; no copy per visitor). */
+  #tunnelById(id: string): TunnelRecord | undefined {
+    for (const record of this.#tunnels) if (record.id === id) return record;
+    return undefined;
+  }
+
   /** A stream the daemon opened: a visitor of one of our tunnels, or a user of our service. */
   #incoming(stream: Stream): void {
     readStreamHeader(stream, this.#options.connectTimeoutMs ?? 10_000).then(
@@ -853,7 +859,7 @@ export class Client extends Emitter<ClientEvents> {
         let local: string | undefined;
         let first = rest;
         if (header.kind === "visitor") {
-          const request = [...this.#tunnels].find((r) => r.id === header.tunnel)?.request;
+          const request = this.#tunnelById(header.tunnel)?.request;
           if (!request) return stream.reset(ResetReason.UnknownTunnel);
           local = request.local;
           if (request.proxyProtocol) {
