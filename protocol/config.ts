@@ -31,7 +31,10 @@ export interface SessionConfig {
   maxWriteBatch: number;
   /** Send keepalive pings. Default true. */
   enableKeepAlive: boolean;
-  /** Idle time (no inbound frame) before a keepalive ping. Default 30 s. */
+  /**
+   * Idle time (no inbound frame) before a keepalive ping. Default 30 s. The accepting side waits a
+   * quarter longer, so the dialer pings and the two ends do not ping each other at once.
+   */
   keepAliveInterval: number;
   /** Time without any inbound frame after a keepalive ping before the session is closed. Default 30 s. */
   keepAliveTimeout: number;

@@ -569,30 +569,42 @@ export class Session implements FrameSink, StreamHost {
     pending.resolve?.(sample);
   }
 
-  #armKeepAlive(): void {
-    const { keepAliveInterval, keepAliveTimeout } = this.config;
-    const tick = Math.max(5, Math.min(keepAliveInterval, keepAliveTimeout) / 4);
-    this.#keepAliveTimer = setTimeout(() => {
-      const now = performance.now();
-      if (this.#keepAlivePingAt > 0) {
-        if (this.#lastInbound >= this.#keepAlivePingAt) this.#keepAlivePingAt = 0;
-        else if (now - this.#keepAlivePingAt >= keepAliveTimeout) {
-          this.#count("keepalive_timeout");
-          const error = new YamuxError(
-            "keepalive_timeout",
-            "no frame from the peer within the keepalive timeout",
-          );
-          this.onError?.(error, "keepalive_timeout");
-          return this.#shutdown(error, false);
-        }
-      }
-      if (this.#keepAlivePingAt === 0 && now - this.#lastInbound >= keepAliveInterval) {
-        this.#keepAlivePingAt = now;
-        this.#sendPing();
-      }
-      this.#armKeepAlive();
-    }, tick);
+  /**
+   * Schedules the next keepalive check for when something is due (the idle interval running out,
+   * or an unanswered ping's timeout) instead of polling at a quarter of the interval: an idle
+   * session costs two timer callbacks and no new closure per ping, which is what 10,000 idle
+   * sessions on one daemon add up.
+   */
+  #armKeepAlive(delay: number = this.config.keepAliveInterval): void {
+    this.#keepAliveTimer = setTimeout(this.#keepAliveTick, Math.max(5, delay));
   }
+
+  readonly #keepAliveTick = (): void => {
+    const now = performance.now();
+    const { keepAliveInterval, keepAliveTimeout } = this.config;
+    if (this.#keepAlivePingAt > 0) {
+      if (this.#lastInbound >= this.#keepAlivePingAt) this.#keepAlivePingAt = 0;
+      else if (now - this.#keepAlivePingAt >= keepAliveTimeout) {
+        this.#count("keepalive_timeout");
+        const error = new YamuxError(
+          "keepalive_timeout",
+          "no frame from the peer within the keepalive timeout",
+        );
+        this.onError?.(error, "keepalive_timeout");
+        return this.#shutdown(error, false);
+      } else return this.#armKeepAlive(this.#keepAlivePingAt + keepAliveTimeout - now);
+    }
+    // The accepting side waits a quarter longer, so the two ends' timers do not fire together and
+    // ping each other: normally the dialer's ping arrives first and the acceptor never pings.
+    const due = this.client ? keepAliveInterval : keepAliveInterval * 1.25;
+    const idle = now - this.#lastInbound;
+    if (idle < due) return this.#armKeepAlive(due - idle);
+    this.#keepAlivePingAt = now;
+    this.#sendPing();
+    // Checked again after the interval (or the timeout, if shorter): answered by then, the next
+    // ping is due a round trip later; unanswered, the check moves to the ping's timeout.
+    this.#armKeepAlive(Math.min(keepAliveInterval, keepAliveTimeout));
+  };
 
   /** Runs the open/close timeout sweep while any stream waits for an ACK or a FIN. */
   #armTimeouts(): void {
