@@ -53,7 +53,10 @@ describe("chaos: the link between client and daemon", () => {
     token = newToken("chaos");
     daemon = await startDaemon({
       config: daemonConfig([{ name: "chaos", token }]),
-      args: ["--keepalive-interval-ms", "300", "--keepalive-timeout-ms", "600"],
+      // Shorter than the client's (300 + 600 ms), so in a blackhole the daemon's keepalive gives
+      // up first: an accepting side pings only a little after its interval (see
+      // protocol/config.ts), and once the client gives up, the link may pass its close along.
+      args: ["--keepalive-interval-ms", "200", "--keepalive-timeout-ms", "400"],
     });
     echo = await startEchoServer();
   });
@@ -153,7 +156,7 @@ describe("chaos: the link between client and daemon", () => {
           daemonFrom,
         );
         figure(
-          `${transport}: blackhole noticed by the daemon (keepalive 300+600 ms)`,
+          `${transport}: blackhole noticed by the daemon (keepalive 200+400 ms)`,
           Date.now() - cutAt,
           "ms",
         );
@@ -183,7 +186,7 @@ describe("chaos: the link between client and daemon", () => {
       );
       await daemon.waitForLog((e) => e.msg === "tunnel down", 15_000, daemonFrom);
       figure(
-        "frozen client's tunnel released (keepalive 300+600 ms)",
+        "frozen client's tunnel released (daemon keepalive 200+400 ms)",
         Date.now() - stoppedAt,
         "ms",
       );

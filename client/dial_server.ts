@@ -10,12 +10,10 @@
  * @module
  */
 
-import { lookup } from "node:dns/promises";
-import { isIP } from "node:net";
 import type { Transport } from "../protocol/transport.ts";
 import { connectTcp, connectTls } from "../transport/mod.ts";
 import { connectWebSocket } from "../transport/ws.ts";
-import { unbracketHost } from "../util/address.ts";
+import { parseIp, unbracketHost } from "../util/address.ts";
 
 /** What {@linkcode dialServer} reached. */
 export interface Dialed {
@@ -31,8 +29,16 @@ export interface Dialed {
 export type HostResolver = (host: string) => Promise<string[]>;
 
 /** The system resolver (`getaddrinfo`, so `/etc/hosts` counts), every address. */
-export const systemResolver: HostResolver = async (host) =>
-  (await lookup(host, { all: true })).map((a) => a.address);
+export const systemResolver: HostResolver = async (host) => {
+  // Loaded when a name is resolved, not at start (node:dns costs Deno's start time).
+  const { lookup } = await import("node:dns/promises");
+  return (await lookup(host, { all: true })).map((a) => a.address);
+};
+
+/** 4 or 6 for an IP literal, 0 for anything else (as node:net's `isIP`). */
+function ipFamily(text: string): number {
+  return parseIp(text)?.family ?? 0;
+}
 
 /**
  * The addresses to rotate over for `host`: those of the family the resolver puts first, when
@@ -49,10 +55,10 @@ export async function serverAddresses(
   host: string,
   resolve: HostResolver = systemResolver,
 ): Promise<string[]> {
-  if (isIP(host) !== 0) return [];
+  if (ipFamily(host) !== 0) return [];
   const all = await resolve(host);
-  const family = isIP(all[0] ?? "");
-  const same = [...new Set(all.filter((a) => isIP(a) === family))];
+  const family = ipFamily(all[0] ?? "");
+  const same = [...new Set(all.filter((a) => ipFamily(a) === family))];
   return same.length > 1 ? same : [];
 }
 

@@ -15,7 +15,7 @@
  * @module
  */
 
-import { connect as netConnect } from "node:net";
+import process from "node:process";
 import { formatHostPort, parseHostPort } from "../util/address.ts";
 
 /** What is checked. */
@@ -64,7 +64,8 @@ export function probe(
     );
   }
   return new Promise((resolve) => {
-    const socket = netConnect({ host: hostname, port });
+    // node:net on first use: most clients have no health check, and loading it costs Deno's start.
+    const socket = process.getBuiltinModule("node:net").connect({ host: hostname, port });
     const timer = setTimeout(() => finish(`no connection within ${timeoutMs} ms`), timeoutMs);
     const finish = (failure: string | undefined) => {
       clearTimeout(timer);

@@ -18,12 +18,16 @@
  * @module
  */
 
-import { readFileSync } from "node:fs";
 import process from "node:process";
 import { dirname, resolve } from "node:path";
 import { parseHostPort, unbracketHost } from "../util/address.ts";
 import { parseJsonc } from "../util/jsonc.ts";
 import type { ExposeOptions, OfferOptions } from "./client.ts";
+
+/** A file's text; node:fs is loaded only when a file is read (it costs Deno's start time). */
+function readTextFile(path: string): string {
+  return process.getBuiltinModule("node:fs").readFileSync(path, "utf8");
+}
 import type { HealthOptions } from "./health_check.ts";
 
 /** The client command's flags, as parsed (each optional). */
@@ -157,7 +161,7 @@ export function clientSettings(
     fileDir = dirname(filePath);
     let text: string | undefined;
     try {
-      text = readFileSync(filePath, "utf8");
+      text = readTextFile(filePath);
     } catch (error) {
       fail(fileWhere, `cannot read ${filePath}: ${(error as Error).message}`);
     }
@@ -229,7 +233,7 @@ export function clientSettings(
       : resolve(fileDir, path.value);
   const readSecret = (source: Sourced<string>): string | undefined => {
     try {
-      const text = readFileSync(fromFile(source), "utf8").trim();
+      const text = readTextFile(fromFile(source)).trim();
       if (text === "") fail(source.where, `${fromFile(source)} is empty`);
       return text || undefined;
     } catch (error) {
@@ -266,7 +270,7 @@ export function clientSettings(
   let caCerts: string[] | undefined;
   if (ca) {
     try {
-      caCerts = [readFileSync(fromFile(ca), "utf8")];
+      caCerts = [readTextFile(fromFile(ca))];
     } catch (error) {
       fail(ca.where, `cannot read ${fromFile(ca)}: ${(error as Error).message}`);
     }

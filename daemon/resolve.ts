@@ -6,7 +6,6 @@
  * @module
  */
 
-import { lookup as dnsLookup } from "node:dns/promises";
 import { formatIp, type IpAddress, parseIp, unmapIPv4 } from "../util/address.ts";
 import {
   checkResolvedTarget,
@@ -49,7 +48,9 @@ export interface ResolvedTarget {
   readonly rule: ForwardRule;
 }
 
-const systemLookup: LookupFn = (host, options) => dnsLookup(host, options);
+// node:dns is loaded on the first lookup, not at start (it costs Deno's start time).
+const systemLookup: LookupFn = async (host, options) =>
+  (await import("node:dns/promises")).lookup(host, options);
 
 const fail = (message: string): Denial => ({ ok: false, code: "resolve_failed", message });
 

@@ -33,7 +33,8 @@ export interface SessionConfig {
   enableKeepAlive: boolean;
   /**
    * Idle time (no inbound frame) before a keepalive ping. Default 30 s. The accepting side waits a
-   * quarter longer, so the dialer pings and the two ends do not ping each other at once.
+   * little longer (a quarter, at most a second), so the dialer pings and the two ends do not ping
+   * each other at once.
    */
   keepAliveInterval: number;
   /** Time without any inbound frame after a keepalive ping before the session is closed. Default 30 s. */

@@ -594,9 +594,11 @@ export class Session implements FrameSink, StreamHost {
         return this.#shutdown(error, false);
       } else return this.#armKeepAlive(this.#keepAlivePingAt + keepAliveTimeout - now);
     }
-    // The accepting side waits a quarter longer, so the two ends' timers do not fire together and
-    // ping each other: normally the dialer's ping arrives first and the acceptor never pings.
-    const due = this.client ? keepAliveInterval : keepAliveInterval * 1.25;
+    // The accepting side waits a little longer (a quarter, at most a second), so the two ends'
+    // timers do not fire together and ping each other: the dialer's ping arrives first.
+    const due = this.client
+      ? keepAliveInterval
+      : keepAliveInterval + Math.min(keepAliveInterval / 4, 1000);
     const idle = now - this.#lastInbound;
     if (idle < due) return this.#armKeepAlive(due - idle);
     this.#keepAlivePingAt = now;

@@ -7,9 +7,7 @@
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { currentRuntime, readEnv, type RuntimeName } from "../util/runtime.ts";
-import { connectBunTcp, connectBunTls, listenBunTcp, listenBunTls } from "./bun_tcp.ts";
-import { connectDenoTcp, connectDenoTls, listenDenoTcp, listenDenoTls } from "./deno_tcp.ts";
-import { connectNodeTcp, connectNodeTls, listenNodeTcp, listenNodeTls } from "./node_tcp.ts";
+import type { TcpAddress, TcpTuning, TlsConnectOptions, TlsListenOptions } from "./tcp_options.ts";
 
 export type { RuntimeName };
 
@@ -73,35 +71,79 @@ function detectRuntime(): RuntimeName {
   return readEnv("TUNNELMUX_TRANSPORT") === "node" ? "node" : currentRuntime();
 }
 
+/** One runtime's adapter, as the functions below call it. */
+interface Adapter {
+  connectTcp(address: TcpAddress, tuning: TcpTuning): Promise<Transport>;
+  listenTcp(
+    address: TcpAddress,
+    onTransport: (transport: Transport) => void,
+    tuning: TcpTuning,
+  ): Promise<TransportListener>;
+  connectTls(address: TcpAddress, tls: TlsConnectOptions, tuning: TcpTuning): Promise<Transport>;
+  listenTls(
+    address: TcpAddress,
+    identity: TlsListenOptions,
+    onTransport: (transport: Transport) => void,
+    tuning: TcpTuning,
+  ): Promise<TransportListener>;
+}
+
+/**
+ * Loads the chosen runtime's adapter on first use, and only that one: the others pull in what
+ * only their runtime needs (node:net and node:tls, whose polyfills cost Deno tens of
+ * milliseconds at start).
+ */
+const LOADERS: Record<RuntimeName, () => Promise<Adapter>> = {
+  deno: async () => {
+    const m = await import("./deno_tcp.ts");
+    return {
+      connectTcp: m.connectDenoTcp,
+      listenTcp: m.listenDenoTcp,
+      connectTls: m.connectDenoTls,
+      listenTls: m.listenDenoTls,
+    };
+  },
+  bun: async () => {
+    const m = await import("./bun_tcp.ts");
+    return {
+      connectTcp: m.connectBunTcp,
+      listenTcp: m.listenBunTcp,
+      connectTls: m.connectBunTls,
+      listenTls: m.listenBunTls,
+    };
+  },
+  node: async () => {
+    const m = await import("./node_tcp.ts");
+    return {
+      connectTcp: m.connectNodeTcp,
+      listenTcp: m.listenNodeTcp,
+      connectTls: m.connectNodeTls,
+      listenTls: m.listenNodeTls,
+    };
+  },
+};
+
+let loaded: Promise<Adapter> | undefined;
+
+function adapter(): Promise<Adapter> {
+  return loaded ??= LOADERS[runtimeName()]();
+}
+
 /** Opens a TCP connection with the runtime's adapter. */
-export function connectTcp(options: ConnectTcpOptions): Promise<Transport> {
+export async function connectTcp(options: ConnectTcpOptions): Promise<Transport> {
   const address = { hostname: options.hostname, port: options.port };
   const tuning = { noDelay: options.noDelay, highWaterMark: options.highWaterMark };
-  switch (runtimeName()) {
-    case "deno":
-      return connectDenoTcp(address, tuning);
-    case "bun":
-      return connectBunTcp(address, tuning);
-    default:
-      return connectNodeTcp(address, tuning);
-  }
+  return (await adapter()).connectTcp(address, tuning);
 }
 
 /** Listens for TCP connections with the runtime's adapter, passing each to `onTransport`. */
-export function listenTcp(
+export async function listenTcp(
   options: ListenTcpOptions,
   onTransport: (transport: Transport) => void,
 ): Promise<TransportListener> {
   const address = { hostname: options.hostname, port: options.port };
   const tuning = { noDelay: options.noDelay, highWaterMark: options.highWaterMark };
-  switch (runtimeName()) {
-    case "deno":
-      return listenDenoTcp(address, onTransport, tuning);
-    case "bun":
-      return listenBunTcp(address, onTransport, tuning);
-    default:
-      return listenNodeTcp(address, onTransport, tuning);
-  }
+  return (await adapter()).listenTcp(address, onTransport, tuning);
 }
 
 /**
@@ -110,18 +152,11 @@ export function listenTcp(
  * {@linkcode TlsHandshakeError}, rather than on the first read. The handshake has no deadline of
  * its own: bound it as {@linkcode connectTcp} calls are bounded (e.g. `tunnel/dial.ts`).
  */
-export function connectTls(options: ConnectTlsOptions): Promise<Transport> {
+export async function connectTls(options: ConnectTlsOptions): Promise<Transport> {
   const address = { hostname: options.hostname, port: options.port };
   const tls = { caCerts: options.caCerts, serverName: options.serverName };
   const tuning = { noDelay: options.noDelay, highWaterMark: options.highWaterMark };
-  switch (runtimeName()) {
-    case "deno":
-      return connectDenoTls(address, tls, tuning);
-    case "bun":
-      return connectBunTls(address, tls, tuning);
-    default:
-      return connectNodeTls(address, tls, tuning);
-  }
+  return (await adapter()).connectTls(address, tls, tuning);
 }
 
 /**
@@ -130,19 +165,12 @@ export function connectTls(options: ConnectTlsOptions): Promise<Transport> {
  * after {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}. Under Deno, `noDelay` cannot be applied to accepted
  * TLS connections (Deno exposes no way to), so they keep Nagle's algorithm (see deno_tcp.ts).
  */
-export function listenTls(
+export async function listenTls(
   options: ListenTlsOptions,
   onTransport: (transport: Transport) => void,
 ): Promise<TransportListener> {
   const address = { hostname: options.hostname, port: options.port };
   const identity = { cert: options.cert, key: options.key };
   const tuning = { noDelay: options.noDelay, highWaterMark: options.highWaterMark };
-  switch (runtimeName()) {
-    case "deno":
-      return listenDenoTls(address, identity, onTransport, tuning);
-    case "bun":
-      return listenBunTls(address, identity, onTransport, tuning);
-    default:
-      return listenNodeTls(address, identity, onTransport, tuning);
-  }
+  return (await adapter()).listenTls(address, identity, onTransport, tuning);
 }
