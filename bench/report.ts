@@ -81,9 +81,15 @@ export interface RatioRow extends Spread {
    * `cost` (CPU or RSS, lower is better).
    */
   kind: "speedup" | "latency" | "cost";
-  /** What is compared when not the headline value: `cpu` or `rss` (the server side's). */
-  metric?: "cpu" | "rss";
+  /**
+   * What is compared when not the headline value: `cpu`, `rss` (the server side's) or `p99` (of a
+   * latency).
+   */
+  metric?: RatioMetric;
 }
+
+/** A figure compared other than the headline value. */
+export type RatioMetric = "cpu" | "rss" | "p99";
 
 /** One of the issue's goals, checked against the measured median ratio. */
 export interface TargetRow {
@@ -93,8 +99,8 @@ export interface TargetRow {
   goal: string;
   ratio: number;
   met: boolean | null;
-  /** As in {@linkcode RatioRow}: `cpu` or `rss` when not the headline value. */
-  metric?: "cpu" | "rss";
+  /** As in {@linkcode RatioRow}: `cpu`, `rss` or `p99` when not the headline value. */
+  metric?: RatioMetric;
 }
 
 /** An implementation that could not run here (e.g. a foreign tunnel's binary is missing). */
@@ -135,7 +141,7 @@ interface Target {
   versus: string;
   min?: number;
   max?: number;
-  metric?: "cpu" | "rss";
+  metric?: RatioMetric;
 }
 
 /** The issue's protocol targets: tunnelmux vs the `versus` family in `scenario`. */
@@ -149,6 +155,15 @@ const TARGETS: Target[] = [
   { scenario: "S4", versus: "raw-native", min: 0.9 },
   { scenario: "S5", versus: "raw-native", max: 1.3 },
 ];
+
+/**
+ * The name of the synthetic peer that is, in each round, the best foreign tunnel that ran in the
+ * scenario (highest rate, lowest latency or cost), for issue 15's targets.
+ */
+export const BEST_PEER = "best-peer";
+
+/** The foreign tunnels (`tunnel/impls.ts`), the candidates for {@linkcode BEST_PEER}. */
+const FOREIGN_TUNNELS = ["frp", "chisel", "bore", "rathole"];
 
 /**
  * The issue's tunnel targets for every tunnelmux tunnel (`tcp` stands for the same runtime's
@@ -167,6 +182,14 @@ const TUNNEL_TARGETS: Target[] = [
   { scenario: "T1", versus: "bore", max: 1, metric: "cpu" },
   { scenario: "T2", versus: "bore", max: 1, metric: "cpu" },
   { scenario: "T2", versus: "frp", max: 1, metric: "rss" },
+  // Issue 15: against the best foreign tunnel of each round (see `bestPeer`).
+  { scenario: "T1", versus: BEST_PEER, min: 1.1 },
+  { scenario: "T2", versus: BEST_PEER, min: 1 },
+  { scenario: "T3", versus: BEST_PEER, max: 1 },
+  { scenario: "T3", versus: BEST_PEER, max: 1.5, metric: "p99" },
+  { scenario: "T4", versus: BEST_PEER, max: 1 },
+  { scenario: "T1", versus: BEST_PEER, max: 1, metric: "cpu" },
+  { scenario: "T2", versus: BEST_PEER, max: 1, metric: "cpu" },
 ];
 
 /** Per round, the field `pick` of `impl`'s successful samples in `scenario` (NaN elsewhere). */
@@ -189,10 +212,32 @@ const PICK = {
   value: (s: SampleRecord) => s.value,
   cpu: (s: SampleRecord) => s.cpu,
   rss: (s: SampleRecord) => s.rssServerMiB,
+  p99: (s: SampleRecord) => s.p99,
 };
 
+/**
+ * Per round, the best of the foreign tunnels' figures `pick` in `scenario`: the highest when
+ * `higher`, else the lowest (NaN in a round where none has one).
+ */
+function bestPeer(
+  samples: SampleRecord[],
+  scenario: string,
+  impls: readonly string[],
+  rounds: number,
+  pick: (s: SampleRecord) => number | undefined,
+  higher: boolean,
+): number[] {
+  const peers = impls.filter((i) => FOREIGN_TUNNELS.includes(i));
+  const series = peers.map((peer) => valuesOf(samples, scenario, peer, rounds, pick));
+  return Array.from({ length: rounds }, (_, round) => {
+    const values = series.map((s) => s[round]).filter((v) => Number.isFinite(v));
+    if (values.length === 0) return NaN;
+    return higher ? Math.max(...values) : Math.min(...values);
+  });
+}
+
 /** A ratio to compute: numerator, denominator, and the figure compared (the headline when absent). */
-type Pair = [baseline: string, versus: string, metric?: "cpu" | "rss"];
+type Pair = [baseline: string, versus: string, metric?: RatioMetric];
 
 /** The pairs a scenario's ratios compare. */
 function ratioPairs(suite: Suite, impls: readonly string[]): Pair[] {
@@ -226,6 +271,12 @@ function ratioPairs(suite: Suite, impls: readonly string[]): Pair[] {
   for (const baseline of impls.filter((i) => i.startsWith("tunnelmux-"))) {
     if (impls.includes("bore")) pairs.push([baseline, "bore", "cpu"]);
     if (impls.includes("frp")) pairs.push([baseline, "frp", "rss"]);
+  }
+  // Issue 15: every tunnelmux tunnel against the best foreign tunnel of each round.
+  if (impls.some((i) => FOREIGN_TUNNELS.includes(i))) {
+    for (const baseline of impls.filter((i) => i.startsWith("tunnelmux-"))) {
+      pairs.push([baseline, BEST_PEER], [baseline, BEST_PEER, "cpu"], [baseline, BEST_PEER, "p99"]);
+    }
   }
   return pairs;
 }
@@ -284,11 +335,21 @@ export function buildReport(
     }
     for (const [baseline, versus, metric] of ratioPairs(suite, ran)) {
       const pick = PICK[metric ?? "value"];
+      // Higher is better for a rate's headline value; for CPU, RSS and a p99, lower is.
+      const higher = !metric && scenario.metric.higher === true;
       const r = pairedRatio(
         valuesOf(samples, scenario.id, baseline, rounds, pick),
-        valuesOf(samples, scenario.id, versus, rounds, pick),
+        versus === BEST_PEER
+          ? bestPeer(samples, scenario.id, ran, rounds, pick, higher)
+          : valuesOf(samples, scenario.id, versus, rounds, pick),
       );
-      const kind = metric ? "cost" : scenario.metric.higher ? "speedup" : "latency";
+      const kind = metric === "p99"
+        ? "latency"
+        : metric
+        ? "cost"
+        : scenario.metric.higher
+        ? "speedup"
+        : "latency";
       // CPU and RSS pairs are tried in every tunnel scenario; only those with figures are kept.
       if (!metric || r.n > 0) {
         ratios.push({

@@ -107,6 +107,20 @@ describe("tunnel report", () => {
     assert.equal(target("T1", "frp", "direct"), undefined, "targets are tunnelmux's");
   });
 
+  it("compares tunnelmux with the best foreign tunnel of each round (issue 15)", () => {
+    // T1 (a rate): best peer per round is bore (500, 500); tunnelmux-deno-tcp 400, 600.
+    assert.equal(ratio("T1", "tunnelmux-deno-tcp", "best-peer")?.median, (0.8 + 1.2) / 2);
+    // CPU (a cost): the best is the lowest, frp's 1 (bore's is 2).
+    assert.equal(ratio("T1", "tunnelmux-deno-tcp", "best-peer", "cpu")?.median, 1);
+    assert.equal(ratio("T1", "frp", "best-peer"), undefined, "only tunnelmux against the best");
+    const target = report.targets.find((t) =>
+      t.scenario === "T1" && t.baseline === "tunnelmux-deno-tcp" && t.versus === "best-peer" &&
+      t.metric === undefined
+    );
+    assert.equal(target?.goal, ">= 1.1x");
+    assert.equal(target?.met, false); // 1.0 < 1.1
+  });
+
   it("prints the resources table, the cost ratios and the skipped tunnels", () => {
     const text = formatReport(report);
     assert.match(text, /tunnelmux tunnel benchmark/);
