@@ -30,6 +30,10 @@ export class Outbound {
   #writable = true;
   #closed = false;
   readonly #flushCallback = () => this.flush();
+  /** Room left in front of each batch for the transport's framing (see `Transport.headroom`). */
+  readonly #headroom: number;
+  /** Data per batch: the config's, or less so a batch fits what the transport frames in place. */
+  readonly #batchBudget: number;
 
   // Plan of the batch being assembled, reused between batches.
   #planStreams: Stream[] = [];
@@ -41,6 +45,13 @@ export class Outbound {
     this.#transport = transport;
     this.#config = config;
     this.#stats = stats;
+    this.#headroom = transport.writeFramable ? transport.headroom ?? 0 : 0;
+    // Room for the batch's frame headers and control frames under the framable size; a batch that
+    // still exceeds it (many streams at once) is split and copied by the transport, as before.
+    const framable = this.#headroom > 0 ? transport.framableSize : undefined;
+    this.#batchBudget = framable
+      ? Math.max(4096, Math.min(config.maxWriteBatch, framable - 4096))
+      : config.maxWriteBatch;
   }
 
   /** Whether the transport accepted the last write without pushing back. */
@@ -121,7 +132,9 @@ export class Outbound {
       const batch = this.#assemble();
       if (batch === null) return;
       this.#stats.bytesOut += batch.length;
-      this.#writable = this.#transport.write(batch);
+      this.#writable = this.#headroom > 0
+        ? this.#transport.writeFramable!(batch)
+        : this.#transport.write(batch);
       this.#notifyDrains();
     }
   }
@@ -139,12 +152,17 @@ export class Outbound {
   #assemble(): Uint8Array | null {
     const sendableTotal = this.#plan();
     if (this.#planStreams.length === 0 && this.#controlLength === 0) return null;
-    if (sendableTotal > this.#config.maxWriteBatch) this.#shareBudget();
+    if (sendableTotal > this.#batchBudget) this.#shareBudget();
     const size = this.#batchSize();
     // Not zero-filled: every byte handed out (up to `at`) is written below, and zero-filling a
     // 256 KiB batch was a fifth of Bun's CPU time in S3 (see docs/performance.md). Small sizes come
     // from Buffer's shared pool, which never hands a region out twice.
-    const out: Uint8Array = Buffer.allocUnsafe(size);
+    // With headroom, the batch starts that far into its own allocation, so the transport can put
+    // its frame header in front without copying the batch (a WebSocket over our own framing).
+    const h = this.#headroom;
+    const out: Uint8Array = h > 0
+      ? Buffer.allocUnsafe(h + size).subarray(h)
+      : Buffer.allocUnsafe(size);
     let at = this.#writeControl(out);
     at = this.#writeHeaderFrames(out, at);
     at = this.#writeData(out, at);
@@ -185,7 +203,7 @@ export class Outbound {
   #shareBudget(): void {
     const data = this.#planData;
     const maxFrame = this.#config.maxDataFrameSize;
-    let budget = this.#config.maxWriteBatch;
+    let budget = this.#batchBudget;
     const wants = data.slice();
     data.fill(0);
     let progress = true;

@@ -47,3 +47,43 @@ describe("outbound batches", () => {
     }
   });
 });
+
+/** A transport that frames in place, as our WebSocket does: it records what it was given. */
+class FramingPeer extends RawPeer {
+  readonly headroom = 16;
+  readonly framableSize = 64 * 1024;
+  readonly framed: Uint8Array[] = [];
+  writeFramable(chunk: Uint8Array): boolean {
+    this.framed.push(chunk);
+    return this.write(chunk);
+  }
+}
+
+describe("outbound batches for a transport that frames in place", () => {
+  it("leave the headroom free in front of each batch and keep under the framable size", async () => {
+    const peer = new FramingPeer();
+    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
+    try {
+      const stream = session.open();
+      // Under the initial window (256 KiB), so all of it goes out without the peer's credit.
+      stream.write(bytes(200_000, 7));
+      stream.end();
+      const sent = () =>
+        peer.framesOf(FrameType.Data, 0, stream.id).reduce((n, f) => n + f.payload.length, 0);
+      for (let i = 0; i < 200 && sent() < 200_000; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      assert.ok(peer.framed.length >= 4, `${peer.framed.length} batches`);
+      for (const batch of peer.framed) {
+        // The headroom is the batch's own: its allocation starts at least that far in front.
+        assert.ok(batch.byteOffset >= 16);
+        assert.ok(batch.length <= 64 * 1024, `${batch.length}`);
+      }
+      const data = peer.framesOf(FrameType.Data, 0, stream.id);
+      assert.deepEqual(concat(data.map((f) => f.payload)), bytes(200_000, 7));
+    } finally {
+      session.destroy();
+      peer.peerClose();
+    }
+  });
+});

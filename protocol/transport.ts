@@ -31,6 +31,24 @@ export interface Transport {
    * data until `drain`. Writes after close are dropped.
    */
   write(chunk: Uint8Array): boolean;
+  /**
+   * Bytes of its own framing the transport can write in front of a chunk instead of copying the
+   * chunk into a frame (a WebSocket frame header), when the writer leaves them free: see
+   * {@linkcode writeFramable}. Absent or 0: the transport frames by copying, if at all.
+   */
+  readonly headroom?: number;
+  /**
+   * Like {@linkcode write}, for a chunk whose buffer holds `headroom` bytes of the writer's, free,
+   * right in front of it (the writer allocated them with the chunk and never uses them): the
+   * transport may write its frame header there and change the chunk in place (a WebSocket client
+   * masks it). Present only where `headroom` is.
+   */
+  writeFramable?(chunk: Uint8Array): boolean;
+  /**
+   * The largest chunk {@linkcode writeFramable} frames in place (a WebSocket transport's message
+   * size); a larger one is split and copied. Writers keep their chunks under it.
+   */
+  readonly framableSize?: number;
   /** Stops reading from the peer (kernel buffers fill and TCP pushes back) until {@linkcode resume}. */
   pause(): void;
   /** Resumes reading after {@linkcode pause}. */

@@ -113,6 +113,18 @@ export class ChunkQueue {
     return out;
   }
 
+  /** The next chunk as it was pushed (or its rest, after a partial take), without removing it. */
+  peek(): Uint8Array | undefined {
+    return this.#bytes === 0 ? undefined : this.#chunks[this.#head];
+  }
+
+  /** Removes and returns the next chunk whole, the same array {@linkcode peek} shows. */
+  shift(): Uint8Array {
+    const first = this.#chunks[this.#head];
+    this.#consumeHead(first, first.length);
+    return first;
+  }
+
   /** Drops everything (close discards unsent bytes). */
   clear(): void {
     this.#chunks = [];

@@ -72,4 +72,17 @@ describe("ChunkQueue as a TCP write queue", () => {
     queue.push(chunk);
     assert.equal(queue.takeWrite(MAX_BATCH), chunk);
   });
+  it("peek shows the next chunk as pushed and shift removes it whole", () => {
+    const queue = new ChunkQueue();
+    assert.equal(queue.peek(), undefined);
+    const a = new Uint8Array([1, 2, 3]);
+    const b = new Uint8Array([4]);
+    queue.push(a);
+    queue.push(b);
+    assert.equal(queue.peek(), a);
+    assert.equal(queue.shift(), a, "the same array, not a copy");
+    assert.equal(queue.bytes, 1);
+    assert.equal(queue.shift(), b);
+    assert.ok(queue.empty);
+  });
 });

@@ -77,6 +77,39 @@ export function applyMask(bytes: Uint8Array, mask: Uint8Array): void {
   for (; i < bytes.length; i++) bytes[i] ^= mask[i & 3];
 }
 
+/** The size of a frame's header for an `n`-byte payload, with or without a masking key. */
+function headerSize(n: number, masked: boolean): number {
+  return 2 + (n < 126 ? 0 : n < 0x10000 ? 2 : 8) + (masked ? 4 : 0);
+}
+
+/** Writes a frame header for an `n`-byte payload at the start of `out` (its masking key too). */
+function writeHeader(
+  out: Uint8Array,
+  opcode: number,
+  n: number,
+  mask: Uint8Array | undefined,
+  fin: boolean,
+): void {
+  out[0] = (fin ? 0x80 : 0) | opcode;
+  const maskBit = mask ? 0x80 : 0;
+  let at = 2;
+  if (n < 126) {
+    out[1] = maskBit | n;
+  } else if (n < 0x10000) {
+    out[1] = maskBit | 126;
+    out[2] = n >>> 8;
+    out[3] = n & 0xff;
+    at = 4;
+  } else {
+    out[1] = maskBit | 127;
+    const view = new DataView(out.buffer, out.byteOffset + 2, 8);
+    view.setUint32(0, Math.floor(n / 0x1_0000_0000));
+    view.setUint32(4, n >>> 0);
+    at = 10;
+  }
+  if (mask) out.set(mask, at);
+}
+
 /**
  * Encodes one frame: header, masking key when `mask` is given (client frames must have one), then
  * the payload, masked, in a single buffer so it goes out in one write. `payload` is not changed.
@@ -89,30 +122,37 @@ export function encodeFrame(
   fin = true,
 ): Uint8Array {
   const n = payload.length;
-  const lengthBytes = n < 126 ? 0 : n < 0x10000 ? 2 : 8;
-  const headerSize = 2 + lengthBytes + (mask ? 4 : 0);
+  const size = headerSize(n, mask !== undefined);
   // Pad in front so the payload starts 4-aligned in the buffer, for the word-wise mask above.
-  const pad = (4 - (headerSize % 4)) % 4;
-  const frame = new Uint8Array(new ArrayBuffer(pad + headerSize + n), pad, headerSize + n);
-  frame[0] = (fin ? 0x80 : 0) | opcode;
-  const maskBit = mask ? 0x80 : 0;
-  if (lengthBytes === 0) {
-    frame[1] = maskBit | n;
-  } else if (lengthBytes === 2) {
-    frame[1] = maskBit | 126;
-    frame[2] = n >>> 8;
-    frame[3] = n & 0xff;
-  } else {
-    frame[1] = maskBit | 127;
-    const view = new DataView(frame.buffer, frame.byteOffset + 2, 8);
-    view.setUint32(0, Math.floor(n / 0x1_0000_0000));
-    view.setUint32(4, n >>> 0);
-  }
-  frame.set(payload, headerSize);
-  if (mask) {
-    frame.set(mask, headerSize - 4);
-    applyMask(frame.subarray(headerSize), mask);
-  }
+  const pad = (4 - (size % 4)) % 4;
+  const frame = new Uint8Array(new ArrayBuffer(pad + size + n), pad, size + n);
+  writeHeader(frame, opcode, n, mask, fin);
+  frame.set(payload, size);
+  if (mask) applyMask(frame.subarray(size), mask);
+  return frame;
+}
+
+/** The most header bytes a frame has (a 64-bit length and a masking key). */
+export const MAX_HEADER_SIZE = 14;
+
+/**
+ * Encodes one frame around `payload` without copying it: the header goes into the bytes in front
+ * of `payload` in its buffer (which must be at least the header's size, at most
+ * {@linkcode MAX_HEADER_SIZE}, and free to overwrite), and the payload is masked in place. Returns
+ * the frame, a view over header and payload. The same bytes as {@linkcode encodeFrame}.
+ */
+export function encodeFrameInPlace(
+  opcode: number,
+  payload: Uint8Array,
+  mask?: Uint8Array,
+  fin = true,
+): Uint8Array {
+  const n = payload.length;
+  const size = headerSize(n, mask !== undefined);
+  if (payload.byteOffset < size) throw new RangeError("no room for the frame header in front");
+  const frame = new Uint8Array(payload.buffer, payload.byteOffset - size, size + n);
+  writeHeader(frame, opcode, n, mask, fin);
+  if (mask) applyMask(payload, mask);
   return frame;
 }
 

@@ -9,7 +9,9 @@ import {
   decodeClosePayload,
   encodeClosePayload,
   encodeFrame,
+  encodeFrameInPlace,
   FrameError,
+  MAX_HEADER_SIZE,
   MessageDecoder,
   Opcode,
   randomMask,
@@ -226,5 +228,28 @@ describe("ws_frame: close payloads", () => {
     assert.ok(payload.length <= 125);
     const { reason } = decodeClosePayload(payload);
     assert.equal(reason, "é".repeat(61));
+  });
+});
+
+describe("ws_frame: encodeFrameInPlace", () => {
+  it("writes the same bytes as encodeFrame, framing the payload where it lies", () => {
+    for (const n of [0, 1, 125, 126, 65535, 65536, 70000]) {
+      for (const mask of [undefined, new Uint8Array([1, 2, 3, 250])]) {
+        const payload = new Uint8Array(n).map((_, i) => (i * 7) & 0xff);
+        const expected = encodeFrame(2, payload, mask);
+        const buffer = new Uint8Array(MAX_HEADER_SIZE + 2 + n);
+        const room = buffer.subarray(MAX_HEADER_SIZE + 2);
+        room.set(payload);
+        const frame = encodeFrameInPlace(2, room, mask);
+        assert.deepEqual(frame, expected, `n=${n} mask=${mask !== undefined}`);
+        assert.equal(frame.buffer, buffer.buffer, "no copy");
+      }
+    }
+  });
+
+  it("refuses a payload without room in front for its header", () => {
+    const buffer = new Uint8Array(100);
+    assert.throws(() => encodeFrameInPlace(2, buffer.subarray(5), new Uint8Array(4)), RangeError);
+    assert.equal(encodeFrameInPlace(2, buffer.subarray(6), new Uint8Array(4)).length, 100);
   });
 });

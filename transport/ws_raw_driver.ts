@@ -23,7 +23,9 @@ import {
   decodeClosePayload,
   encodeClosePayload,
   encodeFrame,
+  encodeFrameInPlace,
   FrameError,
+  MAX_HEADER_SIZE,
   MessageDecoder,
   Opcode,
   randomMask,
@@ -115,6 +117,16 @@ export class RawSocketDriver implements SocketDriver {
 
   buffered(): number {
     return this.#tcp.bufferedAmount;
+  }
+
+  /** Room for the largest frame header, rounded up so a payload after it stays 4-aligned. */
+  readonly headroom = MAX_HEADER_SIZE + 2;
+
+  /** Like `send`, framing `message` in place in the `headroom` bytes in front of it. */
+  sendFramable(message: Uint8Array): SendResult {
+    if (this.#closeSent || this.#tcpClosed) return "closed";
+    this.#tcp.write(encodeFrameInPlace(Opcode.Binary, message, this.#mask()));
+    return "sent";
   }
 
   send(message: Uint8Array): SendResult {

@@ -177,6 +177,13 @@ export interface SocketDriver {
   pause?(): void;
   /** Resumes reading after {@linkcode pause}. */
   resume?(): void;
+  /** Bytes `sendFramable` needs free in front of a message (see `Transport.headroom`). */
+  readonly headroom?: number;
+  /**
+   * Sends a message as `send` does, writing the frame header into the `headroom` bytes in front
+   * of it and changing it in place (a client masks it), instead of copying it into a frame.
+   */
+  sendFramable?(message: Uint8Array): SendResult;
   /**
    * True when the driver calls {@linkcode WebSocketTransport.onWritable} whenever its buffer falls
    * below the send limit after a send filled it, and when a close frame queues behind the messages
@@ -223,6 +230,8 @@ export class WebSocketTransport implements Transport {
   // The peer closed cleanly; close is reported once the handler has seen the end.
   #closeAfterEnd = false;
   #onClosed: (() => void) | undefined;
+  /** Chunks written with `writeFramable`: the driver may frame them in place. */
+  readonly #framable = new WeakSet<Uint8Array>();
 
   /** Wraps an open socket; `onClosed` runs once when the transport is finished (cleanup). */
   constructor(driver: SocketDriver, options: WebSocketTransportOptions, onClosed?: () => void) {
@@ -252,6 +261,23 @@ export class WebSocketTransport implements Transport {
   start(handlers: TransportHandlers): void {
     this.#sink.start(handlers);
     if (!this.#sink.paused && !this.#sink.closed) this.#driver.resume?.();
+  }
+
+  /** Room the driver frames in (see `Transport.headroom`); 0 where it copies. */
+  get headroom(): number {
+    return this.#driver.sendFramable ? this.#driver.headroom ?? 0 : 0;
+  }
+
+  /** Messages are at most {@linkcode MESSAGE_SIZE}; a chunk up to it is framed in place. */
+  get framableSize(): number {
+    return MESSAGE_SIZE;
+  }
+
+  writeFramable(chunk: Uint8Array): boolean {
+    // Only a chunk that reaches the driver whole is framed in place: `#flush` sends it as its own
+    // message when it fits one (a chunk split by a partial take is a new array, not in the set).
+    this.#framable.add(chunk);
+    return this.write(chunk);
   }
 
   write(chunk: Uint8Array): boolean {
@@ -348,8 +374,13 @@ export class WebSocketTransport implements Transport {
   #flush(): void {
     if (this.#sink.closed || this.#closeSent) return;
     while (!this.#queue.empty && this.#driver.buffered() < this.#sendLimit) {
-      const message = this.#queue.take(MESSAGE_SIZE);
-      const result = this.#driver.send(message);
+      // A chunk written for framing in place goes out as its own message, not joined with the
+      // next (which would copy it); anything else is joined up to the message size.
+      const head = this.#queue.peek()!;
+      const inPlace = this.#framable.has(head) && head.length <= MESSAGE_SIZE &&
+        this.#driver.sendFramable !== undefined;
+      const message = inPlace ? this.#queue.shift() : this.#queue.take(MESSAGE_SIZE);
+      const result = inPlace ? this.#driver.sendFramable!(message) : this.#driver.send(message);
       if (result === "dropped") {
         // Bun's socket is over its backpressure limit and did not take it: retry on drain.
         this.#queue.unshift(message);
