@@ -55,5 +55,5 @@ HEALTHCHECK --interval=30s --timeout=10s --start-period=15s --retries=3 \
 # reaps zombies. Narrow permissions: network, environment (the TUNNELMUX_* layer reads it all),
 # reading the data, config and secrets directories, writing only the data directory. No
 # --allow-sys, --allow-run or --allow-ffi: the daemon needs none.
-ENTRYPOINT ["/tini", "--", "deno", "run", "--allow-net", "--allow-env", "--allow-read=/data,/etc/tunnelmux,/run/secrets", "--allow-write=/data", "daemon/main.ts"]
+ENTRYPOINT ["/tini", "--", "deno", "run", "--v8-flags=--max-semi-space-size=2", "--allow-net", "--allow-env", "--allow-read=/data,/etc/tunnelmux,/run/secrets", "--allow-write=/data", "daemon/main.ts"]
 CMD ["run"]
