@@ -146,7 +146,7 @@ describe("chaos: the link between client and daemon", () => {
         });
         await client.waitForLog((e) => e.msg === "state: backoff", 15_000, clientFrom);
         figure(
-          `${transport}: blackhole noticed by the client (keepalive 300+600 ms)`,
+          `${transport}: blackhole noticed by the client (its keepalive 300+600 ms, or the daemon's close)`,
           Date.now() - cutAt,
           "ms",
         );

@@ -121,15 +121,12 @@ export function encodeFrame(
   mask?: Uint8Array,
   fin = true,
 ): Uint8Array {
-  const n = payload.length;
-  const size = headerSize(n, mask !== undefined);
+  const size = headerSize(payload.length, mask !== undefined);
   // Pad in front so the payload starts 4-aligned in the buffer, for the word-wise mask above.
   const pad = (4 - (size % 4)) % 4;
-  const frame = new Uint8Array(new ArrayBuffer(pad + size + n), pad, size + n);
-  writeHeader(frame, opcode, n, mask, fin);
-  frame.set(payload, size);
-  if (mask) applyMask(frame.subarray(size), mask);
-  return frame;
+  const room = new Uint8Array(new ArrayBuffer(pad + size + payload.length), pad + size);
+  room.set(payload);
+  return encodeFrameInPlace(opcode, room, mask, fin);
 }
 
 /** The most header bytes a frame has (a 64-bit length and a masking key). */
