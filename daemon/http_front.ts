@@ -1,0 +1,561 @@
+/**
+ * The HTTP front of HTTP tunnels (issue 16; docs/design/http-tunnels.md): one visitor connection
+ * on the shared HTTP port, its requests routed one by one by their `Host` to the tunnel holding
+ * that name. Each request gets a stream of its own to the tunnel's client (which dials its local
+ * service for it, as for a TCP tunnel), carrying the request head, with `X-Forwarded-*` and
+ * `Forwarded` written from what this connection knows, and exactly the body's framed bytes; the
+ * response comes back the same way, exactly framed, and the next request on the connection may go
+ * to another tunnel. A `101 Switching Protocols` (WebSocket) turns the connection into a tunnel
+ * to that stream until either side closes.
+ *
+ * Strict and bounded: request heads at most `maxHeadBytes` within `headerTimeoutMs` (431, 408),
+ * one `Host`, framing that two parsers could read differently refused before any byte goes to a
+ * client (400, 501: see `transport/http1_framing.ts`), pipelined input held up to one head,
+ * `maxRequests` per connection. Unknown host: 404 without touching any client; a route that
+ * cannot be reached or a response that breaks off before its head: 502.
+ *
+ * Not wired to a listener yet: the daemon's `http` listener, names in the registry and the
+ * client's `--http` come next (see the design).
+ *
+ * @module
+ */
+
+import type { Stream } from "../protocol/stream.ts";
+import type { Transport } from "../protocol/transport.ts";
+import { headEnd, plainResponse } from "../transport/http1.ts";
+import {
+  ChunkedScanner,
+  fieldValues,
+  FramingError,
+  parseMessageHead,
+  requestFraming,
+  responseFraming,
+} from "../transport/http1_framing.ts";
+import type { BodyFraming } from "../transport/http1_framing.ts";
+import { requestHost } from "./host_names.ts";
+
+/** How a request reaches the client holding its host. */
+export interface HttpRoute {
+  /** Opens a stream to the client for one request; undefined when it cannot (counted there). */
+  open(remote: string, local: string): Stream | undefined;
+}
+
+/** One finished request, for metrics and logs. */
+export interface HttpExchange {
+  /** The host it was for ("" when there was none). */
+  host: string;
+  /** The status the visitor got (from the client's service, or ours). */
+  status: number;
+  /** Request bytes sent on (head and body). */
+  bytesIn: number;
+  /** Response bytes sent back. */
+  bytesOut: number;
+  /** From the head's arrival to the response's end. */
+  ms: number;
+}
+
+/** What {@linkcode serveHttpConnection} needs. */
+export interface HttpFrontOptions {
+  /** The route for `host`, or undefined when no tunnel holds it. */
+  route(host: string): HttpRoute | undefined;
+  /** `http` or `https` (after TLS termination): what `X-Forwarded-Proto` says. */
+  proto: "http" | "https";
+  /** Keep incoming `X-Forwarded-*` / `Forwarded` and append to them, instead of replacing them. */
+  trustForwarded: boolean;
+  /** Largest request head (default 16 KiB). */
+  maxHeadBytes?: number;
+  /** A request head must be complete this long after it starts (default 10 s). */
+  headerTimeoutMs?: number;
+  /** A kept-alive connection may wait this long for its next request (default 60 s). */
+  idleTimeoutMs?: number;
+  /** Requests per connection; the last is answered with the connection closed (default 1000). */
+  maxRequests?: number;
+  /** Told about every finished request. */
+  onExchange?(exchange: HttpExchange): void;
+}
+
+/** Largest response head we read from a client's service. */
+const MAX_RESPONSE_HEAD = 64 * 1024;
+const FORWARDED_FIELDS = new Set([
+  "x-forwarded-for",
+  "x-forwarded-proto",
+  "x-forwarded-host",
+  "forwarded",
+]);
+
+const encoder = new TextEncoder();
+
+/** The connection's phases (a state machine for its lifecycle, not for its bytes). */
+type Phase = "head" | "request" | "tunnel" | "closing";
+
+/** One request in flight. */
+interface Exchange {
+  host: string;
+  method: string;
+  stream: Stream;
+  /** The request's body framing and how far it got. */
+  body: BodyFraming;
+  bodyLeft: number;
+  bodyScanner: ChunkedScanner | undefined;
+  bodyDone: boolean;
+  /** The response so far. */
+  head: Uint8Array | undefined;
+  status: number;
+  framing: BodyFraming | undefined;
+  left: number;
+  scanner: ChunkedScanner | undefined;
+  /** The visitor asked to close after this one (or it is the last we take). */
+  closeAfter: boolean;
+  started: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+/** Serves one visitor connection of the HTTP port until it closes. */
+export function serveHttpConnection(visitor: Transport, options: HttpFrontOptions): void {
+  new HttpConnection(visitor, options).start();
+}
+
+class HttpConnection {
+  readonly #visitor: Transport;
+  readonly #options: HttpFrontOptions;
+  readonly #maxHead: number;
+  #phase: Phase = "head";
+  /** Visitor bytes not yet consumed: a head in progress, or pipelined input. */
+  #pending: Uint8Array = new Uint8Array(0);
+  #exchange: Exchange | undefined;
+  #requests = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #visitorEnded = false;
+  #closed = false;
+
+  constructor(visitor: Transport, options: HttpFrontOptions) {
+    this.#visitor = visitor;
+    this.#options = options;
+    this.#maxHead = options.maxHeadBytes ?? 16 * 1024;
+  }
+
+  start(): void {
+    this.#visitor.start({
+      data: (chunk) => this.#onVisitorData(chunk),
+      drain: () => this.#exchange?.stream.resume(),
+      end: () => this.#onVisitorEnd(),
+      close: () => this.#onVisitorClose(),
+    });
+    this.#armTimer(this.#options.headerTimeoutMs ?? 10_000, 408);
+  }
+
+  // ---- visitor side -------------------------------------------------------------------------
+
+  #onVisitorData(chunk: Uint8Array): void {
+    if (this.#closed) return;
+    switch (this.#phase) {
+      case "head":
+        if (this.#pending.length === 0) {
+          this.#armTimer(this.#options.headerTimeoutMs ?? 10_000, 408);
+        }
+        this.#append(chunk);
+        this.#readHead();
+        break;
+      case "request": {
+        const exchange = this.#exchange!;
+        if (!exchange.bodyDone) this.#forwardBody(exchange, chunk);
+        else this.#hold(chunk);
+        break;
+      }
+      case "tunnel":
+        if (!this.#exchange!.stream.write(chunk)) this.#visitor.pause();
+        break;
+      case "closing":
+        break;
+    }
+  }
+
+  /** Pipelined input while a response is on its way: kept, up to one head, then read no more. */
+  #hold(chunk: Uint8Array): void {
+    this.#append(chunk);
+    if (this.#pending.length > this.#maxHead) this.#visitor.pause();
+  }
+
+  #append(chunk: Uint8Array): void {
+    if (this.#pending.length === 0) {
+      this.#pending = chunk;
+      return;
+    }
+    const joined = new Uint8Array(this.#pending.length + chunk.length);
+    joined.set(this.#pending);
+    joined.set(chunk, this.#pending.length);
+    this.#pending = joined;
+  }
+
+  #onVisitorEnd(): void {
+    this.#visitorEnded = true;
+    if (this.#phase === "tunnel") return this.#exchange!.stream.end();
+    // Nothing in flight: the visitor is done. In flight: answer it, then close.
+    if (this.#phase === "head") this.#finish();
+  }
+
+  #onVisitorClose(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    const exchange = this.#exchange;
+    if (exchange && !this.#responseDone(exchange)) exchange.stream.reset();
+  }
+
+  /**
+   * In the head phase: after `ms`, a head in progress is answered 408 (`status`), an idle
+   * kept-alive connection (`status` 0) closed.
+   */
+  #armTimer(ms: number, status: 408 | 0): void {
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      if (this.#phase !== "head" || this.#closed) return;
+      if (status && this.#pending.length > 0) {
+        this.#refuse(408, "request head not received in time");
+      } else this.#finish();
+    }, ms);
+  }
+
+  // ---- request head -------------------------------------------------------------------------
+
+  /** Pipelined bytes start the next head: its deadline runs from now. */
+  #startHead(): void {
+    this.#armTimer(this.#options.headerTimeoutMs ?? 10_000, 408);
+    this.#readHead();
+  }
+
+  #readHead(): void {
+    const end = headEnd(this.#pending);
+    if (end < 0) {
+      if (this.#pending.length > this.#maxHead) this.#refuse(431, "request head too large");
+      return;
+    }
+    if (end > this.#maxHead) return this.#refuse(431, "request head too large");
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const headBytes = this.#pending.subarray(0, end);
+    const rest = this.#pending.subarray(end);
+    this.#pending = new Uint8Array(0);
+    const head = parseMessageHead(headBytes);
+    const line = head && /^([A-Z]+) ((?:\/|\*)\S*) HTTP\/1\.([01])$/.exec(head.startLine);
+    if (!head || !line) return this.#refuse(400, "malformed request head");
+    const [, method, , minor] = line;
+    if (method === "CONNECT") return this.#refuse(405, "CONNECT is not served here");
+    let body: BodyFraming;
+    try {
+      body = requestFraming(minor === "1" ? "1.1" : "1.0", head.fields);
+    } catch (error) {
+      if (!(error instanceof FramingError)) throw error;
+      return this.#refuse(error.status, error.message);
+    }
+    const hosts = fieldValues(head.fields, "host");
+    if (hosts.length !== 1) return this.#refuse(400, "a request needs exactly one Host");
+    const host = requestHost(hosts[0]);
+    const route = host === undefined ? undefined : this.#options.route(host);
+    if (!route) return this.#refuse(404, `no tunnel for ${hosts[0]}`, hosts[0]);
+    const stream = route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
+    if (!stream) return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host!);
+
+    this.#requests++;
+    const connection = fieldValues(head.fields, "connection").join(",").toLowerCase();
+    const keepAlive = minor === "1"
+      ? !/\bclose\b/.test(connection)
+      : /\bkeep-alive\b/.test(connection);
+    const exchange: Exchange = {
+      host: host!,
+      method,
+      stream,
+      body,
+      bodyLeft: body.kind === "length" ? body.length : 0,
+      bodyScanner: body.kind === "chunked" ? new ChunkedScanner() : undefined,
+      bodyDone: body.kind === "none",
+      head: undefined,
+      status: 0,
+      framing: undefined,
+      left: 0,
+      scanner: undefined,
+      closeAfter: !keepAlive || this.#requests >= (this.#options.maxRequests ?? 1000),
+      started: performance.now(),
+      bytesIn: 0,
+      bytesOut: 0,
+    };
+    this.#exchange = exchange;
+    this.#phase = "request";
+    stream.onData = (chunk) => this.#onResponseData(exchange, chunk);
+    stream.onDrain = () => this.#visitor.resume();
+    stream.onEnd = () => this.#onResponseEnd(exchange);
+    stream.onClose = () => this.#onResponseEnd(exchange);
+    const out = this.#requestHead(head.startLine, head.fields, hosts[0]);
+    exchange.bytesIn += out.length;
+    stream.write(out);
+    if (rest.length > 0) {
+      if (exchange.bodyDone) this.#hold(rest);
+      else this.#forwardBody(exchange, rest);
+    }
+  }
+
+  /**
+   * The head sent on: the visitor's fields, with the forwarding fields written by us. Untrusted,
+   * incoming `X-Forwarded-*` and `Forwarded` are dropped; trusted, the chain is kept and this hop
+   * appended (and the visitor's own proto and host, if it gave them, kept).
+   */
+  #requestHead(startLine: string, fields: [string, string][], hostValue: string): Uint8Array {
+    const trust = this.#options.trustForwarded;
+    const proto = this.#options.proto;
+    const ip = addressHost(this.#visitor.remoteAddress);
+    const prior = (name: string) => trust ? fieldValues(fields, name).join(", ") : "";
+    const priorFor = prior("x-forwarded-for");
+    const priorForwarded = prior("forwarded");
+    const out = fields.filter(([name]) => {
+      const lower = name.toLowerCase();
+      if (lower === "x-forwarded-for" || lower === "forwarded") return false;
+      return trust || !FORWARDED_FIELDS.has(lower);
+    });
+    out.push(["X-Forwarded-For", priorFor ? `${priorFor}, ${ip}` : ip]);
+    if (!prior("x-forwarded-proto")) out.push(["X-Forwarded-Proto", proto]);
+    if (!prior("x-forwarded-host")) out.push(["X-Forwarded-Host", hostValue]);
+    const node = ip.includes(":") ? `"[${ip}]"` : ip;
+    const element = `for=${node};host="${hostValue}";proto=${proto}`;
+    out.push(["Forwarded", priorForwarded ? `${priorForwarded}, ${element}` : element]);
+    let text = `${startLine}\r\n`;
+    for (const [name, value] of out) text += `${name}: ${value}\r\n`;
+    return encoder.encode(text + "\r\n");
+  }
+
+  // ---- request body -------------------------------------------------------------------------
+
+  #forwardBody(exchange: Exchange, bytes: Uint8Array): void {
+    let take = bytes.length;
+    try {
+      if (exchange.bodyScanner) {
+        const at = exchange.bodyScanner.push(bytes);
+        if (at >= 0) take = at;
+      } else {
+        take = Math.min(exchange.bodyLeft, bytes.length);
+        exchange.bodyLeft -= take;
+      }
+    } catch (error) {
+      // A chunked body that breaks its framing: the client's service gets no more of it.
+      exchange.stream.reset();
+      return this.#refuseLate(400, (error as Error).message);
+    }
+    if (take > 0) {
+      exchange.bytesIn += take;
+      if (!exchange.stream.write(bytes.subarray(0, take))) this.#visitor.pause();
+    }
+    if (exchange.bodyScanner ? exchange.bodyScanner.done : exchange.bodyLeft === 0) {
+      exchange.bodyDone = true;
+      if (take < bytes.length) this.#hold(bytes.subarray(take));
+    }
+  }
+
+  // ---- response -----------------------------------------------------------------------------
+
+  #onResponseData(exchange: Exchange, chunk: Uint8Array): void {
+    if (this.#closed || exchange !== this.#exchange) return;
+    if (this.#phase === "tunnel") {
+      exchange.bytesOut += chunk.length;
+      if (!this.#visitor.write(chunk)) exchange.stream.pause();
+      return;
+    }
+    let bytes = chunk;
+    while (bytes.length > 0 && !this.#responseDone(exchange)) {
+      if (exchange.framing === undefined) {
+        const head = exchange.head ? concat(exchange.head, bytes) : bytes;
+        const end = headEnd(head);
+        if (end < 0) {
+          if (head.length > MAX_RESPONSE_HEAD) {
+            return this.#badGateway(exchange, "response head too large");
+          }
+          exchange.head = head;
+          return;
+        }
+        exchange.head = undefined;
+        if (!this.#startResponse(exchange, head.subarray(0, end))) return;
+        bytes = head.subarray(end);
+        // #startResponse may have turned the connection into a tunnel (a 101).
+        if ((this.#phase as Phase) === "tunnel") {
+          if (bytes.length > 0) this.#onResponseData(exchange, bytes);
+          return;
+        }
+        continue;
+      }
+      bytes = this.#forwardResponse(exchange, bytes);
+    }
+    if (this.#responseDone(exchange)) this.#endExchange(exchange);
+  }
+
+  /** Checks and sends on a response head; false when the exchange ended instead. */
+  #startResponse(exchange: Exchange, headBytes: Uint8Array): boolean {
+    const head = parseMessageHead(headBytes);
+    const line = head && /^HTTP\/1\.[01] ([1-9][0-9]{2})(?: .*)?$/.exec(head.startLine);
+    if (!head || !line) {
+      this.#badGateway(exchange, "malformed response head");
+      return false;
+    }
+    const status = Number(line[1]);
+    let framing: BodyFraming;
+    try {
+      framing = responseFraming(exchange.method, status, head.fields);
+    } catch (error) {
+      this.#badGateway(exchange, (error as Error).message);
+      return false;
+    }
+    exchange.bytesOut += headBytes.length;
+    this.#visitor.write(headBytes);
+    if (status >= 100 && status < 200 && status !== 101) return true; // interim: the real one follows
+    exchange.status = status;
+    exchange.framing = framing;
+    if (/\bclose\b/i.test(fieldValues(head.fields, "connection").join(","))) {
+      exchange.closeAfter = true;
+    }
+    if (framing.kind === "length") exchange.left = framing.length;
+    if (framing.kind === "chunked") exchange.scanner = new ChunkedScanner();
+    if (framing.kind === "close") exchange.closeAfter = true;
+    if (framing.kind === "tunnel") {
+      this.#phase = "tunnel";
+      clearTimeout(this.#timer);
+      // Whatever the visitor sent after its request head is the new protocol's.
+      const held = this.#pending;
+      this.#pending = new Uint8Array(0);
+      if (held.length > 0) exchange.stream.write(held);
+      if (this.#visitorEnded) exchange.stream.end();
+      this.#visitor.resume();
+    }
+    return true;
+  }
+
+  /** Forwards response body bytes; returns what is left past the response's end. */
+  #forwardResponse(exchange: Exchange, bytes: Uint8Array): Uint8Array {
+    const framing = exchange.framing!;
+    let take = bytes.length;
+    if (framing.kind === "length") {
+      take = Math.min(exchange.left, bytes.length);
+      exchange.left -= take;
+    } else if (framing.kind === "chunked") {
+      try {
+        const at = exchange.scanner!.push(bytes);
+        if (at >= 0) take = at;
+      } catch (error) {
+        this.#breakOff(exchange, (error as Error).message);
+        return new Uint8Array(0);
+      }
+    } else if (framing.kind === "none") {
+      take = 0;
+    }
+    if (take > 0) {
+      exchange.bytesOut += take;
+      if (!this.#visitor.write(bytes.subarray(0, take))) exchange.stream.pause();
+    }
+    // Bytes past a complete response are the service's mistake: dropped with the stream.
+    return this.#responseDone(exchange) ? new Uint8Array(0) : bytes.subarray(take);
+  }
+
+  #responseDone(exchange: Exchange): boolean {
+    const framing = exchange.framing;
+    if (!framing || framing.kind === "close" || framing.kind === "tunnel") return false;
+    if (framing.kind === "none") return true;
+    if (framing.kind === "length") return exchange.left === 0;
+    return exchange.scanner!.done;
+  }
+
+  #onResponseEnd(exchange: Exchange): void {
+    if (this.#closed || exchange !== this.#exchange) return;
+    if (this.#phase === "tunnel") return this.#finish();
+    if (exchange.framing?.kind === "close") {
+      this.#report(exchange);
+      return this.#finish();
+    }
+    if (!this.#responseDone(exchange)) {
+      if (exchange.framing === undefined) {
+        this.#badGateway(exchange, "the service closed without a response");
+      } else this.#breakOff(exchange, "the service closed mid-response");
+    }
+  }
+
+  /** The response is complete: the stream goes, and the connection takes the next request. */
+  #endExchange(exchange: Exchange): void {
+    this.#report(exchange);
+    exchange.stream.onData = null;
+    exchange.stream.onEnd = null;
+    exchange.stream.onClose = null;
+    exchange.stream.end();
+    this.#exchange = undefined;
+    if (exchange.closeAfter || !exchange.bodyDone || this.#visitorEnded) return this.#finish();
+    this.#phase = "head";
+    this.#visitor.resume();
+    // Idle until the next head starts (then its own deadline runs, see #onVisitorData).
+    this.#armTimer(this.#options.idleTimeoutMs ?? 60_000, 0);
+    if (this.#pending.length > 0) this.#startHead();
+  }
+
+  #report(exchange: Exchange): void {
+    this.#options.onExchange?.({
+      host: exchange.host,
+      status: exchange.status,
+      bytesIn: exchange.bytesIn,
+      bytesOut: exchange.bytesOut,
+      ms: performance.now() - exchange.started,
+    });
+  }
+
+  // ---- refusals and endings -----------------------------------------------------------------
+
+  /** Answers `status` ourselves (nothing of this request reached a client) and closes. */
+  #refuse(status: number, message: string, host = ""): void {
+    this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0 });
+    this.#phase = "closing";
+    this.#visitor.write(plainResponse(status, message));
+    this.#finish();
+  }
+
+  /** A refusal after the request's head went to a client: our answer if no response began. */
+  #refuseLate(status: number, message: string): void {
+    const exchange = this.#exchange;
+    if (exchange && exchange.framing === undefined && exchange.bytesOut === 0) {
+      this.#exchange = undefined;
+      return this.#refuse(status, message, exchange.host);
+    }
+    this.#visitor.close();
+  }
+
+  #badGateway(exchange: Exchange, message: string): void {
+    exchange.stream.reset();
+    if (exchange.bytesOut === 0) {
+      exchange.status = 502;
+      this.#exchange = undefined;
+      return this.#refuse(502, message, exchange.host);
+    }
+    this.#breakOff(exchange, message);
+  }
+
+  /** A response that cannot be completed after it began: the visitor's connection is cut. */
+  #breakOff(exchange: Exchange, _message: string): void {
+    exchange.stream.reset();
+    this.#exchange = undefined;
+    this.#phase = "closing";
+    this.#visitor.close();
+  }
+
+  #finish(): void {
+    if (this.#phase !== "closing") this.#phase = "closing";
+    clearTimeout(this.#timer);
+    this.#visitor.end();
+  }
+}
+
+/** The host part of a `host:port` address (brackets removed). */
+function addressHost(address: string): string {
+  const colon = address.lastIndexOf(":");
+  const host = colon > 0 ? address.slice(0, colon) : address;
+  return host.startsWith("[") ? host.slice(1, -1) : host;
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
