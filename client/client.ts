@@ -110,6 +110,13 @@ export interface ExposeOptions {
   /** Send a PROXY protocol header to `local` first, so it sees the visitor's real address. */
   proxyProtocol?: "v1" | "v2";
   /**
+   * An HTTP tunnel instead of a port: the host name to hold on the daemon's HTTP port (a label
+   * under its base domain, e.g. `myapp` for `myapp.tunnels.example.com`, or a full name the
+   * client may hold). Each request whose `Host` is that name reaches `local`. The tunnel's
+   * `remoteHost` is the full name and `remotePort` the daemon's HTTP port.
+   */
+  http?: string;
+  /**
    * Serve the tunnel as a member of this group (with `groupKey`): every member's session is a
    * route of one public port, and visitors are balanced across the members. The client's token
    * must allow the group. With `remotePort` 0 a member joins the port the group already holds.
@@ -138,6 +145,8 @@ export interface Tunnel {
   readonly remoteHost: string;
   /** The daemon's port. */
   readonly remotePort: number;
+  /** An HTTP tunnel's address (`http://NAME.DOMAIN:PORT/`); undefined for a port's tunnel. */
+  readonly url: string | undefined;
   /** Where visitors go on this side. */
   readonly local: string;
   /** Closes the tunnel on the daemon and forgets it. */
@@ -756,15 +765,17 @@ export class Client extends Emitter<ClientEvents> {
   // ---- Requests and streams ----
 
   async #exposeOnce(record: TunnelRecord, port: number): Promise<void> {
-    const { bindHost, label, group, groupKey, shared } = record.request;
+    const { bindHost, label, group, groupKey, shared, http } = record.request;
     const reply = await this.#request({
       type: "expose",
-      port,
+      // An HTTP tunnel holds a name on the daemon's HTTP port, never a port of its own.
+      port: http === undefined ? port : 0,
       bindHost,
       label,
       group,
       groupKey,
       shared,
+      http,
     });
     if (reply.type !== "exposed") throw new ClientError("protocol", "expected exposed");
     record.id = reply.tunnel;
@@ -803,6 +814,11 @@ export class Client extends Emitter<ClientEvents> {
       },
       get remotePort() {
         return record.remotePort;
+      },
+      get url() {
+        if (record.request.http === undefined || record.remoteHost === "") return undefined;
+        const port = record.remotePort === 80 ? "" : `:${record.remotePort}`;
+        return `http://${record.remoteHost}${port}/`;
       },
       local: record.request.local,
       close: async () => {

@@ -29,7 +29,7 @@ Options:
                                TUNNELMUX_CLIENT_CONFIG): server, tokenFile, name, ca, ha,
                                reconnect, keepAliveIntervalMs, keepAliveTimeoutMs, group,
                                groupKeyFile, shared, proxyProtocol, health, healthIntervalMs,
-                               logFormat, and the lists expose, forward, offer, use (written
+                               logFormat, and the lists expose, http, forward, offer, use (written
                                as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
@@ -42,6 +42,9 @@ Options:
                                addresses (one DNS name for the nodes) is dialed at each in turn
   --expose [BIND:]PORT=LOCAL   the daemon listens on PORT (0 = any allowed port) and sends its
                                visitors to LOCAL (HOST:PORT) here; repeatable
+  --http NAME=LOCAL           an HTTP tunnel: requests to the daemon's HTTP port whose Host is
+                               NAME (a label under the daemon's domain, or a full host name the
+                               daemon allows this client) go to LOCAL (HOST:PORT); repeatable
   --forward LISTEN=TARGET      listen on LISTEN (HOST:PORT) here; each connection goes through
                                the daemon to TARGET (HOST:PORT); repeatable
   --offer NAME=LOCAL           offer named service NAME, served by LOCAL here; repeatable
@@ -100,6 +103,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
         server: { type: "string", multiple: true },
         "token-file": { type: "string" },
         expose: { type: "string", multiple: true },
+        http: { type: "string", multiple: true },
         forward: { type: "string", multiple: true },
         offer: { type: "string", multiple: true },
         use: { type: "string", multiple: true },
@@ -202,6 +206,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     member.on("tunnel", (t) => {
       log.info("tunnel up", {
         remote: `${t.remoteHost}:${t.remotePort}`,
+        ...(t.url ? { url: t.url } : {}),
         local: t.local,
         ...which,
       });

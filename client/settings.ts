@@ -36,6 +36,7 @@ export interface ClientFlags {
   server?: string[];
   "token-file"?: string;
   expose?: string[];
+  http?: string[];
   forward?: string[];
   offer?: string[];
   use?: string[];
@@ -127,6 +128,7 @@ const FILE_KEYS = new Set([
   "health",
   "healthIntervalMs",
   "expose",
+  "http",
   "forward",
   "offer",
   "use",
@@ -354,7 +356,7 @@ export function clientSettings(
   }
 
   // ---- the lists: the file's first, then the flags' ----
-  const list = (key: "expose" | "forward" | "offer" | "use") => [
+  const list = (key: "expose" | "http" | "forward" | "offer" | "use") => [
     ...fileList(key),
     ...(flags[key] ?? []).map((value) => ({ value, where: `--${key}` })),
   ];
@@ -405,6 +407,18 @@ export function clientSettings(
       ...membership,
     });
   }
+  // HTTP tunnels: NAME=LOCAL, NAME a label under the daemon's base domain or a full host name.
+  for (const source of list("http")) {
+    const parts = pair(source);
+    if (!parts || !hostPort(source, parts[1], "local address")) continue;
+    exposes.push({
+      key: `http ${source.value}`,
+      remotePort: 0,
+      http: parts[0],
+      local: parts[1],
+      health,
+    });
+  }
   const forwards: ForwardSpec[] = [];
   for (const source of list("forward")) {
     const parts = pair(source);
@@ -432,7 +446,10 @@ export function clientSettings(
     });
   }
   if (exposes.length + forwards.length + offers.length === 0 && errors.length === 0) {
-    fail("(client)", "nothing to do: give --expose, --forward, --offer or --use (see --help)");
+    fail(
+      "(client)",
+      "nothing to do: give --expose, --http, --forward, --offer or --use (see --help)",
+    );
   }
 
   if (errors.length > 0) return { errors };

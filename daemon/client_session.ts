@@ -22,7 +22,9 @@ import { serveForward } from "./forward.ts";
 import type { Logger } from "../util/log.ts";
 import { canExpose, canOfferService, canUseService } from "./policy.ts";
 import type { LookupFn } from "./resolve.ts";
-import type { ReverseTunnel } from "./reverse_tunnel.ts";
+import { ReverseTunnel } from "./reverse_tunnel.ts";
+import { claimableHost } from "./host_names.ts";
+import { randomBytes } from "node:crypto";
 import type {
   ClientSessionState,
   PortClaim,
@@ -49,6 +51,8 @@ export interface DaemonContext {
   registry: Registry;
   /** The node's public port listeners. */
   ports: TunnelPorts;
+  /** The bound HTTP port of HTTP tunnels, or undefined while `listen.http` is off. */
+  httpPort(): number | undefined;
   /** True while the daemon drains: no new tunnels or streams. */
   draining(): boolean;
   /** The daemon logger. */
@@ -371,6 +375,9 @@ export class ClientSession implements SessionHandle {
         if (owned >= client.limits.tunnels) {
           return fail("limit_reached", `tunnel limit ${client.limits.tunnels} reached`);
         }
+        if (message.http !== undefined) {
+          return this.#exposeHttp(message, message.http, client, fail);
+        }
         const bindHost = message.bindHost ?? "127.0.0.1";
         const decision = canExpose(client, bindHost, message.port);
         if (!decision.ok) return fail("not_allowed", decision.message);
@@ -622,10 +629,14 @@ export class ClientSession implements SessionHandle {
 
   #removeTunnel(tunnel: ReverseTunnel): void {
     tunnel.close();
-    this.#context.ports.detach(tunnel);
     this.#tunnels.delete(tunnel.id);
     this.#context.registry.removeTunnel(tunnel.id);
-    void this.#context.registry.releasePort(this.#portClaim(tunnel));
+    if (tunnel.host !== undefined) {
+      this.#context.registry.releaseHost(tunnel.host, tunnel);
+    } else {
+      this.#context.ports.detach(tunnel);
+      void this.#context.registry.releasePort(this.#portClaim(tunnel));
+    }
     this.#log.info("tunnel down", { tunnel: tunnel.id });
     // The final counts go with the event: the tunnel leaves the daemon's tables right after.
     this.#context.publish("tunnel_down", {
@@ -636,6 +647,55 @@ export class ClientSession implements SessionHandle {
       bytesToClient: tunnel.stats.aToB,
       bytesToVisitor: tunnel.stats.bToA,
       errors: tunnel.stats.errors,
+    });
+  }
+
+  /**
+   * An HTTP tunnel: the name the client asked for (a label under the base domain, or a full name
+   * its `expose.hosts` allows) held on the daemon's HTTP port, one holder per name.
+   */
+  #exposeHttp(
+    message: Extract<ClientMessage, { type: "expose" }>,
+    name: string,
+    client: ClientConfig,
+    fail: (code: "not_allowed" | "conflict", text: string) => void,
+  ): void {
+    const httpPort = this.#context.httpPort();
+    if (httpPort === undefined) return fail("not_allowed", "this daemon has no HTTP listener");
+    if (message.port !== 0 || message.group !== undefined) {
+      return fail("not_allowed", "an HTTP tunnel takes a name, not a port or a group");
+    }
+    const named = claimableHost(name, client.expose.hosts, this.#context.config().http.domain);
+    if (!named.ok) return fail("not_allowed", named.message);
+    const tunnel = new ReverseTunnel({
+      id: `t-${randomBytes(6).toString("hex")}`,
+      client: client.name,
+      session: this.#yamux,
+      bindHost: named.host,
+      port: httpPort,
+      host: named.host,
+      label: message.label,
+      log: this.#log,
+    });
+    if (!this.#context.registry.claimHost(named.host, tunnel)) {
+      return fail("conflict", `${named.host} is held by another tunnel`);
+    }
+    this.#tunnels.set(tunnel.id, tunnel);
+    this.#context.registry.addTunnel(tunnel, this.id);
+    const bind = `http://${named.host}:${httpPort}`;
+    this.#log.info("tunnel up", { tunnel: tunnel.id, bind });
+    this.#context.publish("tunnel_up", {
+      tunnel: tunnel.id,
+      client: client.name,
+      session: this.id,
+      bind,
+    });
+    this.#control?.send({
+      type: "exposed",
+      id: message.id,
+      tunnel: tunnel.id,
+      bindHost: named.host,
+      port: httpPort,
     });
   }
 

@@ -10,6 +10,7 @@ import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { readFile } from "node:fs/promises";
 import { listenTcp, listenTls } from "../transport/mod.ts";
+import { serveHttpConnection } from "./http_front.ts";
 import { listenWebSocket } from "../transport/ws.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./client_session.ts";
 import type { Config } from "./config/mod.ts";
@@ -45,6 +46,8 @@ export interface DaemonAddresses {
   tcp?: string;
   /** The WebSocket listener (with its path). */
   websocket?: string;
+  /** The shared port of HTTP tunnels. */
+  http?: string;
 }
 
 /**
@@ -102,6 +105,7 @@ export class Daemon {
   readonly #lifecycle = new Lifecycle<DaemonState, DaemonEvent>(DAEMON_TRANSITIONS, "starting");
   readonly #listeners: TransportListener[] = [];
   #tcpListener: TransportListener | undefined;
+  #httpListener: TransportListener | undefined;
   readonly #context: DaemonContext;
   #addresses: DaemonAddresses = {};
   #resolveStopped!: () => void;
@@ -128,6 +132,7 @@ export class Daemon {
       verifier: this.#verifier,
       registry: this.#local, // the cluster registry once start() joined a cluster
       ports: this.#ports,
+      httpPort: () => this.#httpListener?.port,
       draining: () => this.#lifecycle.state !== "running",
       log: this.#log,
       count: (event) => this.counters.count(event),
@@ -228,6 +233,25 @@ export class Daemon {
         );
         this.#listeners.push(listener);
         this.#addresses.websocket = `${listener.hostname}:${listener.port}${listen.websocketPath}`;
+      }
+      if (listen.http) {
+        const http = listen.http;
+        const listener = await named(
+          "HTTP tunnels",
+          http,
+          "--listen-http",
+          () =>
+            listenTcp(http, (visitor) =>
+              serveHttpConnection(visitor, {
+                route: (host) => this.#context.registry.hostTunnel(host),
+                proto: "http",
+                trustForwarded: this.#effective.http.trustForwarded,
+                headerTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+              })),
+        );
+        this.#listeners.push(listener);
+        this.#httpListener = listener;
+        this.#addresses.http = `${listener.hostname}:${listener.port}`;
       }
     } catch (error) {
       this.stop();

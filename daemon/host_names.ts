@@ -5,7 +5,8 @@
  * A client asks for a NAME: a single label (`myapp`), which means that label under the daemon's
  * base domain (`myapp.tunnels.example.com`), or a full host name (`app.example.org`). Its
  * allowlist (`expose.hosts` in the config) holds patterns: `*` (any single label under the base
- * domain), `*.dev.example.org` (any single label under that name), or an exact host name. Names
+ * domain), a single label (`myapp`: that label under the base domain), `*.dev.example.org` (any
+ * single label under that name), or an exact host name. Names
  * are lower-case ASCII (IDNs in their `xn--` form), at most 253 characters, labels of 1–63 letters,
  * digits and inner hyphens.
  *
@@ -41,6 +42,10 @@ export function hostAllowed(
   for (const raw of patterns) {
     const pattern = raw.toLowerCase();
     if (pattern === host) return true;
+    if (pattern !== "*" && !pattern.includes(".")) {
+      if (domain !== null && host === `${pattern}.${domain}`) return true;
+      continue;
+    }
     const parent = pattern === "*" ? domain : pattern.startsWith("*.") ? pattern.slice(2) : null;
     if (parent === null) continue;
     const dot = host.indexOf(".");

@@ -60,6 +60,10 @@ describe("host names", () => {
     assert.ok(!hostAllowed("dev.example.org", ["*.dev.example.org"], DOMAIN));
     assert.ok(!hostAllowed("x.y.dev.example.org", ["*.Dev.Example.org"], DOMAIN));
     assert.ok(hostAllowed("app.example.org", ["App.Example.org"], DOMAIN));
+    // A single label is that label under the base domain.
+    assert.ok(hostAllowed("bob.tunnels.example.com", ["bob"], DOMAIN));
+    assert.ok(!hostAllowed("bob.example.org", ["bob"], DOMAIN));
+    assert.ok(!hostAllowed("bob.tunnels.example.com", ["bob"], null));
     assert.ok(!hostAllowed("evilapp.example.org", ["app.example.org"], DOMAIN));
     assert.equal(
       (claimableHost("other", ["mine"], DOMAIN) as { code: string }).code,

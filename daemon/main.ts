@@ -28,6 +28,10 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
   --listen-tcp HOST:PORT     yamux over TCP, or "off" (TUNNELMUX_LISTEN_TCP)
   --listen-ws HOST:PORT      yamux over WebSocket, or "off" (TUNNELMUX_LISTEN_WS)
   --listen-admin HOST:PORT   admin API, or "off" (TUNNELMUX_LISTEN_ADMIN)
+  --listen-http HOST:PORT    HTTP tunnels' shared port: requests routed by Host to the client
+                             holding the name, or "off" (default; TUNNELMUX_LISTEN_HTTP)
+  --http-domain DOMAIN       base domain: a client's --http NAME holds NAME.DOMAIN
+                             (TUNNELMUX_HTTP_DOMAIN)
   --data-dir DIR             state directory (TUNNELMUX_DATA_DIR)
   --log-level LEVEL          debug, info, warn or error (TUNNELMUX_LOG_LEVEL)
   --log-format FORMAT        auto, pretty or json (TUNNELMUX_LOG_FORMAT)
@@ -73,6 +77,8 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
         "listen-tcp": { type: "string" },
         "listen-ws": { type: "string" },
         "listen-admin": { type: "string" },
+        "listen-http": { type: "string" },
+        "http-domain": { type: "string" },
         "data-dir": { type: "string" },
         "log-level": { type: "string" },
         "log-format": { type: "string" },
@@ -108,6 +114,8 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     listenTcp: values["listen-tcp"],
     listenWebsocket: values["listen-ws"],
     listenAdmin: values["listen-admin"],
+    listenHttp: values["listen-http"],
+    httpDomain: values["http-domain"],
     dataDir: values["data-dir"],
     logLevel: values["log-level"],
     logFormat: values["log-format"],
@@ -173,10 +181,11 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     }
     daemon.reload(next.config);
   });
-  const { tcp, websocket } = daemon.addresses;
+  const { tcp, websocket, http } = daemon.addresses;
   const secure = config.tls !== null;
   if (tcp) console.log(`tunnels over ${secure ? "TLS" : "TCP"} on ${tcp}`);
   if (websocket) console.log(`tunnels over WebSocket on ${secure ? "wss" : "ws"}://${websocket}`);
+  if (http) console.log(`HTTP tunnels on http://${http}`);
   if (loaded.generated.token) {
     console.log(`token of client "default" (generated; set TUNNELMUX_TOKEN to choose one):`);
     console.log(`  ${loaded.generated.token}`);

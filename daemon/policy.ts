@@ -46,6 +46,11 @@ export interface ExposePolicy {
   readonly anyPort: boolean;
   /** Addresses the daemon may bind for this client. */
   readonly bindHosts: readonly IpAddress[];
+  /**
+   * Host names it may hold for HTTP tunnels: `*` (one label under the base domain), `*.NAME`
+   * (one label under NAME) or exact names (see `host_names.ts`).
+   */
+  readonly hosts: readonly string[];
 }
 
 /** Named services a client may offer to, or use from, other clients (`*` suffix patterns). */

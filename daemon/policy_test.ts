@@ -44,6 +44,7 @@ function client(options: {
       ports: options.ports ?? [],
       anyPort: options.anyPort ?? false,
       bindHosts: (options.bindHosts ?? ["127.0.0.1"]).map(ip),
+      hosts: [],
     },
     forward: (options.forward ?? []).map(rule),
     services: { offer: options.offer ?? [], use: options.use ?? [] },
@@ -214,6 +215,7 @@ describe("policy: allowedPorts", () => {
     ports: [{ from: 10, to: 12 }, { from: 20, to: 21 }],
     anyPort: true,
     bindHosts: [],
+    hosts: [],
   };
   it("lists each allowed port once, in order", () => {
     assert.deepEqual([...allowedPorts(expose)], [10, 11, 12, 20, 21]);

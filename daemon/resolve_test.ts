@@ -7,7 +7,7 @@ import { type LookupAddress, type LookupFn, resolveTarget } from "./resolve.ts";
 function client(forward: string[]): ClientPolicy {
   return {
     name: "test",
-    expose: { ports: [], anyPort: false, bindHosts: [parseIp("127.0.0.1")!] },
+    expose: { ports: [], anyPort: false, bindHosts: [parseIp("127.0.0.1")!], hosts: [] },
     forward: forward.map((text) => {
       const parsed = parseForwardRule(text);
       assert.ok(parsed.ok, text);

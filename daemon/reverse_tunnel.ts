@@ -60,6 +60,11 @@ export interface ReverseTunnelOptions {
   up?: () => boolean;
   /** The client's name for the tunnel, shown to operators. */
   label?: string;
+  /**
+   * For an HTTP tunnel: the host name it holds on the daemon's HTTP port (then `bindHost` is that
+   * name and `port` the HTTP port, for display); its visitors are requests (see `open`).
+   */
+  host?: string;
   /** Logger with the session's context. */
   log: Logger;
 }
@@ -78,6 +83,8 @@ export class ReverseTunnel {
   readonly port: number;
   /** The client's label, if any. */
   readonly label: string | undefined;
+  /** The host name of an HTTP tunnel; undefined for a port's route. */
+  readonly host: string | undefined;
   /** True for a session of this node; false for a relay to another node. */
   readonly local: boolean;
   /** When it was opened (ms since the epoch). */
@@ -101,6 +108,7 @@ export class ReverseTunnel {
     this.bindHost = options.bindHost;
     this.port = options.port;
     this.label = options.label;
+    this.host = options.host;
     this.local = options.local ?? true;
     this.#session = options.session;
     this.#up = options.up;
@@ -141,6 +149,18 @@ export class ReverseTunnel {
     this.#visitors.add(visitor);
     this.#count(splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats }), visitor)
       .then(() => this.#visitors.delete(visitor));
+  }
+
+  /**
+   * A stream to the client for one visitor that the caller pipes itself (an HTTP request on the
+   * daemon's HTTP port, see `http_front.ts`), or undefined when the tunnel takes no visitors or
+   * the client cannot be reached (counted).
+   */
+  open(remote: string, local: string): Stream | undefined {
+    if (!this.healthy) return undefined;
+    const stream = this.#openToClient(remote, local);
+    if (stream) this.stats.connections++;
+    return stream;
   }
 
   /**

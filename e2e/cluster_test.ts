@@ -27,6 +27,16 @@ import {
   type TestServer,
   waitFor,
 } from "../testing/mod.ts";
+import { createServer } from "node:net";
+
+/** Whether 127.0.0.1:`port` can be bound now. */
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
 import { type NatsServer, startNats, startNatsCluster } from "../testing/nats.ts";
 import { startToxiproxy } from "../testing/toxiproxy.ts";
 
@@ -818,10 +828,15 @@ describe("cluster: one port served from two nodes (routes)", () => {
 
   it("a group whose first pick cannot be bound takes the next port (its owner key does not stay on the failed one)", async () => {
     const nats = await startNats();
-    const busy = await startTcpServer((socket) => socket.destroy());
     // Two ports allowed, one of them taken on the node's tunnel address: whichever order the
     // daemon tries them in, the expose must land on the free one. Each group is a new owner, so
-    // each attempt starts from a random pick.
+    // each attempt starts from a random pick. The neighbour must be free to begin with (another
+    // program may hold it: try a few).
+    let busy = await startTcpServer((socket) => socket.destroy());
+    for (let i = 0; i < 20 && !(await canBind(busy.port + 1)); i++) {
+      busy.close();
+      busy = await startTcpServer((socket) => socket.destroy());
+    }
     const free = busy.port + 1;
     const groupKey = "cluster-group-key-0123456789abcdef";
     const names = ["g0", "g1", "g2", "g3", "g4", "g5"];

@@ -39,6 +39,11 @@ export type ClientMessage =
     group?: string;
     groupKey?: string;
     shared?: boolean;
+    /**
+     * An HTTP tunnel instead of a port (then `port` is 0): the host name to hold on the daemon's
+     * HTTP port, a label under its base domain or a full name; its requests are routed by `Host`.
+     */
+    http?: string;
   }
   /** Close a reverse tunnel. */
   | { type: "unexpose"; id: number; tunnel: string }
@@ -126,6 +131,7 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     group: ["string", false],
     groupKey: ["string", false],
     shared: ["boolean", false],
+    http: ["string", false],
   },
   unexpose: { id: ["id", true], tunnel: ["string", true] },
   health: {

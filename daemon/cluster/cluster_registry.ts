@@ -226,6 +226,20 @@ export class ClusterRegistry implements Registry {
     return this.#local.tunnels();
   }
 
+  // ---- host names: this node's only, for now ----
+
+  claimHost(host: string, tunnel: ReverseTunnel): boolean {
+    return this.#local.claimHost(host, tunnel);
+  }
+
+  releaseHost(host: string, tunnel: ReverseTunnel): void {
+    this.#local.releaseHost(host, tunnel);
+  }
+
+  hostTunnel(host: string): ReverseTunnel | undefined {
+    return this.#local.hostTunnel(host);
+  }
+
   // ---- ports: cluster-wide ----
 
   claimPort(claim: PortClaim): Promise<ClaimResult> {

@@ -47,6 +47,26 @@ describe("config: layering", () => {
 });
 
 describe("config: validateConfig", () => {
+  it("HTTP tunnels: a shared port, a base domain and each client's host patterns", () => {
+    const { config, errors } = validateConfig({
+      ...doc(),
+      listen: { http: "0.0.0.0:8080" },
+      http: { domain: "Tunnels.Example.com", trustForwarded: true },
+    });
+    assert.deepEqual(errors, []);
+    assert.deepEqual(config!.listen.http, { hostname: "0.0.0.0", port: 8080 });
+    assert.deepEqual(config!.http, { domain: "tunnels.example.com", trustForwarded: true });
+    const bad = validateConfig({
+      ...doc(),
+      http: { domain: "localhost", trustForwarded: "yes" },
+      clients: [{ name: "a", token: TOKEN_A, expose: { hosts: ["*", "*.ok.example", "no way"] } }],
+    });
+    assert.deepEqual(bad.errors.map((e) => e.path).sort(), [
+      "clients[0].expose.hosts[2]",
+      "http.domain",
+    ]);
+  });
+
   it("a minimal document takes every default", () => {
     const { config, errors, warnings } = validateConfig(doc());
     assert.deepEqual(errors, []);
@@ -57,7 +77,9 @@ describe("config: validateConfig", () => {
       websocket: { hostname: "127.0.0.1", port: 7080 },
       websocketPath: "/tunnel",
       admin: { hostname: "127.0.0.1", port: 7081 },
+      http: null,
     });
+    assert.deepEqual(config.http, { domain: null, trustForwarded: false });
     assert.equal(config.tls, null);
     assert.equal(config.dataDir, "./data");
     assert.equal(config.shutdownGraceMs, 30000);
@@ -79,7 +101,7 @@ describe("config: validateConfig", () => {
     const [client] = config.clients;
     assert.equal(client.tokenHash, hashToken(TOKEN_A));
     assert.deepEqual(client.forward, []);
-    assert.deepEqual(client.expose, { ports: [], anyPort: false, bindHosts: [] });
+    assert.deepEqual(client.expose, { ports: [], anyPort: false, bindHosts: [], hosts: [] });
     assert.deepEqual(client.services, { offer: [], use: [] });
     assert.deepEqual(client.limits, { tunnels: 16, streams: 1024 });
   });

@@ -17,6 +17,7 @@ export function embeddedDefaults(): Record<string, unknown> {
       websocket: "127.0.0.1:7080",
       websocketPath: "/tunnel",
       admin: "127.0.0.1:7081",
+      http: null,
     },
     tls: null,
     dataDir: "./data",
@@ -38,9 +39,10 @@ export function embeddedDefaults(): Record<string, unknown> {
     adminToken: null,
     clients: [{
       name: "default",
-      expose: { ports: ["1024-65535", 0], bindHosts: ["127.0.0.1"] },
+      expose: { ports: ["1024-65535", 0], bindHosts: ["127.0.0.1"], hosts: ["*"] },
       forward: [],
     }],
     cluster: null,
+    http: { domain: null, trustForwarded: false },
   };
 }

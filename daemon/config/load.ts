@@ -25,6 +25,10 @@ export interface ConfigFlags {
   listenWebsocket?: string;
   /** `HOST:PORT`, or `off`. */
   listenAdmin?: string;
+  /** `HOST:PORT` of HTTP tunnels' shared port, or `off`. */
+  listenHttp?: string;
+  /** `http.domain`: the base domain of HTTP tunnels' names. */
+  httpDomain?: string;
   /** State directory. */
   dataDir?: string;
   /** `debug`, `info`, `warn` or `error`. */
@@ -75,6 +79,8 @@ const OVERRIDES: [string, keyof ConfigFlags, string[]][] = [
   ["TUNNELMUX_LISTEN_TCP", "listenTcp", ["listen", "tcp"]],
   ["TUNNELMUX_LISTEN_WS", "listenWebsocket", ["listen", "websocket"]],
   ["TUNNELMUX_LISTEN_ADMIN", "listenAdmin", ["listen", "admin"]],
+  ["TUNNELMUX_LISTEN_HTTP", "listenHttp", ["listen", "http"]],
+  ["TUNNELMUX_HTTP_DOMAIN", "httpDomain", ["http", "domain"]],
   ["TUNNELMUX_DATA_DIR", "dataDir", ["dataDir"]],
   ["TUNNELMUX_LOG_LEVEL", "logLevel", ["log", "level"]],
   ["TUNNELMUX_LOG_FORMAT", "logFormat", ["log", "format"]],

@@ -24,6 +24,19 @@ export interface ListenConfig {
   websocketPath: string;
   /** The admin API (token-protected, see `adminTokenHash`). */
   admin: HostPort | null;
+  /** The shared port of HTTP tunnels: visitors' requests routed by their `Host` (see `http`). */
+  http: HostPort | null;
+}
+
+/** HTTP tunnels (issue 16): names under a base domain, served on `listen.http`. */
+export interface HttpConfig {
+  /**
+   * The base domain: a client asking for a single label `NAME` holds `NAME.<domain>` (a DNS
+   * wildcard `*.<domain>` points at the daemon). null: clients name full host names only.
+   */
+  domain: string | null;
+  /** Keep incoming `X-Forwarded-*` / `Forwarded` (a trusted proxy in front); else replace them. */
+  trustForwarded: boolean;
 }
 
 /** PEM files for TLS on the TCP and WebSocket listeners. */
@@ -175,6 +188,8 @@ export interface Config {
   groups: Record<string, GroupConfig>;
   /** The cluster this node belongs to, or null for a single node. */
   cluster: ClusterConfig | null;
+  /** HTTP tunnels' names and forwarding. */
+  http: HttpConfig;
 }
 
 /** A problem found in the configuration. */

@@ -13,6 +13,7 @@ import type {
   ClientConfig,
   ClusterConfig,
   GroupConfig,
+  HttpConfig,
   Issue,
   Limits,
   ListenConfig,
@@ -32,6 +33,7 @@ import {
   type PortRange,
 } from "../policy.ts";
 import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "../tokens/verifier.ts";
+import { isHostName } from "../host_names.ts";
 
 const TOP_KEYS = [
   "$schema",
@@ -45,8 +47,9 @@ const TOP_KEYS = [
   "clients",
   "groups",
   "cluster",
+  "http",
 ];
-const LISTEN_KEYS = ["tcp", "websocket", "websocketPath", "admin"];
+const LISTEN_KEYS = ["tcp", "websocket", "websocketPath", "admin", "http"];
 const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   sessions: [1, 1_000_000],
   streamsPerSession: [1, 1_000_000],
@@ -171,6 +174,7 @@ function checkListen(w: Walker, value: unknown, hasTls: boolean): ListenConfig |
   const tcp = listenAddress(w, raw.tcp, "listen.tcp");
   const websocket = listenAddress(w, raw.websocket, "listen.websocket");
   const admin = listenAddress(w, raw.admin, "listen.admin");
+  const http = listenAddress(w, raw.http ?? null, "listen.http");
   const path = w.string(raw.websocketPath, "listen.websocketPath");
   if (path !== undefined && !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path)) {
     w.error(
@@ -181,7 +185,7 @@ function checkListen(w: Walker, value: unknown, hasTls: boolean): ListenConfig |
   if (tcp === null && websocket === null) {
     w.error("listen", "tcp and websocket are both off; enable one");
   }
-  const named = [["tcp", tcp], ["websocket", websocket], ["admin", admin]] as const;
+  const named = [["tcp", tcp], ["websocket", websocket], ["admin", admin], ["http", http]] as const;
   named.forEach(([name, hp], i) => {
     if (!hp) return;
     for (const [other, hp2] of named.slice(0, i)) {
@@ -189,17 +193,21 @@ function checkListen(w: Walker, value: unknown, hasTls: boolean): ListenConfig |
         w.error(`listen.${name}`, `same address as listen.${other}`);
       }
     }
-    if (!isLoopbackHost(hp.hostname) && (name === "admin" || !hasTls)) {
+    // Visitors' HTTP is theirs to protect; tokens and the admin API are ours.
+    if (name !== "http" && !isLoopbackHost(hp.hostname) && (name === "admin" || !hasTls)) {
       w.warn(
         `listen.${name}`,
         `listens beyond loopback without TLS: tokens would cross the network in clear text`,
       );
     }
   });
-  if (tcp === undefined || websocket === undefined || admin === undefined || path === undefined) {
+  if (
+    tcp === undefined || websocket === undefined || admin === undefined || http === undefined ||
+    path === undefined
+  ) {
     return undefined;
   }
-  return { tcp, websocket, admin, websocketPath: path };
+  return { tcp, websocket, admin, http, websocketPath: path };
 }
 
 function checkTls(w: Walker, value: unknown): TlsConfig | null | undefined {
@@ -229,8 +237,8 @@ function checkLog(w: Walker, value: unknown): LogConfig | undefined {
 }
 
 function checkExpose(w: Walker, value: unknown, path: string): ClientPolicy["expose"] | undefined {
-  if (value === undefined) return { ports: [], anyPort: false, bindHosts: [] };
-  const raw = w.object(value, path, ["ports", "bindHosts", "anyPort"]);
+  if (value === undefined) return { ports: [], anyPort: false, bindHosts: [], hosts: [] };
+  const raw = w.object(value, path, ["ports", "bindHosts", "anyPort", "hosts"]);
   if (!raw) return undefined;
   let ok = true;
   const ranges: PortRange[] = [];
@@ -269,7 +277,43 @@ function checkExpose(w: Walker, value: unknown, path: string): ClientPolicy["exp
       bindHosts.push(ip);
     },
   );
-  return ok ? { ports: mergeRanges(ranges), anyPort: anyPort as boolean, bindHosts } : undefined;
+  const hosts: string[] = [];
+  // Any single label under the base domain unless the operator lists the names.
+  (w.array(raw.hosts ?? ["*"], `${path}.hosts`) ?? (ok = false, [])).forEach((h, i) => {
+    const pattern = typeof h === "string" ? h.toLowerCase() : "";
+    const name = pattern.startsWith("*.") ? pattern.slice(2) : pattern;
+    if (pattern !== "*" && !isHostName(name)) {
+      return void (ok = !!w.error(
+        at(`${path}.hosts`, i),
+        `${show(h)} must be "*", "*.NAME" or a host name`,
+      ));
+    }
+    hosts.push(pattern);
+  });
+  return ok
+    ? { ports: mergeRanges(ranges), anyPort: anyPort as boolean, bindHosts, hosts }
+    : undefined;
+}
+
+function checkHttp(w: Walker, value: unknown): HttpConfig | undefined {
+  const raw = w.object(value ?? {}, "http", ["domain", "trustForwarded"]);
+  if (!raw) return undefined;
+  let domain: string | null = null;
+  if (raw.domain !== undefined && raw.domain !== null) {
+    const text = typeof raw.domain === "string" ? raw.domain.toLowerCase() : "";
+    if (!isHostName(text) || !text.includes(".")) {
+      return void w.error(
+        "http.domain",
+        `${show(raw.domain)} must be a host name like tunnels.example.com`,
+      );
+    }
+    domain = text;
+  }
+  const trust = raw.trustForwarded ?? false;
+  if (typeof trust !== "boolean") {
+    return void w.error("http.trustForwarded", `${show(trust)} must be true or false`);
+  }
+  return { domain, trustForwarded: trust };
 }
 
 function checkForward(w: Walker, value: unknown, path: string): ForwardRule[] | undefined {
@@ -564,6 +608,7 @@ export function validateConfig(raw: unknown): ValidationResult {
     }
   });
   const cluster = checkCluster(w, doc.cluster);
+  const http = checkHttp(w, doc.http);
   const groups = checkGroups(w, doc.groups);
   if (groups) {
     for (const [i, client] of clients.entries()) {
@@ -576,7 +621,7 @@ export function validateConfig(raw: unknown): ValidationResult {
   }
   const ok = w.errors.length === 0 && listen && tls !== undefined && dataDir &&
     shutdownGraceMs !== undefined &&
-    limits && log && adminTokenHash !== undefined && cluster !== undefined && groups;
+    limits && log && adminTokenHash !== undefined && cluster !== undefined && groups && http;
   const config = ok
     ? {
       listen,
@@ -589,6 +634,7 @@ export function validateConfig(raw: unknown): ValidationResult {
       clients,
       groups,
       cluster,
+      http,
     }
     : undefined;
   return { config, errors: w.errors, warnings: w.warnings };

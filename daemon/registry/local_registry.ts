@@ -158,6 +158,25 @@ export class LocalRegistry implements Registry {
     return [...this.#tunnels.values()].map((entry) => entry.tunnel);
   }
 
+  // ---- host names of HTTP tunnels ----
+
+  readonly #hosts = new Map<string, ReverseTunnel>();
+
+  claimHost(host: string, tunnel: ReverseTunnel): boolean {
+    const holder = this.#hosts.get(host);
+    if (holder && holder !== tunnel) return false;
+    this.#hosts.set(host, tunnel);
+    return true;
+  }
+
+  releaseHost(host: string, tunnel: ReverseTunnel): void {
+    if (this.#hosts.get(host) === tunnel) this.#hosts.delete(host);
+  }
+
+  hostTunnel(host: string): ReverseTunnel | undefined {
+    return this.#hosts.get(host);
+  }
+
   offerService(offer: ServiceOffer): Promise<ClaimResult<ServiceRecord>> {
     const offers = this.#services.get(offer.name) ?? [];
     const holder = offers.find((o) => ownerOf(o) !== ownerOf(offer));

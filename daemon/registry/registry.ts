@@ -246,6 +246,16 @@ export interface Registry {
   /** Minted tokens. */
   readonly tokens: TokenRegistry;
 
+  /**
+   * Claims host name `host` for the HTTP tunnel `tunnel`: false when another tunnel holds it.
+   * Names are held per node for now: in a cluster they are not shared yet (docs/design).
+   */
+  claimHost(host: string, tunnel: ReverseTunnel): boolean;
+  /** Releases `host` if `tunnel` holds it. */
+  releaseHost(host: string, tunnel: ReverseTunnel): void;
+  /** The HTTP tunnel holding `host`, if any. */
+  hostTunnel(host: string): ReverseTunnel | undefined;
+
   /** Calls `listener` with every change from now on; returns the function that stops it. */
   watch(listener: (change: RegistryChange) => void): () => void;
 }
