@@ -79,6 +79,23 @@ describe("clientSettings", () => {
     assert.equal(settings!.offers[0].options.groupKey, "a-group-key-of-24-characters-ok");
   });
 
+  it("--http NAME=LOCAL is an HTTP tunnel; a bad local address is named by its flag", () => {
+    const { settings, errors } = clientSettings({
+      flags: { server: ["tcp://a:7000"], http: ["myapp=127.0.0.1:3000"] },
+      env: { TUNNELMUX_TOKEN: TOKEN },
+    });
+    assert.deepEqual(errors, []);
+    assert.equal(settings!.exposes.length, 1);
+    assert.equal(settings!.exposes[0].http, "myapp");
+    assert.equal(settings!.exposes[0].local, "127.0.0.1:3000");
+    assert.equal(settings!.exposes[0].remotePort, 0);
+    const bad = clientSettings({
+      flags: { server: ["tcp://a:7000"], http: ["myapp=nowhere"] },
+      env: { TUNNELMUX_TOKEN: TOKEN },
+    });
+    assert.equal(bad.errors[0]?.where, "--http");
+  });
+
   it("reports every problem at once, each by its flag, variable or path", () => {
     const file = join(dir, "bad.jsonc");
     writeFileSync(

@@ -355,7 +355,15 @@ const schemas: Record<string, Json> = {
       id: { type: "string", pattern: PARAM_PATTERNS.tunnel },
       client: { type: "string" },
       session: { type: ["string", "null"] },
-      bind: { type: "string", description: "host:port the tunnel listens on." },
+      bind: {
+        type: "string",
+        description:
+          "host:port the tunnel listens on (an HTTP tunnel: its name and the HTTP port).",
+      },
+      host: {
+        type: ["string", "null"],
+        description: "An HTTP tunnel's host name on the HTTP port; null for a port's tunnel.",
+      },
       label: { type: ["string", "null"] },
       createdAt: { type: "string", format: "date-time" },
       connections: count,

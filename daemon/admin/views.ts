@@ -66,6 +66,7 @@ export function tunnelView(tunnel: ReverseTunnel, sessionId: string | null) {
     client: tunnel.client,
     session: sessionId,
     bind: formatHostPort(tunnel.bindHost, tunnel.port),
+    host: tunnel.host ?? null,
     label: tunnel.label ?? null,
     createdAt: new Date(tunnel.createdAt).toISOString(),
     connections: tunnel.stats.connections,
