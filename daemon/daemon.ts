@@ -11,6 +11,7 @@ import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { readFile } from "node:fs/promises";
 import { listenTcp, listenTls } from "../transport/mod.ts";
 import { serveHttpConnection } from "./http_front.ts";
+import { HttpStats } from "./http_stats.ts";
 import { listenWebSocket } from "../transport/ws.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./client_session.ts";
 import type { Config } from "./config/mod.ts";
@@ -79,6 +80,8 @@ async function named<T>(
 export class Daemon {
   /** Event counters (auth failures, refusals by reason, ...), for metrics. */
   readonly counters = new Counters();
+  /** What the HTTP front saw, by host (metrics). */
+  readonly httpStats = new HttpStats();
   /** What happens, as it happens (sessions, tunnels, resets, auth failures, drain). */
   readonly events = new EventFeed();
   /** When the daemon started (ms since the epoch). */
@@ -247,6 +250,11 @@ export class Daemon {
                 proto: "http",
                 trustForwarded: this.#effective.http.trustForwarded,
                 headerTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+                onExchange: (exchange) =>
+                  this.httpStats.record(
+                    exchange,
+                    this.#context.registry.hostTunnel(exchange.host) !== undefined,
+                  ),
               })),
         );
         this.#listeners.push(listener);

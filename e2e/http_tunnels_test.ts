@@ -9,6 +9,7 @@ import { type Client, type ClientError, connect } from "../client/mod.ts";
 import { Daemon } from "../daemon/daemon.ts";
 import { validateConfig } from "../daemon/config/mod.ts";
 import { Logger } from "../util/log.ts";
+import { renderMetrics } from "../daemon/admin/routes/metrics.ts";
 import { startClient } from "../testing/mod.ts";
 
 const ALICE = "http-test-alice-0123456789abcdef";
@@ -104,6 +105,14 @@ describe("HTTP tunnels by host name", () => {
     } finally {
       agent.destroy();
     }
+    // Metrics by host and status; made-up hosts count together, not one series each.
+    const metrics = renderMetrics(daemon);
+    assert.match(
+      metrics,
+      /tunnelmux_http_requests_total\{host="one\.tunnels\.test",code="200"\} 1\n/,
+    );
+    assert.match(metrics, /tunnelmux_http_requests_total\{host="\(unknown\)",code="404"\} \d+\n/);
+    assert.doesNotMatch(metrics, /host="nobody/);
     await Promise.all([one.close(), shop.close(), mine.close()]);
     // Closed: the name is free and unknown again.
     assert.equal((await get(new Agent(), `one.${DOMAIN}`)).status, 404);

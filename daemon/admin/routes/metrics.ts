@@ -294,6 +294,7 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
   );
 
   writeTunnels(w, daemon);
+  writeHttp(w, daemon);
   writeDaemonCounters(w, daemon);
   writeServices(w, daemon);
 
@@ -345,6 +346,33 @@ function writeTunnels(w: PrometheusWriter, daemon: Daemon): void {
     "counter",
     "Visitors of each reverse tunnel that ended in an error.",
     tunnels.map((t) => ({ labels: id(t), value: t.stats.errors })),
+  );
+}
+
+function writeHttp(w: PrometheusWriter, daemon: Daemon): void {
+  const hosts = [...daemon.httpStats.entries()];
+  w.family(
+    "tunnelmux_http_requests_total",
+    "counter",
+    "Requests on the HTTP port by host and the status visitors got ((unknown): no tunnel held it).",
+    hosts.flatMap(([host, s]) =>
+      [...s.byStatus].map(([code, value]) => ({ labels: { host, code: String(code) }, value }))
+    ),
+  );
+  w.family(
+    "tunnelmux_http_bytes_total",
+    "counter",
+    "Bytes through the HTTP port by host: to_client is requests, to_visitor responses.",
+    hosts.flatMap(([host, s]): Sample[] => [
+      { labels: { host, direction: "to_client" }, value: s.bytesIn },
+      { labels: { host, direction: "to_visitor" }, value: s.bytesOut },
+    ]),
+  );
+  w.family(
+    "tunnelmux_http_request_seconds_total",
+    "counter",
+    "Time from each request's head to its response's end, summed by host (divide by the requests).",
+    hosts.map(([host, s]) => ({ labels: { host }, value: s.seconds })),
   );
 }
 
