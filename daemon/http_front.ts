@@ -126,6 +126,8 @@ class HttpConnection {
   #exchange: Exchange | undefined;
   #requests = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** When bytes last moved either way while a request was in flight (or tunneled). */
+  #lastActivity = 0;
   #visitorEnded = false;
   #closed = false;
 
@@ -149,6 +151,7 @@ class HttpConnection {
 
   #onVisitorData(chunk: Uint8Array): void {
     if (this.#closed) return;
+    this.#lastActivity = performance.now();
     switch (this.#phase) {
       case "head":
         if (this.#pending.length === 0) {
@@ -200,7 +203,7 @@ class HttpConnection {
     this.#closed = true;
     clearTimeout(this.#timer);
     const exchange = this.#exchange;
-    if (exchange && !this.#responseDone(exchange)) exchange.stream.reset();
+    if (exchange && !this.#responseDone(exchange)) this.#drop(exchange);
   }
 
   /**
@@ -216,6 +219,34 @@ class HttpConnection {
         this.#refuse(408, "request head not received in time");
       } else this.#finish();
     }, ms);
+  }
+
+  /**
+   * While a request is in flight: cut it when no byte moved either way for `idleTimeoutMs` (a
+   * visitor that stops mid-body; a service that never answers gets the visitor a 504). Checked by
+   * one timer at half that period, not a timer per chunk. An upgraded connection (a WebSocket) may
+   * stay silent, as a TCP tunnel's visitor may.
+   */
+  #watchActivity(): void {
+    const limit = this.#options.idleTimeoutMs ?? 60_000;
+    this.#lastActivity = performance.now();
+    clearTimeout(this.#timer);
+    const check = () => {
+      if (this.#closed || this.#phase !== "request") return;
+      if (performance.now() - this.#lastActivity < limit) {
+        this.#timer = setTimeout(check, limit / 2);
+        return;
+      }
+      const exchange = this.#exchange;
+      if (exchange && exchange.framing === undefined && exchange.bytesOut === 0) {
+        this.#drop(exchange);
+        return this.#refuse(504, "no response in time");
+      }
+      if (exchange) this.#drop(exchange);
+      this.#phase = "closing";
+      this.#visitor.close();
+    };
+    this.#timer = setTimeout(check, limit / 2);
   }
 
   // ---- request head -------------------------------------------------------------------------
@@ -283,6 +314,7 @@ class HttpConnection {
     };
     this.#exchange = exchange;
     this.#phase = "request";
+    this.#watchActivity();
     stream.onData = (chunk) => this.#onResponseData(exchange, chunk);
     stream.onDrain = () => this.#visitor.resume();
     stream.onEnd = () => this.#onResponseEnd(exchange);
@@ -338,8 +370,7 @@ class HttpConnection {
       }
     } catch (error) {
       // A chunked body that breaks its framing: the client's service gets no more of it.
-      exchange.stream.reset();
-      return this.#refuseLate(400, (error as Error).message);
+      return this.#badRequestBody(exchange, (error as Error).message);
     }
     if (take > 0) {
       exchange.bytesIn += take;
@@ -355,6 +386,7 @@ class HttpConnection {
 
   #onResponseData(exchange: Exchange, chunk: Uint8Array): void {
     if (this.#closed || exchange !== this.#exchange) return;
+    this.#lastActivity = performance.now();
     if (this.#phase === "tunnel") {
       exchange.bytesOut += chunk.length;
       if (!this.#visitor.write(chunk)) exchange.stream.pause();
@@ -511,21 +543,20 @@ class HttpConnection {
     this.#finish();
   }
 
-  /** A refusal after the request's head went to a client: our answer if no response began. */
-  #refuseLate(status: number, message: string): void {
-    const exchange = this.#exchange;
-    if (exchange && exchange.framing === undefined && exchange.bytesOut === 0) {
-      this.#exchange = undefined;
-      return this.#refuse(status, message, exchange.host);
+  /** A request body that broke its framing after the head went on: 400 if no response began. */
+  #badRequestBody(exchange: Exchange, message: string): void {
+    if (exchange.framing === undefined && exchange.bytesOut === 0) {
+      this.#drop(exchange);
+      return this.#refuse(400, message, exchange.host);
     }
-    this.#visitor.close();
+    this.#breakOff(exchange, message);
   }
 
+  /** The client's side failed: 502 if no response began, else the visitor's connection is cut. */
   #badGateway(exchange: Exchange, message: string): void {
-    exchange.stream.reset();
     if (exchange.bytesOut === 0) {
       exchange.status = 502;
-      this.#exchange = undefined;
+      this.#drop(exchange);
       return this.#refuse(502, message, exchange.host);
     }
     this.#breakOff(exchange, message);
@@ -533,10 +564,22 @@ class HttpConnection {
 
   /** A response that cannot be completed after it began: the visitor's connection is cut. */
   #breakOff(exchange: Exchange, _message: string): void {
-    exchange.stream.reset();
-    this.#exchange = undefined;
+    this.#drop(exchange);
     this.#phase = "closing";
     this.#visitor.close();
+  }
+
+  /**
+   * Lets go of `exchange` and resets its stream: its handlers are detached first, so the reset's
+   * own close event does not come back into this connection.
+   */
+  #drop(exchange: Exchange): void {
+    exchange.stream.onData = null;
+    exchange.stream.onEnd = null;
+    exchange.stream.onClose = null;
+    exchange.stream.onDrain = null;
+    if (this.#exchange === exchange) this.#exchange = undefined;
+    exchange.stream.reset();
   }
 
   #finish(): void {

@@ -87,6 +87,11 @@ describe("http_front", () => {
     routes.set("a.tunnels.test", tunnels[0].route);
     routes.set("b.tunnels.test", tunnels[1].route);
     routes.set("gone.tunnels.test", { open: () => undefined });
+    // A client that takes the request's stream and never answers.
+    const [near, far] = memoryPair();
+    const silent = new Session(near, { client: false });
+    new Session(far, { client: true, onStream: () => {} });
+    routes.set("silent.tunnels.test", { open: () => silent.open() });
     listener = await listenTcp(
       { hostname: "127.0.0.1", port: 0 },
       (visitor) =>
@@ -95,6 +100,7 @@ describe("http_front", () => {
           proto: "http",
           trustForwarded: false,
           headerTimeoutMs: 500,
+          idleTimeoutMs: 600,
           onExchange: (e) => exchanges.push(e),
         }),
     );
@@ -268,6 +274,16 @@ describe("http_front", () => {
     assert.deepEqual(statuses, [404, 502, 400, 400, 400, 400, 400, 501, 431, 400]);
     assert.equal(hits.a.count + hits.b.count, before, "no service saw any of them");
     assert.ok(exchanges.some((e) => e.host === "nobody.tunnels.test" && e.status === 404));
+  });
+
+  it("answers 504 when the service never answers, and cuts a request body that stops", async () => {
+    const silent = await raw("GET / HTTP/1.1\r\nHost: silent.tunnels.test\r\n\r\n");
+    assert.match(silent, /^HTTP\/1\.1 504 /);
+    // Half a body, then nothing: the connection is closed, not held.
+    const stalled = await raw(
+      "POST / HTTP/1.1\r\nHost: silent.tunnels.test\r\nContent-Length: 10\r\n\r\nhalf",
+    );
+    assert.match(stalled, /^(HTTP\/1\.1 504 |$)/);
   });
 
   it("answers a head that never completes with 408", async () => {

@@ -50,6 +50,7 @@ const REASONS: Record<number, string> = {
   501: "Not Implemented",
   502: "Bad Gateway",
   503: "Service Unavailable",
+  504: "Gateway Timeout",
 };
 
 /** Index just past the blank line that ends a message head in `bytes`, or -1 if not there yet. */
