@@ -24,7 +24,6 @@ import { canExpose, canOfferService, canUseService } from "./policy.ts";
 import type { LookupFn } from "./resolve.ts";
 import { ReverseTunnel } from "./reverse_tunnel.ts";
 import { claimableHost } from "./host_names.ts";
-import { randomBytes } from "node:crypto";
 import type {
   ClientSessionState,
   PortClaim,
@@ -36,7 +35,7 @@ import type {
 import { connectService, serviceOffer } from "./services.ts";
 import type { TokenVerifier } from "./tokens/verifier.ts";
 import type { DaemonEventType } from "./events.ts";
-import { openTunnel } from "./open_tunnel.ts";
+import { newTunnelId, openTunnel } from "./open_tunnel.ts";
 import { tokenMatches } from "./tokens/verifier.ts";
 import type { Balance } from "./route_choice.ts";
 import type { TunnelPorts } from "./tunnel_ports.ts";
@@ -668,7 +667,7 @@ export class ClientSession implements SessionHandle {
     const named = claimableHost(name, client.expose.hosts, this.#context.config().http.domain);
     if (!named.ok) return fail("not_allowed", named.message);
     const tunnel = new ReverseTunnel({
-      id: `t-${randomBytes(6).toString("hex")}`,
+      id: newTunnelId(),
       client: client.name,
       session: this.#yamux,
       bindHost: named.host,

@@ -84,6 +84,8 @@ const FORWARDED_FIELDS = new Set([
 ]);
 
 const encoder = new TextEncoder();
+/** Nothing (shared: no allocation where a chunk is used up). */
+const EMPTY = new Uint8Array(0);
 
 /** The connection's phases (a state machine for its lifecycle, not for its bytes). */
 type Phase = "head" | "request" | "tunnel" | "closing";
@@ -122,7 +124,7 @@ class HttpConnection {
   readonly #maxHead: number;
   #phase: Phase = "head";
   /** Visitor bytes not yet consumed: a head in progress, or pipelined input. */
-  #pending: Uint8Array = new Uint8Array(0);
+  #pending: Uint8Array = EMPTY;
   #exchange: Exchange | undefined;
   #requests = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -268,7 +270,7 @@ class HttpConnection {
     this.#timer = undefined;
     const headBytes = this.#pending.subarray(0, end);
     const rest = this.#pending.subarray(end);
-    this.#pending = new Uint8Array(0);
+    this.#pending = EMPTY;
     const head = parseMessageHead(headBytes);
     const line = head && /^([A-Z]+) ((?:\/|\*)\S*) HTTP\/1\.([01])$/.exec(head.startLine);
     if (!head || !line) return this.#refuse(400, "malformed request head");
@@ -451,7 +453,7 @@ class HttpConnection {
       clearTimeout(this.#timer);
       // Whatever the visitor sent after its request head is the new protocol's.
       const held = this.#pending;
-      this.#pending = new Uint8Array(0);
+      this.#pending = EMPTY;
       if (held.length > 0) exchange.stream.write(held);
       if (this.#visitorEnded) exchange.stream.end();
       this.#visitor.resume();
@@ -472,7 +474,7 @@ class HttpConnection {
         if (at >= 0) take = at;
       } catch (error) {
         this.#breakOff(exchange, (error as Error).message);
-        return new Uint8Array(0);
+        return EMPTY;
       }
     } else if (framing.kind === "none") {
       take = 0;
@@ -482,7 +484,7 @@ class HttpConnection {
       if (!this.#visitor.write(bytes.subarray(0, take))) exchange.stream.pause();
     }
     // Bytes past a complete response are the service's mistake: dropped with the stream.
-    return this.#responseDone(exchange) ? new Uint8Array(0) : bytes.subarray(take);
+    return this.#responseDone(exchange) || take === bytes.length ? EMPTY : bytes.subarray(take);
   }
 
   #responseDone(exchange: Exchange): boolean {

@@ -49,6 +49,11 @@ export interface OpenTunnelOptions {
   balance?: Balance;
 }
 
+/** A fresh tunnel id (`t-` and 12 hex digits), for port tunnels and HTTP tunnels alike. */
+export function newTunnelId(): string {
+  return `t-${randomBytes(6).toString("hex")}`;
+}
+
 /**
  * Claims and binds a tunnel for `client` (whose permission for `bindHost:port` is already
  * checked). On success the port stays claimed for the tunnel; the caller releases it with the
@@ -62,7 +67,7 @@ export async function openTunnel(
 ): Promise<OpenTunnelResult> {
   const { registry, sessionId, ports, shared, balance, ...listen } = options;
   const owner = options.owner ?? `client:${options.client}`;
-  const id = `t-${randomBytes(6).toString("hex")}`;
+  const id = newTunnelId();
   // A shared tunnel asking for any port joins the port its owner already holds, if any.
   const held = shared && port === 0 ? await registry.ownerPort(owner, bindHost) : undefined;
   // (If that port went to someone else meanwhile, the usual picks follow.)
