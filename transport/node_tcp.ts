@@ -182,7 +182,7 @@ export function connectNodeTls(
 }
 
 /** Starts `server` listening and resolves with a handle, or rejects if binding fails. */
-function listenOn(server: net.Server, address: TcpAddress): Promise<TransportListener> {
+export function listenOn(server: net.Server, address: TcpAddress): Promise<TransportListener> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(address.port, address.hostname, () => {
