@@ -117,6 +117,12 @@ export interface ExposeOptions {
    */
   http?: string;
   /**
+   * A TLS tunnel instead of a port: the host name to hold on the daemon's HTTPS port (named as
+   * for `http`). Each connection whose TLS server name (SNI) is that name reaches `local` as it
+   * came, never decrypted by the daemon: `local` speaks TLS with its own certificate.
+   */
+  tls?: string;
+  /**
    * Serve the tunnel as a member of this group (with `groupKey`): every member's session is a
    * route of one public port, and visitors are balanced across the members. The client's token
    * must allow the group. With `remotePort` 0 a member joins the port the group already holds.
@@ -145,7 +151,10 @@ export interface Tunnel {
   readonly remoteHost: string;
   /** The daemon's port. */
   readonly remotePort: number;
-  /** An HTTP tunnel's address (`http://NAME.DOMAIN:PORT/`); undefined for a port's tunnel. */
+  /**
+   * An HTTP or TLS tunnel's address for visitors, as the daemon gives it (`https://NAME.DOMAIN/`
+   * where it has TLS for the name, else `http://NAME.DOMAIN:PORT/`); undefined for a port's tunnel.
+   */
   readonly url: string | undefined;
   /** Where visitors go on this side. */
   readonly local: string;
@@ -222,6 +231,8 @@ interface TunnelRecord {
   id: string;
   remoteHost: string;
   remotePort: number;
+  /** An HTTP or TLS tunnel's address, from the daemon's reply. */
+  url?: string;
   closed: boolean;
   /** Registered with keep(): exposed whenever a session is ready, even if it never was yet. */
   kept?: boolean;
@@ -765,22 +776,25 @@ export class Client extends Emitter<ClientEvents> {
   // ---- Requests and streams ----
 
   async #exposeOnce(record: TunnelRecord, port: number): Promise<void> {
-    const { bindHost, label, group, groupKey, shared, http } = record.request;
+    const { bindHost, label, group, groupKey, shared, http, tls } = record.request;
+    const name = tls ?? http;
     const reply = await this.#request({
       type: "expose",
-      // An HTTP tunnel holds a name on the daemon's HTTP port, never a port of its own.
-      port: http === undefined ? port : 0,
+      // An HTTP or TLS tunnel holds a name on the daemon's shared ports, never a port of its own.
+      port: name === undefined ? port : 0,
       bindHost,
       label,
       group,
       groupKey,
       shared,
-      http,
+      http: name,
+      passthrough: tls === undefined ? undefined : true,
     });
     if (reply.type !== "exposed") throw new ClientError("protocol", "expected exposed");
     record.id = reply.tunnel;
     record.remoteHost = reply.bindHost;
     record.remotePort = reply.port;
+    record.url = reply.url;
     this.emit("tunnel", this.#tunnelView(record));
     this.#watchHealth(record);
   }
@@ -816,7 +830,10 @@ export class Client extends Emitter<ClientEvents> {
         return record.remotePort;
       },
       get url() {
-        if (record.request.http === undefined || record.remoteHost === "") return undefined;
+        if (record.request.http === undefined && record.request.tls === undefined) return undefined;
+        if (record.remoteHost === "") return undefined;
+        if (record.url !== undefined) return record.url;
+        // A daemon that does not say (an older one): its HTTP port.
         const port = record.remotePort === 80 ? "" : `:${record.remotePort}`;
         return `http://${record.remoteHost}${port}/`;
       },

@@ -29,8 +29,8 @@ Options:
                                TUNNELMUX_CLIENT_CONFIG): server, tokenFile, name, ca, ha,
                                reconnect, keepAliveIntervalMs, keepAliveTimeoutMs, group,
                                groupKeyFile, shared, proxyProtocol, health, healthIntervalMs,
-                               logFormat, and the lists expose, http, forward, offer, use (written
-                               as the flags are); flags override its values and add to its
+                               logFormat, and the lists expose, http, tls, forward, offer, use
+                               (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
   --token-file FILE            read the token from FILE (Docker and systemd secrets; env
@@ -42,9 +42,13 @@ Options:
                                addresses (one DNS name for the nodes) is dialed at each in turn
   --expose [BIND:]PORT=LOCAL   the daemon listens on PORT (0 = any allowed port) and sends its
                                visitors to LOCAL (HOST:PORT) here; repeatable
-  --http NAME=LOCAL           an HTTP tunnel: requests to the daemon's HTTP port whose Host is
-                               NAME (a label under the daemon's domain, or a full host name the
-                               daemon allows this client) go to LOCAL (HOST:PORT); repeatable
+  --http NAME=LOCAL            an HTTP tunnel: requests to the daemon's HTTP port (and HTTPS,
+                               where it has a certificate for the name) whose Host is NAME (a
+                               label under the daemon's domain, or a full host name the daemon
+                               allows this client) go to LOCAL (HOST:PORT); repeatable
+  --tls NAME=LOCAL             a TLS tunnel: connections to the daemon's HTTPS port whose TLS
+                               server name is NAME go to LOCAL undecrypted (LOCAL serves TLS
+                               with its own certificate); repeatable
   --forward LISTEN=TARGET      listen on LISTEN (HOST:PORT) here; each connection goes through
                                the daemon to TARGET (HOST:PORT); repeatable
   --offer NAME=LOCAL           offer named service NAME, served by LOCAL here; repeatable
@@ -104,6 +108,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
         "token-file": { type: "string" },
         expose: { type: "string", multiple: true },
         http: { type: "string", multiple: true },
+        tls: { type: "string", multiple: true },
         forward: { type: "string", multiple: true },
         offer: { type: "string", multiple: true },
         use: { type: "string", multiple: true },

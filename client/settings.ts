@@ -37,6 +37,7 @@ export interface ClientFlags {
   "token-file"?: string;
   expose?: string[];
   http?: string[];
+  tls?: string[];
   forward?: string[];
   offer?: string[];
   use?: string[];
@@ -129,6 +130,7 @@ const FILE_KEYS = new Set([
   "healthIntervalMs",
   "expose",
   "http",
+  "tls",
   "forward",
   "offer",
   "use",
@@ -356,7 +358,7 @@ export function clientSettings(
   }
 
   // ---- the lists: the file's first, then the flags' ----
-  const list = (key: "expose" | "http" | "forward" | "offer" | "use") => [
+  const list = (key: "expose" | "http" | "tls" | "forward" | "offer" | "use") => [
     ...fileList(key),
     ...(flags[key] ?? []).map((value) => ({ value, where: `--${key}` })),
   ];
@@ -419,6 +421,18 @@ export function clientSettings(
       health,
     });
   }
+  // TLS tunnels: the same names, on the daemon's HTTPS port, passed through to a TLS service.
+  for (const source of list("tls")) {
+    const parts = pair(source);
+    if (!parts || !hostPort(source, parts[1], "local address")) continue;
+    exposes.push({
+      key: `tls ${source.value}`,
+      remotePort: 0,
+      tls: parts[0],
+      local: parts[1],
+      health,
+    });
+  }
   const forwards: ForwardSpec[] = [];
   for (const source of list("forward")) {
     const parts = pair(source);
@@ -448,7 +462,7 @@ export function clientSettings(
   if (exposes.length + forwards.length + offers.length === 0 && errors.length === 0) {
     fail(
       "(client)",
-      "nothing to do: give --expose, --http, --forward, --offer or --use (see --help)",
+      "nothing to do: give --expose, --http, --tls, --forward, --offer or --use (see --help)",
     );
   }
 

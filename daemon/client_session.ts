@@ -52,6 +52,10 @@ export interface DaemonContext {
   ports: TunnelPorts;
   /** The bound HTTP port of HTTP tunnels, or undefined while `listen.http` is off. */
   httpPort(): number | undefined;
+  /** The bound HTTPS port of HTTPS and TLS tunnels, or undefined while `listen.https` is off. */
+  httpsPort(): number | undefined;
+  /** Whether the HTTPS port can terminate TLS for `host` (a certificate serves it). */
+  terminates(host: string): boolean;
   /** True while the daemon drains: no new tunnels or streams. */
   draining(): boolean;
   /** The daemon logger. */
@@ -659,20 +663,35 @@ export class ClientSession implements SessionHandle {
     client: ClientConfig,
     fail: (code: "not_allowed" | "conflict", text: string) => void,
   ): void {
+    const passthrough = message.passthrough === true;
     const httpPort = this.#context.httpPort();
-    if (httpPort === undefined) return fail("not_allowed", "this daemon has no HTTP listener");
+    const httpsPort = this.#context.httpsPort();
+    if (passthrough && httpsPort === undefined) {
+      return fail("not_allowed", "this daemon has no HTTPS listener for TLS tunnels");
+    }
+    if (httpPort === undefined && httpsPort === undefined) {
+      return fail("not_allowed", "this daemon has no HTTP or HTTPS listener");
+    }
     if (message.port !== 0 || message.group !== undefined) {
       return fail("not_allowed", "an HTTP tunnel takes a name, not a port or a group");
     }
     const named = claimableHost(name, client.expose.hosts, this.#context.config().http.domain);
     if (!named.ok) return fail("not_allowed", named.message);
+    // Visitors are sent where TLS works for the name, else to plain HTTP.
+    const secure = passthrough || httpPort === undefined ||
+      (httpsPort !== undefined && this.#context.terminates(named.host));
+    const port = (secure ? httpsPort : httpPort) as number;
+    const url = `${secure ? "https" : "http"}://${named.host}${
+      port === (secure ? 443 : 80) ? "" : `:${port}`
+    }/`;
     const tunnel = new ReverseTunnel({
       id: newTunnelId(),
       client: client.name,
       session: this.#yamux,
       bindHost: named.host,
-      port: httpPort,
+      port,
       host: named.host,
+      passthrough,
       label: message.label,
       log: this.#log,
     });
@@ -681,7 +700,7 @@ export class ClientSession implements SessionHandle {
     }
     this.#tunnels.set(tunnel.id, tunnel);
     this.#context.registry.addTunnel(tunnel, this.id);
-    const bind = `http://${named.host}:${httpPort}`;
+    const bind = passthrough ? `tls://${named.host}:${port}` : url;
     this.#log.info("tunnel up", { tunnel: tunnel.id, bind });
     this.#context.publish("tunnel_up", {
       tunnel: tunnel.id,
@@ -694,7 +713,8 @@ export class ClientSession implements SessionHandle {
       id: message.id,
       tunnel: tunnel.id,
       bindHost: named.host,
-      port: httpPort,
+      port,
+      url,
     });
   }
 

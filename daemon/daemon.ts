@@ -12,6 +12,8 @@ import { readFile } from "node:fs/promises";
 import { listenTcp, listenTls } from "../transport/mod.ts";
 import { serveHttpConnection } from "./http_front.ts";
 import { HttpStats } from "./http_stats.ts";
+import { CertificateStore } from "./certificates.ts";
+import type { HttpFrontOptions } from "./http_front.ts";
 import { listenWebSocket } from "../transport/ws.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./client_session.ts";
 import type { Config } from "./config/mod.ts";
@@ -49,6 +51,8 @@ export interface DaemonAddresses {
   websocket?: string;
   /** The shared port of HTTP tunnels. */
   http?: string;
+  /** The shared port of HTTPS and TLS tunnels. */
+  https?: string;
 }
 
 /**
@@ -82,6 +86,8 @@ export class Daemon {
   readonly counters = new Counters();
   /** What the HTTP front saw, by host (metrics). */
   readonly httpStats = new HttpStats();
+  /** The certificates the HTTPS port terminates with. */
+  readonly certificates = new CertificateStore();
   /** What happens, as it happens (sessions, tunnels, resets, auth failures, drain). */
   readonly events = new EventFeed();
   /** When the daemon started (ms since the epoch). */
@@ -109,6 +115,7 @@ export class Daemon {
   readonly #listeners: TransportListener[] = [];
   #tcpListener: TransportListener | undefined;
   #httpListener: TransportListener | undefined;
+  #httpsListener: TransportListener | undefined;
   readonly #context: DaemonContext;
   #addresses: DaemonAddresses = {};
   #resolveStopped!: () => void;
@@ -136,6 +143,8 @@ export class Daemon {
       registry: this.#local, // the cluster registry once start() joined a cluster
       ports: this.#ports,
       httpPort: () => this.#httpListener?.port,
+      httpsPort: () => this.#httpsListener?.port,
+      terminates: (host) => this.certificates.find(host) !== undefined,
       draining: () => this.#lifecycle.state !== "running",
       log: this.#log,
       count: (event) => this.counters.count(event),
@@ -244,29 +253,85 @@ export class Daemon {
           http,
           "--listen-http",
           () =>
-            listenTcp(http, (visitor) =>
-              serveHttpConnection(visitor, {
-                route: (host) => this.#context.registry.hostTunnel(host),
-                proto: "http",
-                trustForwarded: this.#effective.http.trustForwarded,
-                headerTimeoutMs: this.#config.limits.handshakeTimeoutMs,
-                onExchange: (exchange) =>
-                  this.httpStats.record(
-                    exchange,
-                    this.#context.registry.hostTunnel(exchange.host) !== undefined,
-                  ),
-              })),
+            listenTcp(http, (visitor) => serveHttpConnection(visitor, this.#httpOptions("http"))),
         );
         this.#listeners.push(listener);
         this.#httpListener = listener;
         this.#addresses.http = `${listener.hostname}:${listener.port}`;
       }
+      if (listen.https) await this.#listenHttps(listen.https);
     } catch (error) {
       this.stop();
       throw error;
     }
     this.#lifecycle.fire("started");
     this.#log.info("daemon running", { ...this.#addresses });
+  }
+
+  /** How the HTTP front serves a visitor connection of the HTTP port, or a terminated one of HTTPS. */
+  #httpOptions(proto: "http" | "https"): HttpFrontOptions {
+    const route = (host: string) => {
+      const tunnel = this.#context.registry.hostTunnel(host);
+      // A TLS tunnel's name takes TLS connections only, never requests.
+      return tunnel && !tunnel.passthrough ? tunnel : undefined;
+    };
+    return {
+      route,
+      proto,
+      trustForwarded: this.#effective.http.trustForwarded,
+      headerTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+      onExchange: (exchange) => this.httpStats.record(exchange, route(exchange.host) !== undefined),
+    };
+  }
+
+  /**
+   * Loads `http.certificates` and binds the HTTPS port. Its modules (node:tls among them) load
+   * only here, so a daemon without HTTPS never loads them.
+   */
+  async #listenHttps(address: HostPort): Promise<void> {
+    // A certificate that cannot be served stops the start, named by its place in the config.
+    for (const [i, files] of this.#config.http.certificates.entries()) {
+      const where = `http.certificates[${i}] (${files.cert})`;
+      try {
+        const served = this.certificates.add({
+          cert: await readFile(files.cert, "utf8"),
+          key: await readFile(files.key, "utf8"),
+        }, "file");
+        this.#log.info("certificate loaded", {
+          names: served.names.join(","),
+          expires: new Date(served.notAfter).toISOString(),
+        });
+        if (served.notAfter <= Date.now()) {
+          this.#log.warn("certificate expired: its names get no TLS", { file: files.cert });
+        }
+      } catch (error) {
+        throw new Error(`${where}: ${(error as Error).message}`);
+      }
+    }
+    const [{ listenTlsFront }, { serveHttpsConnection }] = await Promise.all([
+      import("../transport/tls_front.ts"),
+      import("./https_front.ts"),
+    ]);
+    const listener = await named(
+      "HTTPS tunnels",
+      address,
+      "--listen-https",
+      () =>
+        listenTlsFront(address, (connection) =>
+          serveHttpsConnection(connection, {
+            route: (host) => this.#context.registry.hostTunnel(host),
+            certificate: (host) => this.certificates.find(host)?.identity,
+            http: this.#httpOptions("https"),
+            onRefused: (reason) => this.counters.count(`https_${reason}`),
+          }), {
+          helloTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+          handshakeTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+          onDropped: (reason) => this.counters.count(`https_hello_${reason}`),
+        }),
+    );
+    this.#listeners.push(listener);
+    this.#httpsListener = listener;
+    this.#addresses.https = `${listener.hostname}:${listener.port}`;
   }
 
   /**

@@ -30,8 +30,15 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
   --listen-admin HOST:PORT   admin API, or "off" (TUNNELMUX_LISTEN_ADMIN)
   --listen-http HOST:PORT    HTTP tunnels' shared port: requests routed by Host to the client
                              holding the name, or "off" (default; TUNNELMUX_LISTEN_HTTP)
+  --listen-https HOST:PORT   HTTPS and TLS tunnels' shared port: connections routed by their
+                             TLS server name, terminated with --https-cert or passed through
+                             to the client, or "off" (default; TUNNELMUX_LISTEN_HTTPS)
   --http-domain DOMAIN       base domain: a client's --http NAME holds NAME.DOMAIN
                              (TUNNELMUX_HTTP_DOMAIN)
+  --https-cert FILE          certificate (PEM) the HTTPS port terminates with, e.g. a wildcard
+                             for the base domain; replaces http.certificates
+                             (TUNNELMUX_HTTPS_CERT)
+  --https-key FILE           its private key (TUNNELMUX_HTTPS_KEY)
   --data-dir DIR             state directory (TUNNELMUX_DATA_DIR)
   --log-level LEVEL          debug, info, warn or error (TUNNELMUX_LOG_LEVEL)
   --log-format FORMAT        auto, pretty or json (TUNNELMUX_LOG_FORMAT)
@@ -78,7 +85,10 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
         "listen-ws": { type: "string" },
         "listen-admin": { type: "string" },
         "listen-http": { type: "string" },
+        "listen-https": { type: "string" },
         "http-domain": { type: "string" },
+        "https-cert": { type: "string" },
+        "https-key": { type: "string" },
         "data-dir": { type: "string" },
         "log-level": { type: "string" },
         "log-format": { type: "string" },
@@ -115,7 +125,10 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     listenWebsocket: values["listen-ws"],
     listenAdmin: values["listen-admin"],
     listenHttp: values["listen-http"],
+    listenHttps: values["listen-https"],
     httpDomain: values["http-domain"],
+    httpsCert: values["https-cert"],
+    httpsKey: values["https-key"],
     dataDir: values["data-dir"],
     logLevel: values["log-level"],
     logFormat: values["log-format"],

@@ -65,6 +65,11 @@ export interface ReverseTunnelOptions {
    * name and `port` the HTTP port, for display); its visitors are requests (see `open`).
    */
   host?: string;
+  /**
+   * With `host`: a TLS tunnel, whose visitors are whole connections of the HTTPS port passed on
+   * undecrypted (see `visitor`), never HTTP requests.
+   */
+  passthrough?: boolean;
   /** Logger with the session's context. */
   log: Logger;
 }
@@ -85,6 +90,8 @@ export class ReverseTunnel {
   readonly label: string | undefined;
   /** The host name of an HTTP tunnel; undefined for a port's route. */
   readonly host: string | undefined;
+  /** A TLS tunnel: the host's HTTPS connections are passed through, not terminated. */
+  readonly passthrough: boolean;
   /** True for a session of this node; false for a relay to another node. */
   readonly local: boolean;
   /** When it was opened (ms since the epoch). */
@@ -109,6 +116,7 @@ export class ReverseTunnel {
     this.port = options.port;
     this.label = options.label;
     this.host = options.host;
+    this.passthrough = options.passthrough ?? false;
     this.local = options.local ?? true;
     this.#session = options.session;
     this.#up = options.up;

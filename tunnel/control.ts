@@ -44,6 +44,12 @@ export type ClientMessage =
      * HTTP port, a label under its base domain or a full name; its requests are routed by `Host`.
      */
     http?: string;
+    /**
+     * With `http`: a TLS tunnel. The name's connections on the daemon's HTTPS port are passed to
+     * the client as they come (routed by their TLS server name, never decrypted), for a local
+     * service that speaks TLS itself.
+     */
+    passthrough?: boolean;
   }
   /** Close a reverse tunnel. */
   | { type: "unexpose"; id: number; tunnel: string }
@@ -82,7 +88,15 @@ export type DaemonMessage =
     node?: string;
   }
   /** A reverse tunnel is listening. */
-  | { type: "exposed"; id: number; tunnel: string; bindHost: string; port: number }
+  | {
+    type: "exposed";
+    id: number;
+    tunnel: string;
+    bindHost: string;
+    port: number;
+    /** An HTTP or TLS tunnel's address for visitors (`https://NAME/` when the daemon has TLS for it). */
+    url?: string;
+  }
   /** A request without other results succeeded. */
   | { type: "ok"; id: number }
   /** A request (or, without `id`, the session) failed. `code` is stable, `message` for people. */
@@ -132,6 +146,7 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     groupKey: ["string", false],
     shared: ["boolean", false],
     http: ["string", false],
+    passthrough: ["boolean", false],
   },
   unexpose: { id: ["id", true], tunnel: ["string", true] },
   health: {

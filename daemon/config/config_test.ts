@@ -55,7 +55,11 @@ describe("config: validateConfig", () => {
     });
     assert.deepEqual(errors, []);
     assert.deepEqual(config!.listen.http, { hostname: "0.0.0.0", port: 8080 });
-    assert.deepEqual(config!.http, { domain: "tunnels.example.com", trustForwarded: true });
+    assert.deepEqual(config!.http, {
+      domain: "tunnels.example.com",
+      trustForwarded: true,
+      certificates: [],
+    });
     const bad = validateConfig({
       ...doc(),
       http: { domain: "localhost", trustForwarded: "yes" },
@@ -64,6 +68,30 @@ describe("config: validateConfig", () => {
     assert.deepEqual(bad.errors.map((e) => e.path).sort(), [
       "clients[0].expose.hosts[2]",
       "http.domain",
+    ]);
+  });
+
+  it("HTTPS tunnels: a shared port beside HTTP's, and certificate files", () => {
+    const { config, errors } = validateConfig({
+      ...doc(),
+      listen: { http: "0.0.0.0:80", https: "0.0.0.0:443" },
+      http: { certificates: [{ cert: "/etc/t/wild.pem", key: "/etc/t/wild.key" }] },
+    });
+    assert.deepEqual(errors, []);
+    assert.deepEqual(config!.listen.https, { hostname: "0.0.0.0", port: 443 });
+    assert.deepEqual(config!.http.certificates, [
+      { cert: "/etc/t/wild.pem", key: "/etc/t/wild.key" },
+    ]);
+    const bad = validateConfig({
+      ...doc(),
+      listen: { http: "127.0.0.1:8443", https: "127.0.0.1:8443" },
+      http: { certificates: [{ cert: "/a.pem" }, { cert: "", key: "/k" }, "x"] },
+    });
+    assert.deepEqual(bad.errors.map((e) => e.path).sort(), [
+      "http.certificates[0].key",
+      "http.certificates[1].cert",
+      "http.certificates[2]",
+      "listen.https",
     ]);
   });
 
@@ -78,8 +106,9 @@ describe("config: validateConfig", () => {
       websocketPath: "/tunnel",
       admin: { hostname: "127.0.0.1", port: 7081 },
       http: null,
+      https: null,
     });
-    assert.deepEqual(config.http, { domain: null, trustForwarded: false });
+    assert.deepEqual(config.http, { domain: null, trustForwarded: false, certificates: [] });
     assert.equal(config.tls, null);
     assert.equal(config.dataDir, "./data");
     assert.equal(config.shutdownGraceMs, 30000);
@@ -452,6 +481,31 @@ describe("config: loadConfig", () => {
     assert.deepEqual([d.listen.tcp?.port, d.listen.websocket, d.listen.admin?.port], [4, null, 6]);
     assert.deepEqual([d.dataDir, d.log.level, d.log.format], ["/flag", "warn", "pretty"]);
     assert.deepEqual(d.tls, { cert: "c2", key: "k2" });
+  });
+
+  it("the HTTPS port and its one certificate from the environment or flags", async () => {
+    const file = `{"http": {"certificates": [{"cert": "file.pem", "key": "file.key"}]}}`;
+    const readFile = () => Promise.resolve(file);
+    const env = {
+      TUNNELMUX_LISTEN_HTTPS: "0.0.0.0:443",
+      TUNNELMUX_HTTPS_CERT: "env.pem",
+      TUNNELMUX_HTTPS_KEY: "env.key",
+    };
+    const fromEnv = await loadConfig({ env, flags: { config: "f.json" }, readFile });
+    assert.deepEqual(fromEnv.errors, []);
+    assert.deepEqual(fromEnv.config!.listen.https, { hostname: "0.0.0.0", port: 443 });
+    assert.deepEqual(fromEnv.config!.http.certificates, [{ cert: "env.pem", key: "env.key" }]);
+    const fromFlags = await loadConfig({
+      env,
+      flags: { config: "f.json", listenHttps: "off", httpsCert: "flag.pem", httpsKey: "flag.key" },
+      readFile,
+    });
+    assert.equal(fromFlags.config!.listen.https, null);
+    assert.deepEqual(fromFlags.config!.http.certificates, [{ cert: "flag.pem", key: "flag.key" }]);
+    // Half a pair is refused, naming where it came from.
+    const half = await loadConfig({ flags: { httpsCert: "only.pem" } });
+    assert.equal(half.errors[0].path, "http.certificates[0].key");
+    assert.equal(half.errors[0].source, "--https-cert and --https-key");
   });
 
   it("a keepalive that is not a number is refused, naming its source", async () => {

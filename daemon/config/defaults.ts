@@ -18,6 +18,7 @@ export function embeddedDefaults(): Record<string, unknown> {
       websocketPath: "/tunnel",
       admin: "127.0.0.1:7081",
       http: null,
+      https: null,
     },
     tls: null,
     dataDir: "./data",
@@ -43,6 +44,6 @@ export function embeddedDefaults(): Record<string, unknown> {
       forward: [],
     }],
     cluster: null,
-    http: { domain: null, trustForwarded: false },
+    http: { domain: null, trustForwarded: false, certificates: [] },
   };
 }

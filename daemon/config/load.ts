@@ -27,8 +27,14 @@ export interface ConfigFlags {
   listenAdmin?: string;
   /** `HOST:PORT` of HTTP tunnels' shared port, or `off`. */
   listenHttp?: string;
+  /** `HOST:PORT` of HTTPS and TLS tunnels' shared port, or `off`. */
+  listenHttps?: string;
   /** `http.domain`: the base domain of HTTP tunnels' names. */
   httpDomain?: string;
+  /** A certificate file for the HTTPS port (with `httpsKey`): replaces `http.certificates`. */
+  httpsCert?: string;
+  /** Its private key file. */
+  httpsKey?: string;
   /** State directory. */
   dataDir?: string;
   /** `debug`, `info`, `warn` or `error`. */
@@ -80,6 +86,7 @@ const OVERRIDES: [string, keyof ConfigFlags, string[]][] = [
   ["TUNNELMUX_LISTEN_WS", "listenWebsocket", ["listen", "websocket"]],
   ["TUNNELMUX_LISTEN_ADMIN", "listenAdmin", ["listen", "admin"]],
   ["TUNNELMUX_LISTEN_HTTP", "listenHttp", ["listen", "http"]],
+  ["TUNNELMUX_LISTEN_HTTPS", "listenHttps", ["listen", "https"]],
   ["TUNNELMUX_HTTP_DOMAIN", "httpDomain", ["http", "domain"]],
   ["TUNNELMUX_DATA_DIR", "dataDir", ["dataDir"]],
   ["TUNNELMUX_LOG_LEVEL", "logLevel", ["log", "level"]],
@@ -107,8 +114,14 @@ const FLAG_SPELLING: Partial<Record<keyof ConfigFlags, string>> = {
 function flagName(flag: keyof ConfigFlags): string {
   return FLAG_SPELLING[flag] ?? `--${flag.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())}`;
 }
+// One certificate for the HTTPS port from the environment or flags: it replaces the file's list.
+const CERTIFICATE_OVERRIDE = {
+  env: ["TUNNELMUX_HTTPS_CERT", "TUNNELMUX_HTTPS_KEY"],
+  flags: ["httpsCert", "httpsKey"],
+} as const;
 const KNOWN_ENV = [
   ...OVERRIDES.map(([e]) => e),
+  ...CERTIFICATE_OVERRIDE.env,
   "TUNNELMUX_TOKEN",
   "TUNNELMUX_ADMIN_TOKEN",
   "TUNNELMUX_CONFIG",
@@ -203,6 +216,22 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadResult>
       );
     }
   }
+  for (const layer of ["env", "flag"] as const) {
+    const [cert, key] = layer === "env"
+      ? CERTIFICATE_OVERRIDE.env.map(envValue)
+      : CERTIFICATE_OVERRIDE.flags.map((f) => flags[f]);
+    if (cert === undefined && key === undefined) continue;
+    if (!isObject(doc.http)) setOwn(doc, "http", {});
+    // Validation names a missing half (an empty string is not a file).
+    setOwn(doc.http as Record<string, unknown>, "certificates", [{
+      cert: cert ?? "",
+      key: key ?? "",
+    }]);
+    sources.set(
+      "http.certificates",
+      layer === "env" ? CERTIFICATE_OVERRIDE.env.join(" and ") : "--https-cert and --https-key",
+    );
+  }
   // Cluster secrets fill a cluster section the other layers made; alone they make none.
   for (const [envName, path] of SECRET_OVERRIDES) {
     const value = envValue(envName);
@@ -236,7 +265,9 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadResult>
   }
   const result = validateConfig(doc);
   const annotate = (issue: Issue): Issue => {
-    const source = [...sources].find(([p]) => issue.path === p || issue.path.startsWith(p + "."))
+    const source = [...sources].find(([p]) =>
+      issue.path === p || issue.path.startsWith(p + ".") || issue.path.startsWith(p + "[")
+    )
       ?.[1];
     return source ? { ...issue, source } : issue;
   };

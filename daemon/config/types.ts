@@ -26,6 +26,11 @@ export interface ListenConfig {
   admin: HostPort | null;
   /** The shared port of HTTP tunnels: visitors' requests routed by their `Host` (see `http`). */
   http: HostPort | null;
+  /**
+   * The shared port of HTTPS and TLS tunnels: connections routed by their TLS server name (SNI),
+   * terminated here with a certificate from `http.certificates`, or passed through to a client.
+   */
+  https: HostPort | null;
 }
 
 /** HTTP tunnels (issue 16): names under a base domain, served on `listen.http`. */
@@ -37,6 +42,11 @@ export interface HttpConfig {
   domain: string | null;
   /** Keep incoming `X-Forwarded-*` / `Forwarded` (a trusted proxy in front); else replace them. */
   trustForwarded: boolean;
+  /**
+   * Certificates the HTTPS port terminates with (PEM files, read at start): each serves the names
+   * of its subjectAltName, `*.` wildcards included, e.g. one wildcard for the base domain.
+   */
+  certificates: TlsConfig[];
 }
 
 /** PEM files for TLS on the TCP and WebSocket listeners. */

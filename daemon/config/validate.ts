@@ -49,7 +49,7 @@ const TOP_KEYS = [
   "cluster",
   "http",
 ];
-const LISTEN_KEYS = ["tcp", "websocket", "websocketPath", "admin", "http"];
+const LISTEN_KEYS = ["tcp", "websocket", "websocketPath", "admin", "http", "https"];
 const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   sessions: [1, 1_000_000],
   streamsPerSession: [1, 1_000_000],
@@ -175,6 +175,7 @@ function checkListen(w: Walker, value: unknown, hasTls: boolean): ListenConfig |
   const websocket = listenAddress(w, raw.websocket, "listen.websocket");
   const admin = listenAddress(w, raw.admin, "listen.admin");
   const http = listenAddress(w, raw.http ?? null, "listen.http");
+  const https = listenAddress(w, raw.https ?? null, "listen.https");
   const path = w.string(raw.websocketPath, "listen.websocketPath");
   if (path !== undefined && !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path)) {
     w.error(
@@ -185,7 +186,13 @@ function checkListen(w: Walker, value: unknown, hasTls: boolean): ListenConfig |
   if (tcp === null && websocket === null) {
     w.error("listen", "tcp and websocket are both off; enable one");
   }
-  const named = [["tcp", tcp], ["websocket", websocket], ["admin", admin], ["http", http]] as const;
+  const named = [
+    ["tcp", tcp],
+    ["websocket", websocket],
+    ["admin", admin],
+    ["http", http],
+    ["https", https],
+  ] as const;
   named.forEach(([name, hp], i) => {
     if (!hp) return;
     for (const [other, hp2] of named.slice(0, i)) {
@@ -194,7 +201,10 @@ function checkListen(w: Walker, value: unknown, hasTls: boolean): ListenConfig |
       }
     }
     // Visitors' HTTP is theirs to protect; tokens and the admin API are ours.
-    if (name !== "http" && !isLoopbackHost(hp.hostname) && (name === "admin" || !hasTls)) {
+    if (
+      name !== "http" && name !== "https" && !isLoopbackHost(hp.hostname) &&
+      (name === "admin" || !hasTls)
+    ) {
       w.warn(
         `listen.${name}`,
         `listens beyond loopback without TLS: tokens would cross the network in clear text`,
@@ -203,11 +213,11 @@ function checkListen(w: Walker, value: unknown, hasTls: boolean): ListenConfig |
   });
   if (
     tcp === undefined || websocket === undefined || admin === undefined || http === undefined ||
-    path === undefined
+    https === undefined || path === undefined
   ) {
     return undefined;
   }
-  return { tcp, websocket, admin, http, websocketPath: path };
+  return { tcp, websocket, admin, http, https, websocketPath: path };
 }
 
 function checkTls(w: Walker, value: unknown): TlsConfig | null | undefined {
@@ -296,7 +306,7 @@ function checkExpose(w: Walker, value: unknown, path: string): ClientPolicy["exp
 }
 
 function checkHttp(w: Walker, value: unknown): HttpConfig | undefined {
-  const raw = w.object(value ?? {}, "http", ["domain", "trustForwarded"]);
+  const raw = w.object(value ?? {}, "http", ["domain", "trustForwarded", "certificates"]);
   if (!raw) return undefined;
   let domain: string | null = null;
   if (raw.domain !== undefined && raw.domain !== null) {
@@ -313,7 +323,18 @@ function checkHttp(w: Walker, value: unknown): HttpConfig | undefined {
   if (typeof trust !== "boolean") {
     return void w.error("http.trustForwarded", `${show(trust)} must be true or false`);
   }
-  return { domain, trustForwarded: trust };
+  const list = w.array(raw.certificates ?? [], "http.certificates");
+  if (!list) return undefined;
+  const certificates: TlsConfig[] = [];
+  list.forEach((item, i) => {
+    const where = `http.certificates[${i}]`;
+    const pair = w.object(item, where, ["cert", "key"]);
+    const cert = pair && w.string(pair.cert, `${where}.cert`);
+    const key = pair && w.string(pair.key, `${where}.key`);
+    if (cert && key) certificates.push({ cert, key });
+  });
+  if (certificates.length !== list.length) return undefined;
+  return { domain, trustForwarded: trust, certificates };
 }
 
 function checkForward(w: Walker, value: unknown, path: string): ForwardRule[] | undefined {
