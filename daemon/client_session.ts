@@ -54,8 +54,13 @@ export interface DaemonContext {
   httpPort(): number | undefined;
   /** The bound HTTPS port of HTTPS and TLS tunnels, or undefined while `listen.https` is off. */
   httpsPort(): number | undefined;
-  /** Whether the HTTPS port can terminate TLS for `host` (a certificate serves it). */
+  /**
+   * Whether the HTTPS port terminates TLS for `host`: a certificate serves it, or ACME will get
+   * one once the name is held (see `wantCertificate`).
+   */
   terminates(host: string): boolean;
+  /** A tunnel now holds `host` for HTTP: asks ACME for its certificate if none serves it. */
+  wantCertificate(host: string): void;
   /** True while the daemon drains: no new tunnels or streams. */
   draining(): boolean;
   /** The daemon logger. */
@@ -700,6 +705,7 @@ export class ClientSession implements SessionHandle {
     }
     this.#tunnels.set(tunnel.id, tunnel);
     this.#context.registry.addTunnel(tunnel, this.id);
+    if (!passthrough && httpsPort !== undefined) this.#context.wantCertificate(named.host);
     const bind = passthrough ? `tls://${named.host}:${port}` : url;
     this.#log.info("tunnel up", { tunnel: tunnel.id, bind });
     this.#context.publish("tunnel_up", {

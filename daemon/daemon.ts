@@ -14,6 +14,7 @@ import { serveHttpConnection } from "./http_front.ts";
 import { HttpStats } from "./http_stats.ts";
 import { CertificateStore } from "./certificates.ts";
 import type { HttpFrontOptions } from "./http_front.ts";
+import type { AcmeCertificates } from "./acme.ts";
 import { listenWebSocket } from "../transport/ws.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./client_session.ts";
 import type { Config } from "./config/mod.ts";
@@ -28,6 +29,7 @@ import { TokenStore } from "./tokens/store.ts";
 import type { Cluster } from "./cluster/cluster.ts";
 import { TunnelPorts } from "./tunnel_ports.ts";
 import { formatHostPort, type HostPort } from "../util/address.ts";
+import { currentRuntime } from "../util/runtime.ts";
 
 /** Daemon lifecycle states. */
 export type DaemonState = "starting" | "running" | "draining" | "stopped";
@@ -116,6 +118,8 @@ export class Daemon {
   #tcpListener: TransportListener | undefined;
   #httpListener: TransportListener | undefined;
   #httpsListener: TransportListener | undefined;
+  /** Certificates from ACME, when `http.acme` is set and the HTTPS port is on. */
+  #acme: AcmeCertificates | undefined;
   readonly #context: DaemonContext;
   #addresses: DaemonAddresses = {};
   #resolveStopped!: () => void;
@@ -144,7 +148,8 @@ export class Daemon {
       ports: this.#ports,
       httpPort: () => this.#httpListener?.port,
       httpsPort: () => this.#httpsListener?.port,
-      terminates: (host) => this.certificates.find(host) !== undefined,
+      terminates: (host) => this.#acme !== undefined || this.certificates.find(host) !== undefined,
+      wantCertificate: (host) => this.#acme?.want(host),
       draining: () => this.#lifecycle.state !== "running",
       log: this.#log,
       count: (event) => this.counters.count(event),
@@ -281,6 +286,7 @@ export class Daemon {
       trustForwarded: this.#effective.http.trustForwarded,
       headerTimeoutMs: this.#config.limits.handshakeTimeoutMs,
       onExchange: (exchange) => this.httpStats.record(exchange, route(exchange.host) !== undefined),
+      acmeAnswer: this.#acme && ((token) => this.#acme?.httpAnswer(token)),
     };
   }
 
@@ -308,6 +314,25 @@ export class Daemon {
         throw new Error(`${where}: ${(error as Error).message}`);
       }
     }
+    const acme = this.#config.http.acme;
+    if (acme?.challenge === "tls-alpn-01" && currentRuntime() === "deno") {
+      throw new Error(
+        "http.acme.challenge: tls-alpn-01 is not available on Deno, whose TLS (rustls) will not " +
+          "serve a certificate with the critical acmeIdentifier extension the challenge needs; " +
+          "use http-01 (on listen.http), or run the daemon on Bun",
+      );
+    }
+    if (acme) {
+      const { AcmeCertificates } = await import("./acme.ts");
+      this.#acme = new AcmeCertificates({
+        config: acme,
+        dataDir: this.#config.dataDir,
+        store: this.certificates,
+        log: this.#log,
+        publish: (type, fields) => this.events.publish(type, fields),
+      });
+      await this.#acme.load();
+    }
     const [{ listenTlsFront }, { serveHttpsConnection }] = await Promise.all([
       import("../transport/tls_front.ts"),
       import("./https_front.ts"),
@@ -321,6 +346,7 @@ export class Daemon {
           serveHttpsConnection(connection, {
             route: (host) => this.#context.registry.hostTunnel(host),
             certificate: (host) => this.certificates.find(host)?.identity,
+            acmeIdentity: (host) => this.#acme?.alpnIdentity(host),
             http: this.#httpOptions("https"),
             onRefused: (reason) => this.counters.count(`https_${reason}`),
           }), {
@@ -363,6 +389,7 @@ export class Daemon {
   stop(): void {
     if (!this.#lifecycle.fire("stop")) return;
     this.registry.tokens.close();
+    this.#acme?.stop();
     for (const listener of this.#listeners) listener.close();
     for (const session of this.registry.sessions()) session.close();
     // Leaving the cluster removes this node's presence, so the others release its ports at once

@@ -17,6 +17,8 @@ export type DaemonEventType =
   | "auth_failure"
   | "token_minted"
   | "token_revoked"
+  | "certificate_issued"
+  | "certificate_failed"
   | "drain";
 
 /** One event: its kind, when (ms since the epoch), and fields that depend on the kind. */

@@ -14,15 +14,15 @@
  * `maxRequests` per connection. Unknown host: 404 without touching any client; a route that
  * cannot be reached or a response that breaks off before its head: 502.
  *
- * Not wired to a listener yet: the daemon's `http` listener, names in the registry and the
- * client's `--http` come next (see the design).
+ * The daemon serves its `listen.http` connections here, and its `listen.https` connections once
+ * TLS is terminated (`https_front.ts`); ACME HTTP-01 challenges are answered before routing.
  *
  * @module
  */
 
 import type { Stream } from "../protocol/stream.ts";
 import type { Transport } from "../protocol/transport.ts";
-import { headEnd, plainResponse } from "../transport/http1.ts";
+import { headEnd, plainResponse, responseHead } from "../transport/http1.ts";
 import {
   ChunkedScanner,
   fieldValues,
@@ -72,6 +72,12 @@ export interface HttpFrontOptions {
   maxRequests?: number;
   /** Told about every finished request. */
   onExchange?(exchange: HttpExchange): void;
+  /**
+   * The key authorization for an ACME HTTP-01 `token` (RFC 8555 §8.3), answered before any
+   * routing to `GET /.well-known/acme-challenge/TOKEN`; undefined: no such challenge here (the
+   * request is routed as any other).
+   */
+  acmeAnswer?(token: string): string | undefined;
 }
 
 /** Largest response head we read from a client's service. */
@@ -84,6 +90,7 @@ const FORWARDED_FIELDS = new Set([
 ]);
 
 const encoder = new TextEncoder();
+const ACME_CHALLENGE = "/.well-known/acme-challenge/";
 /** Nothing (shared: no allocation where a chunk is used up). */
 const EMPTY = new Uint8Array(0);
 
@@ -274,8 +281,12 @@ class HttpConnection {
     const head = parseMessageHead(headBytes);
     const line = head && /^([A-Z]+) ((?:\/|\*)\S*) HTTP\/1\.([01])$/.exec(head.startLine);
     if (!head || !line) return this.#refuse(400, "malformed request head");
-    const [, method, , minor] = line;
+    const [, method, target, minor] = line;
     if (method === "CONNECT") return this.#refuse(405, "CONNECT is not served here");
+    if (method === "GET" && target.startsWith(ACME_CHALLENGE) && this.#options.acmeAnswer) {
+      const answer = this.#options.acmeAnswer(target.slice(ACME_CHALLENGE.length));
+      if (answer !== undefined) return this.#answer(answer);
+    }
     let body: BodyFraming;
     try {
       body = requestFraming(minor === "1" ? "1.1" : "1.0", head.fields);
@@ -542,6 +553,20 @@ class HttpConnection {
     this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0 });
     this.#phase = "closing";
     this.#visitor.write(plainResponse(status, message));
+    this.#finish();
+  }
+
+  /** Answers 200 with `text` exactly (an ACME key authorization) and closes. */
+  #answer(text: string): void {
+    const body = encoder.encode(text);
+    this.#options.onExchange?.({ host: "", status: 200, bytesIn: 0, bytesOut: body.length, ms: 0 });
+    this.#phase = "closing";
+    this.#visitor.write(responseHead(200, [
+      ["content-type", "application/octet-stream"],
+      ["content-length", String(body.length)],
+      ["connection", "close"],
+    ]));
+    this.#visitor.write(body);
     this.#finish();
   }
 

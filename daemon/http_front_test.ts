@@ -102,6 +102,7 @@ describe("http_front", () => {
           headerTimeoutMs: 500,
           idleTimeoutMs: 600,
           onExchange: (e) => exchanges.push(e),
+          acmeAnswer: (token) => token === "tok-1" ? "tok-1.thumbprint" : undefined,
         }),
     );
     port = listener.port;
@@ -274,6 +275,22 @@ describe("http_front", () => {
     assert.deepEqual(statuses, [404, 502, 400, 400, 400, 400, 400, 501, 431, 400]);
     assert.equal(hits.a.count + hits.b.count, before, "no service saw any of them");
     assert.ok(exchanges.some((e) => e.host === "nobody.tunnels.test" && e.status === 404));
+  });
+
+  it("answers an ACME HTTP-01 challenge it holds itself, and routes any other", async () => {
+    const before = hits.a.count;
+    const answer = await raw(
+      "GET /.well-known/acme-challenge/tok-1 HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n",
+    );
+    assert.match(answer, /^HTTP\/1\.1 200 /);
+    assert.ok(answer.endsWith("\r\n\r\ntok-1.thumbprint"), "the key authorization exactly");
+    assert.equal(hits.a.count, before, "the tunnel's service never saw it");
+    // Not ours (another token, or not a GET): the tunnel's service answers.
+    const agent = new Agent();
+    const routed = await get(agent, "a.tunnels.test", "/.well-known/acme-challenge/other");
+    assert.equal(routed.status, 200);
+    assert.equal(hits.a.count, before + 1);
+    agent.destroy();
   });
 
   it("answers 504 when the service never answers, and cuts a request body that stops", async () => {

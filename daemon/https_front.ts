@@ -6,7 +6,9 @@
  * tunnel's name gets TLS terminated here with the certificate that serves it, and the decrypted
  * connection goes through the HTTP front as `https`, each request routed by its `Host`. A name no
  * tunnel holds, a hello without a name, or a name without a certificate gets a TLS alert
- * (`unrecognized_name`), with no client touched.
+ * (`unrecognized_name`), with no client touched. An ACME TLS-ALPN-01 validation (RFC 8737: a
+ * hello offering `acme-tls/1`) is answered here with the challenge's certificate, whoever holds
+ * the name.
  *
  * @module
  */
@@ -34,12 +36,16 @@ export interface HttpsFrontOptions {
   certificate(host: string): TlsIdentity | undefined;
   /** How terminated connections are served (their `proto` is `https`). */
   http: Omit<HttpFrontOptions, "proto">;
+  /** The TLS-ALPN-01 challenge certificate for `host`, while ACME validates it; else undefined. */
+  acmeIdentity?(host: string): TlsIdentity | undefined;
   /** Told about every connection refused (for counters). */
   onRefused?(reason: HttpsRefusal, host: string | undefined): void;
 }
 
 /** The protocols a terminated connection may choose: the HTTP front speaks HTTP/1.1. */
 const ALPN = ["http/1.1"];
+/** The protocol of TLS-ALPN-01 validations (RFC 8737 §6.2). */
+const ACME_TLS = "acme-tls/1";
 
 /** Routes one connection of the HTTPS port whose ClientHello is in. */
 export function serveHttpsConnection(
@@ -52,6 +58,12 @@ export function serveHttpsConnection(
     connection.refuse(TlsAlert.UnrecognizedName);
   };
   if (host === undefined) return refuse("no_name");
+  if (connection.hello.alpn.includes(ACME_TLS)) {
+    const challenge = options.acmeIdentity?.(host);
+    if (!challenge) return refuse("unknown_host");
+    // The handshake is the answer; nothing is sent after it (RFC 8737 §3).
+    return void connection.terminate(challenge, [ACME_TLS]).then((t) => t.end(), () => {});
+  }
   const route = options.route(host);
   if (!route) return refuse("unknown_host");
   if (route.passthrough) return route.visitor(connection.passthrough());

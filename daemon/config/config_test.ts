@@ -59,6 +59,7 @@ describe("config: validateConfig", () => {
       domain: "tunnels.example.com",
       trustForwarded: true,
       certificates: [],
+      acme: null,
     });
     const bad = validateConfig({
       ...doc(),
@@ -95,6 +96,42 @@ describe("config: validateConfig", () => {
     ]);
   });
 
+  it("ACME: a CA's https directory, a challenge its listener can answer", () => {
+    const good = validateConfig({
+      ...doc(),
+      listen: { http: "0.0.0.0:80", https: "0.0.0.0:443" },
+      http: { acme: { directory: "https://acme.example/dir", email: "ops@example.org" } },
+    });
+    assert.deepEqual(good.errors, []);
+    assert.deepEqual(good.config!.http.acme, {
+      directory: "https://acme.example/dir",
+      email: "ops@example.org",
+      caCerts: null,
+      challenge: "http-01",
+    });
+    const bad = validateConfig({
+      ...doc(),
+      listen: { https: "0.0.0.0:443" },
+      http: { acme: { directory: "http://plain.example/dir", email: "nobody", caCerts: 3 } },
+    });
+    assert.deepEqual(bad.errors.map((e) => e.path).sort(), ["http.acme.directory"]);
+    const noHttp = validateConfig({
+      ...doc(),
+      listen: { https: "0.0.0.0:443" },
+      http: { acme: { directory: "https://acme.example/dir" } },
+    });
+    assert.deepEqual(noHttp.errors.map((e) => e.message), [
+      "http-01 is answered on listen.http, which is off",
+    ]);
+    const noHttps = validateConfig({
+      ...doc(),
+      listen: { http: "0.0.0.0:80" },
+      http: { acme: { directory: "https://acme.example/dir", challenge: "tls-alpn-01" } },
+    });
+    assert.deepEqual(noHttps.errors.map((e) => e.path), ["http.acme.challenge"]);
+    assert.ok(noHttps.warnings.some((w) => w.path === "http.acme"));
+  });
+
   it("a minimal document takes every default", () => {
     const { config, errors, warnings } = validateConfig(doc());
     assert.deepEqual(errors, []);
@@ -108,7 +145,12 @@ describe("config: validateConfig", () => {
       http: null,
       https: null,
     });
-    assert.deepEqual(config.http, { domain: null, trustForwarded: false, certificates: [] });
+    assert.deepEqual(config.http, {
+      domain: null,
+      trustForwarded: false,
+      certificates: [],
+      acme: null,
+    });
     assert.equal(config.tls, null);
     assert.equal(config.dataDir, "./data");
     assert.equal(config.shutdownGraceMs, 30000);

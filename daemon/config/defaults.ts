@@ -44,6 +44,6 @@ export function embeddedDefaults(): Record<string, unknown> {
       forward: [],
     }],
     cluster: null,
-    http: { domain: null, trustForwarded: false, certificates: [] },
+    http: { domain: null, trustForwarded: false, certificates: [], acme: null },
   };
 }

@@ -47,6 +47,23 @@ export interface HttpConfig {
    * of its subjectAltName, `*.` wildcards included, e.g. one wildcard for the base domain.
    */
   certificates: TlsConfig[];
+  /**
+   * Certificates from an ACME CA for the names HTTP tunnels hold that no file serves; null: none.
+   * Configuring it agrees to the CA's terms of service.
+   */
+  acme: AcmeConfig | null;
+}
+
+/** An ACME CA (RFC 8555), e.g. Let's Encrypt, for `http.acme`. */
+export interface AcmeConfig {
+  /** The CA's directory URL (https). */
+  directory: string;
+  /** The account's contact address, or null. */
+  email: string | null;
+  /** A PEM file of CA certificates to trust for the directory, besides the system's (a test CA). */
+  caCerts: string | null;
+  /** How names are proven: HTTP-01 on the HTTP port (80) or TLS-ALPN-01 on the HTTPS port (443). */
+  challenge: "http-01" | "tls-alpn-01";
 }
 
 /** PEM files for TLS on the TCP and WebSocket listeners. */

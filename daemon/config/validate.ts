@@ -10,6 +10,7 @@ import { type HostPort, type IpAddress, parseHostPort, parseIp } from "../../uti
 import { classify, parseHost } from "../ip_ranges.ts";
 import { hostname } from "node:os";
 import type {
+  AcmeConfig,
   ClientConfig,
   ClusterConfig,
   GroupConfig,
@@ -306,7 +307,7 @@ function checkExpose(w: Walker, value: unknown, path: string): ClientPolicy["exp
 }
 
 function checkHttp(w: Walker, value: unknown): HttpConfig | undefined {
-  const raw = w.object(value ?? {}, "http", ["domain", "trustForwarded", "certificates"]);
+  const raw = w.object(value ?? {}, "http", ["domain", "trustForwarded", "certificates", "acme"]);
   if (!raw) return undefined;
   let domain: string | null = null;
   if (raw.domain !== undefined && raw.domain !== null) {
@@ -334,7 +335,36 @@ function checkHttp(w: Walker, value: unknown): HttpConfig | undefined {
     if (cert && key) certificates.push({ cert, key });
   });
   if (certificates.length !== list.length) return undefined;
-  return { domain, trustForwarded: trust, certificates };
+  const acme = checkAcme(w, raw.acme ?? null);
+  if (acme === undefined) return undefined;
+  return { domain, trustForwarded: trust, certificates, acme };
+}
+
+function checkAcme(w: Walker, value: unknown): AcmeConfig | null | undefined {
+  if (value === null) return null;
+  const raw = w.object(value, "http.acme", ["directory", "email", "caCerts", "challenge"]);
+  if (!raw) return undefined;
+  const directory = w.string(raw.directory, "http.acme.directory");
+  if (directory !== undefined && !/^https:\/\/[^\s/]+(\/\S*)?$/.test(directory)) {
+    return void w.error("http.acme.directory", `${show(directory)} must be an https:// URL`);
+  }
+  const email = raw.email ?? null;
+  if (email !== null && (typeof email !== "string" || !/^[^\s@]+@[^\s@]+$/.test(email))) {
+    return void w.error("http.acme.email", `${show(email)} must be an email address or null`);
+  }
+  const caCerts = raw.caCerts ?? null;
+  if (caCerts !== null && (typeof caCerts !== "string" || caCerts === "")) {
+    return void w.error("http.acme.caCerts", `${show(caCerts)} must be a PEM file path or null`);
+  }
+  const challenge = raw.challenge ?? "http-01";
+  if (challenge !== "http-01" && challenge !== "tls-alpn-01") {
+    return void w.error(
+      "http.acme.challenge",
+      `${show(challenge)} must be "http-01" or "tls-alpn-01"`,
+    );
+  }
+  if (directory === undefined) return undefined;
+  return { directory, email, caCerts, challenge };
 }
 
 function checkForward(w: Walker, value: unknown, path: string): ForwardRule[] | undefined {
@@ -630,6 +660,15 @@ export function validateConfig(raw: unknown): ValidationResult {
   });
   const cluster = checkCluster(w, doc.cluster);
   const http = checkHttp(w, doc.http);
+  if (http?.acme && listen) {
+    // The CA proves a name by reaching the daemon on the challenge's port.
+    if (http.acme.challenge === "http-01" && !listen.http) {
+      w.error("http.acme.challenge", "http-01 is answered on listen.http, which is off");
+    } else if (http.acme.challenge === "tls-alpn-01" && !listen.https) {
+      w.error("http.acme.challenge", "tls-alpn-01 is answered on listen.https, which is off");
+    }
+    if (!listen.https) w.warn("http.acme", "listen.https is off: no certificate would be served");
+  }
   const groups = checkGroups(w, doc.groups);
   if (groups) {
     for (const [i, client] of clients.entries()) {
