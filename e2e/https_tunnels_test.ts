@@ -17,10 +17,13 @@ import { Daemon } from "../daemon/daemon.ts";
 import { validateConfig } from "../daemon/config/mod.ts";
 import { Logger } from "../util/log.ts";
 import { startClient } from "../testing/mod.ts";
+import { createAdminApp } from "../daemon/admin/app.ts";
+import { hashToken } from "../daemon/tokens/verifier.ts";
 import { hasOpenssl, makeTestIdentity, type TestIdentity } from "../transport/_test_certificate.ts";
 
 const ALICE = "https-test-alice-0123456789abcdef";
 const DOMAIN = "tunnels.test";
+const ADMIN = "https-test-admin-0123456789abcdef";
 const BIG = 20 * 1024 * 1024;
 const noOpenssl = hasOpenssl ? false : "openssl is not installed";
 const empty: TestIdentity = { cert: "", key: "" };
@@ -172,6 +175,27 @@ describe("HTTPS and TLS tunnels by server name", { skip: noOpenssl }, () => {
       } finally {
         agent.destroy();
       }
+      // The admin API lists the tunnel with the certificate its host is served with.
+      const admin = createAdminApp(daemon, {
+        hostname: "127.0.0.1",
+        port: 7081,
+        log: new Logger({ level: "error", format: "json", sink: () => {} }),
+        tokenHash: () => hashToken(ADMIN),
+      });
+      const ask = async (path: string) => {
+        const response = await admin.request(path, {
+          headers: { host: "127.0.0.1:7081", authorization: `Bearer ${ADMIN}` },
+        });
+        return await response.json();
+      };
+      const { tunnels } = await ask("/v1/tunnels");
+      const listed = tunnels.find((t: { host: string }) => t.host === `web.${DOMAIN}`);
+      assert.equal(listed.passthrough, false);
+      assert.deepEqual(listed.certificate.names, [`*.${DOMAIN}`]);
+      assert.equal(listed.certificate.source, "file");
+      assert.ok(Date.parse(listed.certificate.notAfter) > Date.now());
+      const { certificates } = await ask("/v1/certificates");
+      assert.deepEqual(certificates.map((c: { names: string[] }) => c.names), [[`*.${DOMAIN}`]]);
       // The same names on the HTTP port, unencrypted.
       const viaHttp = await new Promise<string>((resolve, reject) =>
         execFile(

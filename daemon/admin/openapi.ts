@@ -362,7 +362,16 @@ const schemas: Record<string, Json> = {
       },
       host: {
         type: ["string", "null"],
-        description: "An HTTP tunnel's host name on the HTTP port; null for a port's tunnel.",
+        description:
+          "An HTTP or TLS tunnel's host name on the shared ports; null for a port's tunnel.",
+      },
+      passthrough: {
+        type: "boolean",
+        description: "A TLS tunnel: its HTTPS connections reach the client undecrypted.",
+      },
+      certificate: {
+        oneOf: [ref("Certificate"), { type: "null" }],
+        description: "The certificate the HTTPS port terminates its host with, if any.",
       },
       label: { type: ["string", "null"] },
       createdAt: { type: "string", format: "date-time" },
@@ -413,6 +422,16 @@ const schemas: Record<string, Json> = {
       active: count,
       bytesToOfferer: count,
       bytesFromOfferer: count,
+    },
+  },
+  Certificate: {
+    type: "object",
+    required: ["names", "notBefore", "notAfter", "source"],
+    properties: {
+      names: { type: "array", items: { type: "string" }, description: "Its DNS names." },
+      notBefore: { type: "string", format: "date-time" },
+      notAfter: { type: "string", format: "date-time", description: "When it expires." },
+      source: { type: "string", enum: ["file", "acme"] },
     },
   },
   TunnelList: {
@@ -731,6 +750,15 @@ export const OPENAPI_DOCUMENT: Json = {
         ],
       }),
     },
+    "/v1/certificates": {
+      get: op("The certificates the HTTPS port terminates with (files and ACME), with expiry", {
+        "200": json("Certificates", {
+          type: "object",
+          required: ["certificates"],
+          properties: { certificates: { type: "array", items: ref("Certificate") } },
+        }),
+      }, { tags: ["tunnels"] }),
+    },
     "/v1/cluster": {
       get: op("The cluster: nodes with health and version, NATS, relay sessions, ports", {
         "200": json("The cluster as this node sees it; `cluster` is null for a single node", {
@@ -869,6 +897,7 @@ const OPERATION_IDS: Record<string, string> = {
   "delete /v1/sessions/{id}": "kickSession",
   "delete /v1/sessions/{id}/streams/{sid}": "resetStream",
   "get /v1/tunnels": "listTunnels",
+  "get /v1/certificates": "listCertificates",
   "get /v1/cluster": "getCluster",
   "get /v1/tunnels/{id}": "getTunnel",
   "delete /v1/tunnels/{id}": "closeTunnel",

@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { ServedCertificate } from "../certificates.ts";
 import type { SessionHandle } from "../registry/registry.ts";
 import type { ReverseTunnel } from "../reverse_tunnel.ts";
 import type { ServiceOffer } from "../registry/registry.ts";
@@ -59,14 +60,33 @@ export function sessionDetail(session: SessionHandle) {
   };
 }
 
-/** A reverse tunnel with its counters; `sessionId` is the owning session, if still known. */
-export function tunnelView(tunnel: ReverseTunnel, sessionId: string | null) {
+/** A certificate of the HTTPS port, without its key. */
+export function certificateView(served: ServedCertificate) {
+  return {
+    names: [...served.names],
+    notBefore: new Date(served.notBefore).toISOString(),
+    notAfter: new Date(served.notAfter).toISOString(),
+    source: served.source,
+  };
+}
+
+/**
+ * A reverse tunnel with its counters; `sessionId` is the owning session, if still known, and
+ * `certificate` what the HTTPS port terminates its host with.
+ */
+export function tunnelView(
+  tunnel: ReverseTunnel,
+  sessionId: string | null,
+  certificate?: ServedCertificate,
+) {
   return {
     id: tunnel.id,
     client: tunnel.client,
     session: sessionId,
     bind: formatHostPort(tunnel.bindHost, tunnel.port),
     host: tunnel.host ?? null,
+    passthrough: tunnel.passthrough,
+    certificate: certificate && !tunnel.passthrough ? certificateView(certificate) : null,
     label: tunnel.label ?? null,
     createdAt: new Date(tunnel.createdAt).toISOString(),
     connections: tunnel.stats.connections,

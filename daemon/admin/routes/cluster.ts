@@ -47,7 +47,13 @@ export function closeLocalTunnel(daemon: Daemon, id: string): boolean {
 export function tunnelList(daemon: Daemon) {
   const { registry } = daemon;
   return registry.tunnels().sort((a, b) => a.createdAt - b.createdAt)
-    .map((t) => tunnelView(t, registry.tunnelOwner(t.id)?.id ?? null));
+    .map((t) =>
+      tunnelView(
+        t,
+        registry.tunnelOwner(t.id)?.id ?? null,
+        t.host === undefined ? undefined : daemon.certificates.find(t.host),
+      )
+    );
 }
 
 /** Answers other nodes' admin queries about this node. */

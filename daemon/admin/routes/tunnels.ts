@@ -1,5 +1,6 @@
 /**
- * Reverse tunnel and named service routes: list them, and close a tunnel.
+ * Reverse tunnel and named service routes: list them, and close a tunnel; and the HTTPS port's
+ * certificates.
  *
  * @module
  */
@@ -8,7 +9,7 @@ import { Hono } from "hono";
 import type { Daemon } from "../../daemon.ts";
 import { ApiError } from "../errors.ts";
 import { tunnelId } from "../params.ts";
-import { serviceView, tunnelView } from "../views.ts";
+import { certificateView, serviceView, tunnelView } from "../views.ts";
 import {
   closeLocalTunnel,
   closeRemoteTunnel,
@@ -59,11 +60,20 @@ export function tunnelRoutes(daemon: Daemon): Hono {
           healthy: t.healthy,
         }));
     return c.json({
-      ...tunnelView(tunnel, registry.tunnelOwner(id)?.id ?? null),
+      ...tunnelView(
+        tunnel,
+        registry.tunnelOwner(id)?.id ?? null,
+        tunnel.host === undefined ? undefined : daemon.certificates.find(tunnel.host),
+      ),
       owner: tunnel.owner,
       routes,
     });
   });
+
+  app.get(
+    "/v1/certificates",
+    (c) => c.json({ certificates: daemon.certificates.list().map(certificateView) }),
+  );
 
   // The owning session closes it (so its bookkeeping and events stay right) and tells the
   // client with `tunnel_closed`. In a cluster, a tunnel held on another node is closed there.
