@@ -135,10 +135,16 @@ describe("bench", () => {
         `tunnelmux-${RUNTIME}-ws`,
         `tunnelmux-${RUNTIME}-relay`,
       ];
-      assert.deepEqual(report.impls, ["direct", ...tunnels]);
+      // The HTTP family (issue 16): the same load in HTTP/1.1 through an HTTP tunnel by name.
+      const http = `http-tunnelmux-${RUNTIME}`;
+      assert.deepEqual(report.impls, ["direct", ...tunnels, "http-direct", http]);
       assert.deepEqual(report.scenarios.map((s) => s.id), TUNNEL_SCENARIOS.map((s) => s.id));
       for (const s of TUNNEL_SCENARIOS) {
-        for (const impl of ["direct", ...tunnels]) {
+        const httpVsDirect = report.ratios.find((r) =>
+          r.scenario === s.id && r.baseline === http && r.versus === "http-direct"
+        );
+        assert.ok(httpVsDirect && httpVsDirect.median > 0, `HTTP tunnel vs HTTP direct in ${s.id}`);
+        for (const impl of ["direct", ...tunnels, "http-direct", http]) {
           const row = report.results.find((r) => r.scenario === s.id && r.impl === impl);
           assert.ok(row, `${impl} ${s.id} missing`);
           assert.ok(row.median > 0, `${impl} ${s.id}: ${row.error ?? "no number"}`);

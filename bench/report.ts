@@ -255,8 +255,21 @@ function ratioPairs(suite: Suite, impls: readonly string[]): Pair[] {
     }
     return pairs;
   }
-  for (const baseline of impls.filter((i) => i !== "direct")) {
-    if (impls.includes("direct")) pairs.push([baseline, "direct"]);
+  // Each family against its own baseline: raw tunnels against `direct`, HTTP ones (issue 16)
+  // against `http-direct`.
+  for (const baseline of impls.filter((i) => i !== "direct" && i !== "http-direct")) {
+    const direct = baseline.startsWith("http-") ? "http-direct" : "direct";
+    if (impls.includes(direct)) pairs.push([baseline, direct]);
+  }
+  // HTTP tunnels by name: tunnelmux's against frp's HTTP proxy, figure, CPU and RSS.
+  for (const baseline of impls.filter((i) => i.startsWith("http-tunnelmux-"))) {
+    if (impls.includes("http-frp")) {
+      pairs.push([baseline, "http-frp"], [baseline, "http-frp", "cpu"], [
+        baseline,
+        "http-frp",
+        "rss",
+      ]);
+    }
   }
   for (const ws of impls.filter((i) => /^tunnelmux-.*-ws$/.test(i))) {
     const tcp = ws.replace(/-ws$/, "-tcp");

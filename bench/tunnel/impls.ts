@@ -3,6 +3,8 @@
  * baseline), tunnelmux's daemon and client CLIs on Deno or Bun over TCP or WebSocket, and the
  * foreign tunnels frp, chisel, bore and rathole when their binaries are found. Every start is a
  * fresh pair of processes on 127.0.0.1 with an auth token, exposing the backend on a new port.
+ * The `http-` family does the same through HTTP tunnels routed by name (tunnelmux's `--http`,
+ * frp's `type = "http"`), the load speaking HTTP/1.1 with the tunnel's `Host`.
  *
  * @module
  */
@@ -20,6 +22,11 @@ import { freePort, type LongProcess, startProcess, waitForPort } from "./procs.t
 export interface Tunnel {
   /** Where the load connects (`HOST:PORT`). */
   address: string;
+  /**
+   * An HTTP tunnel's name: the load speaks HTTP/1.1 with this `Host` (the `http-` family), not
+   * the raw byte modes.
+   */
+  host?: string;
   /** The server side (daemon, frps, chisel server, ...); absent for `direct`. */
   server?: LongProcess;
   /** The client side, which dials the backend; absent for `direct`. */
@@ -369,6 +376,91 @@ const rathole = (peersDir?: string) =>
     );
   });
 
+/** The name HTTP tunnels serve the backend under. */
+const HTTP_HOST = "app.bench.test";
+
+/** The load straight to the backend in HTTP: the `http-` family's baseline. */
+const httpDirect: TunnelImpl = {
+  id: "http-direct",
+  missing: null,
+  start: (backend) => Promise.resolve({ address: backend, host: HTTP_HOST }),
+};
+
+/** tunnelmux's HTTP tunnel: the daemon's shared HTTP port, the client's --http. */
+function tunnelmuxHttp(runtime: JsRuntime): TunnelImpl {
+  return {
+    id: `http-tunnelmux-${runtime}`,
+    missing: null,
+    async start(backend, dir) {
+      const token = newToken("bench");
+      const httpPort = await freePort();
+      const config = daemonConfig([{ name: "bench", token }], {
+        dataDir: join(dir, "data"),
+        http: { domain: "bench.test" },
+      });
+      const server = await startDaemonProcess(runtime, join(dir, "daemon.json"), {
+        ...config,
+        listen: { admin: null, http: `127.0.0.1:${httpPort}` },
+      }, "tcp");
+      try {
+        const client = await startProcess([
+          ...runtimeArgv(runtime, "client/main.ts"),
+          "--server",
+          `tcp://${server.ready[1]}`,
+          "--http",
+          `app=${backend}`,
+          "--no-reconnect",
+          "--log-format",
+          "json",
+        ], {
+          ready: /"tunnel up"/,
+          timeoutMs: START_MS,
+          env: childEnv({ TUNNELMUX_TOKEN: token }),
+        });
+        return { address: `127.0.0.1:${httpPort}`, host: HTTP_HOST, server, client };
+      } catch (error) {
+        await server.stop(0);
+        throw error;
+      }
+    },
+  };
+}
+
+/** frp's HTTP proxy: frps's vhost HTTP port routes by Host to frpc's `type = "http"` proxy. */
+const frpHttp = (peersDir?: string) =>
+  foreign("http-frp", ["frps", "frpc"], peersDir, async ([frps, frpc], backend, dir) => {
+    const token = newToken("bench");
+    const [bindPort, httpPort] = [await freePort(), await freePort()];
+    const { hostname: localIP, port: localPort } = parseHostPort(backend);
+    const common = `auth.token = "${token}"\nlog.level = "info"\n`;
+    writeFileSync(
+      join(dir, "frps.toml"),
+      `bindAddr = "127.0.0.1"\nbindPort = ${bindPort}\nvhostHTTPPort = ${httpPort}\n` +
+        `subDomainHost = "bench.test"\n${common}`,
+    );
+    writeFileSync(
+      join(dir, "frpc.toml"),
+      `serverAddr = "127.0.0.1"\nserverPort = ${bindPort}\n${common}\n[[proxies]]\n` +
+        `name = "bench"\ntype = "http"\nlocalIP = "${localIP}"\nlocalPort = ${localPort}\n` +
+        `subdomain = "app"\n`,
+    );
+    const tunnel = await pair(
+      () =>
+        startProcess([frps, "-c", join(dir, "frps.toml")], {
+          ready: /frps started successfully/,
+          timeoutMs: START_MS,
+        }),
+      async () => ({
+        client: await startProcess([frpc, "-c", join(dir, "frpc.toml")], {
+          ready: /start proxy success/,
+          timeoutMs: START_MS,
+        }),
+        address: `127.0.0.1:${httpPort}`,
+      }),
+    );
+    return { ...tunnel, host: HTTP_HOST };
+  });
+
 /** The foreign tunnel families, in table order. */
 export const FOREIGN = ["frp", "chisel", "bore", "rathole"] as const;
 
@@ -387,5 +479,8 @@ export function tunnelImpls(
     impls.push(tunnelmux(runtime, "tcp"), tunnelmux(runtime, "ws"), tunnelmuxRelay(runtime));
   }
   if (foreignPeers) impls.push(frp(peersDir), chisel(peersDir), bore(peersDir), rathole(peersDir));
+  // HTTP tunnels by name, their own family: `--only http` runs them.
+  impls.push(httpDirect, ...runtimes.map(tunnelmuxHttp));
+  if (foreignPeers) impls.push(frpHttp(peersDir));
   return impls;
 }

@@ -108,6 +108,7 @@ export async function measureTunnel(
         "run",
         "-target",
         tunnel.address,
+        ...(tunnel.host === undefined ? [] : ["-http", tunnel.host]),
         ...loadArgs(scenario, work),
         "-handshake",
         "-timeout",

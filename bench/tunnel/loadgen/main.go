@@ -3,14 +3,15 @@
 //
 //	loadgen serve -listen 127.0.0.1:0
 //	loadgen run -target HOST:PORT -scenario T1|T2|T3|T4 [-bytes N] [-count N] [-concurrency N]
-//	            [-size N] [-warmup N] [-handshake] [-timeout D]
+//	            [-size N] [-warmup N] [-handshake] [-timeout D] [-http HOST]
 //
 // The backend prints "listening on HOST:PORT" and exits when its stdin closes. Each connection
 // starts with one mode byte: 'E' echoes everything after it; 'D' is followed by an 8-byte
 // big-endian length N and answers N bytes of a fixed pattern. The load side verifies every byte
 // it gets back. With -handshake, run prints {"phase":"ready"} after its warm-up and waits for a
 // line on stdin before the timed part, so the caller can read the tunnel's CPU counters around
-// exactly that part. The result is one JSON line with "ok".
+// exactly that part. The result is one JSON line with "ok". With -http HOST the load speaks
+// HTTP/1.1 with that Host instead, and the backend answers it on the same port (http.go).
 package main
 
 import (
@@ -101,27 +102,34 @@ func serve(args []string) {
 }
 
 func handle(conn net.Conn) {
-	defer conn.Close()
 	var mode [1]byte
 	if _, err := io.ReadFull(conn, mode[:]); err != nil {
-		return // a readiness probe: connected and closed
+		conn.Close() // a readiness probe: connected and closed
+		return
 	}
 	switch mode[0] {
 	case 'E':
 		_, _ = io.Copy(conn, conn)
+		conn.Close()
 	case 'D':
 		var size [8]byte
-		if _, err := io.ReadFull(conn, size[:]); err != nil {
+		if _, err := io.ReadFull(conn, size[:]); err == nil {
+			serveDownload(conn, int64(binary.BigEndian.Uint64(size[:])))
+		}
+		conn.Close()
+	default:
+		serveHTTP(conn, mode[0]) // the HTTP server closes it
+	}
+}
+
+// serveDownload answers a 'D' request: `remaining` bytes of the pattern.
+func serveDownload(conn net.Conn, remaining int64) {
+	for pos := int64(0); pos < remaining; {
+		n := int(min(remaining-pos, 60*1024))
+		if _, err := conn.Write(patternAt(pos, n)); err != nil {
 			return
 		}
-		remaining := int64(binary.BigEndian.Uint64(size[:]))
-		for pos := int64(0); pos < remaining; {
-			n := int(min(remaining-pos, 60*1024))
-			if _, err := conn.Write(patternAt(pos, n)); err != nil {
-				return
-			}
-			pos += int64(n)
-		}
+		pos += int64(n)
 	}
 }
 
@@ -147,6 +155,7 @@ func run(args []string) {
 	fs.IntVar(&o.concurrency, "concurrency", 16, "T2: connections at once")
 	fs.IntVar(&o.size, "size", 64, "T2/T3: bytes per echo; T4: bytes sent before the first byte back")
 	fs.IntVar(&o.warmup, "warmup", -1, "untimed repetitions first (-1: a default per scenario)")
+	fs.StringVar(&httpHost, "http", "", "speak HTTP/1.1 with this Host (an HTTP tunnel's name)")
 	handshake := fs.Bool("handshake", false, "after warm-up print {\"phase\":\"ready\"}, wait for a stdin line")
 	timeout := fs.Duration("timeout", 300*time.Second, "give up after this long")
 	_ = fs.Parse(args)
@@ -195,6 +204,9 @@ func warmups(o options, fallback int) int {
 
 // download asks for n bytes and verifies them; it returns when the last one arrived.
 func download(target string, n int64) error {
+	if httpHost != "" {
+		return httpDownload(target, n)
+	}
 	conn, err := net.Dial("tcp", target)
 	if err != nil {
 		return err
@@ -238,6 +250,9 @@ func bulk(o options, ready func()) (map[string]any, error) {
 
 // echoOnce: connect, send 'E' and size bytes, read them back, verify, close.
 func echoOnce(target string, size int, seed int) error {
+	if httpHost != "" {
+		return httpEchoOnce(target, size, seed)
+	}
 	conn, err := net.Dial("tcp", target)
 	if err != nil {
 		return err
@@ -311,6 +326,9 @@ func percentiles(samples []time.Duration) map[string]any {
 
 // roundTrips (T3): sequential size-byte round trips on one connection.
 func roundTrips(o options, ready func()) (map[string]any, error) {
+	if httpHost != "" {
+		return httpRoundTrips(o, ready)
+	}
 	conn, err := net.Dial("tcp", o.target)
 	if err != nil {
 		return nil, err
@@ -353,6 +371,9 @@ func roundTrips(o options, ready func()) (map[string]any, error) {
 // firstByteOnce times one new connection: from before the dial until the first echoed byte of
 // the size bytes sent right after connecting; then checks the rest and closes.
 func firstByteOnce(target string, size int, seed int) (time.Duration, error) {
+	if httpHost != "" {
+		return httpFirstByteOnce(target, size, seed)
+	}
 	msg := make([]byte, 1+size)
 	msg[0] = 'E'
 	copy(msg[1:], patternAt(int64(seed), size))
