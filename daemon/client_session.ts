@@ -26,6 +26,7 @@ import { ReverseTunnel } from "./reverse_tunnel.ts";
 import { claimableHost } from "./host_names.ts";
 import type {
   ClientSessionState,
+  HostClaim,
   PortClaim,
   Registry,
   SessionHandle,
@@ -384,7 +385,7 @@ export class ClientSession implements SessionHandle {
           return fail("limit_reached", `tunnel limit ${client.limits.tunnels} reached`);
         }
         if (message.http !== undefined) {
-          return this.#exposeHttp(message, message.http, client, fail);
+          return await this.#exposeHttp(message, message.http, client, fail);
         }
         const bindHost = message.bindHost ?? "127.0.0.1";
         const decision = canExpose(client, bindHost, message.port);
@@ -640,7 +641,7 @@ export class ClientSession implements SessionHandle {
     this.#tunnels.delete(tunnel.id);
     this.#context.registry.removeTunnel(tunnel.id);
     if (tunnel.host !== undefined) {
-      this.#context.registry.releaseHost(tunnel.host, tunnel);
+      void this.#context.registry.releaseHost(this.#hostClaim(tunnel), tunnel);
     } else {
       this.#context.ports.detach(tunnel);
       void this.#context.registry.releasePort(this.#portClaim(tunnel));
@@ -662,12 +663,12 @@ export class ClientSession implements SessionHandle {
    * An HTTP tunnel: the name the client asked for (a label under the base domain, or a full name
    * its `expose.hosts` allows) held on the daemon's HTTP port, one holder per name.
    */
-  #exposeHttp(
+  async #exposeHttp(
     message: Extract<ClientMessage, { type: "expose" }>,
     name: string,
     client: ClientConfig,
-    fail: (code: "not_allowed" | "conflict", text: string) => void,
-  ): void {
+    fail: (code: "not_allowed" | "conflict" | "unavailable", text: string) => void,
+  ): Promise<void> {
     const passthrough = message.passthrough === true;
     const httpPort = this.#context.httpPort();
     const httpsPort = this.#context.httpsPort();
@@ -700,8 +701,16 @@ export class ClientSession implements SessionHandle {
       label: message.label,
       log: this.#log,
     });
-    if (!this.#context.registry.claimHost(named.host, tunnel)) {
-      return fail("conflict", `${named.host} is held by another tunnel`);
+    const claimed = await this.#context.registry.claimHost(this.#hostClaim(tunnel), tunnel);
+    if (!claimed.ok) {
+      return claimed.reason === "taken"
+        ? fail("conflict", `${named.host} is held by another tunnel`)
+        : fail("unavailable", "the cluster registry cannot be reached; try again");
+    }
+    // The session may have ended while the name was being claimed.
+    if (this.#hasEnded()) {
+      tunnel.close();
+      return void this.#context.registry.releaseHost(this.#hostClaim(tunnel), tunnel);
     }
     this.#tunnels.set(tunnel.id, tunnel);
     this.#context.registry.addTunnel(tunnel, this.id);
@@ -722,6 +731,18 @@ export class ClientSession implements SessionHandle {
       port,
       url,
     });
+  }
+
+  /** The registry's record of `tunnel`'s host name, as claimed for it. */
+  #hostClaim(tunnel: ReverseTunnel): HostClaim {
+    return {
+      host: tunnel.host!,
+      passthrough: tunnel.passthrough,
+      tunnel: tunnel.id,
+      session: this.id,
+      client: tunnel.client,
+      node: this.#context.registry.node,
+    };
   }
 
   /** The registry's record of `tunnel`'s port, as claimed for it. */

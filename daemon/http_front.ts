@@ -94,6 +94,19 @@ const ACME_CHALLENGE = "/.well-known/acme-challenge/";
 /** Nothing (shared: no allocation where a chunk is used up). */
 const EMPTY = new Uint8Array(0);
 
+/**
+ * A response head saying `connection: close` instead of what the service said about the
+ * connection (`Connection`, `Keep-Alive`: hop-by-hop, about the service's side).
+ */
+function withConnectionClose(startLine: string, fields: [string, string][]): Uint8Array {
+  let text = `${startLine}\r\n`;
+  for (const [name, value] of fields) {
+    const lower = name.toLowerCase();
+    if (lower !== "connection" && lower !== "keep-alive") text += `${name}: ${value}\r\n`;
+  }
+  return encoder.encode(`${text}connection: close\r\n\r\n`);
+}
+
 /** The connection's phases (a state machine for its lifecycle, not for its bytes). */
 type Phase = "head" | "request" | "tunnel" | "closing";
 
@@ -448,14 +461,23 @@ class HttpConnection {
       this.#badGateway(exchange, (error as Error).message);
       return false;
     }
-    exchange.bytesOut += headBytes.length;
-    this.#visitor.write(headBytes);
-    if (status >= 100 && status < 200 && status !== 101) return true; // interim: the real one follows
+    if (status >= 100 && status < 200 && status !== 101) {
+      // Interim: the real one follows.
+      exchange.bytesOut += headBytes.length;
+      this.#visitor.write(headBytes);
+      return true;
+    }
+    const saysClose = /\bclose\b/i.test(fieldValues(head.fields, "connection").join(","));
+    // Closing after this one for a reason of ours (the request limit), or the visitor's: say so,
+    // or a kept-alive visitor would send its next request into a closing connection.
+    const out = exchange.closeAfter && !saysClose && framing.kind !== "tunnel"
+      ? withConnectionClose(head.startLine, head.fields)
+      : headBytes;
+    exchange.bytesOut += out.length;
+    this.#visitor.write(out);
     exchange.status = status;
     exchange.framing = framing;
-    if (/\bclose\b/i.test(fieldValues(head.fields, "connection").join(","))) {
-      exchange.closeAfter = true;
-    }
+    if (saysClose) exchange.closeAfter = true;
     if (framing.kind === "length") exchange.left = framing.length;
     if (framing.kind === "chunked") exchange.scanner = new ChunkedScanner();
     if (framing.kind === "close") exchange.closeAfter = true;

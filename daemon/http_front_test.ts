@@ -277,6 +277,51 @@ describe("http_front", () => {
     assert.ok(exchanges.some((e) => e.host === "nobody.tunnels.test" && e.status === 404));
   });
 
+  it("says connection: close on the last response a connection takes, so keep-alive moves on", async () => {
+    const limited = await listenTcp(
+      { hostname: "127.0.0.1", port: 0 },
+      (visitor) =>
+        serveHttpConnection(visitor, {
+          route: (host) => routes.get(host) ?? undefined,
+          proto: "http",
+          trustForwarded: false,
+          maxRequests: 2,
+        }),
+    );
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const one = (path: string) =>
+      new Promise<{ connection?: string; reused: boolean; status: number }>((resolve, reject) => {
+        const req = request({
+          host: "127.0.0.1",
+          port: limited.port,
+          path,
+          agent,
+          headers: { host: "a.tunnels.test" },
+        }, (res) => {
+          res.resume();
+          res.on("end", () =>
+            resolve({
+              connection: res.headers.connection,
+              reused: req.reusedSocket,
+              status: res.statusCode!,
+            }));
+        });
+        req.on("error", reject).end();
+      });
+    try {
+      const first = await one("/1");
+      const second = await one("/2");
+      const third = await one("/3");
+      assert.deepEqual([first.status, second.status, third.status], [200, 200, 200]);
+      assert.equal(second.reused, true);
+      assert.equal(second.connection, "close", "the second is the connection's last");
+      assert.equal(third.reused, false, "the third went on a new connection");
+    } finally {
+      agent.destroy();
+      limited.close();
+    }
+  });
+
   it("answers an ACME HTTP-01 challenge it holds itself, and routes any other", async () => {
     const before = hits.a.count;
     const answer = await raw(

@@ -19,10 +19,11 @@
  * @module
  */
 
-import type { ReverseTunnel } from "../reverse_tunnel.ts";
+import { ReverseTunnel } from "../reverse_tunnel.ts";
 import type { LocalRegistry } from "../registry/local_registry.ts";
 import type {
   ClaimResult,
+  HostClaim,
   PortClaim,
   Registry,
   RegistryChange,
@@ -42,6 +43,11 @@ import type { Presence } from "./presence.ts";
 
 /** One offer of a named service as a route (its id in its node is its session). */
 type ServiceClaim = RouteClaim & { readonly name: string; readonly balance?: Balance };
+
+/** The KV key of a host name (host names are [a-z0-9.-] once validated, which KV keys allow). */
+export function hostKeyOf(host: string): string {
+  return `host-${host}`;
+}
 
 /** The KV key of a service name (names that are not key-safe are hex-encoded). */
 export function serviceKeyOf(name: string): string {
@@ -95,6 +101,10 @@ export class ClusterRegistry implements Registry {
   readonly #ports: ClusterPorts;
   /** Named services and their offers (the `services` bucket). */
   readonly #services: ClusterRoutes<ServiceClaim>;
+  /** Host names of HTTP and TLS tunnels and their one route (the `hosts` bucket). */
+  readonly #hosts: ClusterRoutes<HostClaim>;
+  /** Other nodes' host names as this node reaches them: a relay tunnel each, by host. */
+  readonly #remoteHosts = new Map<string, ReverseTunnel>();
   /** Other nodes' offers as this node reaches them (over relays), with their counters. */
   readonly #remoteOffers = new Map<string, ServiceOffer>();
   /** Counts service choices, so that offers are taken in turn. */
@@ -149,6 +159,52 @@ export class ClusterRegistry implements Registry {
         });
       },
     });
+    this.#hosts = new ClusterRoutes<HostClaim>({
+      ...common,
+      bucket: options.link.hosts,
+      noun: "host",
+      kind: {
+        keyOf: (claim) => hostKeyOf(claim.host),
+        subjectOf: (claim) => ({ host: claim.host, passthrough: claim.passthrough }),
+        claimOf: (record, route) => ({
+          ...routeFields(record, route),
+          host: record.host as string,
+          passthrough: record.passthrough === true,
+        }),
+      },
+      // Another node's name: reach it here through a relay tunnel to that node, whose visitors
+      // (HTTP requests, TLS connections) cross the relay session to the tunnel's own node.
+      onRoute: (op, claim) => {
+        if (claim.node === this.node) return;
+        const current = this.#remoteHosts.get(claim.host);
+        if (op === "removed") {
+          if (current?.id === claim.tunnel) {
+            this.#remoteHosts.delete(claim.host);
+            current.stopAccepting();
+          }
+          return;
+        }
+        if (current?.id === claim.tunnel) return;
+        current?.stopAccepting();
+        this.#remoteHosts.set(
+          claim.host,
+          new ReverseTunnel({
+            id: claim.tunnel,
+            client: claim.client,
+            owner: claim.owner,
+            session: options.opener(claim.node),
+            bindHost: claim.host,
+            port: 0,
+            host: claim.host,
+            passthrough: claim.passthrough,
+            label: `relay to ${claim.node}`,
+            local: false,
+            up: () => options.reachable?.(claim.node) ?? true,
+            log: options.log.child({ relayTo: claim.node }),
+          }),
+        );
+      },
+    });
     // Sessions, tunnels and this node's offers change in the local part; pass those on.
     this.#stops.push(options.local.watch((change) => {
       if (change.kind === "session" || change.kind === "tunnel" || change.kind === "service") {
@@ -183,12 +239,20 @@ export class ClusterRegistry implements Registry {
       (key) => this.#services.forget(key),
       () => this.#services.keys(),
     );
+    await this.#follow(
+      "hosts",
+      link.hosts,
+      (entry) => this.#hosts.apply(entry),
+      (key) => this.#hosts.forget(key),
+      () => this.#hosts.keys(),
+    );
   }
 
   /** Stops following. Claims stay until released (or until this node's presence expires). */
   stop(): void {
     this.#ports.stop();
     this.#services.stop();
+    this.#hosts.stop();
     for (const stop of this.#stops) stop();
     for (const watch of this.#watches.values()) watch.stop();
   }
@@ -226,18 +290,23 @@ export class ClusterRegistry implements Registry {
     return this.#local.tunnels();
   }
 
-  // ---- host names: this node's only, for now ----
+  // ---- host names: cluster-wide, one route each ----
 
-  claimHost(host: string, tunnel: ReverseTunnel): boolean {
-    return this.#local.claimHost(host, tunnel);
+  async claimHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<ClaimResult<HostClaim>> {
+    const result = await this.#hosts.claim(claim);
+    if (!result.ok) return result;
+    const local = await this.#local.claimHost(claim, tunnel);
+    if (!local.ok) await this.#hosts.release(claim);
+    return local;
   }
 
-  releaseHost(host: string, tunnel: ReverseTunnel): void {
-    this.#local.releaseHost(host, tunnel);
+  async releaseHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<void> {
+    await this.#local.releaseHost(claim, tunnel);
+    await this.#hosts.release(claim);
   }
 
   hostTunnel(host: string): ReverseTunnel | undefined {
-    return this.#local.hostTunnel(host);
+    return this.#local.hostTunnel(host) ?? this.#remoteHosts.get(host);
   }
 
   // ---- ports: cluster-wide ----
@@ -376,6 +445,14 @@ export class ClusterRegistry implements Registry {
         tunnel: claim.tunnel,
       });
       this.onClaimLost?.(claim);
+    }
+    for (const claim of await this.#hosts.reassert()) {
+      log.warn("host name taken over by another node while this one was away; released", {
+        host: claim.host,
+        tunnel: claim.tunnel,
+      });
+      const tunnel = this.#local.hostTunnel(claim.host);
+      if (tunnel?.id === claim.tunnel) await this.#local.releaseHost(claim, tunnel);
     }
     for (const claim of await this.#services.reassert()) {
       log.warn("service taken over by another owner while this node was away; withdrawn", {

@@ -56,6 +56,8 @@ export interface NatsLink {
   readonly ports: KvBucket;
   /** Named service offers. */
   readonly services: KvBucket;
+  /** Host names of HTTP and TLS tunnels. */
+  readonly hosts: KvBucket;
   /** Tokens minted through the admin API (hashes only). */
   readonly tokens: KvBucket;
   /** The connection's state now. */
@@ -175,6 +177,7 @@ export async function connectNats(config: ClusterConfig, log: Logger): Promise<N
     nodes: await bucket("nodes", config.presenceTtlMs),
     ports: await bucket("ports"),
     services: await bucket("services"),
+    hosts: await bucket("hosts"),
     tokens: await bucket("tokens"),
     get state() {
       return state;

@@ -13,6 +13,7 @@ import type { ServiceOffer } from "./registry.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type {
   ClaimResult,
+  HostClaim,
   PortClaim,
   Registry,
   RegistryChange,
@@ -162,15 +163,16 @@ export class LocalRegistry implements Registry {
 
   readonly #hosts = new Map<string, ReverseTunnel>();
 
-  claimHost(host: string, tunnel: ReverseTunnel): boolean {
-    const holder = this.#hosts.get(host);
-    if (holder && holder !== tunnel) return false;
-    this.#hosts.set(host, tunnel);
-    return true;
+  claimHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<ClaimResult<HostClaim>> {
+    const holder = this.#hosts.get(claim.host);
+    if (holder && holder !== tunnel) return Promise.resolve({ ok: false, reason: "taken" });
+    this.#hosts.set(claim.host, tunnel);
+    return Promise.resolve({ ok: true });
   }
 
-  releaseHost(host: string, tunnel: ReverseTunnel): void {
-    if (this.#hosts.get(host) === tunnel) this.#hosts.delete(host);
+  releaseHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<void> {
+    if (this.#hosts.get(claim.host) === tunnel) this.#hosts.delete(claim.host);
+    return Promise.resolve();
   }
 
   hostTunnel(host: string): ReverseTunnel | undefined {

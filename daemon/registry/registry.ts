@@ -109,6 +109,14 @@ export interface PortClaim extends RouteClaim {
   readonly port: number;
 }
 
+/** A host name held by an HTTP or TLS tunnel: one route, of one session, cluster-wide. */
+export interface HostClaim extends RouteClaim {
+  /** The host name. */
+  readonly host: string;
+  /** A TLS tunnel (its connections passed through), not an HTTP one. */
+  readonly passthrough: boolean;
+}
+
 /** The outcome of {@linkcode Registry.claimPort}. */
 export type ClaimResult<C = PortClaim> =
   | { ok: true }
@@ -247,13 +255,16 @@ export interface Registry {
   readonly tokens: TokenRegistry;
 
   /**
-   * Claims host name `host` for the HTTP tunnel `tunnel`: false when another tunnel holds it.
-   * Names are held per node for now: in a cluster they are not shared yet (docs/design).
+   * Claims `claim.host` for the HTTP or TLS tunnel `tunnel` (of this node): `taken` when another
+   * tunnel holds it, anywhere in the cluster; `unavailable` when the cluster cannot be asked.
    */
-  claimHost(host: string, tunnel: ReverseTunnel): boolean;
-  /** Releases `host` if `tunnel` holds it. */
-  releaseHost(host: string, tunnel: ReverseTunnel): void;
-  /** The HTTP tunnel holding `host`, if any. */
+  claimHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<ClaimResult<HostClaim>>;
+  /** Releases `claim.host` if `tunnel` holds it. */
+  releaseHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<void>;
+  /**
+   * The tunnel holding `host`: this node's own, or in a cluster a relay to the node that holds
+   * it (its visitors and requests cross one relay session); undefined when nobody does.
+   */
   hostTunnel(host: string): ReverseTunnel | undefined;
 
   /** Calls `listener` with every change from now on; returns the function that stops it. */
