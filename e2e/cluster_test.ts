@@ -28,6 +28,7 @@ import {
   waitFor,
 } from "../testing/mod.ts";
 import { createServer } from "node:net";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
 
 /** Whether 127.0.0.1:`port` can be bound now. */
 function canBind(port: number): Promise<boolean> {
@@ -1113,6 +1114,75 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
       assertSameBytes(await echoVia("127.0.0.2", second!.remotePort, payload), payload, "new");
     } finally {
       await sdk.close();
+    }
+  });
+});
+
+describe("cluster: HTTP tunnels' names are the cluster's", () => {
+  const token = newToken("laptop");
+  after(cleanup);
+
+  /** The address of `node`'s HTTP listener, from its start log. */
+  function httpAddress(node: DaemonProcess): string {
+    const running = node.logs().find((e) => e.msg === "daemon running");
+    return running!.http as string;
+  }
+
+  /** A GET to `address` with `Host: host`: the status and body. */
+  function get(address: string, host: string): Promise<{ status: number; body: string }> {
+    const [hostname, port] = [address.slice(0, address.lastIndexOf(":")), address.split(":").pop()];
+    return new Promise((resolve, reject) => {
+      httpRequest({ host: hostname, port: Number(port), path: "/hi", headers: { host } }, (res) => {
+        let body = "";
+        res.setEncoding("utf8").on("data", (d: string) => body += d);
+        res.on("end", () => resolve({ status: res.statusCode!, body }));
+      }).on("error", reject).end();
+    });
+  }
+
+  it("a name held through one node is served by every node, and no other client may hold it", async () => {
+    const nats = await startNats();
+    const options = {
+      config: { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } },
+    };
+    const a = await startNode(nats, 1, token, options);
+    const b = await startNode(nats, 2, token, options);
+    const app = createHttpServer((req, res) =>
+      res.end(`app saw ${req.url} via ${req.headers.host}`)
+    );
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const local = `127.0.0.1:${(app.address() as { port: number }).port}`;
+    const onA = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    const onB = await sdkConnect(b.tcpUrl, { token, reconnect: false });
+    try {
+      const tunnel = await onA.expose({ local, http: "web" });
+      // Node a holds it; node b reaches it over its relay session to a.
+      assert.deepEqual(await get(httpAddress(a), "web.tunnels.test"), {
+        status: 200,
+        body: "app saw /hi via web.tunnels.test",
+      });
+      await waitFor(async () => (await get(httpAddress(b), "web.tunnels.test")).status === 200, {
+        message: "node b serving web.tunnels.test",
+      });
+      assert.equal(
+        (await get(httpAddress(b), "web.tunnels.test")).body,
+        "app saw /hi via web.tunnels.test",
+      );
+      // A client of node b cannot take it.
+      await assert.rejects(onB.expose({ local, http: "web" }), /held by another tunnel/);
+      // Released: unknown on both nodes, and free for node b's client.
+      await tunnel.close();
+      await waitFor(async () => (await get(httpAddress(b), "web.tunnels.test")).status === 404, {
+        message: "node b forgetting web.tunnels.test",
+      });
+      assert.equal((await get(httpAddress(a), "web.tunnels.test")).status, 404);
+      await onB.expose({ local, http: "web" });
+      await waitFor(async () => (await get(httpAddress(a), "web.tunnels.test")).status === 200, {
+        message: "node a serving web.tunnels.test through b",
+      });
+    } finally {
+      await Promise.all([onA.close(), onB.close()]);
+      app.close();
     }
   });
 });
