@@ -110,11 +110,31 @@ function withConnectionClose(startLine: string, fields: [string, string][]): Uin
 /** The connection's phases (a state machine for its lifecycle, not for its bytes). */
 type Phase = "head" | "request" | "tunnel" | "closing";
 
+/**
+ * A finished exchange's stream, kept for the next request to the same host: the client's
+ * connection to its service stays open behind it, as a browser's keep-alive connection would.
+ */
+interface KeptStream {
+  host: string;
+  route: HttpRoute;
+  stream: Stream;
+}
+
 /** One request in flight. */
 interface Exchange {
   host: string;
+  route: HttpRoute;
   method: string;
   stream: Stream;
+  /**
+   * The request head, while it may be sent again: the stream was a kept one and the request has
+   * no body, so if the service turns out to have closed that connection before answering, the
+   * request goes once more on a new stream (what browsers and proxies do for a kept-alive
+   * connection closed under them).
+   */
+  replay: Uint8Array | undefined;
+  /** The service sent bytes past its response: its stream is not kept. */
+  extra: boolean;
   /** The request's body framing and how far it got. */
   body: BodyFraming;
   bodyLeft: number;
@@ -146,6 +166,8 @@ class HttpConnection {
   /** Visitor bytes not yet consumed: a head in progress, or pipelined input. */
   #pending: Uint8Array = EMPTY;
   #exchange: Exchange | undefined;
+  /** The last exchange's stream, idle, for the next request if it goes to the same host. */
+  #kept: KeptStream | undefined;
   #requests = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** When bytes last moved either way while a request was in flight (or tunneled). */
@@ -224,6 +246,7 @@ class HttpConnection {
     if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#timer);
+    this.#dropKept();
     const exchange = this.#exchange;
     if (exchange && !this.#responseDone(exchange)) this.#drop(exchange);
   }
@@ -312,7 +335,8 @@ class HttpConnection {
     const host = requestHost(hosts[0]);
     const route = host === undefined ? undefined : this.#options.route(host);
     if (!route) return this.#refuse(404, `no tunnel for ${hosts[0]}`, hosts[0]);
-    const stream = route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
+    const kept = this.#takeKept(host!, route);
+    const stream = kept ?? route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
     if (!stream) return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host!);
 
     this.#requests++;
@@ -322,8 +346,11 @@ class HttpConnection {
       : /\bkeep-alive\b/.test(connection);
     const exchange: Exchange = {
       host: host!,
+      route,
       method,
       stream,
+      replay: undefined,
+      extra: false,
       body,
       bodyLeft: body.kind === "length" ? body.length : 0,
       bodyScanner: body.kind === "chunked" ? new ChunkedScanner() : undefined,
@@ -346,6 +373,7 @@ class HttpConnection {
     stream.onEnd = () => this.#onResponseEnd(exchange);
     stream.onClose = () => this.#onResponseEnd(exchange);
     const out = this.#requestHead(head.startLine, head.fields, hosts[0]);
+    if (kept && body.kind === "none") exchange.replay = out;
     exchange.bytesIn += out.length;
     stream.write(out);
     if (rest.length > 0) {
@@ -442,7 +470,8 @@ class HttpConnection {
       }
       bytes = this.#forwardResponse(exchange, bytes);
     }
-    if (this.#responseDone(exchange)) this.#endExchange(exchange);
+    if (bytes.length > 0) exchange.extra = true;
+    if (this.#responseDone(exchange)) this.#endExchange(exchange, !exchange.extra);
   }
 
   /** Checks and sends on a response head; false when the exchange ended instead. */
@@ -516,8 +545,13 @@ class HttpConnection {
       exchange.bytesOut += take;
       if (!this.#visitor.write(bytes.subarray(0, take))) exchange.stream.pause();
     }
-    // Bytes past a complete response are the service's mistake: dropped with the stream.
-    return this.#responseDone(exchange) || take === bytes.length ? EMPTY : bytes.subarray(take);
+    // Bytes past a complete response are the service's mistake: dropped, and the stream with them.
+    if (take === bytes.length) return EMPTY;
+    if (this.#responseDone(exchange)) {
+      exchange.extra = true;
+      return EMPTY;
+    }
+    return bytes.subarray(take);
   }
 
   #responseDone(exchange: Exchange): boolean {
@@ -536,26 +570,91 @@ class HttpConnection {
       return this.#finish();
     }
     if (!this.#responseDone(exchange)) {
+      if (exchange.framing === undefined && exchange.head === undefined && exchange.replay) {
+        return this.#replay(exchange);
+      }
       if (exchange.framing === undefined) {
         this.#badGateway(exchange, "the service closed without a response");
       } else this.#breakOff(exchange, "the service closed mid-response");
     }
   }
 
-  /** The response is complete: the stream goes, and the connection takes the next request. */
-  #endExchange(exchange: Exchange): void {
+  /**
+   * The kept stream's service connection had closed before the request got there: the request
+   * (head only) goes again on a new stream, once.
+   */
+  #replay(exchange: Exchange): void {
+    const head = exchange.replay!;
+    exchange.replay = undefined;
+    const old = exchange.stream;
+    old.onData = null;
+    old.onEnd = null;
+    old.onClose = null;
+    old.onDrain = null;
+    old.reset();
+    const stream = exchange.route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
+    if (!stream) {
+      return this.#badGateway(exchange, `the tunnel for ${exchange.host} cannot be reached`);
+    }
+    exchange.stream = stream;
+    stream.onData = (chunk) => this.#onResponseData(exchange, chunk);
+    stream.onDrain = () => this.#visitor.resume();
+    stream.onEnd = () => this.#onResponseEnd(exchange);
+    stream.onClose = () => this.#onResponseEnd(exchange);
+    stream.write(head);
+  }
+
+  /**
+   * The response is complete: the connection takes the next request, and the stream is kept for
+   * it when the exchange left it clean (the request's body all sent, a response that ended by
+   * its framing, nothing from the service past it); else it goes.
+   */
+  #endExchange(exchange: Exchange, clean = true): void {
     this.#report(exchange);
-    exchange.stream.onData = null;
-    exchange.stream.onEnd = null;
-    exchange.stream.onClose = null;
-    exchange.stream.end();
+    const stream = exchange.stream;
+    stream.onData = null;
+    stream.onEnd = null;
+    stream.onClose = null;
     this.#exchange = undefined;
-    if (exchange.closeAfter || !exchange.bodyDone || this.#visitorEnded) return this.#finish();
+    const closing = exchange.closeAfter || !exchange.bodyDone || this.#visitorEnded;
+    if (clean && !closing) this.#keep({ host: exchange.host, route: exchange.route, stream });
+    else stream.end();
+    if (closing) return this.#finish();
     this.#phase = "head";
     this.#visitor.resume();
     // Idle until the next head starts (then its own deadline runs, see #onVisitorData).
     this.#armTimer(this.#options.idleTimeoutMs ?? 60_000, 0);
     if (this.#pending.length > 0) this.#startHead();
+  }
+
+  /** Keeps `kept` idle; the service closing its side meanwhile (or saying more) lets it go. */
+  #keep(kept: KeptStream): void {
+    this.#kept = kept;
+    const release = () => {
+      if (this.#kept !== kept) return;
+      this.#kept = undefined;
+      kept.stream.onData = null;
+      kept.stream.onEnd = null;
+      kept.stream.onClose = null;
+      kept.stream.reset();
+    };
+    kept.stream.onEnd = release;
+    kept.stream.onClose = release;
+    // Bytes while no request is out are not a response to anything.
+    kept.stream.onData = release;
+  }
+
+  /** The kept stream when it serves `host` through `route`; any other kept one goes. */
+  #takeKept(host: string, route: HttpRoute): Stream | undefined {
+    const kept = this.#kept;
+    if (!kept) return undefined;
+    this.#kept = undefined;
+    kept.stream.onData = null;
+    kept.stream.onEnd = null;
+    kept.stream.onClose = null;
+    if (kept.host === host && kept.route === route) return kept.stream;
+    kept.stream.end();
+    return undefined;
   }
 
   #report(exchange: Exchange): void {
@@ -634,7 +733,19 @@ class HttpConnection {
   #finish(): void {
     if (this.#phase !== "closing") this.#phase = "closing";
     clearTimeout(this.#timer);
+    this.#dropKept();
     this.#visitor.end();
+  }
+
+  /** The visitor connection is going: so does its kept stream. */
+  #dropKept(): void {
+    const kept = this.#kept;
+    if (!kept) return;
+    this.#kept = undefined;
+    kept.stream.onData = null;
+    kept.stream.onEnd = null;
+    kept.stream.onClose = null;
+    kept.stream.end();
   }
 }
 

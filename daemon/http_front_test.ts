@@ -322,6 +322,51 @@ describe("http_front", () => {
     }
   });
 
+  it("keeps a connection's stream for the next request to the same host, and resends a GET the service's closed connection never answered", async () => {
+    // Two services counting the connections they accept; the second one drops each connection
+    // at its second request without answering (a keep-alive connection closed under a request).
+    const accepted = { keep: 0, other: 0, closer: 0 };
+    const make = (name: keyof typeof accepted) => {
+      const server = createServer((req, res) => {
+        const socket = req.socket as typeof req.socket & { served?: number };
+        socket.served = (socket.served ?? 0) + 1;
+        if (name === "closer" && socket.served === 2) return void socket.destroy();
+        res.end(`${name} ${req.url}`);
+      });
+      server.on("connection", () => accepted[name]++);
+      return server;
+    };
+    const servers = [make("keep"), make("other"), make("closer")];
+    for (const s of servers) await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+    const made = servers.map((s) => tunnelTo((s.address() as { port: number }).port));
+    routes.set("keep.tunnels.test", made[0].route);
+    routes.set("other.tunnels.test", made[1].route);
+    routes.set("closer.tunnels.test", made[2].route);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const text = async (host: string, path: string) => {
+        const got = await get(agent, host, path);
+        assert.equal(got.status, 200, `${host}${path}`);
+        return got.body.toString();
+      };
+      assert.equal(await text("keep.tunnels.test", "/1"), "keep /1");
+      assert.equal(await text("keep.tunnels.test", "/2"), "keep /2");
+      assert.equal(await text("keep.tunnels.test", "/3"), "keep /3");
+      assert.equal(accepted.keep, 1, "three requests, one connection to the service");
+      assert.equal(await text("other.tunnels.test", "/4"), "other /4");
+      assert.equal(await text("keep.tunnels.test", "/5"), "keep /5");
+      assert.deepEqual([accepted.keep, accepted.other], [2, 1], "another host: a new stream");
+      assert.equal(await text("closer.tunnels.test", "/6"), "closer /6");
+      assert.equal(await text("closer.tunnels.test", "/7"), "closer /7");
+      assert.equal(accepted.closer, 2, "the dropped request went again on a new connection");
+    } finally {
+      agent.destroy();
+      for (const t of made) t.close();
+      for (const s of servers) s.close();
+      for (const host of ["keep", "other", "closer"]) routes.delete(`${host}.tunnels.test`);
+    }
+  });
+
   it("answers an ACME HTTP-01 challenge it holds itself, and routes any other", async () => {
     const before = hits.a.count;
     const answer = await raw(
