@@ -91,6 +91,8 @@ const FORWARDED_FIELDS = new Set([
 
 const encoder = new TextEncoder();
 const ACME_CHALLENGE = "/.well-known/acme-challenge/";
+/** Requests a proxy may send again on its own (RFC 9110 §9.2.1, §9.2.2: safe, so idempotent). */
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 /** Nothing (shared: no allocation where a chunk is used up). */
 const EMPTY = new Uint8Array(0);
 
@@ -127,10 +129,10 @@ interface Exchange {
   method: string;
   stream: Stream;
   /**
-   * The request head, while it may be sent again: the stream was a kept one and the request has
-   * no body, so if the service turns out to have closed that connection before answering, the
-   * request goes once more on a new stream (what browsers and proxies do for a kept-alive
-   * connection closed under them).
+   * The request head, while it may be sent again: the stream was a kept one and the request is
+   * safe (GET, HEAD, OPTIONS) without a body, so if the service turns out to have closed that
+   * connection before answering, the request goes once more on a new stream (what browsers and
+   * proxies do for a kept-alive connection closed under them; never for a POST).
    */
   replay: Uint8Array | undefined;
   /** The service sent bytes past its response: its stream is not kept. */
@@ -373,7 +375,7 @@ class HttpConnection {
     stream.onEnd = () => this.#onResponseEnd(exchange);
     stream.onClose = () => this.#onResponseEnd(exchange);
     const out = this.#requestHead(head.startLine, head.fields, hosts[0]);
-    if (kept && body.kind === "none") exchange.replay = out;
+    if (kept && body.kind === "none" && SAFE_METHODS.has(method)) exchange.replay = out;
     exchange.bytesIn += out.length;
     stream.write(out);
     if (rest.length > 0) {
