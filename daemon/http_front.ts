@@ -73,6 +73,11 @@ export interface HttpFrontOptions {
   /** Told about every finished request. */
   onExchange?(exchange: HttpExchange): void;
   /**
+   * Whether this connection may carry requests for `host` (a TLS connection: the names its
+   * certificate serves); others get 421 Misdirected Request. Absent: any host.
+   */
+  authority?(host: string): boolean;
+  /**
    * The key authorization for an ACME HTTP-01 `token` (RFC 8555 §8.3), answered before any
    * routing to `GET /.well-known/acme-challenge/TOKEN`; undefined: no such challenge here (the
    * request is routed as any other).
@@ -317,10 +322,21 @@ class HttpConnection {
     const rest = this.#pending.subarray(end);
     this.#pending = EMPTY;
     const head = parseMessageHead(headBytes);
-    const line = head && /^([A-Z]+) ((?:\/|\*)\S*) HTTP\/1\.([01])$/.exec(head.startLine);
+    const line = head && /^([A-Z]+) (\S+) HTTP\/1\.([01])$/.exec(head.startLine);
     if (!head || !line) return this.#refuse(400, "malformed request head");
-    const [, method, target, minor] = line;
+    const [, method, received, minor] = line;
     if (method === "CONNECT") return this.#refuse(405, "CONNECT is not served here");
+    // Origin-form (`/path`), `*`, or absolute-form (`http://host/path`, RFC 9112 §3.2.2), whose
+    // authority wins over `Host` and which goes on in origin-form with `Host` set to it.
+    let target = received;
+    let authority: string | undefined;
+    if (!received.startsWith("/") && received !== "*") {
+      const absolute = /^https?:\/\/([^/?#@\s]+)([/?][^#\s]*)?$/i.exec(received);
+      if (!absolute) return this.#refuse(400, "malformed request target");
+      authority = absolute[1];
+      const rest = absolute[2] ?? "/";
+      target = rest.startsWith("?") ? `/${rest}` : rest;
+    }
     if (method === "GET" && target.startsWith(ACME_CHALLENGE) && this.#options.acmeAnswer) {
       const answer = this.#options.acmeAnswer(target.slice(ACME_CHALLENGE.length));
       if (answer !== undefined) return this.#answer(answer);
@@ -334,9 +350,14 @@ class HttpConnection {
     }
     const hosts = fieldValues(head.fields, "host");
     if (hosts.length !== 1) return this.#refuse(400, "a request needs exactly one Host");
-    const host = requestHost(hosts[0]);
+    const hostValue = authority ?? hosts[0];
+    const host = requestHost(hostValue);
     const route = host === undefined ? undefined : this.#options.route(host);
-    if (!route) return this.#refuse(404, `no tunnel for ${hosts[0]}`, hosts[0]);
+    if (!route) return this.#refuse(404, `no tunnel for ${hostValue}`, hostValue);
+    // On a terminated TLS connection: only names its certificate serves (RFC 9110 §7.4).
+    if (this.#options.authority && !this.#options.authority(host!)) {
+      return this.#refuse(421, `this connection's certificate does not serve ${host}`, host!);
+    }
     const kept = this.#takeKept(host!, route);
     const stream = kept ?? route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
     if (!stream) return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host!);
@@ -374,7 +395,15 @@ class HttpConnection {
     stream.onDrain = () => this.#visitor.resume();
     stream.onEnd = () => this.#onResponseEnd(exchange);
     stream.onClose = () => this.#onResponseEnd(exchange);
-    const out = this.#requestHead(head.startLine, head.fields, hosts[0]);
+    const out = authority === undefined
+      ? this.#requestHead(head.startLine, head.fields, hostValue)
+      : this.#requestHead(
+        `${method} ${target} HTTP/1.${minor}`,
+        head.fields.map(([name, value]) =>
+          [name, name.toLowerCase() === "host" ? authority! : value] as [string, string]
+        ),
+        hostValue,
+      );
     if (kept && body.kind === "none" && SAFE_METHODS.has(method)) exchange.replay = out;
     exchange.bytesIn += out.length;
     stream.write(out);

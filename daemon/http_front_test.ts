@@ -269,10 +269,12 @@ describe("http_front", () => {
       raw("GET / HTTP/1.1\r\nHost: a.tunnels.test\r\nX: 1\r\n folded\r\n\r\n"),
       raw("POST / HTTP/1.1\r\nHost: a.tunnels.test\r\nTransfer-Encoding: gzip\r\n\r\n"),
       raw(`GET / HTTP/1.1\r\nHost: a.tunnels.test\r\nX: ${"y".repeat(20_000)}\r\n\r\n`),
-      raw("GET http://a.tunnels.test/ HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n"),
+      raw("GET ftp://a.tunnels.test/ HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n"),
+      raw("GET http://me@a.tunnels.test/ HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n"),
+      raw("CONNECT a.tunnels.test:443 HTTP/1.1\r\nHost: a.tunnels.test:443\r\n\r\n"),
     ]);
     const statuses = answers.map((a) => Number(/^HTTP\/1\.1 (\d{3})/.exec(a)?.[1]));
-    assert.deepEqual(statuses, [404, 502, 400, 400, 400, 400, 400, 501, 431, 400]);
+    assert.deepEqual(statuses, [404, 502, 400, 400, 400, 400, 400, 501, 431, 400, 400, 405]);
     assert.equal(hits.a.count + hits.b.count, before, "no service saw any of them");
     assert.ok(exchanges.some((e) => e.host === "nobody.tunnels.test" && e.status === 404));
   });
@@ -364,6 +366,50 @@ describe("http_front", () => {
       for (const t of made) t.close();
       for (const s of servers) s.close();
       for (const host of ["keep", "other", "closer"]) routes.delete(`${host}.tunnels.test`);
+    }
+  });
+
+  it("routes an absolute-form request by its authority, sending it on in origin-form", async () => {
+    const answer = await raw(
+      "GET http://A.tunnels.test/abs?q=1 HTTP/1.1\r\nHost: b.tunnels.test\r\nConnection: close\r\n\r\n",
+    );
+    assert.match(answer, /^HTTP\/1\.1 200 /);
+    const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4));
+    assert.equal(body.name, "A");
+    assert.equal(body.url, "/abs?q=1");
+    assert.equal(body.headers.host, "A.tunnels.test");
+  });
+
+  it("answers 421 for a host the connection may not carry (a TLS connection's certificate)", async () => {
+    const narrow = await listenTcp(
+      { hostname: "127.0.0.1", port: 0 },
+      (visitor) =>
+        serveHttpConnection(visitor, {
+          route: (host) => routes.get(host) ?? undefined,
+          proto: "https",
+          trustForwarded: false,
+          authority: (host) => host === "a.tunnels.test",
+        }),
+    );
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const status = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        request(
+          { host: "127.0.0.1", port: narrow.port, path: "/", agent, headers: { host } },
+          (res) => {
+            res.resume();
+            res.on("end", () => resolve(res.statusCode!));
+          },
+        ).on("error", reject).end();
+      });
+    try {
+      const before = hits.b.count;
+      assert.equal(await status("a.tunnels.test"), 200);
+      assert.equal(await status("b.tunnels.test"), 421);
+      assert.equal(hits.b.count, before, "b's service never saw it");
+    } finally {
+      agent.destroy();
+      narrow.close();
     }
   });
 

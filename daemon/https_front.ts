@@ -70,7 +70,13 @@ export function serveHttpsConnection(
   const identity = options.certificate(host);
   if (!identity) return refuse("no_certificate");
   connection.terminate(identity, ALPN).then(
-    (visitor) => serveHttpConnection(visitor, { ...options.http, proto: "https" }),
+    (visitor) =>
+      serveHttpConnection(visitor, {
+        ...options.http,
+        proto: "https",
+        // Requests for names this certificate does not serve were meant for another connection.
+        authority: (other) => options.certificate(other) === identity,
+      }),
     () => options.onRefused?.("handshake_failed", host),
   );
 }

@@ -129,6 +129,7 @@ describe("HTTPS and TLS tunnels by server name", { skip: noOpenssl }, () => {
     path: string,
     ca: string,
     agent?: Agent,
+    hostField = host,
   ): Promise<{ status: number; body: Buffer; subject: string | undefined }> {
     return new Promise((resolve, reject) => {
       const req = request({
@@ -136,7 +137,7 @@ describe("HTTPS and TLS tunnels by server name", { skip: noOpenssl }, () => {
         port: httpsPort,
         path,
         servername: host,
-        headers: { host },
+        headers: { host: hostField },
         ca,
         agent: agent ?? false,
       }, (res) => {
@@ -250,11 +251,21 @@ describe("HTTPS and TLS tunnels by server name", { skip: noOpenssl }, () => {
     await assert.rejects(get(`nobody.${DOMAIN}`, "/", wildcard.cert));
     // Held, but no certificate serves it: the tunnel is an HTTP one, and says so.
     const shop = await client.expose({ local: plain, http: "shop.example.org" });
+    const web = await client.expose({ local: plain, http: "web" });
     try {
       assert.equal(shop.url, `http://shop.example.org:${httpPort}/`);
       await assert.rejects(get("shop.example.org", "/", wildcard.cert));
+      // Nor through a connection made for a name the wildcard serves: 421, not the tunnel.
+      const misdirected = await get(
+        `web.${DOMAIN}`,
+        "/",
+        wildcard.cert,
+        undefined,
+        "shop.example.org",
+      );
+      assert.equal(misdirected.status, 421);
     } finally {
-      await shop.close();
+      await Promise.all([shop.close(), web.close()]);
     }
     const now = daemon.counters.snapshot();
     assert.equal((now.https_unknown_host ?? 0) - (before.https_unknown_host ?? 0), 1);
