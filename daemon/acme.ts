@@ -6,8 +6,8 @@
  *
  * Kind to the CA and to the daemon's start: issued certificates and the account key are kept in
  * `DATA_DIR/acme/` (mode 0600) and served again after a restart without a new order; orders run
- * one at a time; a failed order is retried after 1 min, doubling to 6 h, and reported as a
- * `certificate_failed` event; a certificate is renewed once less than a third of its lifetime is
+ * one at a time, at most 20 for new names an hour; a failed order is retried after 1 min,
+ * doubling to 6 h, and reported as a `certificate_failed` event; a certificate is renewed once less than a third of its lifetime is
  * left (30 days of Let's Encrypt's 90), while the old one is still served. Loaded only when
  * `http.acme` is configured.
  *
@@ -50,6 +50,12 @@ export interface AcmeOptions {
   retryMs?: number;
   /** The longest pause between failed orders (default 6 h). */
   maxRetryMs?: number;
+  /**
+   * Orders for names without a certificate yet, at most this many an hour (default 20; renewals
+   * do not count): a client that may hold any label must not spend the domain's allowance at the
+   * CA (Let's Encrypt: 50 certificates a week per registered domain) by cycling through names.
+   */
+  newOrdersPerHour?: number;
 }
 
 /** One name's certificate and its order. */
@@ -60,6 +66,7 @@ interface NameState {
   timer: ReturnType<typeof setTimeout> | undefined;
 }
 
+const HOUR_MS = 60 * 60 * 1000;
 /** setTimeout fires at once past 2^31 - 1 ms; longer waits are taken in steps. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** A file name for a host name (host names are [a-z0-9.-] after validation; `*` just in case). */
@@ -77,6 +84,8 @@ export class AcmeCertificates {
   /** Orders run one after another. */
   #queue: Promise<void> = Promise.resolve();
   #client: Promise<{ acme: typeof AcmeClient; client: AcmeClient.Client }> | undefined;
+  /** When the new-name orders of the last hour started. */
+  #newOrders: number[] = [];
   #stopped = false;
 
   /** Keeps certificates for `options.store`; {@linkcode load} what is stored first. */
@@ -170,6 +179,22 @@ export class AcmeCertificates {
 
   #order(host: string, state: NameState): void {
     if (this.#stopped || state.ordering) return;
+    if (state.served === undefined) {
+      const now = Date.now();
+      this.#newOrders = this.#newOrders.filter((t) => now - t < HOUR_MS);
+      const limit = this.#options.newOrdersPerHour ?? 20;
+      if (this.#newOrders.length >= limit) {
+        const retryMs = this.#newOrders[0] + HOUR_MS - now;
+        this.#options.log.warn("certificate order deferred", { host, limit, retryMs });
+        this.#options.publish("certificate_failed", {
+          host,
+          error: `${limit} new names an hour ordered already`,
+          retryMs,
+        });
+        return this.#wait(retryMs, host, state, () => this.#order(host, state));
+      }
+      this.#newOrders.push(now);
+    }
     state.ordering = true;
     this.#queue = this.#queue.then(() => this.#issue(host, state));
   }

@@ -63,6 +63,42 @@ describe("AcmeCertificates", { skip: noOpenssl }, () => {
     }
   });
 
+  it("orders at most newOrdersPerHour new names an hour, deferring the rest", async () => {
+    const events: { type: string; fields: Record<string, unknown> }[] = [];
+    const ca = createServer((_req, res) => {
+      res.statusCode = 404;
+      res.end();
+    });
+    await new Promise<void>((resolve) => ca.listen(0, "127.0.0.1", resolve));
+    const acme = new AcmeCertificates({
+      config: {
+        directory: `http://127.0.0.1:${(ca.address() as { port: number }).port}/dir`,
+        email: null,
+        caCerts: null,
+        challenge: "http-01",
+      },
+      dataDir: dataDir(),
+      store: new CertificateStore(),
+      log,
+      publish: (type, fields) => events.push({ type, fields }),
+      retryMs: 60_000,
+      newOrdersPerHour: 2,
+    });
+    try {
+      for (const name of ["n1", "n2", "n3", "n4"]) acme.want(`${name}.tunnels.test`);
+      await waitFor(() => events.length >= 4, { message: "four outcomes" });
+      const byHost = new Map(events.map((e) => [e.fields.host, e.fields]));
+      // Two orders were made (and failed at the CA); two waited for the hour.
+      assert.match(String(byHost.get("n3.tunnels.test")!.error), /2 new names an hour/);
+      assert.match(String(byHost.get("n4.tunnels.test")!.error), /2 new names an hour/);
+      assert.doesNotMatch(String(byHost.get("n1.tunnels.test")!.error), /new names an hour/);
+      assert.ok(Number(byHost.get("n3.tunnels.test")!.retryMs) > 59 * 60_000);
+    } finally {
+      acme.stop();
+      ca.close();
+    }
+  });
+
   it("never orders a name a certificate file serves, and serves stored ones at load", async () => {
     const dir = dataDir();
     const stored = makeTestIdentity("stored", "DNS:old.tunnels.test");
