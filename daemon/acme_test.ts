@@ -26,19 +26,29 @@ function dataDir(): string {
   return dir;
 }
 
+/**
+ * A "CA" that has no directory: every order fails at once (a 404 is not retried, where a network
+ * error is retried by acme-client for over a minute first).
+ */
+async function missingCa(): Promise<{ directory: string; close(): void }> {
+  const ca = createServer((_req, res) => {
+    res.statusCode = 404;
+    res.end();
+  });
+  await new Promise<void>((resolve) => ca.listen(0, "127.0.0.1", resolve));
+  return {
+    directory: `http://127.0.0.1:${(ca.address() as { port: number }).port}/dir`,
+    close: () => ca.close(),
+  };
+}
+
 describe("AcmeCertificates", { skip: noOpenssl }, () => {
   it("retries a failed order after a pause that doubles, reporting each failure", async () => {
     const events: { type: string; fields: Record<string, unknown> }[] = [];
-    // A "CA" that has no directory: every order fails at once (a 404 is not retried, where a
-    // network error is retried by acme-client for over a minute first).
-    const ca = createServer((_req, res) => {
-      res.statusCode = 404;
-      res.end();
-    });
-    await new Promise<void>((resolve) => ca.listen(0, "127.0.0.1", resolve));
+    const ca = await missingCa();
     const acme = new AcmeCertificates({
       config: {
-        directory: `http://127.0.0.1:${(ca.address() as { port: number }).port}/dir`,
+        directory: ca.directory,
         email: null,
         caCerts: null,
         challenge: "http-01",
@@ -65,14 +75,10 @@ describe("AcmeCertificates", { skip: noOpenssl }, () => {
 
   it("orders at most newOrdersPerHour new names an hour, deferring the rest", async () => {
     const events: { type: string; fields: Record<string, unknown> }[] = [];
-    const ca = createServer((_req, res) => {
-      res.statusCode = 404;
-      res.end();
-    });
-    await new Promise<void>((resolve) => ca.listen(0, "127.0.0.1", resolve));
+    const ca = await missingCa();
     const acme = new AcmeCertificates({
       config: {
-        directory: `http://127.0.0.1:${(ca.address() as { port: number }).port}/dir`,
+        directory: ca.directory,
         email: null,
         caCerts: null,
         challenge: "http-01",

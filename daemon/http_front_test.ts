@@ -14,7 +14,12 @@ import { connect as netConnect } from "node:net";
 import { Session } from "../protocol/session.ts";
 import { connectTcp, listenTcp, memoryPair, type TransportListener } from "../transport/mod.ts";
 import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
-import { type HttpExchange, type HttpRoute, serveHttpConnection } from "./http_front.ts";
+import {
+  type HttpExchange,
+  type HttpFrontOptions,
+  type HttpRoute,
+  serveHttpConnection,
+} from "./http_front.ts";
 
 /** A local service named `name`: echoes what it was asked, serves bodies and upgrades. */
 function service(name: string, hits: { count: number }): Server {
@@ -81,6 +86,17 @@ describe("http_front", () => {
   let listener: TransportListener;
   let port: number;
 
+  /** A front on a new loopback port over `routes`, plain HTTP unless `options` say otherwise. */
+  function front(options: Partial<HttpFrontOptions>): Promise<TransportListener> {
+    return listenTcp({ hostname: "127.0.0.1", port: 0 }, (visitor) =>
+      serveHttpConnection(visitor, {
+        route: (host) => routes.get(host) ?? undefined,
+        proto: "http",
+        trustForwarded: false,
+        ...options,
+      }));
+  }
+
   before(async () => {
     for (const s of services) await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
     for (const s of services) tunnels.push(tunnelTo((s.address() as { port: number }).port));
@@ -92,19 +108,12 @@ describe("http_front", () => {
     const silent = new Session(near, { client: false });
     new Session(far, { client: true, onStream: () => {} });
     routes.set("silent.tunnels.test", { open: () => silent.open() });
-    listener = await listenTcp(
-      { hostname: "127.0.0.1", port: 0 },
-      (visitor) =>
-        serveHttpConnection(visitor, {
-          route: (host) => routes.get(host) ?? undefined,
-          proto: "http",
-          trustForwarded: false,
-          headerTimeoutMs: 500,
-          idleTimeoutMs: 600,
-          onExchange: (e) => exchanges.push(e),
-          acmeAnswer: (token) => token === "tok-1" ? "tok-1.thumbprint" : undefined,
-        }),
-    );
+    listener = await front({
+      headerTimeoutMs: 500,
+      idleTimeoutMs: 600,
+      onExchange: (e) => exchanges.push(e),
+      acmeAnswer: (token) => token === "tok-1" ? "tok-1.thumbprint" : undefined,
+    });
     port = listener.port;
   });
 
@@ -280,16 +289,7 @@ describe("http_front", () => {
   });
 
   it("says connection: close on the last response a connection takes, so keep-alive moves on", async () => {
-    const limited = await listenTcp(
-      { hostname: "127.0.0.1", port: 0 },
-      (visitor) =>
-        serveHttpConnection(visitor, {
-          route: (host) => routes.get(host) ?? undefined,
-          proto: "http",
-          trustForwarded: false,
-          maxRequests: 2,
-        }),
-    );
+    const limited = await front({ maxRequests: 2 });
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const one = (path: string) =>
       new Promise<{ connection?: string; reused: boolean; status: number }>((resolve, reject) => {
@@ -381,16 +381,7 @@ describe("http_front", () => {
   });
 
   it("answers 421 for a host the connection may not carry (a TLS connection's certificate)", async () => {
-    const narrow = await listenTcp(
-      { hostname: "127.0.0.1", port: 0 },
-      (visitor) =>
-        serveHttpConnection(visitor, {
-          route: (host) => routes.get(host) ?? undefined,
-          proto: "https",
-          trustForwarded: false,
-          authority: (host) => host === "a.tunnels.test",
-        }),
-    );
+    const narrow = await front({ proto: "https", authority: (host) => host === "a.tunnels.test" });
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const status = (host: string) =>
       new Promise<number>((resolve, reject) => {

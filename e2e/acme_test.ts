@@ -12,10 +12,9 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Client, connect } from "../client/mod.ts";
-import { Daemon } from "../daemon/daemon.ts";
-import { validateConfig } from "../daemon/config/mod.ts";
+import type { Daemon } from "../daemon/daemon.ts";
+import { startDaemonInProcess } from "./_in_process_daemon.ts";
 import type { DaemonEvent } from "../daemon/events.ts";
-import { Logger } from "../util/log.ts";
 import { closedPort } from "../testing/mod.ts";
 import { type Pebble, startPebble } from "../testing/pebble.ts";
 import { waitFor } from "../testing/wait.ts";
@@ -64,8 +63,8 @@ describe("ACME certificates for HTTP tunnels (pebble)", { skip: noOpenssl }, () 
     dataDir: string,
     challenge: "http-01" | "tls-alpn-01",
     listen: { http: string | null; https: string },
-  ): Promise<{ daemon: Daemon; events: DaemonEvent[]; httpsPort: number }> {
-    const result = validateConfig({
+  ): Promise<{ daemon: Daemon; events: DaemonEvent[] }> {
+    const d = await startDaemonInProcess({
       listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, ...listen },
       dataDir,
       http: {
@@ -74,14 +73,11 @@ describe("ACME certificates for HTTP tunnels (pebble)", { skip: noOpenssl }, () 
       },
       clients: [{ name: "alice", token: TOKEN, expose: { hosts: ["*"] } }],
     });
-    assert.deepEqual(result.errors, []);
-    const log = new Logger({ level: "error", format: "json", sink: () => {} });
-    const d = new Daemon(result.config!, { log });
+    daemons.push(d);
+    // Orders start when a client holds a name, after this.
     const events: DaemonEvent[] = [];
     d.events.subscribe((e) => events.push(e));
-    await d.start();
-    daemons.push(d);
-    return { daemon: d, events, httpsPort: Number(d.addresses.https!.split(":").pop()) };
+    return { daemon: d, events };
   }
 
   /** A GET with curl as `name`, trusting pebble's root only; resolves with the body. */

@@ -6,9 +6,8 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { Agent, createServer, request, type Server } from "node:http";
 import { type Client, type ClientError, connect } from "../client/mod.ts";
-import { Daemon } from "../daemon/daemon.ts";
-import { validateConfig } from "../daemon/config/mod.ts";
-import { Logger } from "../util/log.ts";
+import type { Daemon } from "../daemon/daemon.ts";
+import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import { renderMetrics } from "../daemon/admin/routes/metrics.ts";
 import { startClient } from "../testing/mod.ts";
 
@@ -40,7 +39,7 @@ describe("HTTP tunnels by host name", () => {
   const apps: { server: Server; address: string }[] = [];
 
   before(async () => {
-    const result = validateConfig({
+    daemon = await startDaemonInProcess({
       listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
       http: { domain: DOMAIN },
       clients: [
@@ -48,12 +47,8 @@ describe("HTTP tunnels by host name", () => {
         { name: "bob", token: BOB, expose: { hosts: ["bob"] } },
       ],
     });
-    assert.deepEqual(result.errors, []);
-    const log = new Logger({ level: "error", format: "json", sink: () => {} });
-    daemon = new Daemon(result.config!, { log });
-    await daemon.start();
     url = `tcp://${daemon.addresses.tcp}`;
-    httpPort = Number(daemon.addresses.http!.split(":").pop());
+    httpPort = portOf(daemon.addresses.http);
     apps.push(await app("one"), await app("two"));
     clients.push(
       await connect(url, { token: ALICE, reconnect: false }),

@@ -13,8 +13,8 @@ import { Agent, createServer as createTlsServer, request } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Client, connect } from "../client/mod.ts";
-import { Daemon } from "../daemon/daemon.ts";
-import { validateConfig } from "../daemon/config/mod.ts";
+import type { Daemon } from "../daemon/daemon.ts";
+import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import { Logger } from "../util/log.ts";
 import { startClient } from "../testing/mod.ts";
 import { createAdminApp } from "../daemon/admin/app.ts";
@@ -79,7 +79,7 @@ describe("HTTPS and TLS tunnels by server name", { skip: noOpenssl }, () => {
     dir = mkdtempSync(join(tmpdir(), "tunnelmux-https-"));
     writeFileSync(join(dir, "cert.pem"), wildcard.cert);
     writeFileSync(join(dir, "key.pem"), wildcard.key, { mode: 0o600 });
-    const result = validateConfig({
+    daemon = await startDaemonInProcess({
       listen: {
         tcp: "127.0.0.1:0",
         websocket: null,
@@ -93,13 +93,9 @@ describe("HTTPS and TLS tunnels by server name", { skip: noOpenssl }, () => {
       },
       clients: [{ name: "alice", token: ALICE, expose: { hosts: ["*", "shop.example.org"] } }],
     });
-    assert.deepEqual(result.errors, []);
-    const log = new Logger({ level: "error", format: "json", sink: () => {} });
-    daemon = new Daemon(result.config!, { log });
-    await daemon.start();
     url = `tcp://${daemon.addresses.tcp}`;
-    httpPort = Number(daemon.addresses.http!.split(":").pop());
-    httpsPort = Number(daemon.addresses.https!.split(":").pop());
+    httpPort = portOf(daemon.addresses.http);
+    httpsPort = portOf(daemon.addresses.https);
     const web = await app("web", big);
     servers.push(web.server);
     plain = web.address;

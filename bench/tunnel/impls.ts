@@ -270,35 +270,57 @@ async function pair(
   }
 }
 
-const frp = (peersDir?: string) =>
-  foreign("frp", ["frps", "frpc"], peersDir, async ([frps, frpc], backend, dir) => {
-    const token = newToken("bench");
-    const [bindPort, remotePort] = [await freePort(), await freePort()];
-    const { hostname: localIP, port: localPort } = parseHostPort(backend);
-    const common = `auth.token = "${token}"\nlog.level = "info"\n`;
-    writeFileSync(
-      join(dir, "frps.toml"),
-      `bindAddr = "127.0.0.1"\nbindPort = ${bindPort}\n${common}`,
-    );
-    writeFileSync(
-      join(dir, "frpc.toml"),
-      `serverAddr = "127.0.0.1"\nserverPort = ${bindPort}\n${common}\n[[proxies]]\n` +
-        `name = "bench"\ntype = "tcp"\nlocalIP = "${localIP}"\nlocalPort = ${localPort}\n` +
-        `remotePort = ${remotePort}\n`,
-    );
-    return await pair(
-      () =>
-        startProcess([frps, "-c", join(dir, "frps.toml")], {
-          ready: /frps started successfully/,
-          timeoutMs: START_MS,
-        }),
-      async () => ({
-        client: await startProcess([frpc, "-c", join(dir, "frpc.toml")], {
-          ready: /start proxy success/,
-          timeoutMs: START_MS,
-        }),
-        address: `127.0.0.1:${remotePort}`,
+/**
+ * frps and frpc with a fresh token, one proxy: `server` adds to frps.toml, `proxy` is the proxy's
+ * type and fields in frpc.toml; the public side is `127.0.0.1:publicPort`.
+ */
+async function frpPair(
+  [frps, frpc]: string[],
+  backend: string,
+  dir: string,
+  server: string,
+  proxy: string,
+  publicPort: number,
+): Promise<Tunnel> {
+  const token = newToken("bench");
+  const bindPort = await freePort();
+  const { hostname: localIP, port: localPort } = parseHostPort(backend);
+  const common = `auth.token = "${token}"\nlog.level = "info"\n`;
+  writeFileSync(
+    join(dir, "frps.toml"),
+    `bindAddr = "127.0.0.1"\nbindPort = ${bindPort}\n${server}${common}`,
+  );
+  writeFileSync(
+    join(dir, "frpc.toml"),
+    `serverAddr = "127.0.0.1"\nserverPort = ${bindPort}\n${common}\n[[proxies]]\n` +
+      `name = "bench"\n${proxy}localIP = "${localIP}"\nlocalPort = ${localPort}\n`,
+  );
+  return await pair(
+    () =>
+      startProcess([frps, "-c", join(dir, "frps.toml")], {
+        ready: /frps started successfully/,
+        timeoutMs: START_MS,
       }),
+    async () => ({
+      client: await startProcess([frpc, "-c", join(dir, "frpc.toml")], {
+        ready: /start proxy success/,
+        timeoutMs: START_MS,
+      }),
+      address: `127.0.0.1:${publicPort}`,
+    }),
+  );
+}
+
+const frp = (peersDir?: string) =>
+  foreign("frp", ["frps", "frpc"], peersDir, async (bins, backend, dir) => {
+    const remotePort = await freePort();
+    return await frpPair(
+      bins,
+      backend,
+      dir,
+      "",
+      `type = "tcp"\nremotePort = ${remotePort}\n`,
+      remotePort,
     );
   });
 
@@ -428,35 +450,15 @@ function tunnelmuxHttp(runtime: JsRuntime): TunnelImpl {
 
 /** frp's HTTP proxy: frps's vhost HTTP port routes by Host to frpc's `type = "http"` proxy. */
 const frpHttp = (peersDir?: string) =>
-  foreign("http-frp", ["frps", "frpc"], peersDir, async ([frps, frpc], backend, dir) => {
-    const token = newToken("bench");
-    const [bindPort, httpPort] = [await freePort(), await freePort()];
-    const { hostname: localIP, port: localPort } = parseHostPort(backend);
-    const common = `auth.token = "${token}"\nlog.level = "info"\n`;
-    writeFileSync(
-      join(dir, "frps.toml"),
-      `bindAddr = "127.0.0.1"\nbindPort = ${bindPort}\nvhostHTTPPort = ${httpPort}\n` +
-        `subDomainHost = "bench.test"\n${common}`,
-    );
-    writeFileSync(
-      join(dir, "frpc.toml"),
-      `serverAddr = "127.0.0.1"\nserverPort = ${bindPort}\n${common}\n[[proxies]]\n` +
-        `name = "bench"\ntype = "http"\nlocalIP = "${localIP}"\nlocalPort = ${localPort}\n` +
-        `subdomain = "app"\n`,
-    );
-    const tunnel = await pair(
-      () =>
-        startProcess([frps, "-c", join(dir, "frps.toml")], {
-          ready: /frps started successfully/,
-          timeoutMs: START_MS,
-        }),
-      async () => ({
-        client: await startProcess([frpc, "-c", join(dir, "frpc.toml")], {
-          ready: /start proxy success/,
-          timeoutMs: START_MS,
-        }),
-        address: `127.0.0.1:${httpPort}`,
-      }),
+  foreign("http-frp", ["frps", "frpc"], peersDir, async (bins, backend, dir) => {
+    const httpPort = await freePort();
+    const tunnel = await frpPair(
+      bins,
+      backend,
+      dir,
+      `vhostHTTPPort = ${httpPort}\nsubDomainHost = "bench.test"\n`,
+      `type = "http"\nsubdomain = "app"\n`,
+      httpPort,
     );
     return { ...tunnel, host: HTTP_HOST };
   });

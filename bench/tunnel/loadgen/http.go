@@ -116,18 +116,7 @@ func httpDownload(target string, n int64) error {
 	if resp.StatusCode != 200 {
 		return fmt.Errorf("T1: HTTP %d", resp.StatusCode)
 	}
-	buf := make([]byte, readChunk)
-	for pos := int64(0); pos < n; {
-		k, err := resp.Body.Read(buf[:min(int64(len(buf)), n-pos)])
-		if k > 0 && !bytes.Equal(buf[:k], patternAt(pos, k)) {
-			return fmt.Errorf("T1: wrong bytes at offset %d", pos)
-		}
-		pos += int64(k)
-		if err != nil && pos < n {
-			return fmt.Errorf("T1: %d of %d bytes: %w", pos, n, err)
-		}
-	}
-	return nil
+	return readPattern(resp.Body, n)
 }
 
 // httpEcho posts size bytes on client (a new connection unless it keeps them) and checks the echo.

@@ -218,9 +218,14 @@ func download(target string, n int64) error {
 	if _, err := conn.Write(req); err != nil {
 		return err
 	}
+	return readPattern(conn, n)
+}
+
+// readPattern reads n bytes from r and checks them against the pattern.
+func readPattern(r io.Reader, n int64) error {
 	buf := make([]byte, readChunk)
 	for pos := int64(0); pos < n; {
-		k, err := conn.Read(buf[:min(int64(len(buf)), n-pos)])
+		k, err := r.Read(buf[:min(int64(len(buf)), n-pos)])
 		if k > 0 && !bytes.Equal(buf[:k], patternAt(pos, k)) {
 			return fmt.Errorf("T1: wrong bytes at offset %d", pos)
 		}
