@@ -12,7 +12,7 @@ import { hasOpenssl, makeTestIdentity } from "../transport/_test_certificate.ts"
 import { createServer } from "node:http";
 import { waitFor } from "../testing/wait.ts";
 import { Logger } from "../util/log.ts";
-import { AcmeCertificates } from "./acme.ts";
+import { AcmeCertificates, type AcmeOptions } from "./acme.ts";
 import { CertificateStore } from "./certificates.ts";
 
 const noOpenssl = hasOpenssl ? false : "openssl is not installed";
@@ -42,24 +42,24 @@ async function missingCa(): Promise<{ directory: string; close(): void }> {
   };
 }
 
+/** Certificates from `directory`, with `options`; what they report is collected in `events`. */
+function issuer(directory: string, options: Partial<AcmeOptions>) {
+  const events: { type: string; fields: Record<string, unknown> }[] = [];
+  const acme = new AcmeCertificates({
+    config: { directory, email: null, caCerts: null, challenge: "http-01" },
+    dataDir: dataDir(),
+    store: new CertificateStore(),
+    log,
+    publish: (type, fields) => events.push({ type, fields }),
+    ...options,
+  });
+  return { acme, events };
+}
+
 describe("AcmeCertificates", { skip: noOpenssl }, () => {
   it("retries a failed order after a pause that doubles, reporting each failure", async () => {
-    const events: { type: string; fields: Record<string, unknown> }[] = [];
     const ca = await missingCa();
-    const acme = new AcmeCertificates({
-      config: {
-        directory: ca.directory,
-        email: null,
-        caCerts: null,
-        challenge: "http-01",
-      },
-      dataDir: dataDir(),
-      store: new CertificateStore(),
-      log,
-      publish: (type, fields) => events.push({ type, fields }),
-      retryMs: 40,
-      maxRetryMs: 100,
-    });
+    const { acme, events } = issuer(ca.directory, { retryMs: 40, maxRetryMs: 100 });
     try {
       acme.want("a.tunnels.test");
       acme.want("a.tunnels.test"); // already on its way: not a second order
@@ -74,22 +74,8 @@ describe("AcmeCertificates", { skip: noOpenssl }, () => {
   });
 
   it("orders at most newOrdersPerHour new names an hour, deferring the rest", async () => {
-    const events: { type: string; fields: Record<string, unknown> }[] = [];
     const ca = await missingCa();
-    const acme = new AcmeCertificates({
-      config: {
-        directory: ca.directory,
-        email: null,
-        caCerts: null,
-        challenge: "http-01",
-      },
-      dataDir: dataDir(),
-      store: new CertificateStore(),
-      log,
-      publish: (type, fields) => events.push({ type, fields }),
-      retryMs: 60_000,
-      newOrdersPerHour: 2,
-    });
+    const { acme, events } = issuer(ca.directory, { retryMs: 60_000, newOrdersPerHour: 2 });
     try {
       for (const name of ["n1", "n2", "n3", "n4"]) acme.want(`${name}.tunnels.test`);
       await waitFor(() => events.length >= 4, { message: "four outcomes" });
