@@ -728,6 +728,16 @@ describe("config: formatConfigReport", () => {
       /tcp 0\.0\.0\.0:7000, websocket 127\.0\.0\.1:7080\/tunnel, admin 127\.0\.0\.1:7081/,
     );
     assert.match(report, /client default: 0 forward rules, expose 1024-65535/);
+    assert.doesNotMatch(report, /https/, "no HTTP(S) line while both ports are off");
+    const web = formatConfigReport(
+      await loadConfig({
+        env: { TUNNELMUX_LISTEN_HTTPS: "0.0.0.0:443", TUNNELMUX_HTTP_DOMAIN: "t.example" },
+      }),
+    );
+    assert.match(
+      web,
+      /^ {2}http off, https 0\.0\.0\.0:443, domain t\.example, 0 certificate files$/m,
+    );
     assert.match(report, /^1 warning:$/m);
     assert.match(
       report,

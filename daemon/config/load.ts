@@ -301,6 +301,16 @@ export function formatConfigReport(result: ValidationResult & { file?: string })
         c.listen.websocket ? c.listen.websocketPath : ""
       }${c.tls ? " (wss)" : ""}, admin ${addr(c.listen.admin)}`,
     );
+    if (c.listen.http || c.listen.https) {
+      const acme = c.http.acme;
+      lines.push(
+        `  http ${addr(c.listen.http)}, https ${addr(c.listen.https)}, domain ${
+          c.http.domain ?? "none"
+        }, ${count(c.http.certificates.length, "certificate file")}${
+          acme ? `, acme ${acme.directory} (${acme.challenge})` : ""
+        }`,
+      );
+    }
     for (const client of c.clients) {
       lines.push(
         `  client ${client.name}: ${count(client.forward.length, "forward rule")}, expose ${
