@@ -6,7 +6,11 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
+import type { Duplex } from "node:stream";
+import { listenWebSocket } from "../transport/ws.ts";
+import { acceptFor } from "../transport/ws_handshake.ts";
+import { encodeFrame, MessageDecoder, randomMask } from "../transport/ws_frame.ts";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { Agent, createServer as createTlsServer, request } from "node:https";
@@ -205,6 +209,68 @@ describe("HTTPS and TLS tunnels by server name", { skip: noOpenssl }, () => {
       assert.equal(JSON.parse(viaHttp).proto, "http");
     } finally {
       await Promise.all([web.close(), shop.close()]);
+    }
+  });
+
+  it("a WebSocket through a terminated HTTPS tunnel: the upgrade, and messages both ways", async () => {
+    // The client's service is a real WebSocket server (this runtime's own), echoing messages.
+    const server = await listenWebSocket({ hostname: "127.0.0.1", port: 0, path: "/ws" }, (t) => {
+      t.start({
+        data: (chunk) => void t.write(chunk),
+        drain: () => {},
+        end: () => t.end(),
+        close: () => {},
+      });
+    });
+    const tunnel = await client.expose({ local: `127.0.0.1:${server.port}`, http: "sock" });
+    try {
+      const key = randomBytes(16).toString("base64");
+      const upgraded = await new Promise<{ socket: Duplex; accept: unknown; head: Buffer }>(
+        (resolve, reject) => {
+          request({
+            host: "127.0.0.1",
+            port: httpsPort,
+            path: "/ws",
+            servername: `sock.${DOMAIN}`,
+            ca: wildcard.cert,
+            headers: {
+              host: `sock.${DOMAIN}`,
+              connection: "Upgrade",
+              upgrade: "websocket",
+              "sec-websocket-version": "13",
+              "sec-websocket-key": key,
+            },
+          }).on(
+            "upgrade",
+            (res, socket, head) =>
+              resolve({ socket, accept: res.headers["sec-websocket-accept"], head }),
+          ).on("response", (res) => reject(new Error(`no upgrade: ${res.statusCode}`)))
+            .on("error", reject).end();
+        },
+      );
+      assert.equal(upgraded.accept, acceptFor(key));
+      // Our WebSocket transport is a byte stream: the echo may come back in other message
+      // boundaries than it went, so the bytes are compared, not the messages.
+      let received = "";
+      const decoder = new MessageDecoder({ maxMessageSize: 1 << 20, masked: false });
+      const gotAll = new Promise<void>((resolve) => {
+        const feed = (chunk: Uint8Array) =>
+          decoder.push(chunk, (opcode, payload) => {
+            if (opcode === 2) received += new TextDecoder().decode(payload);
+            if (received.length >= "firstsecond".length) resolve();
+          });
+        if (upgraded.head.length > 0) feed(upgraded.head);
+        upgraded.socket.on("data", feed);
+      });
+      for (const text of ["first", "second"]) {
+        upgraded.socket.write(encodeFrame(2, new TextEncoder().encode(text), randomMask()));
+      }
+      await gotAll;
+      assert.equal(received, "firstsecond");
+      upgraded.socket.destroy();
+    } finally {
+      await tunnel.close();
+      server.close();
     }
   });
 
