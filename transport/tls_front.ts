@@ -138,6 +138,9 @@ class Hello implements HelloConnection {
       return Promise.reject(error);
     }
     socket.unshift(this.bytes);
+    // The TLS socket reports the connection's failures; one on the raw socket under it must not
+    // be an unhandled 'error' event (which would take the process down).
+    socket.on("error", () => socket.destroy());
     const secure = new tls.TLSSocket(socket, {
       isServer: true,
       secureContext: context,
