@@ -334,8 +334,8 @@ class HttpConnection {
       const absolute = /^https?:\/\/([^/?#@\s]+)([/?][^#\s]*)?$/i.exec(received);
       if (!absolute) return this.#refuse(400, "malformed request target");
       authority = absolute[1];
-      const rest = absolute[2] ?? "/";
-      target = rest.startsWith("?") ? `/${rest}` : rest;
+      const path = absolute[2] ?? "/";
+      target = path.startsWith("?") ? `/${path}` : path;
     }
     if (method === "GET" && target.startsWith(ACME_CHALLENGE) && this.#options.acmeAnswer) {
       const answer = this.#options.acmeAnswer(target.slice(ACME_CHALLENGE.length));
