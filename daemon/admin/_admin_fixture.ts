@@ -10,12 +10,13 @@ import { Buffer } from "node:buffer";
 import { connect as netConnect } from "node:net";
 import { Client, type ConnectOptions } from "../../client/client.ts";
 import { Daemon } from "../daemon.ts";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { validateConfig } from "../config/mod.ts";
 import { Logger } from "../../util/log.ts";
 import { listenTcp } from "../../transport/mod.ts";
+import { hasOpenssl, makeTestIdentity } from "../../transport/_test_certificate.ts";
 import type { TransportListener } from "../../protocol/transport.ts";
 import { type AdminServer, startAdmin } from "./start.ts";
 
@@ -56,8 +57,23 @@ export async function startFixture(): Promise<Fixture> {
   });
   // Minted tokens are persisted in the data directory: never the repository's ./data in tests.
   const dataDir = mkdtempSync(join(tmpdir(), "tunnelmux-admin-"));
+  // HTTP and HTTPS tunnels too, with a wildcard certificate for their names (when openssl is here).
+  const certificates: { cert: string; key: string }[] = [];
+  if (hasOpenssl) {
+    const wildcard = makeTestIdentity("wildcard", "DNS:*.tunnels.test");
+    writeFileSync(join(dataDir, "wildcard.pem"), wildcard.cert);
+    writeFileSync(join(dataDir, "wildcard.key"), wildcard.key, { mode: 0o600 });
+    certificates.push({ cert: join(dataDir, "wildcard.pem"), key: join(dataDir, "wildcard.key") });
+  }
   const result = validateConfig({
-    listen: { tcp: "127.0.0.1:0", websocket: null, admin: "127.0.0.1:0" },
+    listen: {
+      tcp: "127.0.0.1:0",
+      websocket: null,
+      admin: "127.0.0.1:0",
+      http: "127.0.0.1:0",
+      https: "127.0.0.1:0",
+    },
+    http: { domain: "tunnels.test", certificates },
     dataDir,
     adminToken: ADMIN_TOKEN,
     clients: [{

@@ -624,13 +624,22 @@ export const DASHBOARD_JS = String.raw`"use strict";
     }).catch(function () {});
   }
 
+  /** A port's address; an HTTP or TLS tunnel's name, and when its certificate expires. */
+  function bindText(t) {
+    if (!t.host) return t.bind;
+    if (t.passthrough) return t.host + " (TLS passed through)";
+    if (!t.certificate) return t.bind;
+    return t.host + " (certificate until " + new Date(t.certificate.notAfter).toLocaleDateString() +
+      ")";
+  }
+
   function renderTunnels() {
     var body = document.querySelector("#tunnels tbody");
     var rows = sorted("tunnels", data.tunnels).map(function (t) {
       var tr = el("tr");
       tr.dataset.tunnel = t.id;
       cells(tr, [
-        [t.id], [t.client], [t.bind], [t.label === null ? "-" : t.label],
+        [t.id], [t.client], [bindText(t)], [t.label === null ? "-" : t.label],
         [t.connections, "num"], [t.active, "num"],
         [bytes(t.bytesFromVisitors), "num"], [bytes(t.bytesToVisitors), "num"],
       ]);

@@ -152,6 +152,8 @@ const schemas: Record<string, Json> = {
           tcp: { type: "string" },
           websocket: { type: "string" },
           admin: { type: "string" },
+          http: { type: "string", description: "The shared port of HTTP tunnels." },
+          https: { type: "string", description: "The shared port of HTTPS and TLS tunnels." },
         },
         required: ["admin"],
       },

@@ -2,6 +2,7 @@
 // runs under both Deno and Bun): log in with the admin token, see the sessions and the tunnel,
 // kick a session and watch it go, all under the page's strict CSP. Also checks what is served
 // without a browser: the page and its files are public, but still behind the Host allowlist.
+import { hasOpenssl } from "../../../transport/_test_certificate.ts";
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
@@ -135,6 +136,13 @@ describe("dashboard", () => {
       const tunnel = f.daemon.registry.tunnel(tunnelId)!;
       assert.match(await tunnelRow.textContent() ?? "", new RegExp(`:${tunnel.port}`));
       assert.match(await tunnelRow.textContent() ?? "", /web/);
+      if (hasOpenssl) {
+        // An HTTP tunnel shows its name and when the certificate that serves it expires.
+        const site = await first.expose({ local: `127.0.0.1:${f.echo.port}`, http: "site" });
+        const siteRow = await page.waitForSelector(`#tunnels tr[data-tunnel="${site.id}"]`);
+        assert.match(await siteRow.textContent() ?? "", /site\.tunnels\.test \(certificate until /);
+        await site.close();
+      }
       const sessionText = await page.textContent(`#sessions tr[data-session="${kept}"]`) ?? "";
       assert.match(sessionText, /alice/);
       assert.match(sessionText, /tcp/);
@@ -163,7 +171,7 @@ describe("dashboard", () => {
       assert.match(axes, /-2 min/);
 
       // Events from before the page was opened are replayed from the daemon's ring.
-      await page.locator("#events li", { hasText: "tunnel_up" }).waitFor();
+      await page.locator("#events li", { hasText: "tunnel_up" }).first().waitFor();
 
       // Sortable columns: by id, then the other way.
       const order = async () =>
