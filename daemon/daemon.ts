@@ -118,6 +118,8 @@ export class Daemon {
   #tcpListener: TransportListener | undefined;
   #httpListener: TransportListener | undefined;
   #httpsListener: TransportListener | undefined;
+  /** Visitor connections open on the HTTP and HTTPS ports (`limits.httpConnections`). */
+  #webConnections = 0;
   /** Certificates from ACME, when `http.acme` is set and the HTTPS port is on. */
   #acme: AcmeCertificates | undefined;
   readonly #context: DaemonContext;
@@ -258,7 +260,13 @@ export class Daemon {
           http,
           "--listen-http",
           () =>
-            listenTcp(http, (visitor) => serveHttpConnection(visitor, this.#httpOptions("http"))),
+            listenTcp(http, (visitor) => {
+              if (!this.#admitWeb()) return visitor.close();
+              serveHttpConnection(visitor, {
+                ...this.#httpOptions("http"),
+                onClose: () => this.#webConnections--,
+              });
+            }),
         );
         this.#listeners.push(listener);
         this.#httpListener = listener;
@@ -271,6 +279,16 @@ export class Daemon {
     }
     this.#lifecycle.fire("started");
     this.#log.info("daemon running", { ...this.#addresses });
+  }
+
+  /** Takes one more visitor connection of the HTTP or HTTPS port, unless the limit is reached. */
+  #admitWeb(): boolean {
+    if (this.#webConnections >= this.#effective.limits.httpConnections) {
+      this.counters.count("http_connection_limit");
+      return false;
+    }
+    this.#webConnections++;
+    return true;
   }
 
   /** How the HTTP front serves a visitor connection of the HTTP port, or a terminated one of HTTPS. */
@@ -351,8 +369,13 @@ export class Daemon {
             onRefused: (reason) => this.counters.count(`https_${reason}`),
           }), {
           helloTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+          admit: () => this.#admitWeb(),
+          onClosed: () => this.#webConnections--,
           handshakeTimeoutMs: this.#config.limits.handshakeTimeoutMs,
-          onDropped: (reason) => this.counters.count(`https_hello_${reason}`),
+          onDropped: (reason) => {
+            // A connection over the limit is counted by #admitWeb.
+            if (reason !== "limit") this.counters.count(`https_hello_${reason}`);
+          },
         }),
     );
     this.#listeners.push(listener);

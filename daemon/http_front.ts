@@ -72,6 +72,8 @@ export interface HttpFrontOptions {
   maxRequests?: number;
   /** Told about every finished request. */
   onExchange?(exchange: HttpExchange): void;
+  /** Told once when the visitor connection has closed (for a count of open connections). */
+  onClose?(): void;
   /**
    * Whether this connection may carry requests for `host` (a TLS connection: the names its
    * certificate serves); others get 421 Misdirected Request. Absent: any host.
@@ -252,6 +254,7 @@ class HttpConnection {
   #onVisitorClose(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#options.onClose?.();
     clearTimeout(this.#timer);
     this.#dropKept();
     const exchange = this.#exchange;

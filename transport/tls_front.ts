@@ -78,7 +78,14 @@ export interface TlsFrontOptions extends TcpTuning {
   /** A termination's handshake must finish within this (default {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}). */
   handshakeTimeoutMs?: number;
   /** Told when a connection is dropped before its hello was handed over (for counters). */
-  onDropped?(reason: "timeout" | "not_tls" | "closed"): void;
+  onDropped?(reason: "timeout" | "not_tls" | "closed" | "limit"): void;
+  /**
+   * Whether one more connection may be taken, asked at accept; false closes it at once (told to
+   * `onDropped` as `limit`). With it, the caller counts what it holds: see `onClosed`.
+   */
+  admit?(): boolean;
+  /** Told once when a connection that `admit` let in has closed, however it went. */
+  onClosed?(): void;
 }
 
 /** A refused socket is destroyed if the peer has not closed within this after the alert. */
@@ -247,6 +254,11 @@ export function listenTlsFront(
   options: TlsFrontOptions = {},
 ): Promise<TransportListener> {
   const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+    if (options.admit && !options.admit()) {
+      options.onDropped?.("limit");
+      return void socket.destroy();
+    }
+    if (options.onClosed) socket.once("close", options.onClosed);
     socket.setNoDelay(options.noDelay ?? true);
     readHello(socket, onHello, options);
   });

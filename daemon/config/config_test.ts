@@ -162,6 +162,7 @@ describe("config: validateConfig", () => {
       handshakeTimeoutMs: 10000,
       pendingHandshakes: 1024,
       pendingHandshakesPerSource: 256,
+      httpConnections: 10000,
       idleTimeoutMs: 0,
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,

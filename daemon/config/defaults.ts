@@ -31,6 +31,7 @@ export function embeddedDefaults(): Record<string, unknown> {
       handshakeTimeoutMs: 10000,
       pendingHandshakes: 1024,
       pendingHandshakesPerSource: 256,
+      httpConnections: 10000,
       idleTimeoutMs: 0,
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,

@@ -93,6 +93,11 @@ export interface Limits {
   pendingHandshakes: number;
   /** Of those, from one source address; past it a source's newcomer closes its own oldest. */
   pendingHandshakesPerSource: number;
+  /**
+   * Visitor connections open at once on the HTTP and HTTPS ports together; past it a newcomer is
+   * closed at once (each is also bounded in time: head, hello and idle deadlines).
+   */
+  httpConnections: number;
   /** Close sessions idle this long; 0 disables. */
   idleTimeoutMs: number;
   /** Largest WebSocket message accepted. */

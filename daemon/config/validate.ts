@@ -59,6 +59,7 @@ const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   handshakeTimeoutMs: [1, 600_000],
   pendingHandshakes: [1, 1_000_000],
   pendingHandshakesPerSource: [1, 1_000_000],
+  httpConnections: [1, 1_000_000],
   idleTimeoutMs: [0, 2 ** 31 - 1],
   maxWebSocketMessage: [1024, 256 * 1024 * 1024],
   keepAliveIntervalMs: [100, 3_600_000],
