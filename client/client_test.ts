@@ -46,7 +46,7 @@ async function startDaemon(echoPort: number, extra: Record<string, unknown> = {}
       {
         name: "alice",
         token: TOKEN,
-        expose: { ports: [0, "20000-40000"] },
+        expose: { ports: [0, "20000-32767"] },
         forward: [`127.0.0.1:${echoPort}`],
         services: { offer: ["box"], use: ["echo", "box"] },
       },

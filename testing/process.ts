@@ -77,7 +77,11 @@ export interface ClientEntry {
   name: string;
   /** Plain token (≥ 24 characters) or `sha256:` hash. */
   token: string;
-  /** Reverse tunnels it may open; default ports 20000-40000 and 0 (any of them) on 127.0.0.1. */
+  /**
+   * Reverse tunnels it may open; default ports 20000-32767 and 0 (any of them) on 127.0.0.1:
+   * below Linux's ephemeral range (32768-60999), so a tunnel's port never collides with a port
+   * the suite's own outgoing connections (or their TIME_WAIT) hold.
+   */
   expose?: { ports?: (string | number)[]; bindHosts?: string[] };
   /** Forward allowlist, e.g. `["127.0.0.1:5432", "10.0.0.0/8:443"]`. Default none. */
   forward?: string[];
@@ -100,7 +104,7 @@ export function daemonConfig(
     shutdownGraceMs: 2_000,
     log: { level: "info", format: "json" },
     clients: clients.map((c) => ({
-      expose: { ports: ["20000-40000", 0] },
+      expose: { ports: ["20000-32767", 0] },
       ...c,
     })),
     ...extra,

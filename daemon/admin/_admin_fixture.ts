@@ -79,7 +79,7 @@ export async function startFixture(): Promise<Fixture> {
     clients: [{
       name: "alice",
       token: CLIENT_TOKEN,
-      expose: { ports: [0, "20000-40000"] },
+      expose: { ports: [0, "20000-32767"] },
       forward: [`127.0.0.1:${echo.port}`],
       services: { offer: ["box"], use: ["echo", "box"] },
     }],

@@ -104,7 +104,7 @@ describe("GET /v1/events (daemon in process)", () => {
     local = await listenTcp({ hostname: "127.0.0.1", port: 0 }, (t) => t.close());
     const result = validateConfig({
       listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
-      clients: [{ name: "alice", token: TOKEN, expose: { ports: [0, "20000-40000"] } }],
+      clients: [{ name: "alice", token: TOKEN, expose: { ports: [0, "20000-32767"] } }],
     });
     assert.deepEqual(result.errors, []);
     const log = new Logger({ level: "error", format: "json", sink: () => {} });

@@ -180,7 +180,7 @@ describe("GET /metrics (daemon in process)", () => {
       clients: [{
         name: "alice",
         token: TOKEN,
-        expose: { ports: [0, "20000-40000"] },
+        expose: { ports: [0, "20000-32767"] },
         forward: [`127.0.0.1:${echo.port}`],
         services: { use: ["echo"] },
       }],
