@@ -105,7 +105,8 @@ export class ChunkQueue {
     }
     const out = new Uint8Array(size);
     for (let offset = 0; offset < size;) {
-      const chunk = chunks[this.#head];
+      // Not `chunks`: taking the head may compact the queue into a new array.
+      const chunk = this.#chunks[this.#head];
       out.set(chunk, offset);
       offset += chunk.length;
       this.#consumeHead(chunk, chunk.length);

@@ -66,6 +66,21 @@ describe("ChunkQueue as a TCP write queue", () => {
     assert.ok(queue.empty);
   });
 
+  // Found by a bulk transfer after many small ones (2026-11-26): a join that crossed the point
+  // where the queue compacts its array copied chunks from the old array, already sent ones.
+  it("joins correctly across the queue's compaction of a long backlog", () => {
+    const queue = new ChunkQueue();
+    for (let i = 0; i < 1100; i++) queue.push(new Uint8Array([i & 0xff]));
+    assert.equal(queue.takeWrite(1020).length, 1020);
+    const joined = queue.takeWrite(40); // the head passes 1024 half-way
+    assert.deepEqual([...joined], Array.from({ length: 40 }, (_, i) => (1020 + i) & 0xff));
+    assert.equal(queue.bytes, 40);
+    assert.deepEqual(
+      [...queue.takeWrite(100)],
+      Array.from({ length: 40 }, (_, i) => (1060 + i) & 0xff),
+    );
+  });
+
   it("hands a lone chunk over without copying", () => {
     const queue = new ChunkQueue();
     const chunk = new Uint8Array(10);
