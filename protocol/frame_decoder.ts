@@ -9,6 +9,7 @@
 
 import { FrameType, HEADER_LENGTH, PROTOCOL_VERSION } from "./constants.ts";
 import { readUint32 } from "./header.ts";
+import { releaseBytes, retainBytes } from "../util/buffer_pool.ts";
 
 /** Receives what {@linkcode FrameDecoder} parses. */
 export interface FrameSink {
@@ -88,7 +89,9 @@ export class FrameDecoder {
     this.#held = false;
     const rest = this.#rest;
     this.#rest = undefined;
-    if (rest !== undefined) this.push(rest);
+    if (rest === undefined) return;
+    this.push(rest);
+    releaseBytes(rest);
   }
 
   /** Feeds the next chunk of the byte stream. */
@@ -152,12 +155,15 @@ export class FrameDecoder {
   #keep(bytes: Uint8Array): void {
     if (this.#stopped || bytes.length === 0) return;
     if (this.#rest === undefined) {
+      // Kept past push(): a claim of its own on a pooled chunk (util/buffer_pool.ts).
+      retainBytes(bytes);
       this.#rest = bytes;
       return;
     }
     const joined = new Uint8Array(this.#rest.length + bytes.length);
     joined.set(this.#rest);
     joined.set(bytes, this.#rest.length);
+    releaseBytes(this.#rest);
     this.#rest = joined;
   }
 }

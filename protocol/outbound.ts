@@ -16,6 +16,20 @@ import type { SessionConfig } from "./config.ts";
 import type { Transport } from "./transport.ts";
 import type { Stream } from "./stream.ts";
 import { countFrame, type SessionStats } from "./stats.ts";
+import { relayBuffers } from "../util/buffer_pool.ts";
+
+/**
+ * Batches larger than this come from `relayBuffers` when the transport gives written chunks back:
+ * smaller ones are cheap from `Buffer`'s shared pool, and a pooled buffer is 65 KiB whatever part
+ * of it a batch fills.
+ */
+const POOLED_BATCH = 4 * 1024;
+
+/**
+ * Data per batch for a transport that gives written chunks back: 64 KiB, leaving the pooled
+ * buffer's last KiB for the frame headers and control frames that go with it.
+ */
+const POOLED_BATCH_DATA = 64 * 1024;
 
 /** Assembles and writes frames for one session. */
 export class Outbound {
@@ -32,6 +46,8 @@ export class Outbound {
   readonly #flushCallback = () => this.flush();
   /** Room left in front of each batch for the transport's framing (see `Transport.headroom`). */
   readonly #headroom: number;
+  /** The transport gives written chunks back, so batches may come from a pool. */
+  readonly #pooled: boolean;
   /** Data per batch: the config's, or less so a batch fits what the transport frames in place. */
   readonly #batchBudget: number;
 
@@ -46,11 +62,16 @@ export class Outbound {
     this.#config = config;
     this.#stats = stats;
     this.#headroom = transport.writeFramable ? transport.headroom ?? 0 : 0;
+    this.#pooled = transport.releasesWrites === true && this.#headroom === 0;
     // Room for the batch's frame headers and control frames under the framable size; a batch that
     // still exceeds it (many streams at once) is split and copied by the transport, as before.
     const framable = this.#headroom > 0 ? transport.framableSize : undefined;
+    // A pooled transport's batches stay within one pooled buffer, so a backlog goes out as a few
+    // reused buffers rather than one large allocation left for the collector.
     this.#batchBudget = framable
       ? Math.max(4096, Math.min(config.maxWriteBatch, framable - 4096))
+      : this.#pooled
+      ? Math.min(config.maxWriteBatch, POOLED_BATCH_DATA)
       : config.maxWriteBatch;
   }
 
@@ -159,9 +180,14 @@ export class Outbound {
     // from Buffer's shared pool, which never hands a region out twice.
     // With headroom, the batch starts that far into its own allocation, so the transport can put
     // its frame header in front without copying the batch (a WebSocket over our own framing).
+    // A batch from the relay pool carries its claim to the transport, which gives it back once
+    // written (util/buffer_pool.ts): a bulk sender reuses a few buffers instead of leaving one
+    // behind per batch for the garbage collector.
     const h = this.#headroom;
     const out: Uint8Array = h > 0
       ? Buffer.allocUnsafe(h + size).subarray(h)
+      : this.#pooled && size > POOLED_BATCH && size <= relayBuffers.size
+      ? relayBuffers.acquire().subarray(0, size)
       : Buffer.allocUnsafe(size);
     let at = this.#writeControl(out);
     at = this.#writeHeaderFrames(out, at);

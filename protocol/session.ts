@@ -13,6 +13,7 @@ import { Flag, FrameType, GoAwayCode, MAX_UINT32 } from "./constants.ts";
 import { resolveSessionConfig, type SessionConfig } from "./config.ts";
 import { YamuxError, type YamuxErrorCode } from "./errors.ts";
 import { FrameDecoder, type FrameSink } from "./frame_decoder.ts";
+import { releaseBytes } from "../util/buffer_pool.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import { Outbound } from "./outbound.ts";
 import {
@@ -169,10 +170,14 @@ export class Session implements FrameSink, StreamHost {
     this.#outbound = new Outbound(transport, this.config, this.stats);
     this.#decoder = new FrameDecoder(this);
     transport.start({
+      // Payload views handed to streams take claims of their own; the decoder keeps none past
+      // push() except while held (it takes one then). So the chunk's own claim ends here.
+      releases: true,
       data: (chunk) => {
         this.#lastInbound = performance.now();
         this.stats.bytesIn += chunk.length;
         this.#decoder.push(chunk);
+        releaseBytes(chunk);
       },
       drain: () => {
         this.#outbound.drained();

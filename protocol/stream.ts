@@ -13,6 +13,7 @@ import { YamuxError } from "./errors.ts";
 import { nextStreamState, type StreamEvent, StreamState } from "./stream_state.ts";
 import type { SessionConfig } from "./config.ts";
 import { toReadable, toWritable } from "./web_streams.ts";
+import { forgetBytes, releaseBytes, retainBytes } from "../util/buffer_pool.ts";
 
 /** What a stream needs from its session. Implemented by `Session`; not for applications. */
 export interface StreamHost {
@@ -90,6 +91,8 @@ export class Stream {
   #remoteEnded = false;
   #endDelivered = false;
   #onData: DataHandler | null = null;
+  /** The data handler follows the claim rules of `util/buffer_pool.ts` (see `setOnData`). */
+  #handlerReleases = false;
   #onEnd: (() => void) | null = null;
 
   // Send side.
@@ -162,7 +165,19 @@ export class Stream {
   }
 
   set onData(handler: DataHandler | null) {
+    this.setOnData(handler, false);
+  }
+
+  /**
+   * Sets the data handler. With `releases`, the handler follows the claim rules of
+   * `util/buffer_pool.ts` (as `TransportHandlers.releases` says): a chunk may lie in a pooled
+   * buffer and carries a claim that the handler gives back, or passes on with a write, and it reads
+   * no chunk afterwards. Relays such as `splice` do; any other handler is given memory taken out
+   * of its pool and may keep views for as long as it likes.
+   */
+  setOnData(handler: DataHandler | null, releases: boolean): void {
     this.#onData = handler;
+    this.#handlerReleases = releases && handler !== null;
     if (handler && (this.#buffered > 0 || this.#remoteEnded)) queueMicrotask(() => this.#deliver());
   }
 
@@ -192,8 +207,9 @@ export class Stream {
   }
 
   /**
-   * Queues `chunk` for sending and takes ownership of it (do not change it afterwards). Returns
-   * false once queued bytes reach the high-water mark: wait for `onDrain` before writing more.
+   * Queues `chunk` for sending and takes ownership of it (do not change it afterwards). A chunk in
+   * a pooled buffer brings one claim with it, given back once its bytes are copied into a batch
+   * (`util/buffer_pool.ts`). Returns false once queued bytes reach the high-water mark: wait for `onDrain` before writing more.
    * Throws after `end()`; on a reset or closed stream the bytes are dropped and false returned.
    */
   write(chunk: Uint8Array): boolean {
@@ -262,12 +278,17 @@ export class Stream {
     const handler = this.#onData;
     if (handler !== null && !this.#paused && this.#buffered === 0 && !this.#delivering) {
       this.#consumed(view.length);
+      // The view is a piece of the session's chunk: its holder needs a claim of its own.
+      if (this.#handlerReleases) retainBytes(view);
+      else forgetBytes(view);
       handler(view);
       return;
     }
     // A small view would pin its whole transport chunk while it waits; copy it so the memory a
     // stalled reader holds stays close to its window.
-    const kept = view.byteLength * 2 < view.buffer.byteLength ? view.slice() : view;
+    let kept = view;
+    if (view.byteLength * 2 < view.buffer.byteLength) kept = view.slice();
+    else retainBytes(view);
     this.#buffer.push(kept);
     this.#buffered += kept.length;
   }
@@ -382,6 +403,8 @@ export class Stream {
         n -= available;
         queue.shift();
         this.#queueOffset = 0;
+        // Copied out whole: the claim its writer passed with it (if pooled) is given back.
+        releaseBytes(head);
       } else {
         dest.set(head.subarray(this.#queueOffset, this.#queueOffset + n), offset);
         this.#queueOffset += n;
@@ -446,6 +469,8 @@ export class Stream {
         const chunk = this.#buffer.shift()!;
         this.#buffered -= chunk.length;
         this.#consumed(chunk.length);
+        // Its claim goes to the handler, or the buffer leaves its pool for one that keeps views.
+        if (!this.#handlerReleases) forgetBytes(chunk);
         this.#onData(chunk);
       }
     } finally {

@@ -47,6 +47,10 @@ if ! "$HADOLINT" --version 2>/dev/null | grep -q " $HADOLINT_VERSION\$"; then
 fi
 echo "== hadolint Dockerfile"; "$HADOLINT" Dockerfile || status=1
 
+# Pooled relay buffers are poisoned when given back (util/buffer_pool.ts): a view used after its
+# release then fails the tests that compare bytes, instead of passing by luck.
+export TUNNELMUX_POOL_POISON=1
+
 echo "== deno test"
 { NO_COLOR=1 "$DENO" test -A; echo $? >"$log/deno.rc"; } 2>&1 | tee "$log/deno"
 [ "$(cat "$log/deno.rc")" = 0 ] || status=1

@@ -9,7 +9,10 @@
  * - The buffer passed to `data` is freshly allocated per call (each has its own ArrayBuffer at
  *   offset 0, and earlier buffers keep their bytes; checked on Bun 1.4.4 by retaining every chunk
  *   of a multi-MiB transfer and comparing them afterwards, see bun_tcp_test.ts), so it is handed
- *   on without a copy.
+ *   on without a copy, and reads cannot come from `util/buffer_pool.ts`. Nor do the session's
+ *   write batches (no `releasesWrites`): pooled, and cut to the pool's size, they left a bulk
+ *   sender's peak memory where it was (65–67 against 70 MiB) for up to a tenth more CPU per GiB
+ *   (docs/performance.md). A pooled chunk written here is still given back once written.
  *
  * Bun's types are declared locally (no `@types/bun`), so `deno check` stays clean.
  *
@@ -46,6 +49,7 @@ import {
   type TlsListenOptions,
 } from "./tcp_options.ts";
 import { WriteGate } from "./write_gate.ts";
+import { releaseBytes } from "../util/buffer_pool.ts";
 
 /** A Bun TCP socket carrying its transport in `data`. */
 type Socket = BunSocket<BunTcpTransport>;
@@ -195,6 +199,8 @@ export class BunTcpTransport implements Transport {
         break;
       }
       this.#pending = undefined;
+      // The kernel has every byte (Bun keeps nothing): a pooled chunk's claim is given back.
+      releaseBytes(batch);
     }
     if (this.#sink.closed) return;
     if (this.#gate.drainDue(this.bufferedAmount)) this.#sink.drain();

@@ -1,8 +1,13 @@
 /**
  * The outgoing queue of the transports that buffer for themselves (Deno and Bun TCP, WebSocket).
+ * It keeps the claims of pooled chunks (`util/buffer_pool.ts`) as they pass: a chunk copied into a
+ * joined piece is given back at once, and a piece handed out as a view of a chunk that stays
+ * queued gets a claim of its own.
  *
  * @module
  */
+
+import { releaseBytes, retainBytes } from "../util/buffer_pool.ts";
 
 /** Default high-water mark for queued outgoing bytes (1 MiB). */
 export const DEFAULT_HIGH_WATER_MARK = 1024 * 1024;
@@ -62,6 +67,8 @@ export class ChunkQueue {
     const first = this.#chunks[this.#head];
     if (first.length >= max) {
       const out = first.subarray(0, max);
+      // The rest stays queued, so the piece needs a claim of its own when it leaves.
+      if (first.length > max) retainBytes(out);
       this.#consumeHead(first, max);
       return out;
     }
@@ -78,6 +85,7 @@ export class ChunkQueue {
       out.set(n === chunk.length ? chunk : chunk.subarray(0, n), offset);
       offset += n;
       this.#consumeHead(chunk, n);
+      if (n === chunk.length) releaseBytes(chunk);
     }
     return out;
   }
@@ -110,6 +118,7 @@ export class ChunkQueue {
       out.set(chunk, offset);
       offset += chunk.length;
       this.#consumeHead(chunk, chunk.length);
+      releaseBytes(chunk);
     }
     return out;
   }

@@ -35,8 +35,12 @@ import {
   type TlsListenOptions,
 } from "./tcp_options.ts";
 import { WriteGate } from "./write_gate.ts";
+import { relayBuffers, releaseBytes } from "../util/buffer_pool.ts";
 
-/** Largest read buffer: a connection's buffer grows to it while its reads keep filling it. */
+/**
+ * Largest read buffer: a connection's buffer grows to it while its reads keep filling it, and from
+ * then on comes from {@linkcode relayBuffers} (a little larger than this).
+ */
 export const READ_SIZE = 64 * 1024;
 
 /** Reads shorter than this are copied out of the read buffer; longer ones are handed over. */
@@ -62,6 +66,8 @@ export class DenoTcpTransport implements Transport {
   readonly remoteAddress: string;
   /** The local `host:port`. */
   readonly localAddress: string;
+  /** Written chunks' claims are given back once the kernel has their bytes. */
+  readonly releasesWrites = true;
 
   #conn: Deno.Conn;
   #sink: EventSink;
@@ -145,7 +151,9 @@ export class DenoTcpTransport implements Transport {
    * takes its place, while a small read (a request, an ACK) is copied out so the buffer stays. A
    * fresh zero-filled 64 KiB buffer per small read cost about 15 µs per round trip. A read that
    * filled the buffer says more is waiting, so the next buffer is twice as large, up to
-   * {@linkcode READ_SIZE}.
+   * {@linkcode READ_SIZE}; buffers of that size come from {@linkcode relayBuffers}, so a chunk
+   * handed over carries our claim on it to the receiver, which gives it back once it is done
+   * (`util/buffer_pool.ts`; a receiver that does not is handed memory taken out of the pool).
    */
   #takeRead(n: number): Uint8Array {
     const buffer = this.#readBuffer;
@@ -154,7 +162,8 @@ export class DenoTcpTransport implements Transport {
       if (filled) this.#readBuffer = new Uint8Array(2 * n);
       return buffer.slice(0, n);
     }
-    this.#readBuffer = new Uint8Array(filled ? Math.min(2 * n, READ_SIZE) : buffer.length);
+    const next = filled ? Math.min(2 * n, READ_SIZE) : buffer.length;
+    this.#readBuffer = next >= READ_SIZE ? relayBuffers.acquire() : new Uint8Array(next);
     return buffer.subarray(0, n);
   }
 
@@ -176,6 +185,9 @@ export class DenoTcpTransport implements Transport {
       }
     } catch (error) {
       this.#fail(error);
+    } finally {
+      // No read is in flight any more: the buffer may go back to its pool.
+      releaseBytes(this.#readBuffer);
     }
   }
 
@@ -184,7 +196,8 @@ export class DenoTcpTransport implements Transport {
     try {
       while (!this.#queue.empty && !this.#sink.closed) {
         // Chunks queued during the previous syscall go out joined in one.
-        let pending = this.#queue.takeWrite(MAX_BATCH);
+        const chunk = this.#queue.takeWrite(MAX_BATCH);
+        let pending = chunk;
         this.#inFlight = pending.length;
         while (pending.length > 0) {
           // conn.write may take only part of the buffer; loop until the kernel has all of it.
@@ -194,6 +207,8 @@ export class DenoTcpTransport implements Transport {
           pending = pending.subarray(n);
           if (this.#gate.drainDue(this.bufferedAmount)) this.#sink.drain();
         }
+        // Written whole: the claim the writer passed with the chunk, if pooled, is given back.
+        releaseBytes(chunk);
       }
     } catch (error) {
       this.#fail(error);

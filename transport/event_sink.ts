@@ -7,6 +7,7 @@
  */
 
 import type { TransportHandlers } from "../protocol/transport.ts";
+import { forgetBytes } from "../util/buffer_pool.ts";
 
 type Held = { kind: "data"; chunk: Uint8Array } | { kind: "end" };
 
@@ -68,8 +69,29 @@ export class EventSink {
   /** Reports received bytes (held while paused or not started). */
   data(chunk: Uint8Array): void {
     if (this.#closed || chunk.length === 0) return;
-    this.#held.push({ kind: "data", chunk });
-    this.#flush();
+    const handlers = this.#handlers;
+    if (handlers === undefined || this.#paused || this.#flushing || this.#held.length > 0) {
+      this.#held.push({ kind: "data", chunk });
+      this.#flush();
+      return;
+    }
+    // Nothing waits before it: delivered at once, without a queue entry per chunk.
+    this.#flushing = true;
+    try {
+      this.#deliverData(handlers, chunk);
+    } catch (error) {
+      this.#hooks.handlerFailed(toError(error));
+    } finally {
+      this.#flushing = false;
+    }
+    // Events the handler caused (an end, say) wait in the queue.
+    if (this.#held.length > 0) this.#flush();
+  }
+
+  #deliverData(handlers: TransportHandlers, chunk: Uint8Array): void {
+    // A handler that keeps views on its own terms gets memory no pool will hand out again.
+    if (handlers.releases !== true) forgetBytes(chunk);
+    handlers.data(chunk);
   }
 
   /** Reports the peer's half-close, after all data received before it. */
@@ -131,7 +153,7 @@ export class EventSink {
       while (!this.#paused && !this.#closed && this.#held.length > 0) {
         const event = this.#held.shift()!;
         if (event.kind === "data") {
-          handlers.data(event.chunk);
+          this.#deliverData(handlers, event.chunk);
         } else {
           this.#endDelivered = true;
           handlers.end();

@@ -14,6 +14,11 @@ import type { Transport } from "../protocol/transport.ts";
 export interface PipeHandlers {
   /** Bytes arrived. */
   data(chunk: Uint8Array): void;
+  /**
+   * `data` follows the claim rules of `util/buffer_pool.ts`: each chunk is written to the other
+   * end once, with its claim, and not read afterwards (see `TransportHandlers.releases`).
+   */
+  readonly releases?: boolean;
   /** The peer half-closed. */
   end(): void;
   /** Writes fell back under the high-water mark. */
@@ -42,7 +47,7 @@ export interface PipeEnd {
 export function streamEnd(stream: Stream): PipeEnd {
   return {
     listen(handlers) {
-      stream.onData = handlers.data;
+      stream.setOnData(handlers.data, handlers.releases === true);
       stream.onEnd = handlers.end;
       stream.onDrain = handlers.drain;
       stream.onClose = handlers.close;
@@ -106,6 +111,9 @@ export function splice(
     const forward = (from: PipeEnd, to: PipeEnd, count: (n: number) => void): PipeHandlers => {
       let ended = false;
       return {
+        // A pure relay: every chunk goes to `to.write` once, claim and all, and is not looked at
+        // again, so pooled buffers come back as soon as the other end has written them.
+        releases: true,
         data(chunk) {
           count(chunk.length);
           if (!to.write(chunk)) from.pause();

@@ -1,0 +1,166 @@
+/**
+ * Reused byte buffers for the relay path, so a bulk transfer does not leave a trail of dead 64 KiB
+ * buffers behind it. Those are external memory to the JavaScript engine, freed only when it next
+ * collects garbage, and it collects for external memory only after some 64 MB more of it: that
+ * was the daemon's peak during one bulk transfer (docs/performance.md, "Memory during a bulk
+ * transfer").
+ *
+ * A pooled buffer carries a count of **claims**. {@linkcode BufferPool.acquire} hands one out with
+ * one claim; whoever holds a view of it and keeps it past the current call holds a claim
+ * ({@linkcode retainBytes}); {@linkcode releaseBytes} gives one back, and the buffer returns to its
+ * pool when the last is given back. The rules that keep this safe:
+ *
+ * - **Forgetting to release is always safe**: the buffer is then collected as garbage, as if it had
+ *   never been pooled. So is {@linkcode forgetBytes}, which takes a buffer out of the pool's
+ *   accounting for good; a chunk handed to code that does not follow these rules is forgotten first
+ *   (see `TransportHandlers.releases`).
+ * - **Releasing too early corrupts data**: the buffer is reused while someone still reads it. Only
+ *   the hot path releases (the session after decoding a chunk, a transport once a chunk is written,
+ *   a stream once a queued chunk is copied into a batch), each for a claim it was given.
+ *
+ * Views of unpooled memory are ignored by every function here, so callers need not know where a
+ * chunk came from. With `TUNNELMUX_POOL_POISON=1` in the environment (the test suite sets it), a
+ * buffer is filled with {@linkcode POISON} when it returns and checked when handed out again, and a
+ * release without a claim throws: a view used after its release then shows up as corrupted data,
+ * and a write into a returned buffer as an error.
+ *
+ * @example
+ * ```ts
+ * import { BufferPool, releaseBytes, retainBytes } from "./buffer_pool.ts";
+ * const pool = new BufferPool(1024, 4);
+ * const bytes = pool.acquire(); // one claim
+ * retainBytes(bytes.subarray(0, 10)); // a second holder of a view
+ * releaseBytes(bytes);
+ * releaseBytes(bytes); // the last claim: back in the pool
+ * console.assert(pool.free === 1);
+ * ```
+ *
+ * @module
+ */
+
+import { readEnv } from "./runtime.ts";
+
+/** The byte a returned buffer is filled with when poisoning is on. */
+export const POISON = 0xdb;
+
+/** A pooled buffer's bookkeeping, reused with it. */
+class Entry {
+  /** Outstanding claims; 0 while it waits in its pool. */
+  claims = 0;
+  constructor(readonly pool: BufferPool, readonly bytes: Uint8Array<ArrayBuffer>) {}
+}
+
+// Keyed by the backing ArrayBuffer, so any view finds its buffer; weak, so a forgotten or leaked
+// buffer is collected with its entry.
+const entries = new WeakMap<ArrayBufferLike, Entry>();
+
+let poison = readEnv("TUNNELMUX_POOL_POISON") === "1";
+
+/**
+ * Turns poisoning on or off for this process (tests): see the module notes. Returns the previous
+ * setting.
+ */
+export function poisonReleasedBuffers(on: boolean): boolean {
+  const was = poison;
+  poison = on;
+  return was;
+}
+
+/** A bounded free list of equal-size buffers. */
+export class BufferPool {
+  /** Size of every buffer handed out. */
+  readonly size: number;
+  /** Buffers kept for reuse at most; more returned ones are left to the garbage collector. */
+  readonly maxFree: number;
+  #free: Entry[] = [];
+  /** Buffers created, for tests and measurements. */
+  created = 0;
+
+  /** A pool of `size`-byte buffers keeping at most `maxFree` of them while unused. */
+  constructor(size: number, maxFree: number) {
+    this.size = size;
+    this.maxFree = maxFree;
+  }
+
+  /** Buffers waiting for reuse. */
+  get free(): number {
+    return this.#free.length;
+  }
+
+  /** A buffer of {@linkcode size} bytes with one claim, its contents undefined. */
+  acquire(): Uint8Array<ArrayBuffer> {
+    let entry = this.#free.pop();
+    if (entry === undefined) {
+      // Not zero-filled: whoever takes it writes before reading (a socket read, a batch).
+      entry = new Entry(this, new Uint8Array(new ArrayBuffer(this.size)));
+      entries.set(entry.bytes.buffer, entry);
+      this.created++;
+    } else if (poison) {
+      checkPoison(entry.bytes);
+    }
+    entry.claims = 1;
+    return entry.bytes;
+  }
+
+  /** @internal The last claim was given back. */
+  _return(entry: Entry): void {
+    if (this.#free.length >= this.maxFree) {
+      entries.delete(entry.bytes.buffer);
+      return;
+    }
+    if (poison) entry.bytes.fill(POISON);
+    this.#free.push(entry);
+  }
+}
+
+function checkPoison(bytes: Uint8Array): void {
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] !== POISON) {
+      throw new Error(`a pooled buffer was written at byte ${i} after its release`);
+    }
+  }
+}
+
+/** Adds a claim to the buffer under `view` (a holder keeps it past the current call). */
+export function retainBytes(view: Uint8Array): void {
+  const entry = entries.get(view.buffer);
+  if (entry === undefined) return;
+  if (entry.claims === 0) {
+    if (poison) throw new Error("a claim taken on a pooled buffer after its release");
+    return;
+  }
+  entry.claims++;
+}
+
+/** Gives back one claim on the buffer under `view`; the last one returns it to its pool. */
+export function releaseBytes(view: Uint8Array): void {
+  const entry = entries.get(view.buffer);
+  if (entry === undefined) return;
+  if (entry.claims === 0) {
+    if (poison) throw new Error("a pooled buffer released more often than claimed");
+    return;
+  }
+  if (--entry.claims === 0) entry.pool._return(entry);
+}
+
+/**
+ * Takes the buffer under `view` out of the pool's accounting for good: it is collected as garbage
+ * once unreachable, and later releases of it do nothing. For chunks handed to code that keeps
+ * views without following the rules above.
+ */
+export function forgetBytes(view: Uint8Array): void {
+  const entry = entries.get(view.buffer);
+  if (entry === undefined || entry.claims === 0) return;
+  entries.delete(view.buffer);
+}
+
+/** Whether `view` lies in a pooled buffer that is currently handed out (tests). */
+export function isPooled(view: Uint8Array): boolean {
+  return (entries.get(view.buffer)?.claims ?? 0) > 0;
+}
+
+/**
+ * The process's pool for socket reads and write batches: 64 KiB of payload plus room for a
+ * batch's frame headers. At most 64 idle buffers (4 MiB) are kept.
+ */
+export const relayBuffers: BufferPool = new BufferPool(64 * 1024 + 1024, 64);

@@ -1,0 +1,78 @@
+import assert from "node:assert/strict";
+import { afterEach, beforeEach, describe, it } from "node:test";
+import {
+  BufferPool,
+  forgetBytes,
+  isPooled,
+  POISON,
+  poisonReleasedBuffers,
+  releaseBytes,
+  retainBytes,
+} from "./buffer_pool.ts";
+
+describe("BufferPool", () => {
+  let wasPoisoning = false;
+  beforeEach(() => wasPoisoning = poisonReleasedBuffers(true));
+  afterEach(() => poisonReleasedBuffers(wasPoisoning));
+
+  it("returns a buffer when its last claim is given back, and hands it out again", () => {
+    const pool = new BufferPool(64, 4);
+    const a = pool.acquire();
+    assert.equal(a.length, 64);
+    retainBytes(a.subarray(10, 20));
+    releaseBytes(a);
+    assert.equal(pool.free, 0, "one claim is still out");
+    assert.ok(isPooled(a));
+    releaseBytes(a.subarray(10, 20));
+    assert.equal(pool.free, 1);
+    assert.ok(!isPooled(a));
+    assert.ok(a.every((b) => b === POISON), "poisoned on return");
+    assert.equal(pool.acquire(), a);
+    assert.equal(pool.created, 1);
+  });
+
+  it("ignores views of memory it does not own", () => {
+    const plain = new Uint8Array(8);
+    retainBytes(plain);
+    releaseBytes(plain);
+    releaseBytes(plain);
+    forgetBytes(plain);
+    assert.ok(!isPooled(plain));
+  });
+
+  it("forgets a buffer for good: later releases do nothing and it never comes back", () => {
+    const pool = new BufferPool(32, 4);
+    const a = pool.acquire();
+    retainBytes(a);
+    forgetBytes(a.subarray(1));
+    releaseBytes(a);
+    releaseBytes(a);
+    assert.equal(pool.free, 0);
+    assert.notEqual(pool.acquire(), a);
+  });
+
+  it("keeps at most maxFree buffers", () => {
+    const pool = new BufferPool(16, 2);
+    const taken = [pool.acquire(), pool.acquire(), pool.acquire()];
+    for (const bytes of taken) releaseBytes(bytes);
+    assert.equal(pool.free, 2);
+    releaseBytes(taken[2]); // dropped from the accounting: nothing to give back
+    assert.equal(pool.free, 2);
+  });
+
+  it("with poisoning, a release without a claim and a late claim throw", () => {
+    const pool = new BufferPool(16, 2);
+    const a = pool.acquire();
+    releaseBytes(a);
+    assert.throws(() => releaseBytes(a), /released more often than claimed/);
+    assert.throws(() => retainBytes(a), /after its release/);
+  });
+
+  it("with poisoning, a write into a returned buffer is caught when it is handed out again", () => {
+    const pool = new BufferPool(16, 2);
+    const a = pool.acquire();
+    releaseBytes(a);
+    a[5] = 1;
+    assert.throws(() => pool.acquire(), /written at byte 5 after its release/);
+  });
+});
