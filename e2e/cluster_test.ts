@@ -38,6 +38,18 @@ function canBind(port: number): Promise<boolean> {
     server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
   });
 }
+
+/**
+ * A listener holding 127.0.0.1:`port` (closing each connection), or undefined when the port is
+ * taken.
+ */
+function holdPort(port: number): Promise<{ close(): void } | undefined> {
+  return new Promise((resolve) => {
+    const server = createServer((socket) => socket.destroy());
+    server.once("error", () => resolve(undefined));
+    server.listen(port, "127.0.0.1", () => resolve({ close: () => server.close() }));
+  });
+}
 import { type NatsServer, startNats, startNatsCluster } from "../testing/nats.ts";
 import { startToxiproxy } from "../testing/toxiproxy.ts";
 
@@ -831,19 +843,23 @@ describe("cluster: one port served from two nodes (routes)", () => {
     const nats = await startNats();
     // Two ports allowed, one of them taken on the node's tunnel address: whichever order the
     // daemon tries them in, the expose must land on the free one. Each group is a new owner, so
-    // each attempt starts from a random pick. The neighbour must be free to begin with (another
-    // program may hold it: try a few).
-    let busy = await startTcpServer((socket) => socket.destroy());
-    for (let i = 0; i < 20 && !(await canBind(busy.port + 1)); i++) {
-      busy.close();
-      busy = await startTcpServer((socket) => socket.destroy());
+    // each attempt starts from a random pick. Both lie below Linux's ephemeral range (32768 and
+    // up): there, an outgoing connection of the node itself (to NATS, say) could take the free
+    // one between our check and its bind, as it did in CI now and then.
+    let busy: { close(): void } | undefined;
+    let free = 0;
+    for (let i = 0; i < 50 && !busy; i++) {
+      const port = 20000 + Math.floor(Math.random() * 12000);
+      if (!(await canBind(port + 1))) continue;
+      busy = await holdPort(port);
+      free = port + 1;
     }
-    const free = busy.port + 1;
+    assert.ok(busy, "a pair of free ports below the ephemeral range");
     const groupKey = "cluster-group-key-0123456789abcdef";
     const names = ["g0", "g1", "g2", "g3", "g4", "g5"];
     const node = await startNode(nats, 1, token, {
       config: { groups: Object.fromEntries(names.map((g) => [g, { key: groupKey }])) },
-      client: { expose: { ports: [`${busy.port}-${free}`] }, groups: names },
+      client: { expose: { ports: [`${free - 1}-${free}`] }, groups: names },
     });
     const client = await sdkConnect(node.tcpUrl, { token, reconnect: false });
     try {
