@@ -74,6 +74,8 @@ export async function openTunnel(
   const candidates = port !== 0 ? [port] : [...(held !== undefined ? [held] : []), ...pick(client)];
   let lastError: Error | undefined;
   let joined = false;
+  // The port its owner holds elsewhere in the cluster could not be bound on this node.
+  let heldBusy = false;
   for (let i = 0; i < candidates.length; i++) {
     const candidate = candidates[i];
     const claim: PortClaim = {
@@ -115,6 +117,7 @@ export async function openTunnel(
       await registry.releasePort(claim);
       lastError = error as Error;
       if (!inUse(lastError)) break;
+      if (candidate === held) heldBusy = true;
     }
   }
   if (lastError && !inUse(lastError)) {
@@ -124,8 +127,17 @@ export async function openTunnel(
       message: `cannot listen on ${bindHost}: ${lastError.message}`,
     };
   }
-  const what = port !== 0 ? `port ${port}` : `every port tried (${MAX_ATTEMPTS})`;
-  return { ok: false, code: "port_in_use", message: `${what} on ${bindHost} is in use` };
+  const tried = new Set(candidates).size;
+  let message = port !== 0
+    ? `port ${port} on ${bindHost} is in use`
+    : `every port tried (${tried}) on ${bindHost} is in use`;
+  if (heldBusy) {
+    // Say first what the member came for: its owner's port, taken on this node by someone else.
+    message =
+      `port ${held} (held by ${owner} in the cluster) is in use on ${bindHost} on this node` +
+      (tried > 1 ? `, and so is every other port tried (${tried - 1})` : "");
+  }
+  return { ok: false, code: "port_in_use", message };
 }
 
 function pick(client: ClientConfig): number[] {

@@ -30,24 +30,23 @@ import {
 import { createServer } from "node:net";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 
-/** Whether 127.0.0.1:`port` can be bound now. */
-function canBind(port: number): Promise<boolean> {
+/** Whether `host`:`port` can be bound now. */
+function canBind(port: number, host = "127.0.0.1"): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
     server.once("error", () => resolve(false));
-    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+    server.listen(port, host, () => server.close(() => resolve(true)));
   });
 }
 
 /**
- * A listener holding 127.0.0.1:`port` (closing each connection), or undefined when the port is
- * taken.
+ * A listener holding `host`:`port` (closing each connection), or undefined when the port is taken.
  */
-function holdPort(port: number): Promise<{ close(): void } | undefined> {
+function holdPort(port: number, host = "127.0.0.1"): Promise<{ close(): void } | undefined> {
   return new Promise((resolve) => {
     const server = createServer((socket) => socket.destroy());
     server.once("error", () => resolve(undefined));
-    server.listen(port, "127.0.0.1", () => resolve({ close: () => server.close() }));
+    server.listen(port, host, () => resolve({ close: () => server.close() }));
   });
 }
 import { type NatsServer, startNats, startNatsCluster } from "../testing/nats.ts";
@@ -871,6 +870,45 @@ describe("cluster: one port served from two nodes (routes)", () => {
     } finally {
       await client.close();
       busy.close();
+    }
+  });
+
+  it("a member whose group's port another program holds on its node is refused, naming that port", async () => {
+    const nats = await startNats();
+    const groupKey = "cluster-group-key-0123456789abcdef";
+    // One port allowed, free on both nodes' tunnel addresses to begin with (below the ephemeral
+    // range, as above).
+    let port = 0;
+    for (let i = 0; i < 50 && port === 0; i++) {
+      const candidate = 20000 + Math.floor(Math.random() * 12000);
+      if (await canBind(candidate, "127.0.0.1") && await canBind(candidate, "127.0.0.2")) {
+        port = candidate;
+      }
+    }
+    assert.ok(port > 0, "a port free on both addresses");
+    const options = {
+      config: { groups: { web: { key: groupKey } } },
+      client: { expose: { ports: [port] }, groups: ["web"] },
+    };
+    const a = await startNode(nats, 1, token, options);
+    const b = await startNode(nats, 2, token, options);
+    const first = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    const second = await sdkConnect(b.tcpUrl, { token, reconnect: false });
+    const squatter = await holdPort(port, "127.0.0.2");
+    try {
+      assert.ok(squatter, "the port held on node b's address");
+      const tunnel = await first.expose({ local: "127.0.0.1:1", group: "web", groupKey });
+      assert.equal(tunnel.remotePort, port);
+      await assert.rejects(
+        second.expose({ local: "127.0.0.1:1", group: "web", groupKey }),
+        (e: Error & { code?: string }) =>
+          e.code === "port_in_use" &&
+          e.message.includes(`port ${port} (held by group:web in the cluster) is in use`),
+      );
+    } finally {
+      squatter?.close();
+      await first.close();
+      await second.close();
     }
   });
 

@@ -67,6 +67,10 @@ const FIELDS: Record<StreamHeader["kind"], { required: string[]; optional: strin
 
 const MAX_FIELD_LENGTH = 512;
 
+// One of each per process: every visitor's stream header goes through them.
+const encoder = new TextEncoder();
+const strictDecoder = new TextDecoder("utf-8", { fatal: true });
+
 /**
  * Encodes a header.
  *
@@ -79,7 +83,7 @@ const MAX_FIELD_LENGTH = 512;
  */
 export function encodeStreamHeader(header: StreamHeader): Uint8Array {
   const { kind, ...fields } = header;
-  const body = new TextEncoder().encode(JSON.stringify(fields));
+  const body = encoder.encode(JSON.stringify(fields));
   if (body.length > MAX_STREAM_HEADER_BODY) throw new StreamHeaderError("stream header too large");
   const bytes = new Uint8Array(4 + body.length);
   bytes[0] = STREAM_HEADER_VERSION;
@@ -111,9 +115,7 @@ export function decodeStreamHeader(
   if (bytes.length < 4 + length) return null;
   let fields: unknown;
   try {
-    fields = JSON.parse(
-      new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(4, 4 + length)),
-    );
+    fields = JSON.parse(strictDecoder.decode(bytes.subarray(4, 4 + length)));
   } catch {
     throw new StreamHeaderError("stream header body is not UTF-8 JSON");
   }
