@@ -62,7 +62,7 @@ export class Outbound {
     this.#config = config;
     this.#stats = stats;
     this.#headroom = transport.writeFramable ? transport.headroom ?? 0 : 0;
-    this.#pooled = transport.releasesWrites === true && this.#headroom === 0;
+    this.#pooled = transport.releasesWrites === true;
     // Room for the batch's frame headers and control frames under the framable size; a batch that
     // still exceeds it (many streams at once) is split and copied by the transport, as before.
     const framable = this.#headroom > 0 ? transport.framableSize : undefined;
@@ -184,10 +184,10 @@ export class Outbound {
     // written (util/buffer_pool.ts): a bulk sender reuses a few buffers instead of leaving one
     // behind per batch for the garbage collector.
     const h = this.#headroom;
-    const out: Uint8Array = h > 0
+    const out: Uint8Array = this.#pooled && size > POOLED_BATCH && h + size <= relayBuffers.size
+      ? relayBuffers.acquire().subarray(h, h + size)
+      : h > 0
       ? Buffer.allocUnsafe(h + size).subarray(h)
-      : this.#pooled && size > POOLED_BATCH && size <= relayBuffers.size
-      ? relayBuffers.acquire().subarray(0, size)
       : Buffer.allocUnsafe(size);
     let at = this.#writeControl(out);
     at = this.#writeHeaderFrames(out, at);

@@ -9,6 +9,8 @@
  * @module
  */
 
+import { relayBuffers, releaseBytes, retainBytes } from "../util/buffer_pool.ts";
+
 /** Frame opcodes (RFC 6455 §5.2). */
 export const Opcode = {
   /** A later fragment of a fragmented message. */
@@ -192,6 +194,14 @@ export interface MessageDecoderOptions {
   maxMessageSize: number;
   /** True to require masked frames (a server reading a client), false to forbid them. */
   masked: boolean;
+  /**
+   * The caller owns the chunks it pushes and follows the claim rules of `util/buffer_pool.ts`: a
+   * masked payload is unmasked where it lies in the pushed chunk instead of in a copy, a payload
+   * that spans chunks is gathered in a pooled buffer, and `onMessage` takes a claim
+   * (`retainBytes`) on a payload it keeps past the call. Default false: the chunk is not changed
+   * and every payload is the callee's to keep.
+   */
+  pooled?: boolean;
 }
 
 /**
@@ -209,6 +219,7 @@ export type MessageHandler = (opcode: number, payload: Uint8Array) => void;
 export class MessageDecoder {
   #maxMessageSize: number;
   #masked: boolean;
+  #pooled: boolean;
   // The header being read: at most 2 + 8 + 4 bytes, gathered across chunks.
   #head = new Uint8Array(14);
   #headLength = 0;
@@ -231,6 +242,7 @@ export class MessageDecoder {
   constructor(options: MessageDecoderOptions) {
     this.#maxMessageSize = options.maxMessageSize;
     this.#masked = options.masked;
+    this.#pooled = options.pooled ?? false;
   }
 
   /**
@@ -262,10 +274,17 @@ export class MessageDecoder {
       if (this.#payload === undefined && take === this.#length) {
         this.#completeFrame(chunk.subarray(offset, offset + take), onMessage);
       } else {
-        this.#payload ??= new Uint8Array(this.#length);
+        this.#payload ??= this.#pooled && this.#length > 4096 && this.#length <= relayBuffers.size
+          ? relayBuffers.acquire().subarray(0, this.#length)
+          : new Uint8Array(this.#length);
         this.#payload.set(chunk.subarray(offset, offset + take), this.#filled);
         this.#filled += take;
-        if (this.#filled === this.#length) this.#completeFrame(this.#payload, onMessage);
+        if (this.#filled === this.#length) {
+          const gathered = this.#payload;
+          this.#completeFrame(gathered, onMessage);
+          // Our claim on a pooled one: the callee took its own if it kept the payload.
+          releaseBytes(gathered);
+        }
       }
       offset += take;
     }
@@ -351,8 +370,9 @@ export class MessageDecoder {
   #completeFrame(payload: Uint8Array, onMessage: MessageHandler): void {
     this.#inFrame = false;
     if (this.#mask) {
-      // Unmask into our own buffer; a view of the caller's chunk is copied first.
-      if (payload !== this.#payload) payload = payload.slice();
+      // Unmask into our own buffer; a view of the caller's chunk is copied first, unless the
+      // caller owns its chunks (pooled mode).
+      if (payload !== this.#payload && !this.#pooled) payload = payload.slice();
       applyMask(payload, this.#mask);
     }
     this.#payload = undefined;
@@ -366,6 +386,8 @@ export class MessageDecoder {
       return;
     }
     if (this.#messageOpcode === 0) this.#messageOpcode = opcode;
+    // A fragment waits for the rest of its message: a claim of its own if pooled.
+    retainBytes(payload);
     this.#parts.push(payload);
     this.#messageLength += payload.length;
     if (!this.#fin) return;
@@ -374,6 +396,7 @@ export class MessageDecoder {
     for (const part of this.#parts) {
       message.set(part, at);
       at += part.length;
+      releaseBytes(part);
     }
     const messageOpcode = this.#messageOpcode;
     this.#messageOpcode = 0;

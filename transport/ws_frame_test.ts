@@ -18,6 +18,7 @@ import {
 } from "./ws_frame.ts";
 import { pattern, sameBytes } from "./_test_util.ts";
 import { concat } from "../util/bytes.ts";
+import { isPooled, releaseBytes, retainBytes } from "../util/buffer_pool.ts";
 
 /** Decodes `bytes` fed in the given piece sizes (cycled); returns what came out. */
 function decode(
@@ -251,5 +252,54 @@ describe("ws_frame: encodeFrameInPlace", () => {
     const buffer = new Uint8Array(100);
     assert.throws(() => encodeFrameInPlace(2, buffer.subarray(5), new Uint8Array(4)), RangeError);
     assert.equal(encodeFrameInPlace(2, buffer.subarray(6), new Uint8Array(4)).length, 100);
+  });
+});
+
+describe("ws_frame: MessageDecoder in pooled mode", () => {
+  it("unmasks a frame where it lies in the chunk it owns", () => {
+    const payload = pattern(3000, 4);
+    const chunk = encodeFrame(Opcode.Binary, payload, randomMask());
+    const decoder = new MessageDecoder({ masked: true, maxMessageSize: 1 << 20, pooled: true });
+    let got: Uint8Array | undefined;
+    decoder.push(chunk, (_opcode, p) => got = p);
+    assert.ok(got && sameBytes(got, payload));
+    assert.equal(got.buffer, chunk.buffer, "a view of the chunk, not a copy");
+  });
+
+  it("gathers a frame split across chunks in a pooled buffer that returns unless claimed", () => {
+    const payload = pattern(40_000, 5);
+    const frame = encodeFrame(Opcode.Binary, payload, randomMask());
+    for (const keep of [false, true]) {
+      const decoder = new MessageDecoder({ masked: true, maxMessageSize: 1 << 20, pooled: true });
+      let got: Uint8Array | undefined;
+      let pooledInCall = false;
+      let intact = false;
+      decoder.push(frame.slice(0, 20_000), () => assert.fail("not complete yet"));
+      decoder.push(frame.slice(20_000), (_opcode, p) => {
+        got = p;
+        pooledInCall = isPooled(p);
+        intact = sameBytes(p, payload);
+        if (keep) retainBytes(p);
+      });
+      assert.ok(got && intact);
+      assert.ok(pooledInCall, "gathered in a pooled buffer");
+      assert.equal(isPooled(got), keep, keep ? "kept by the callee's claim" : "back in the pool");
+      if (keep) releaseBytes(got);
+    }
+  });
+
+  it("joins a fragmented message whose pieces were gathered, each piece claimed until joined", () => {
+    const payload = pattern(30_000, 6);
+    const frames = concat([
+      encodeFrame(Opcode.Binary, payload.subarray(0, 10_000), randomMask(), false),
+      encodeFrame(Opcode.Continuation, payload.subarray(10_000), randomMask()),
+    ]);
+    const decoder = new MessageDecoder({ masked: true, maxMessageSize: 1 << 20, pooled: true });
+    const got: Uint8Array[] = [];
+    for (let at = 0; at < frames.length; at += 7_000) {
+      decoder.push(frames.slice(at, at + 7_000), (_opcode, p) => got.push(p.slice()));
+    }
+    assert.equal(got.length, 1);
+    assert.ok(sameBytes(got[0], payload));
   });
 });

@@ -30,6 +30,7 @@ import {
   Opcode,
   randomMask,
 } from "./ws_frame.ts";
+import { releaseBytes, retainBytes } from "../util/buffer_pool.ts";
 
 /** Routes a TCP transport's events to whoever handles the current phase (handshake, frames). */
 export class Relay implements TransportHandlers {
@@ -38,6 +39,11 @@ export class Relay implements TransportHandlers {
   /** Starts by routing to `target`. */
   constructor(target: TransportHandlers) {
     this.target = target;
+  }
+
+  /** Whether the current phase's handler follows the claim rules (the frame phase does). */
+  get releases(): boolean {
+    return this.target.releases === true;
   }
 
   data(chunk: Uint8Array): void {
@@ -87,9 +93,17 @@ export class RawSocketDriver implements SocketDriver {
   #tcpClosed = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
 
-  /** The handlers for the TCP transport's events (a separate object: both have a `close`). */
+  /**
+   * The handlers for the TCP transport's events (a separate object: both have a `close`). They
+   * follow the claim rules of `util/buffer_pool.ts`: the decoder runs in pooled mode, a binary
+   * message handed on takes a claim of its own, and the chunk's claim ends once it is decoded.
+   */
   readonly tcpHandlers: TransportHandlers = {
-    data: (chunk) => this.#onTcpData(chunk),
+    releases: true,
+    data: (chunk) => {
+      this.#onTcpData(chunk);
+      releaseBytes(chunk);
+    },
     drain: () => this.#transport?.onWritable(),
     end: () => this.#onTcpEnd(),
     close: (error) => this.#onTcpClose(error),
@@ -102,6 +116,7 @@ export class RawSocketDriver implements SocketDriver {
     this.#decoder = new MessageDecoder({
       maxMessageSize: options.maxMessageSize,
       masked: !this.#client,
+      pooled: true,
     });
   }
 
@@ -117,6 +132,11 @@ export class RawSocketDriver implements SocketDriver {
 
   buffered(): number {
     return this.#tcp.bufferedAmount;
+  }
+
+  /** The TCP transport gives written chunks back, and messages framed in place reach it whole. */
+  get releasesWrites(): boolean {
+    return this.#tcp.releasesWrites === true;
   }
 
   /** Room for the largest frame header, rounded up so a payload after it stays 4-aligned. */
@@ -220,6 +240,8 @@ export class RawSocketDriver implements SocketDriver {
     if (this.#peerClose || this.#reported) return;
     switch (opcode) {
       case Opcode.Binary:
+        // It may be a view of the TCP chunk or a pooled buffer: the message takes a claim along.
+        retainBytes(payload);
         this.#transport?.onMessage(payload);
         return;
       case Opcode.Text:

@@ -185,6 +185,11 @@ export interface SocketDriver {
    */
   sendFramable?(message: Uint8Array): SendResult;
   /**
+   * A message given to {@linkcode sendFramable} reaches a socket that gives written chunks back
+   * (`Transport.releasesWrites`), claim and all.
+   */
+  readonly releasesWrites?: boolean;
+  /**
    * True when the driver calls {@linkcode WebSocketTransport.onWritable} whenever its buffer falls
    * below the send limit after a send filled it, and when a close frame queues behind the messages
    * already sent: the transport then never polls `buffered()` (our own client, over TCP).
@@ -266,6 +271,15 @@ export class WebSocketTransport implements Transport {
   /** Room the driver frames in (see `Transport.headroom`); 0 where it copies. */
   get headroom(): number {
     return this.#driver.sendFramable ? this.#driver.headroom ?? 0 : 0;
+  }
+
+  /**
+   * Chunks framed in place go to a socket that gives them back once written (our own framing on
+   * Deno TCP), so writers may build them in pooled buffers (see `Transport.releasesWrites`). Other
+   * chunks' claims, if any, are never given back: pooled memory is simply not reused then.
+   */
+  get releasesWrites(): boolean {
+    return this.#driver.sendFramable !== undefined && this.#driver.releasesWrites === true;
   }
 
   /** Messages are at most {@linkcode MESSAGE_SIZE}; a chunk up to it is framed in place. */

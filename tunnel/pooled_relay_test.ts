@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { splice, streamEnd, transportEnd } from "./splice.ts";
 import { Session } from "../protocol/session.ts";
-import { connectTcp, listenTcp } from "../transport/mod.ts";
+import { connectTcp, connectWebSocket, listenTcp, listenWebSocket } from "../transport/mod.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { pattern, sameBytes } from "../util/bytes.ts";
 import { poisonReleasedBuffers, relayBuffers, releaseBytes } from "../util/buffer_pool.ts";
@@ -56,7 +56,26 @@ describe("pooled relay buffers", () => {
   beforeEach(() => wasPoisoning = poisonReleasedBuffers(true));
   afterEach(() => poisonReleasedBuffers(wasPoisoning));
 
-  it("carry 2 × 24 MiB through two splices and an echo intact, reused rather than collected", async () => {
+  /** The session's link: a TCP connection or a WebSocket (our own framing on Deno). */
+  const links = {
+    tcp: {
+      listen: (onTransport: (t: Transport) => void) => listenTcp(LOCAL, onTransport),
+      connect: (port: number) => connectTcp({ hostname: "127.0.0.1", port }),
+    },
+    ws: {
+      listen: (onTransport: (t: Transport) => void) =>
+        listenWebSocket({ ...LOCAL, path: "/tunnel" }, (t) => onTransport(t)),
+      connect: (port: number) => connectWebSocket(`ws://127.0.0.1:${port}/tunnel`),
+    },
+  };
+
+  for (const [name, link] of Object.entries(links)) {
+    it(`carry 2 × 24 MiB through two splices and an echo intact over ${name}, reused rather than collected`, async () => {
+      await relayAndEcho(link);
+    });
+  }
+
+  async function relayAndEcho(link: (typeof links)["tcp"]): Promise<void> {
     const closers: { close(): void }[] = [];
     try {
       // The service: echoes each chunk back with its claim, as a relay does.
@@ -74,7 +93,7 @@ describe("pooled relay buffers", () => {
       closers.push(service);
       // The daemon side: each stream goes to the service.
       const sessions: Session[] = [];
-      const control: TransportListener = await listenTcp(LOCAL, (transport) => {
+      const control: TransportListener = await link.listen((transport) => {
         sessions.push(
           new Session(transport, {
             client: false,
@@ -87,7 +106,7 @@ describe("pooled relay buffers", () => {
         );
       });
       closers.push(control);
-      const client = new Session(await connectTcp({ hostname: "127.0.0.1", port: control.port }), {
+      const client = new Session(await link.connect(control.port), {
         client: true,
         config: QUIET,
       });
@@ -112,7 +131,7 @@ describe("pooled relay buffers", () => {
     } finally {
       for (const c of closers.reverse()) c.close();
     }
-  });
+  }
 
   it("a chunk handed to a handler that keeps views is never reused under it", async () => {
     const kept: Uint8Array[] = [];
