@@ -247,7 +247,8 @@ export class MessageDecoder {
 
   /**
    * Feeds received bytes; calls `onMessage` for everything they complete. Keeps views of `chunk`
-   * (the transport hands chunks over), and unmasks into fresh memory, so `chunk` is not changed.
+   * (the transport hands chunks over), and unmasks into fresh memory, so `chunk` is not changed;
+   * in pooled mode it unmasks in `chunk` and keeps no view of it past the call.
    */
   push(chunk: Uint8Array, onMessage: MessageHandler): void {
     if (this.#failed) return;
