@@ -247,6 +247,34 @@ describe("Session: streams", () => {
     }
   });
 
+  it("auto-tuning leaves the window of a reader that pauses (it sets the pace, not the window)", async () => {
+    const { client, server, done } = connected({ config: QUIET }, {});
+    try {
+      await client.ping();
+      await server.ping();
+      let receiver: Stream | undefined;
+      server.onStream = (stream) => {
+        receiver = stream;
+        // A relay whose other side keeps pushing back: every chunk pauses it for a moment.
+        stream.onData = () => {
+          stream.pause();
+          setTimeout(() => stream.resume(), 0);
+        };
+      };
+      const stream = client.open();
+      const chunk = new Uint8Array(64 * 1024);
+      for (let i = 0; i < 256; i++) stream.write(chunk);
+      stream.end();
+      await waitFor(() => receiver !== undefined && receiver.bytesIn === 256 * 64 * 1024, {
+        ...EACH_TURN,
+        tries: 20_000,
+      });
+      assert.equal(receiver!.receiveWindow, 256 * 1024);
+    } finally {
+      done();
+    }
+  });
+
   it("the session receive budget caps window growth", async () => {
     const { client, server, done } = connected({
       config: { ...QUIET, sessionReceiveBudget: 1 },

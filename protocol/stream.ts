@@ -87,6 +87,11 @@ export class Stream {
   #buffer: Uint8Array[] = [];
   #buffered = 0;
   #paused = false;
+  /**
+   * The reader paused since credit last went back: it, not the window, sets the pace, so the
+   * window does not grow (more window would only let more wait here).
+   */
+  #pausedSinceCredit = false;
   #delivering = false;
   #remoteEnded = false;
   #endDelivered = false;
@@ -248,6 +253,7 @@ export class Stream {
   /** Stops delivering data; it is buffered (up to the window) and the peer's credit runs out. */
   pause(): void {
     this.#paused = true;
+    this.#pausedSinceCredit = true;
   }
 
   /** Resumes delivery after {@linkcode pause}, delivering buffered data first. */
@@ -430,7 +436,8 @@ export class Stream {
     const config = this.#host.config;
     const rtt = this.#host.rtt;
     if (
-      config.autoTuneWindow && this.#windowSize < config.maxStreamWindow && rtt > 0 &&
+      config.autoTuneWindow && !this.#pausedSinceCredit &&
+      this.#windowSize < config.maxStreamWindow && rtt > 0 &&
       now - this.#lastCreditAt < 4 * Math.max(rtt, MIN_TUNING_RTT_MS)
     ) {
       // The reader consumed half a window within a few round trips: the window, not the reader,
@@ -440,6 +447,7 @@ export class Stream {
       this.#windowSize += growth;
     }
     this.#lastCreditAt = now;
+    this.#pausedSinceCredit = this.#paused;
     const delta = this.#owed + growth;
     this.#owed = 0;
     this.#recvCredit += delta;
