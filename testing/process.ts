@@ -191,7 +191,10 @@ export function runtimeArgs(file: string, args: string[] = []): string[] {
 function cleanEnv(extra: Record<string, string | undefined> = {}): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !key.startsWith("TUNNELMUX_")) env[key] = value;
+    // The test's own TUNNELMUX_ settings stay out, except the suite-wide poisoning of returned
+    // relay buffers (scripts/test.sh), which the programs under test must run with too.
+    if (value === undefined) continue;
+    if (!key.startsWith("TUNNELMUX_") || key === "TUNNELMUX_POOL_POISON") env[key] = value;
   }
   env.NO_COLOR = "1";
   for (const [key, value] of Object.entries(extra)) {
