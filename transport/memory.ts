@@ -10,6 +10,7 @@ import type { Transport, TransportHandlers } from "../protocol/transport.ts";
 import { EventSink } from "./event_sink.ts";
 import { WriteGate } from "./write_gate.ts";
 import { prng } from "../util/prng.ts";
+import { releaseBytes, retainBytes } from "../util/buffer_pool.ts";
 
 /** Options for {@linkcode memoryPair}. */
 export interface MemoryPairOptions {
@@ -183,10 +184,17 @@ class MemoryTransport implements Transport {
     }
     const first = this.#inbound[0];
     if (size <= first.length) {
-      // Written chunks were handed over, so zero-copy views of them are safe to deliver.
-      if (size === first.length) this.#inbound.shift();
-      else this.#inbound[0] = first.subarray(size);
-      return size === first.length ? first : first.subarray(0, size);
+      // Written chunks were handed over, so zero-copy views of them are safe to deliver; a chunk
+      // in a pooled buffer brought its claim, which the last piece carries on, so an earlier
+      // piece takes one of its own (util/buffer_pool.ts).
+      if (size === first.length) {
+        this.#inbound.shift();
+        return first;
+      }
+      this.#inbound[0] = first.subarray(size);
+      const piece = first.subarray(0, size);
+      retainBytes(piece);
+      return piece;
     }
     const out = new Uint8Array(size);
     let offset = 0;
@@ -195,8 +203,13 @@ class MemoryTransport implements Transport {
       const take = Math.min(head.length, size - offset);
       out.set(head.subarray(0, take), offset);
       offset += take;
-      if (take === head.length) this.#inbound.shift();
-      else this.#inbound[0] = head.subarray(take);
+      if (take === head.length) {
+        this.#inbound.shift();
+        // Copied out whole: its claim, if pooled, ends here.
+        releaseBytes(head);
+      } else {
+        this.#inbound[0] = head.subarray(take);
+      }
     }
     return out;
   }

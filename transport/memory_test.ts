@@ -5,6 +5,7 @@ import { transportContract } from "./_contract.ts";
 import { pattern, Probe, sameBytes, tick } from "./_test_util.ts";
 import { concat } from "../util/bytes.ts";
 import { memoryPair, type MemoryPairOptions } from "./memory.ts";
+import { poisonReleasedBuffers, relayBuffers, releaseBytes } from "../util/buffer_pool.ts";
 
 function factory(extra: MemoryPairOptions = {}): PairFactory {
   return (options) => {
@@ -95,4 +96,51 @@ describe("memoryPair chunking", () => {
     assert.equal(a.remoteAddress, b.localAddress);
     a.close();
   });
+});
+
+describe("memory: pooled chunks (util/buffer_pool.ts)", () => {
+  for (const mode of ["split", "coalesce"] as const) {
+    it(`a pooled chunk re-cut (${mode}) keeps its buffer until every piece is given back`, async () => {
+      const was = poisonReleasedBuffers(true);
+      try {
+        const options: MemoryPairOptions = mode === "split"
+          ? { split: { seed: 7, maxChunk: 5000 } }
+          : { coalesce: true };
+        const [a, b] = memoryPair(options);
+        const payload = pattern(relayBuffers.size, 9);
+        const received: Uint8Array[] = [];
+        let ended!: () => void;
+        let failed!: (error: Error) => void;
+        const done = new Promise<void>((resolve, reject) => {
+          ended = resolve;
+          failed = reject;
+        });
+        b.start({
+          releases: true,
+          data(chunk) {
+            received.push(chunk.slice());
+            releaseBytes(chunk);
+            // Whatever went back to the pool is handed out and overwritten at once.
+            const other = relayBuffers.acquire();
+            other.fill(0);
+            releaseBytes(other);
+          },
+          drain() {},
+          end: ended,
+          close: (error) => error && failed(error),
+        });
+        const chunk = relayBuffers.acquire();
+        chunk.set(payload);
+        a.write(chunk); // with its claim
+        a.write(new Uint8Array([1, 2, 3]));
+        a.end();
+        await done;
+        assert.ok(sameBytes(concat(received), concat([payload, new Uint8Array([1, 2, 3])])));
+        a.close();
+        b.close();
+      } finally {
+        poisonReleasedBuffers(was);
+      }
+    });
+  }
 });

@@ -75,6 +75,11 @@ export class BufferPool {
   #free: Entry[] = [];
   /** Buffers created, for tests and measurements. */
   created = 0;
+  /**
+   * Releases and claims that came after a buffer's last claim was given back: each is a bug that
+   * may have corrupted data (with poisoning on they throw instead). Exported as a metric.
+   */
+  strays = 0;
 
   /** A pool of `size`-byte buffers keeping at most `maxFree` of them while unused. */
   constructor(size: number, maxFree: number) {
@@ -126,6 +131,7 @@ export function retainBytes(view: Uint8Array): void {
   const entry = entries.get(view.buffer);
   if (entry === undefined) return;
   if (entry.claims === 0) {
+    entry.pool.strays++;
     if (poison) throw new Error("a claim taken on a pooled buffer after its release");
     return;
   }
@@ -137,6 +143,7 @@ export function releaseBytes(view: Uint8Array): void {
   const entry = entries.get(view.buffer);
   if (entry === undefined) return;
   if (entry.claims === 0) {
+    entry.pool.strays++;
     if (poison) throw new Error("a pooled buffer released more often than claimed");
     return;
   }

@@ -66,6 +66,10 @@ describe("BufferPool", () => {
     releaseBytes(a);
     assert.throws(() => releaseBytes(a), /released more often than claimed/);
     assert.throws(() => retainBytes(a), /after its release/);
+    assert.equal(pool.strays, 2, "counted, for the metric");
+    poisonReleasedBuffers(false);
+    releaseBytes(a); // without poisoning: ignored, and counted
+    assert.equal(pool.strays, 3);
   });
 
   it("with poisoning, a write into a returned buffer is caught when it is handed out again", () => {

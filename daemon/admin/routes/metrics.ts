@@ -20,6 +20,7 @@ import type { SessionHandle, TransportKind } from "../../registry/registry.ts";
 import type { Daemon, DaemonState } from "../../daemon.ts";
 import type { FrameCounts } from "../../../protocol/stats.ts";
 import { PROMETHEUS_CONTENT_TYPE, PrometheusWriter, type Sample } from "../prometheus.ts";
+import { relayBuffers } from "../../../util/buffer_pool.ts";
 
 /** The session counters that are summed across sessions (everything monotonic). */
 export interface SessionCounterTotals {
@@ -307,6 +308,21 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
     { labels: { kind: "heap_used" }, value: memory.heapUsed },
     { labels: { kind: "external" }, value: memory.external },
   ]);
+  w.family(
+    "tunnelmux_relay_buffers",
+    "gauge",
+    "Pooled relay buffers (65 KiB each): created in all, and idle in the pool now.",
+    [
+      { labels: { kind: "created" }, value: relayBuffers.created },
+      { labels: { kind: "idle" }, value: relayBuffers.free },
+    ],
+  );
+  w.single(
+    "tunnelmux_relay_buffer_strays_total",
+    "counter",
+    "Releases of a pooled relay buffer after its last claim (a bug; should stay 0).",
+    relayBuffers.strays,
+  );
   return w.toString();
 }
 

@@ -115,6 +115,8 @@ const FAMILIES: Record<string, string> = {
   tunnelmux_service_connections_active: "gauge",
   tunnelmux_service_healthy: "gauge",
   tunnelmux_process_memory_bytes: "gauge",
+  tunnelmux_relay_buffers: "gauge",
+  tunnelmux_relay_buffer_strays_total: "counter",
 };
 
 /** An echo server on 127.0.0.1. */
@@ -207,6 +209,7 @@ describe("GET /metrics (daemon in process)", () => {
     assert.equal(value(m, "tunnelmux_daemon_state", { state: "draining" }), 0);
     assert.equal(value(m, "tunnelmux_sessions", { transport: "tcp", state: "ready" }), 0);
     assert.ok(value(m, "tunnelmux_process_memory_bytes", { kind: "rss" }) > 0);
+    assert.equal(value(m, "tunnelmux_relay_buffer_strays_total"), 0);
     assert.ok(value(m, "tunnelmux_uptime_seconds") >= 0);
   });
 
