@@ -16,20 +16,14 @@ import type { SessionConfig } from "./config.ts";
 import type { Transport } from "./transport.ts";
 import type { Stream } from "./stream.ts";
 import { countFrame, type SessionStats } from "./stats.ts";
-import { relayBuffers } from "../util/buffer_pool.ts";
+import { acquireAtLeast } from "../util/buffer_pool.ts";
 
 /**
- * Batches larger than this come from `relayBuffers` when the transport gives written chunks back:
- * smaller ones are cheap from `Buffer`'s shared pool, and a pooled buffer is 65 KiB whatever part
- * of it a batch fills.
+ * Batches larger than this come from the relay pools when the transport gives written chunks
+ * back: smaller ones are cheap from `Buffer`'s shared pool, and a pooled buffer is 65 KiB (or 260
+ * KiB) whatever part of it a batch fills.
  */
 const POOLED_BATCH = 4 * 1024;
-
-/**
- * Data per batch for a transport that gives written chunks back: 64 KiB, leaving the pooled
- * buffer's last KiB for the frame headers and control frames that go with it.
- */
-const POOLED_BATCH_DATA = 64 * 1024;
 
 /** Assembles and writes frames for one session. */
 export class Outbound {
@@ -66,12 +60,8 @@ export class Outbound {
     // Room for the batch's frame headers and control frames under the framable size; a batch that
     // still exceeds it (many streams at once) is split and copied by the transport, as before.
     const framable = this.#headroom > 0 ? transport.framableSize : undefined;
-    // A pooled transport's batches stay within one pooled buffer, so a backlog goes out as a few
-    // reused buffers rather than one large allocation left for the collector.
     this.#batchBudget = framable
       ? Math.max(4096, Math.min(config.maxWriteBatch, framable - 4096))
-      : this.#pooled
-      ? Math.min(config.maxWriteBatch, POOLED_BATCH_DATA)
       : config.maxWriteBatch;
   }
 
@@ -184,8 +174,9 @@ export class Outbound {
     // written (util/buffer_pool.ts): a bulk sender reuses a few buffers instead of leaving one
     // behind per batch for the garbage collector.
     const h = this.#headroom;
-    const out: Uint8Array = this.#pooled && size > POOLED_BATCH && h + size <= relayBuffers.size
-      ? relayBuffers.acquire().subarray(h, h + size)
+    const pooled = this.#pooled && size > POOLED_BATCH ? acquireAtLeast(h + size) : undefined;
+    const out: Uint8Array = pooled !== undefined
+      ? pooled.subarray(h, h + size)
       : h > 0
       ? Buffer.allocUnsafe(h + size).subarray(h)
       : Buffer.allocUnsafe(size);

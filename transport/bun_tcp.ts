@@ -9,10 +9,9 @@
  * - The buffer passed to `data` is freshly allocated per call (each has its own ArrayBuffer at
  *   offset 0, and earlier buffers keep their bytes; checked on Bun 1.4.4 by retaining every chunk
  *   of a multi-MiB transfer and comparing them afterwards, see bun_tcp_test.ts), so it is handed
- *   on without a copy, and reads cannot come from `util/buffer_pool.ts`. Nor do the session's
- *   write batches (no `releasesWrites`): pooled, and cut to the pool's size, they left a bulk
- *   sender's peak memory where it was (65–67 against 70 MiB) for up to a tenth more CPU per GiB
- *   (docs/performance.md). A pooled chunk written here is still given back once written.
+ *   on without a copy, and reads cannot come from `util/buffer_pool.ts`. The session's write
+ *   batches can: `write` keeps nothing, so a batch is given back as soon as the kernel has it
+ *   and the next one reuses it (`releasesWrites`).
  *
  * Bun's types are declared locally (no `@types/bun`), so `deno check` stays clean.
  *
@@ -100,6 +99,9 @@ export class BunTcpTransport implements Transport {
     // Bun reads as soon as the socket opens; hold the kernel back until someone listens.
     if (holdReads) socket.pause();
   }
+
+  /** Written chunks' claims are given back once the kernel has their bytes. */
+  readonly releasesWrites = true;
 
   /** Bytes accepted by `write` and not yet taken by the kernel. */
   get bufferedAmount(): number {

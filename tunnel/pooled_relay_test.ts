@@ -4,8 +4,7 @@
  * connection to an echo service that writes back what it reads, claims and all. Poisoning is on,
  * so a buffer given back while a view of it is still in use shows up as corrupted bytes, and one
  * written after its return as an error. On Deno every hop's reads and the batches come from the
- * pool; on Bun, whose sockets allocate each read themselves, nothing on this path is pooled and
- * the test checks the bytes only.
+ * pool; on Bun, whose sockets allocate each read themselves, only the batches do.
  */
 import { afterEach, beforeEach, describe, it } from "node:test";
 import assert from "node:assert/strict";

@@ -171,3 +171,20 @@ export function isPooled(view: Uint8Array): boolean {
  * batch's frame headers. At most 64 idle buffers (4 MiB) are kept.
  */
 export const relayBuffers: BufferPool = new BufferPool(64 * 1024 + 1024, 64);
+
+/**
+ * The process's pool for write batches larger than {@linkcode relayBuffers}' (a session's batch
+ * carries up to 256 KiB of data, plus frame headers and control frames). At most 8 idle buffers
+ * (2 MiB) are kept.
+ */
+export const bulkBuffers: BufferPool = new BufferPool(256 * 1024 + 4096, 8);
+
+/**
+ * A pooled buffer of at least `size` bytes from the smallest pool that has them, or undefined when
+ * none does.
+ */
+export function acquireAtLeast(size: number): Uint8Array<ArrayBuffer> | undefined {
+  if (size <= relayBuffers.size) return relayBuffers.acquire();
+  if (size <= bulkBuffers.size) return bulkBuffers.acquire();
+  return undefined;
+}

@@ -20,7 +20,7 @@ import type { SessionHandle, TransportKind } from "../../registry/registry.ts";
 import type { Daemon, DaemonState } from "../../daemon.ts";
 import type { FrameCounts } from "../../../protocol/stats.ts";
 import { PROMETHEUS_CONTENT_TYPE, PrometheusWriter, type Sample } from "../prometheus.ts";
-import { relayBuffers } from "../../../util/buffer_pool.ts";
+import { bulkBuffers, relayBuffers } from "../../../util/buffer_pool.ts";
 
 /** The session counters that are summed across sessions (everything monotonic). */
 export interface SessionCounterTotals {
@@ -308,20 +308,21 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
     { labels: { kind: "heap_used" }, value: memory.heapUsed },
     { labels: { kind: "external" }, value: memory.external },
   ]);
+  const pools = { relay: relayBuffers, bulk: bulkBuffers };
   w.family(
     "tunnelmux_relay_buffers",
     "gauge",
-    "Pooled relay buffers (65 KiB each): created in all, and idle in the pool now.",
-    [
-      { labels: { kind: "created" }, value: relayBuffers.created },
-      { labels: { kind: "idle" }, value: relayBuffers.free },
-    ],
+    "Pooled relay buffers (relay: 65 KiB, bulk: 260 KiB): created in all, and idle in the pool now.",
+    Object.entries(pools).flatMap(([pool, p]): Sample[] => [
+      { labels: { pool, kind: "created" }, value: p.created },
+      { labels: { pool, kind: "idle" }, value: p.free },
+    ]),
   );
   w.single(
     "tunnelmux_relay_buffer_strays_total",
     "counter",
     "Releases of a pooled relay buffer after its last claim (a bug; should stay 0).",
-    relayBuffers.strays,
+    relayBuffers.strays + bulkBuffers.strays,
   );
   return w.toString();
 }
