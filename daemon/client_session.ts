@@ -91,6 +91,12 @@ let nextSessionNumber = 1;
 /** How often a draining session checks whether its last data stream has finished. */
 const DRAIN_CHECK_MS = 50;
 
+/**
+ * How long an `unexpose` answer waits for the registry to release the port (in a cluster, a NATS
+ * write; it gives up quietly when NATS is away, after its own timeout).
+ */
+const RELEASE_WAIT_MS = 2_000;
+
 /** A connected client. */
 export class ClientSession implements SessionHandle {
   /** Session id, unique in this daemon run. */
@@ -242,7 +248,7 @@ export class ClientSession implements SessionHandle {
   closeTunnel(id: string, reason: string): boolean {
     const tunnel = this.#tunnels.get(id);
     if (!tunnel) return false;
-    this.#removeTunnel(tunnel);
+    void this.#removeTunnel(tunnel);
     this.#control?.send({ type: "tunnel_closed", tunnel: id, reason });
     return true;
   }
@@ -441,7 +447,16 @@ export class ClientSession implements SessionHandle {
       case "unexpose": {
         const tunnel = this.#tunnels.get(message.tunnel);
         if (!tunnel) return fail("not_found", `no tunnel ${message.tunnel} in this session`);
-        this.#removeTunnel(tunnel);
+        // Answered once the port (or name) is released in the registry, so a client that closes
+        // a tunnel and exposes the port again, here or on another node, finds it free; in a
+        // cluster with NATS away, after at most RELEASE_WAIT_MS (the release is retried then).
+        const released = this.#removeTunnel(tunnel);
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          released,
+          new Promise<void>((resolve) => timer = setTimeout(resolve, RELEASE_WAIT_MS)),
+        ]);
+        clearTimeout(timer);
         return control.send({ type: "ok", id: message.id });
       }
       case "health": {
@@ -636,15 +651,17 @@ export class ClientSession implements SessionHandle {
     this.#closeTimer = setTimeout(() => this.#yamux.destroy(), 1_000);
   }
 
-  #removeTunnel(tunnel: ReverseTunnel): void {
+  /** Takes a tunnel down; the promise settles once its port or name is released (never rejects). */
+  #removeTunnel(tunnel: ReverseTunnel): Promise<void> {
     tunnel.close();
     this.#tunnels.delete(tunnel.id);
     this.#context.registry.removeTunnel(tunnel.id);
+    let released: Promise<void>;
     if (tunnel.host !== undefined) {
-      void this.#context.registry.releaseHost(this.#hostClaim(tunnel), tunnel);
+      released = this.#context.registry.releaseHost(this.#hostClaim(tunnel), tunnel);
     } else {
       this.#context.ports.detach(tunnel);
-      void this.#context.registry.releasePort(this.#portClaim(tunnel));
+      released = this.#context.registry.releasePort(this.#portClaim(tunnel));
     }
     this.#log.info("tunnel down", { tunnel: tunnel.id });
     // The final counts go with the event: the tunnel leaves the daemon's tables right after.
@@ -657,6 +674,7 @@ export class ClientSession implements SessionHandle {
       bytesToVisitor: tunnel.stats.bToA,
       errors: tunnel.stats.errors,
     });
+    return released.catch(() => {});
   }
 
   /**
@@ -763,7 +781,7 @@ export class ClientSession implements SessionHandle {
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#drainTimer);
     this.#lifecycle.fire("close");
-    for (const tunnel of [...this.#tunnels.values()]) this.#removeTunnel(tunnel);
+    for (const tunnel of [...this.#tunnels.values()]) void this.#removeTunnel(tunnel);
     void this.#context.registry.withdrawServices(this.id);
     this.#log.info("session closed", { reason: error?.message });
     if (this.#client !== undefined) {
