@@ -844,7 +844,7 @@ describe("cluster: one port served from two nodes (routes)", () => {
     // daemon tries them in, the expose must land on the free one. Each group is a new owner, so
     // each attempt starts from a random pick. Both lie below Linux's ephemeral range (32768 and
     // up): there, an outgoing connection of the node itself (to NATS, say) could take the free
-    // one between our check and its bind, as it did in CI now and then.
+    // one between our check and its bind.
     let busy: { close(): void } | undefined;
     let free = 0;
     for (let i = 0; i < 50 && !busy; i++) {
