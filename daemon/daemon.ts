@@ -413,14 +413,16 @@ export class Daemon {
     if (!this.#lifecycle.fire("stop")) return;
     this.registry.tokens.close();
     this.#acme?.stop();
-    for (const listener of this.#listeners) listener.close();
+    // `stopped` waits for the listeners' ports to be free again, so a daemon started next in
+    // this process (a test, an embedding) can bind them.
+    const released = Promise.all(this.#listeners.map((listener) => listener.close()));
     for (const session of this.registry.sessions()) session.close();
     // Leaving the cluster removes this node's presence, so the others release its ports at once
     // rather than after the TTL; bounded, as NATS may be away.
     const left = this.#cluster
       ? Promise.race([this.#cluster.stop(), new Promise((resolve) => setTimeout(resolve, 2_000))])
       : Promise.resolve();
-    left.catch(() => {}).finally(() => {
+    Promise.all([left, released]).catch(() => {}).finally(() => {
       this.#log.info("daemon stopped");
       this.#resolveStopped();
     });

@@ -78,6 +78,21 @@ describe("Daemon (in process)", () => {
     }
   });
 
+  it("resolves stopped once its ports can be bound again, with a client still connected", async () => {
+    const { daemon, port } = await startDaemon();
+    const session = await dial(port);
+    try {
+      daemon.stop();
+      await daemon.stopped;
+      // Deno frees a listening port a turn of the event loop after close(): a daemon started
+      // right after `stopped` in the same process (a restart in a test) must find it free.
+      const again = await listenTcp({ hostname: "127.0.0.1", port }, (t) => t.close());
+      await again.close();
+    } finally {
+      session.destroy();
+    }
+  });
+
   it("closes a connection that never says hello, after the handshake timeout", async () => {
     const { daemon, port, lines } = await startDaemon();
     const session = await dial(port);

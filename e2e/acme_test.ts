@@ -137,6 +137,8 @@ describe("ACME certificates for HTTP tunnels (pebble)", { skip: noOpenssl }, () 
     await tunnel.close();
     await client.close();
     first.daemon.stop();
+    // Its HTTP port must be free before the next daemon binds it (on Deno a turn later).
+    await first.daemon.stopped;
     const second = await daemon(dataDir, "http-01", {
       http: `127.0.0.1:${httpPort}`,
       https: `127.0.0.1:${https}`,

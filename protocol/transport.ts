@@ -87,6 +87,10 @@ export interface TransportListener {
   readonly hostname: string;
   /** The bound port. */
   readonly port: number;
-  /** Stops accepting; established transports stay open. */
-  close(): void;
+  /**
+   * Stops accepting at once; established transports stay open. Resolves once the address can be
+   * bound again (on Deno that is a turn of the event loop later), so a daemon restarted in the same
+   * process finds its ports free. Idempotent: every call answers the same.
+   */
+  close(): Promise<void>;
 }

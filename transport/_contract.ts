@@ -351,9 +351,15 @@ export function tcpContract(name: string, adapter: TcpAdapter, skip = false): vo
         a.start(pa);
         await waitFor(() => accepted.length === 1, "accept");
         assert.equal(accepted.length, 1);
-        listener.close();
-        listener.close();
+        const closing = listener.close();
+        await Promise.all([closing, listener.close()]);
         await assert.rejects(adapter.connect({ hostname: "127.0.0.1", port: listener.port }));
+        // Once close() resolved the port can be bound again, while a transport is still open.
+        const again = await adapter.listen(
+          { hostname: "127.0.0.1", port: listener.port },
+          (t) => t.close(),
+        );
+        await again.close();
         const b = accepted[0];
         b.start(pb);
         a.write(new TextEncoder().encode("still here"));

@@ -369,10 +369,13 @@ function listenerHandle(listener: BunListener): TransportListener {
     hostname: listener.hostname,
     port: listener.port,
     close() {
-      if (closed) return;
-      closed = true;
-      // false: established transports stay open, as the contract says.
-      listener.stop(false);
+      if (!closed) {
+        closed = true;
+        // false: established transports stay open, as the contract says. Bun closes the socket
+        // at once, so the port is free when this returns.
+        listener.stop(false);
+      }
+      return Promise.resolve();
     },
   };
 }

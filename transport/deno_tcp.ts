@@ -317,13 +317,14 @@ export async function connectDenoTls(
 
 /**
  * Accepts from `listener` until closed, handing each connection to `accepted`. Transient accept
- * failures (EMFILE) must not stop the listener.
+ * failures (EMFILE) must not stop the listener. Resolves when the loop has ended: Deno frees the
+ * port only once the pending accept has been rejected, a turn of the event loop after `close()`.
  */
 function acceptLoop<C extends Deno.Conn>(
   listener: Deno.Listener<C>,
   isClosed: () => boolean,
   accepted: (conn: C) => void,
-): void {
+): Promise<void> {
   const loop = async () => {
     while (!isClosed()) {
       let conn: C;
@@ -337,24 +338,30 @@ function acceptLoop<C extends Deno.Conn>(
       accepted(conn);
     }
   };
-  void loop();
+  return loop();
 }
 
-function listenerHandle(listener: Deno.Listener, onClose: () => void): TransportListener {
+function listenerHandle(
+  listener: Deno.Listener,
+  onClose: () => void,
+  loopEnded: Promise<void>,
+): TransportListener {
   const bound = listener.addr as Deno.NetAddr;
   let closed = false;
   return {
     hostname: bound.hostname,
     port: bound.port,
     close() {
-      if (closed) return;
-      closed = true;
-      onClose();
-      try {
-        listener.close();
-      } catch {
-        // Already closed.
+      if (!closed) {
+        closed = true;
+        onClose();
+        try {
+          listener.close();
+        } catch {
+          // Already closed.
+        }
       }
+      return loopEnded;
     },
   };
 }
@@ -374,10 +381,10 @@ export function listenDenoTcp(
     transport: "tcp",
   });
   let closed = false;
-  acceptLoop(listener, () => closed, (conn) => {
+  const loopEnded = acceptLoop(listener, () => closed, (conn) => {
     handOver(new DenoTcpTransport(conn, options), onTransport);
   });
-  return Promise.resolve(listenerHandle(listener, () => closed = true));
+  return Promise.resolve(listenerHandle(listener, () => closed = true, loopEnded));
 }
 
 /**
@@ -400,7 +407,7 @@ export function listenDenoTls(
     key: tls.key,
   });
   let closed = false;
-  acceptLoop(listener, () => closed, (conn) => {
+  const loopEnded = acceptLoop(listener, () => closed, (conn) => {
     // Closing the conn makes a stalled handshake reject, which drops it below.
     const timer = setTimeout(() => conn.close(), TLS_HANDSHAKE_TIMEOUT_MS);
     conn.handshake().then(
@@ -418,5 +425,5 @@ export function listenDenoTls(
       },
     );
   });
-  return Promise.resolve(listenerHandle(listener, () => closed = true));
+  return Promise.resolve(listenerHandle(listener, () => closed = true, loopEnded));
 }

@@ -191,13 +191,19 @@ export function listenOn(server: net.Server, address: TcpAddress): Promise<Trans
       server.on("error", () => {});
       const bound = server.address() as net.AddressInfo;
       let closed = false;
+      let released = Promise.resolve();
       resolve({
         hostname: bound.address,
         port: bound.port,
         close() {
-          if (closed) return;
-          closed = true;
-          server.close();
+          if (!closed) {
+            closed = true;
+            // The callback of close() waits for every connection to end; the listening socket
+            // itself is gone a turn of the event loop later (on Deno's node:net too).
+            server.close();
+            released = new Promise((resolve) => setTimeout(resolve, 0));
+          }
+          return released;
         },
       });
     });

@@ -173,10 +173,13 @@ export function listenBunWebSocket(
     hostname: server.hostname,
     port: server.port,
     close() {
-      if (closed) return;
-      closed = true;
-      // false: established transports stay open, as the contract says.
-      server.stop(false);
+      if (!closed) {
+        closed = true;
+        // false: established transports stay open, as the contract says. Bun closes the socket
+        // at once, so the port is free when this returns.
+        void server.stop(false);
+      }
+      return Promise.resolve();
     },
   });
 }

@@ -205,10 +205,9 @@ export async function listenRawWebSocket(
     hostname: listener.hostname,
     port: listener.port,
     close() {
-      if (closed) return;
       closed = true;
       // Stops accepting; upgraded connections stay open (the daemon drains them).
-      listener.close();
+      return listener.close();
     },
   };
 }
