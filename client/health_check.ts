@@ -15,7 +15,7 @@
  * @module
  */
 
-import process from "node:process";
+import { nodeBuiltin } from "../util/host.ts";
 import { formatHostPort, parseHostPort } from "../util/address.ts";
 
 /** What is checked. */
@@ -65,7 +65,7 @@ export function probe(
   }
   return new Promise((resolve) => {
     // node:net on first use: most clients have no health check, and loading it costs Deno's start.
-    const socket = process.getBuiltinModule("node:net").connect({ host: hostname, port });
+    const socket = nodeBuiltin("node:net").connect({ host: hostname, port });
     const timer = setTimeout(() => finish(`no connection within ${timeoutMs} ms`), timeoutMs);
     const finish = (failure: string | undefined) => {
       clearTimeout(timer);

@@ -6,7 +6,14 @@
  * @module
  */
 
-import process from "node:process";
+import {
+  exitHost,
+  hostArgs,
+  hostEnv,
+  onHostSignal,
+  stderrIsTerminal,
+  writeStderr,
+} from "../util/host.ts";
 import { parseArgs } from "node:util";
 import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
@@ -95,7 +102,7 @@ type Running = Map<string, () => Promise<void>>;
  * Runs `tunnelmux client` with `args` (the words after the command) and resolves with the exit
  * code. Run directly, this file passes its own arguments.
  */
-export async function main(args: string[] = process.argv.slice(2)): Promise<number> {
+export async function main(args: string[] = hostArgs()): Promise<number> {
   args = [...args];
   if (args[0] === "--") args.shift();
   let flags: ClientFlags & { help?: boolean };
@@ -136,13 +143,13 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     console.log(HELP);
     return 0;
   }
-  const first = clientSettings({ flags, env: process.env });
+  const first = clientSettings({ flags, env: hostEnv() });
   if (!first.settings) {
     const nothing = first.errors.length === 1 && first.errors[0].where === "(client)";
     console.error(
       nothing
         ? `client: ${first.errors[0].message}`
-        : formatSettingsErrors(first.errors, flags.config ?? process.env.TUNNELMUX_CLIENT_CONFIG),
+        : formatSettingsErrors(first.errors, flags.config ?? hostEnv().TUNNELMUX_CLIENT_CONFIG),
     );
     // Nothing asked for is a usage error (2); settings that cannot work, like the daemon's
     // config errors, exit 1.
@@ -151,11 +158,11 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
   let settings = first.settings;
 
   const pretty = settings.logFormat === "pretty" ||
-    (settings.logFormat === "auto" && process.stderr.isTTY === true);
+    (settings.logFormat === "auto" && stderrIsTerminal());
   const log = new Logger({
     level: "info",
     format: pretty ? "pretty" : "json",
-    sink: (line) => process.stderr.write(line + "\n"),
+    sink: (line) => writeStderr(line + "\n"),
   });
 
   const connectOptions = {
@@ -185,8 +192,8 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
       await Promise.all(members.map((m) => m.close()));
       resolve(0);
     };
-    process.on("SIGINT", () => stop("SIGINT"));
-    process.on("SIGTERM", () => stop("SIGTERM"));
+    onHostSignal("SIGINT", () => stop("SIGINT"));
+    onHostSignal("SIGTERM", () => stop("SIGTERM"));
     for (const member of members) {
       member.on("state", (state) => {
         // Gave up (a fatal error, or no reconnect): when every session has.
@@ -279,8 +286,8 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     }
   };
   // SIGHUP: the config file again; the lists' changes are applied, the session stays.
-  process.on("SIGHUP", () => {
-    const again = clientSettings({ flags, env: process.env });
+  onHostSignal("SIGHUP", () => {
+    const again = clientSettings({ flags, env: hostEnv() });
     if (!again.settings) {
       log.error("reload refused: keeping the running settings", {
         detail: formatSettingsErrors(again.errors, settings.file),
@@ -313,9 +320,9 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
 
 if (import.meta.main) {
   try {
-    process.exit(await main());
+    exitHost(await main());
   } catch (error) {
     console.error(`client: ${(error as Error).message}`);
-    process.exit(1);
+    exitHost(1);
   }
 }

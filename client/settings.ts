@@ -18,7 +18,7 @@
  * @module
  */
 
-import process from "node:process";
+import { hostCwd, nodeBuiltin } from "../util/host.ts";
 import { dirname, resolve } from "node:path";
 import { parseHostPort, unbracketHost } from "../util/address.ts";
 import { parseJsonc } from "../util/jsonc.ts";
@@ -26,7 +26,7 @@ import type { ExposeOptions, OfferOptions } from "./client.ts";
 
 /** A file's text; node:fs is loaded only when a file is read (it costs Deno's start time). */
 function readTextFile(path: string): string {
-  return process.getBuiltinModule("node:fs").readFileSync(path, "utf8");
+  return nodeBuiltin("node:fs").readFileSync(path, "utf8");
 }
 import type { HealthOptions } from "./health_check.ts";
 
@@ -158,7 +158,7 @@ export function clientSettings(
   const fileName = flags.config ?? env.TUNNELMUX_CLIENT_CONFIG;
   const fileWhere = flags.config !== undefined ? "--config" : "TUNNELMUX_CLIENT_CONFIG";
   let file: Record<string, unknown> = {};
-  let fileDir = process.cwd();
+  let fileDir = hostCwd();
   let filePath: string | undefined;
   if (fileName !== undefined && fileName !== "") {
     filePath = resolve(fileName);

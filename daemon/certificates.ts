@@ -15,7 +15,7 @@
  * @module
  */
 
-import process from "node:process";
+import { nodeBuiltin } from "../util/host.ts";
 import type { TlsIdentity } from "../transport/tls_front.ts";
 
 /** Where a certificate came from. */
@@ -50,7 +50,7 @@ export function describeCertificate(identity: TlsIdentity): {
   notBefore: number;
   notAfter: number;
 } {
-  const { X509Certificate, createPrivateKey } = process.getBuiltinModule("node:crypto");
+  const { X509Certificate, createPrivateKey } = nodeBuiltin("node:crypto");
   let certificate;
   try {
     certificate = new X509Certificate(identity.cert);

@@ -5,7 +5,14 @@
  * @module
  */
 
-import process from "node:process";
+import {
+  exitHost,
+  hostArgs,
+  hostEnv,
+  onHostSignal,
+  stderrIsTerminal,
+  writeStderr,
+} from "../util/host.ts";
 import { parseArgs } from "node:util";
 import { type ConfigFlags, formatConfigReport, loadConfig } from "./config/mod.ts";
 import { Daemon } from "./daemon.ts";
@@ -71,7 +78,7 @@ sessions whose token was revoked.`;
  * Runs `tunnelmux daemon` with `args` (the words after the command) and resolves with the exit
  * code. Run directly, this file passes its own arguments.
  */
-export async function main(args: string[] = process.argv.slice(2)): Promise<number> {
+export async function main(args: string[] = hostArgs()): Promise<number> {
   args = [...args];
   if (args[0] === "--") args.shift();
   let parsed;
@@ -152,7 +159,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     return 2;
   }
   if (command === "healthcheck") return await healthcheck(flags, values.url, values.timeout);
-  const loaded = await loadConfig({ env: process.env, flags });
+  const loaded = await loadConfig({ env: hostEnv(), flags });
   if (command === "check" || loaded.errors.length > 0) {
     const report = formatConfigReport(loaded);
     (loaded.errors.length > 0 ? console.error : console.log)(report);
@@ -160,11 +167,11 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
   }
   const config = loaded.config!;
   const pretty = config.log.format === "pretty" ||
-    (config.log.format === "auto" && process.stderr.isTTY === true);
+    (config.log.format === "auto" && stderrIsTerminal());
   const log = new Logger({
     level: config.log.level,
     format: pretty ? "pretty" : "json",
-    sink: (line) => process.stderr.write(line + "\n"),
+    sink: (line) => writeStderr(line + "\n"),
   });
   for (const warning of loaded.warnings) {
     log.warn("configuration", { path: warning.path, detail: warning.message });
@@ -182,10 +189,10 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     log.info("signal: draining", { signal });
     void daemon.drain();
   };
-  process.on("SIGTERM", () => shutdown("SIGTERM"));
-  process.on("SIGINT", () => shutdown("SIGINT"));
-  process.on("SIGHUP", async () => {
-    const next = await loadConfig({ env: process.env, flags });
+  onHostSignal("SIGTERM", () => shutdown("SIGTERM"));
+  onHostSignal("SIGINT", () => shutdown("SIGINT"));
+  onHostSignal("SIGHUP", async () => {
+    const next = await loadConfig({ env: hostEnv(), flags });
     if (next.errors.length > 0 || !next.config) {
       log.error("reload refused: the configuration has errors; keeping the old one", {
         detail: formatConfigReport(next),
@@ -241,7 +248,7 @@ async function healthcheck(
     return 2;
   }
   if (url === undefined) {
-    const loaded = await loadConfig({ env: process.env, flags });
+    const loaded = await loadConfig({ env: hostEnv(), flags });
     if (!loaded.config) {
       console.error(`daemon healthcheck: ${formatConfigReport(loaded)}`);
       return 1;
@@ -259,9 +266,9 @@ async function healthcheck(
 
 if (import.meta.main) {
   try {
-    process.exit(await main());
+    exitHost(await main());
   } catch (error) {
     console.error(`daemon: ${(error as Error).message}`);
-    process.exit(1);
+    exitHost(1);
   }
 }
