@@ -30,6 +30,9 @@ import type { Transport } from "./transport.ts";
 /** How long a session that said its last words waits for the peer to close before closing itself. */
 const LINGER_MS = 2_000;
 
+/** Marks a pin {@linkcode Session} has settled already (see `#settlePins`). */
+const SETTLED = new Uint8Array(0);
+
 /** Session lifecycle states. */
 export type SessionState = "open" | "draining" | "closed";
 
@@ -115,6 +118,8 @@ export class Session implements FrameSink, StreamHost {
   readonly #transport: Transport;
   readonly #outbound: Outbound;
   readonly #decoder: FrameDecoder;
+  /** Streams and the views they kept from the chunk being parsed, in pairs (see `#settlePins`). */
+  readonly #pins: (Stream | Uint8Array)[] = [];
   readonly #refusalCode: ((reason: StreamRefusal) => number) | undefined;
   readonly #resetError: ((streamId: number, code: number) => Error) | undefined;
   readonly #lifecycle = new Lifecycle<SessionState, SessionEvent>(SESSION_TRANSITIONS, "open");
@@ -177,6 +182,7 @@ export class Session implements FrameSink, StreamHost {
         this.#lastInbound = performance.now();
         this.stats.bytesIn += chunk.length;
         this.#decoder.push(chunk);
+        this.#settlePins();
         releaseBytes(chunk);
       },
       drain: () => {
@@ -420,6 +426,38 @@ export class Session implements FrameSink, StreamHost {
   }
 
   /** @internal */
+  pinned(stream: Stream, view: Uint8Array): void {
+    this.#pins.push(stream, view);
+  }
+
+  /**
+   * After a chunk is parsed: the views that paused streams kept from it are copied if together
+   * they hold less than half of their buffer, which they would otherwise keep alive whole. A bulk
+   * transfer keeps every view of a read (no copy); a small frame among others' is copied.
+   */
+  #settlePins(): void {
+    const pins = this.#pins;
+    if (pins.length === 0) return;
+    for (let i = 1; i < pins.length; i += 2) {
+      if (pins[i] === SETTLED) continue;
+      const buffer = (pins[i] as Uint8Array).buffer;
+      let kept = 0;
+      for (let j = i; j < pins.length; j += 2) {
+        if ((pins[j] as Uint8Array).buffer === buffer) kept += (pins[j] as Uint8Array).byteLength;
+      }
+      const copy = kept * 2 < buffer.byteLength;
+      for (let j = i; j < pins.length; j += 2) {
+        const view = pins[j] as Uint8Array;
+        if (view.buffer !== buffer) continue;
+        if (copy) (pins[j - 1] as Stream)._unpin(view);
+        // Settled: later rounds of the outer loop skip it.
+        pins[j] = SETTLED;
+      }
+    }
+    pins.length = 0;
+  }
+
+  /** @internal */
   reserveWindow(bytes: number): number {
     const granted = Math.max(
       0,
@@ -649,6 +687,7 @@ export class Session implements FrameSink, StreamHost {
     this.#outbound.flush();
     if (this.#outbound.backlogged || this.#lifecycle.state === "closed") return;
     this.#decoder.release();
+    this.#settlePins();
     if (!this.#decoder.held) this.#transport.resume();
   }
 

@@ -11,6 +11,8 @@ import { roundTrip } from "../tools/echo_check.ts";
 import { EACH_TURN, waitFor } from "../testing/wait.ts";
 import { concat, pattern } from "../util/bytes.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
+import { Flag, FrameType } from "./constants.ts";
+import { frame, RawPeer } from "./_raw_peer.ts";
 
 const QUIET = { enableKeepAlive: false } as const;
 
@@ -478,5 +480,68 @@ describe("Lifecycle", () => {
     assert.equal(session.fire("close"), true);
     assert.equal(session.fire("close"), false);
     assert.equal(session.state, "closed");
+  });
+});
+
+describe("Session: what a paused stream keeps of a received chunk", () => {
+  /** A server session on a raw peer whose streams pause as soon as they arrive. */
+  function pausedStreams(): { peer: RawPeer; session: Session; streams: Map<number, Stream> } {
+    const peer = new RawPeer();
+    const streams = new Map<number, Stream>();
+    const session = new Session(peer, {
+      client: false,
+      config: { ...QUIET, autoTuneWindow: false },
+      onStream: (stream) => {
+        stream.pause();
+        streams.set(stream.id, stream);
+      },
+    });
+    return { peer, session, streams };
+  }
+
+  /** Resumes `stream` and resolves with the first chunk it delivers. */
+  function firstChunk(stream: Stream): Promise<Uint8Array> {
+    return new Promise((resolve) => {
+      stream.onData = (chunk) => {
+        stream.onData = null;
+        resolve(chunk);
+      };
+      stream.resume();
+    });
+  }
+
+  it("keeps views that hold most of their chunk, and copies a small one among others' frames", async () => {
+    const { peer, session, streams } = pausedStreams();
+    try {
+      // Streams 1 and 3 open; both readers pause.
+      peer.send(
+        frame(FrameType.WindowUpdate, Flag.SYN, 1, 0),
+        frame(FrameType.WindowUpdate, Flag.SYN, 3, 0),
+      );
+      await tick();
+      assert.deepEqual([...streams.keys()], [1, 3]);
+      // One chunk that is nearly all stream 1's: its views stay views of the chunk.
+      const bulk = concat([
+        frame(FrameType.Data, 0, 1, 3000, pattern(3000)),
+        frame(FrameType.Data, 0, 1, 3000, pattern(3000)),
+      ]);
+      peer.handlers.data(bulk);
+      const one = streams.get(1)!;
+      assert.equal((await firstChunk(one)).buffer, bulk.buffer, "stream 1's views were copied");
+      one.onData = () => {};
+      await tick(); // stream 1 has read what it buffered, and now reads at once
+      // One chunk where stream 3 has 100 bytes beside 5000 of stream 1's, which its reader takes
+      // at once: keeping the 100 would keep the whole chunk alive, so they are copied.
+      const mixed = concat([
+        frame(FrameType.Data, 0, 3, 100, pattern(100)),
+        frame(FrameType.Data, 0, 1, 5000, pattern(5000)),
+      ]);
+      peer.handlers.data(mixed);
+      const small = await firstChunk(streams.get(3)!);
+      assert.notEqual(small.buffer, mixed.buffer, "stream 3's small view was kept");
+      assert.deepEqual(small, pattern(100));
+    } finally {
+      session.destroy();
+    }
   });
 });

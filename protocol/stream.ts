@@ -31,6 +31,13 @@ export interface StreamHost {
   halfClosed(stream: Stream): void;
   /** The stream reached a final state: forget it and give back its window growth. */
   finished(stream: Stream, windowGrowth: number): void;
+  /**
+   * The stream keeps `view` (a piece of the chunk being parsed) while its reader is paused. Once
+   * the chunk is parsed, the session asks the streams to copy their views if together they hold
+   * less than half of it ({@linkcode Stream._unpin}), so that what paused readers keep alive stays
+   * close to what they buffer.
+   */
+  pinned(stream: Stream, view: Uint8Array): void;
 }
 
 /** Called with each chunk of received data. The chunk may be kept: it is never reused. */
@@ -290,13 +297,28 @@ export class Stream {
       handler(view);
       return;
     }
-    // A small view would pin its whole transport chunk while it waits; copy it so the memory a
-    // stalled reader holds stays close to its window.
-    let kept = view;
-    if (view.byteLength * 2 < view.buffer.byteLength) kept = view.slice();
-    else retainBytes(view);
-    this.#buffer.push(kept);
-    this.#buffered += kept.length;
+    // Kept as it is: a small view would pin its whole transport chunk while it waits, but only
+    // once the chunk is parsed is it known whether the views kept from it add up to most of it (a
+    // bulk transfer: every frame of a 512 KiB read of Bun's is one stream's) or not, and then
+    // the session has them copied (_unpin).
+    retainBytes(view);
+    this.#buffer.push(view);
+    this.#buffered += view.length;
+    this.#host.pinned(this, view);
+  }
+
+  /**
+   * @internal Replaces the buffered `view` by a copy, so that it no longer keeps its chunk alive
+   * (see {@linkcode StreamHost.pinned}); nothing if it has been read already.
+   */
+  _unpin(view: Uint8Array): void {
+    const buffer = this.#buffer;
+    for (let i = buffer.length - 1; i >= 0; i--) {
+      if (buffer[i] !== view) continue;
+      buffer[i] = view.slice();
+      releaseBytes(view);
+      return;
+    }
   }
 
   /** @internal The peer sent ACK. */
