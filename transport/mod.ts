@@ -1,8 +1,7 @@
 /**
  * Runtime-neutral entry point for transports: TCP, and TLS over TCP, through the best adapter of
  * the running runtime (Deno native, Bun native, or node:net / node:tls), WebSocket (Deno or Bun
- * server; our own client over TCP on Deno, the global `WebSocket` on Bun), plus in-memory pairs for
- * tests.
+ * server; our own client over TCP everywhere), plus in-memory pairs for tests.
  *
  * @module
  */

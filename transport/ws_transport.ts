@@ -3,18 +3,16 @@
  * messages, so tunnels pass through HTTP reverse proxies that forward `Upgrade` headers.
  *
  * This module holds what every runtime shares: options, close codes, message packing and the
- * transport itself. Runtime-specific code lives in `ws_server_raw.ts`, `ws_server_bun.ts`,
- * `ws_client.ts` and `ws_client_raw.ts`, each of which drives a {@linkcode WebSocketTransport}
- * through a small {@linkcode SocketDriver}; `ws.ts` picks among them.
+ * transport itself. Runtime-specific code lives in `ws_server_raw.ts`, `ws_server_bun.ts` and
+ * `ws_client_raw.ts`, each of which drives a {@linkcode WebSocketTransport} through a small
+ * {@linkcode SocketDriver}; `ws.ts` picks among them.
  *
  * Semantics the byte-stream contract cannot carry over unchanged:
  * - WebSocket has no half-close. `end()` sends what is queued, then closes with 1000; the peer sees
  *   `end()` followed by `close()`. Bytes the peer sends after our close frame are lost, so a yamux
  *   session should end its transport only when it has nothing more to receive (Session does).
- * - `pause()` stops reading only where the socket can (Bun, server and client; our client on Deno).
- *   Deno's server-side WebSocket cannot stop reading, so there the messages are held in memory
- *   until `resume()`; over a yamux session that backlog is bounded by the stream windows the
- *   session granted.
+ * - `pause()` stops reading from the socket (Bun's server; our server and client, over TCP), so
+ *   the peer feels backpressure.
  * - The remote address is the TCP peer's. `X-Forwarded-For` and similar headers are not trusted;
  *   behind a reverse proxy the remote address is the proxy's (`authorize` sees the request and may
  *   read such headers if the deployment trusts its proxy).
@@ -91,12 +89,6 @@ export const MESSAGE_SIZE = 64 * 1024;
  * mark, so `close()` can still drop most of a backlog, and far below Bun's backpressure limit.
  */
 export const SOCKET_SEND_LIMIT = 256 * 1024;
-/**
- * The socket send limit for sockets without a drain event (Deno's server side, both clients),
- * whose `bufferedAmount` is polled. Larger, so the socket does not run dry between two polls: at
- * 256 KiB per 5 ms poll a Deno sender was capped near 50 MB/s.
- */
-export const POLLED_SOCKET_SEND_LIMIT = 4 * 1024 * 1024;
 /**
  * How often a blocked sender re-checks the socket's `bufferedAmount` where no event reports it;
  * the timer runs only while something waits for room.
