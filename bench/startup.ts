@@ -1,6 +1,6 @@
 /**
  * `bench:startup`: start to first echo through a tunnel, as `../shared/tunnel-bench` times it
- * (issue 15's target: ≤ 100 ms). Each round starts a fresh daemon (admin off, as the outside
+ * (the target: ≤ 100 ms). Each round starts a fresh daemon (admin off, as the outside
  * harness runs it), waits until its control port accepts, starts a client that exposes an echo
  * service, and tries a 64-byte echo through the public port until one succeeds; the time from
  * the daemon's spawn to that echo is `startup`. Also reported: spawn to the control port
@@ -23,9 +23,11 @@ import { freePort } from "./tunnel/procs.ts";
 
 const HELP = `bench:startup: start to first echo through a tunnel
 
-Usage: startup [--runtime deno|bun] [--rounds N] [--json FILE]
+Usage: startup [--runtime deno|bun] [--via main|cli] [--rounds N] [--json FILE]
 
   --runtime R   the daemon's and client's runtime (default: both, one after the other)
+  --via E       main: start daemon/main.ts and client/main.ts (default); cli: start them as
+                \`tunnelmux daemon\` and \`tunnelmux client\` (cli/main.ts), as users do
   --rounds N    fresh starts per runtime (default 7); the median is reported
   --json FILE   write the samples and medians as JSON`;
 
@@ -40,8 +42,12 @@ export interface StartupSample {
 const TOKEN = "startup-bench-token-0123456789abcdef";
 const DEADLINE_MS = 20_000;
 
-function argv(runtime: JsRuntime, file: string, args: string[]): string[] {
-  const path = join(ROOT, file);
+/** How the programs are started: their own entry files, or the one `tunnelmux` command. */
+export type StartVia = "main" | "cli";
+
+function argv(runtime: JsRuntime, via: StartVia, program: "daemon" | "client", args: string[]) {
+  const path = join(ROOT, via === "cli" ? "cli/main.ts" : `${program}/main.ts`);
+  if (via === "cli") args = [program, ...args];
   return runtime === "deno"
     ? [RUNTIME_BIN.deno, "run", "-A", path, ...args]
     : [RUNTIME_BIN.bun, path, ...args];
@@ -73,7 +79,10 @@ async function until(probe: () => Promise<boolean>, what: string, since: number)
 }
 
 /** One fresh start of daemon and client on `runtime`. */
-export async function measureStartup(runtime: JsRuntime): Promise<StartupSample> {
+export async function measureStartup(
+  runtime: JsRuntime,
+  via: StartVia = "main",
+): Promise<StartupSample> {
   const dir = mkdtempSync(join(tmpdir(), "tunnelmux-startup-"));
   const echo = createServer((socket) => socket.pipe(socket));
   await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
@@ -83,7 +92,7 @@ export async function measureStartup(runtime: JsRuntime): Promise<StartupSample>
   const children: ReturnType<typeof spawn>[] = [];
   try {
     const t0 = Date.now();
-    const daemon = argv(runtime, "daemon/main.ts", [
+    const daemon = argv(runtime, via, "daemon", [
       "--listen-admin",
       "off",
       "--data-dir",
@@ -98,7 +107,7 @@ export async function measureStartup(runtime: JsRuntime): Promise<StartupSample>
     children.push(spawn(daemon[0], daemon.slice(1), { env, stdio: "ignore" }));
     await until(() => accepts(control), "the daemon's control port", t0);
     const daemonMs = Date.now() - t0;
-    const client = argv(runtime, "client/main.ts", [
+    const client = argv(runtime, via, "client", [
       "--server",
       `tcp://127.0.0.1:${control}`,
       "--expose",
@@ -124,6 +133,7 @@ async function main(): Promise<number> {
     args: process.argv.slice(2).filter((a) => a !== "--"),
     options: {
       runtime: { type: "string" },
+      via: { type: "string", default: "main" },
       rounds: { type: "string", default: "7" },
       json: { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -135,11 +145,16 @@ async function main(): Promise<number> {
   }
   const runtimes = (values.runtime ? [values.runtime] : ["deno", "bun"]) as JsRuntime[];
   const rounds = Number(values.rounds);
-  const report: Record<string, unknown> = { date: new Date().toISOString(), runtimes: {} };
+  const via = values.via as StartVia;
+  if (via !== "main" && via !== "cli") {
+    console.error(`startup: --via takes main or cli, not "${via}"`);
+    return 2;
+  }
+  const report: Record<string, unknown> = { date: new Date().toISOString(), via, runtimes: {} };
   console.log("runtime   daemon ms (median)   first echo ms (median, min-max)");
   for (const runtime of runtimes) {
     const samples: StartupSample[] = [];
-    for (let i = 0; i < rounds; i++) samples.push(await measureStartup(runtime));
+    for (let i = 0; i < rounds; i++) samples.push(await measureStartup(runtime, via));
     const echoes = samples.map((s) => s.firstEchoMs);
     (report.runtimes as Record<string, unknown>)[runtime] = {
       samples,
