@@ -11,7 +11,7 @@
  */
 
 import process from "node:process";
-import { DAEMON_VERSION } from "../daemon/admin/routes/system.ts";
+import { DAEMON_VERSION } from "../daemon/admin/api/system.ts";
 import { generateToken, hashToken } from "../daemon/tokens/verifier.ts";
 
 /** The top-level help. */

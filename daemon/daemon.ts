@@ -5,21 +5,21 @@
  * @module
  */
 
-import { HandshakeAdmission } from "./admission.ts";
+import { HandshakeAdmission } from "./session/admission.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { readFile } from "node:fs/promises";
 import { listenTcp, listenTls } from "../transport/mod.ts";
-import { serveHttpConnection } from "./http_front.ts";
-import { HttpStats } from "./http_stats.ts";
-import { CertificateStore } from "./certificates.ts";
-import type { HttpFrontOptions } from "./http_front.ts";
-import type { AcmeCertificates } from "./acme.ts";
+import { serveHttpConnection } from "./http/http_front.ts";
+import { HttpStats } from "./http/http_stats.ts";
+import { CertificateStore } from "./tls/certificates.ts";
+import type { HttpFrontOptions } from "./http/http_front.ts";
+import type { AcmeCertificates } from "./tls/acme.ts";
 import { listenWebSocket } from "../transport/ws.ts";
-import { ClientSession, type DaemonContext, type TransportKind } from "./client_session.ts";
+import { ClientSession, type DaemonContext, type TransportKind } from "./session/client_session.ts";
 import type { Config } from "./config/mod.ts";
 import type { Logger } from "../util/log.ts";
-import type { LookupFn } from "./resolve.ts";
+import type { LookupFn } from "./policy/resolve.ts";
 import { Counters } from "./counters.ts";
 import { EventFeed } from "./events.ts";
 import { LocalRegistry } from "./registry/local_registry.ts";
@@ -27,7 +27,7 @@ import type { Registry } from "./registry/registry.ts";
 import { TokenVerifier } from "./tokens/verifier.ts";
 import { TokenStore } from "./tokens/store.ts";
 import type { Cluster } from "./cluster/cluster.ts";
-import { TunnelPorts } from "./tunnel_ports.ts";
+import { TunnelPorts } from "./tunnels/tunnel_ports.ts";
 import { formatHostPort, type HostPort } from "../util/address.ts";
 import { currentRuntime } from "../util/runtime.ts";
 
@@ -341,7 +341,7 @@ export class Daemon {
       );
     }
     if (acme) {
-      const { AcmeCertificates } = await import("./acme.ts");
+      const { AcmeCertificates } = await import("./tls/acme.ts");
       this.#acme = new AcmeCertificates({
         config: acme,
         dataDir: this.#config.dataDir,
@@ -352,8 +352,8 @@ export class Daemon {
       await this.#acme.load();
     }
     const [{ listenTlsFront }, { serveHttpsConnection }] = await Promise.all([
-      import("../transport/tls_front.ts"),
-      import("./https_front.ts"),
+      import("../transport/tls/front.ts"),
+      import("./http/https_front.ts"),
     ]);
     const listener = await named(
       "HTTPS tunnels",

@@ -8,7 +8,7 @@ import { Agent, createServer, request, type Server } from "node:http";
 import { type Client, type ClientError, connect } from "../client/mod.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
-import { renderMetrics } from "../daemon/admin/routes/metrics.ts";
+import { renderMetrics } from "../daemon/admin/api/metrics.ts";
 import { startClient } from "../testing/mod.ts";
 
 const ALICE = "http-test-alice-0123456789abcdef";

@@ -1,6 +1,6 @@
 /**
  * Serves a fetch handler over HTTP: `Bun.serve` on Bun, our own HTTP/1.1 server
- * (`http1_server.ts`) elsewhere. The admin API's listener, kept here with the other runtime
+ * (`http/server.ts`) elsewhere. The admin API's listener, kept here with the other runtime
  * adapters.
  *
  * @module
@@ -8,8 +8,8 @@
 
 import type { HostPort } from "../util/address.ts";
 import { currentRuntime } from "../util/runtime.ts";
-import { bunApi } from "./bun_types.ts";
-import { serveHttp1 } from "./http1_server.ts";
+import { bunApi } from "./bun/types.ts";
+import { serveHttp1 } from "./http/server.ts";
 
 /** A bound HTTP server. */
 export interface HttpServer {

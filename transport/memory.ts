@@ -7,8 +7,8 @@
  */
 
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
-import { EventSink } from "./event_sink.ts";
-import { WriteGate } from "./write_gate.ts";
+import { EventSink } from "./io/event_sink.ts";
+import { WriteGate } from "./io/write_gate.ts";
 import { prng } from "../util/prng.ts";
 import { releaseBytes, retainBytes } from "../util/buffer_pool.ts";
 

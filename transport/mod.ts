@@ -14,7 +14,7 @@ export type {
   ListenTlsOptions,
   RuntimeName,
 } from "./tcp.ts";
-export { TLS_HANDSHAKE_TIMEOUT_MS, TlsHandshakeError } from "./tcp_options.ts";
+export { TLS_HANDSHAKE_TIMEOUT_MS, TlsHandshakeError } from "./io/tcp_options.ts";
 
 export { memoryPair } from "./memory.ts";
 export type { MemoryPairOptions } from "./memory.ts";

@@ -7,7 +7,12 @@
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { currentRuntime, readEnv, type RuntimeName } from "../util/runtime.ts";
-import type { TcpAddress, TcpTuning, TlsConnectOptions, TlsListenOptions } from "./tcp_options.ts";
+import type {
+  TcpAddress,
+  TcpTuning,
+  TlsConnectOptions,
+  TlsListenOptions,
+} from "./io/tcp_options.ts";
 
 export type { RuntimeName };
 
@@ -95,7 +100,7 @@ interface Adapter {
  */
 const LOADERS: Record<RuntimeName, () => Promise<Adapter>> = {
   deno: async () => {
-    const m = await import("./deno_tcp.ts");
+    const m = await import("./deno/tcp.ts");
     return {
       connectTcp: m.connectDenoTcp,
       listenTcp: m.listenDenoTcp,
@@ -104,7 +109,7 @@ const LOADERS: Record<RuntimeName, () => Promise<Adapter>> = {
     };
   },
   bun: async () => {
-    const m = await import("./bun_tcp.ts");
+    const m = await import("./bun/tcp.ts");
     return {
       connectTcp: m.connectBunTcp,
       listenTcp: m.listenBunTcp,
@@ -113,7 +118,7 @@ const LOADERS: Record<RuntimeName, () => Promise<Adapter>> = {
     };
   },
   node: async () => {
-    const m = await import("./node_tcp.ts");
+    const m = await import("./node/tcp.ts");
     return {
       connectTcp: m.connectNodeTcp,
       listenTcp: m.listenNodeTcp,
@@ -163,7 +168,7 @@ export async function connectTls(options: ConnectTlsOptions): Promise<Transport>
  * Listens for TLS connections with the runtime's adapter, passing each to `onTransport` once its
  * handshake is done. Failed handshakes never reach `onTransport`, and ones that stall are dropped
  * after {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}. Under Deno, `noDelay` cannot be applied to accepted
- * TLS connections (Deno exposes no way to), so they keep Nagle's algorithm (see deno_tcp.ts).
+ * TLS connections (Deno exposes no way to), so they keep Nagle's algorithm (see deno/tcp.ts).
  */
 export async function listenTls(
   options: ListenTlsOptions,

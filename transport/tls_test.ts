@@ -22,11 +22,11 @@ import {
 } from "./_contract.ts";
 import { hasOpenssl, makeTestIdentity, type TestIdentity } from "./_test_certificate.ts";
 import { isBun, isDeno, pattern, Probe, sameBytes } from "./_test_util.ts";
-import { connectBunTls, listenBunTls } from "./bun_tcp.ts";
-import { connectDenoTls, listenDenoTls } from "./deno_tcp.ts";
-import type { TlsConnectOptions } from "./tcp_options.ts";
+import { connectBunTls, listenBunTls } from "./bun/tcp.ts";
+import { connectDenoTls, listenDenoTls } from "./deno/tcp.ts";
+import type { TlsConnectOptions } from "./io/tcp_options.ts";
 import { connectTls, listenTcp, listenTls, TlsHandshakeError } from "./mod.ts";
-import { connectNodeTls, listenNodeTls } from "./node_tcp.ts";
+import { connectNodeTls, listenNodeTls } from "./node/tcp.ts";
 import { waitFor } from "../testing/wait.ts";
 
 type Identity = TestIdentity;

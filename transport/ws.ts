@@ -1,21 +1,21 @@
 /**
  * WebSocket through the running runtime: the server is our own RFC 6455 server on Deno
- * (`ws_server_raw.ts`) or `Bun.serve` (`ws_server_bun.ts`), the client our own client over the
- * runtime's TCP adapter everywhere (`ws_client_raw.ts`). The one place that picks a WebSocket
- * adapter; what they share is `ws_transport.ts`.
+ * (`ws/server.ts`) or `Bun.serve` (`bun/ws_server.ts`), the client our own client over the
+ * runtime's TCP adapter everywhere (`ws/client.ts`). The one place that picks a WebSocket
+ * adapter; what they share is `ws/transport.ts`.
  *
  * @module
  */
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { currentRuntime } from "../util/runtime.ts";
-import { connectRawWebSocket } from "./ws_client_raw.ts";
-import { listenBunWebSocket } from "./ws_server_bun.ts";
-import { listenRawWebSocket } from "./ws_server_raw.ts";
-import type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws_transport.ts";
+import { connectRawWebSocket } from "./ws/client.ts";
+import { listenBunWebSocket } from "./bun/ws_server.ts";
+import { listenRawWebSocket } from "./ws/server.ts";
+import type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws/transport.ts";
 
-export { CloseCode, WebSocketCloseError, WebSocketConnectError } from "./ws_transport.ts";
-export type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws_transport.ts";
+export { CloseCode, WebSocketCloseError, WebSocketConnectError } from "./ws/transport.ts";
+export type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws/transport.ts";
 
 /**
  * Serves WebSocket upgrades on `options.path` with the runtime's HTTP server and hands each
@@ -40,7 +40,7 @@ export function listenWebSocket(
  * Opens a WebSocket to `url` (`ws://` or `wss://`). Rejects with a
  * {@linkcode WebSocketConnectError} (carrying the HTTP status when the server refused the upgrade).
  *
- * This is our own RFC 6455 client over `connectTcp` / `connectTls` (`ws_client_raw.ts`) on every
+ * This is our own RFC 6455 client over `connectTcp` / `connectTls` (`ws/client.ts`) on every
  * runtime. Deno's global `WebSocket` turns TCP_NODELAY off on its socket, with no API to turn it
  * back on, which cost each small yamux exchange a Nagle / delayed-ACK stall (~40 ms). Bun's global
  * `WebSocket` reports no drain, so a sender polled its `bufferedAmount`: in tunnel-bench our client

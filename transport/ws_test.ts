@@ -16,7 +16,7 @@ import { echoStream } from "../tunnel/echo.ts";
 import { type Pair, transportContract, withPair } from "./_contract.ts";
 import { hasOpenssl, makeTestIdentity } from "./_test_certificate.ts";
 import { echo, isBun, pattern, Probe, sameBytes, tick, writeAll } from "./_test_util.ts";
-import { RawWebSocket } from "./_ws_test_util.ts";
+import { RawWebSocket } from "./ws/_test_util.ts";
 import {
   CloseCode,
   connectWebSocket,
@@ -25,8 +25,8 @@ import {
   WebSocketConnectError,
   type WebSocketListenOptions,
 } from "./ws.ts";
-import { MESSAGE_SIZE } from "./ws_transport.ts";
-import { listenBunWebSocket } from "./ws_server_bun.ts";
+import { MESSAGE_SIZE } from "./ws/transport.ts";
+import { listenBunWebSocket } from "./bun/ws_server.ts";
 import { waitFor } from "../testing/wait.ts";
 
 const KIB = 1024;
@@ -280,7 +280,7 @@ describe("ws: close codes", () => {
       await pb2.until(() => pb2.closes.length === 1, "server notices");
       const code = (pb2.closes[0] as WebSocketCloseError).code;
       // Deno's global WebSocket could not send 1009 (WHATWG close() allows 1000, 3000-4999) and
-      // sent 4009; our own client there (ws_client_raw.ts) sends the real code, as Bun's does.
+      // sent 4009; our own client there (ws/client.ts) sends the real code, as Bun's does.
       assert.equal(code, CloseCode.MessageTooBig);
     } finally {
       a.close();

@@ -15,7 +15,7 @@
  */
 
 import { Hono } from "hono";
-import { DAEMON_VERSION } from "./routes/system.ts";
+import { DAEMON_VERSION } from "./api/system.ts";
 
 /** A JSON Schema (the subset this document uses), or any OpenAPI object: plain JSON. */
 type Json = Record<string, unknown>;
@@ -457,7 +457,7 @@ const schemas: Record<string, Json> = {
     required: ["state", "graceMs"],
     properties: { state: ref("DaemonState"), graceMs: count },
   },
-  // The minted client tokens of routes/tokens.ts. Scopes are kept as given (config-client
+  // The minted client tokens of api/tokens.ts. Scopes are kept as given (config-client
   // shapes, re-validated on every reload), so they are only objects here.
   Scopes: {
     type: "object",

@@ -23,10 +23,10 @@ const METHODS = ["get", "put", "post", "delete", "patch", "head", "options", "tr
 
 /**
  * The tokens routes were written by someone else at the same time as the document. Should
- * `routes/tokens.ts` be missing (a partial checkout or a revert), the document still describes
+ * `api/tokens.ts` be missing (a partial checkout or a revert), the document still describes
  * them; only then are they tolerated as documented-but-unregistered.
  */
-const TOKENS_PRESENT = existsSync(fileURLToPath(new URL("./routes/tokens.ts", import.meta.url)));
+const TOKENS_PRESENT = existsSync(fileURLToPath(new URL("./api/tokens.ts", import.meta.url)));
 
 /** Resolves a local `$ref` (`#/components/...`). */
 function deref(doc: Doc, node: Json): Json {

@@ -12,11 +12,11 @@
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { ClusterConfig } from "../config/mod.ts";
-import { connectService } from "../services.ts";
+import { connectService } from "../session/services.ts";
 import type { LocalRegistry } from "../registry/local_registry.ts";
 import type { PortClaim } from "../registry/registry.ts";
-import { ReverseTunnel } from "../reverse_tunnel.ts";
-import type { TunnelPorts } from "../tunnel_ports.ts";
+import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
+import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";

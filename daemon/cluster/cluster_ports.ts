@@ -14,7 +14,7 @@ import {
   type RoutedRecord,
   routeFields,
   type StoredRoute,
-} from "./cluster_routes.ts";
+} from "./claims.ts";
 import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
 
 /** How many times a compare-and-set is tried before giving up. */

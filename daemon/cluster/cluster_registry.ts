@@ -19,7 +19,7 @@
  * @module
  */
 
-import { ReverseTunnel } from "../reverse_tunnel.ts";
+import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import type { LocalRegistry } from "../registry/local_registry.ts";
 import type {
   ClaimResult,
@@ -36,8 +36,8 @@ import type { TokenRegistry } from "../tokens/store.ts";
 import type { Logger } from "../../util/log.ts";
 import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
 import { ClusterPorts } from "./cluster_ports.ts";
-import { ClusterRoutes, routeFields } from "./cluster_routes.ts";
-import { type Balance, chooseRoute } from "../route_choice.ts";
+import { ClusterRoutes, routeFields } from "./claims.ts";
+import { type Balance, chooseRoute } from "../tunnels/route_choice.ts";
 import type { StreamOpener } from "./peers.ts";
 import type { Presence } from "./presence.ts";
 

@@ -8,7 +8,7 @@ import {
   validateConfig,
 } from "./mod.ts";
 import { hashToken, TokenVerifier } from "../tokens/verifier.ts";
-import { canExpose, matchForward } from "../policy.ts";
+import { canExpose, matchForward } from "../policy/policy.ts";
 
 const TOKEN_A = "token-a-0123456789abcdefghij";
 const TOKEN_B = "token-b-0123456789abcdefghij";

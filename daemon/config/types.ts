@@ -12,7 +12,7 @@
  */
 
 import type { HostPort } from "../../util/address.ts";
-import type { ClientPolicy } from "../policy.ts";
+import type { ClientPolicy } from "../policy/policy.ts";
 
 /** Where the daemon listens; `null` turns a listener off. */
 export interface ListenConfig {

@@ -7,7 +7,7 @@
  */
 
 import { type HostPort, type IpAddress, parseHostPort, parseIp } from "../../util/address.ts";
-import { classify, parseHost } from "../ip_ranges.ts";
+import { classify, parseHost } from "../policy/ip_ranges.ts";
 import { hostname } from "node:os";
 import type {
   AcmeConfig,
@@ -32,9 +32,9 @@ import {
   parseForwardRule,
   parsePortRange,
   type PortRange,
-} from "../policy.ts";
+} from "../policy/policy.ts";
 import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "../tokens/verifier.ts";
-import { isHostName } from "../host_names.ts";
+import { isHostName } from "../http/host_names.ts";
 
 const TOP_KEYS = [
   "$schema",

@@ -7,8 +7,8 @@
  * @module
  */
 
-import type { ReverseTunnel } from "../reverse_tunnel.ts";
-import { chooseRoute } from "../route_choice.ts";
+import type { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
+import { chooseRoute } from "../tunnels/route_choice.ts";
 import type { ServiceOffer } from "./registry.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type {

@@ -23,8 +23,8 @@ import type { SessionStats } from "../../protocol/stats.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { SpliceCounters } from "../../tunnel/splice.ts";
-import type { Balance } from "../route_choice.ts";
-import type { ReverseTunnel } from "../reverse_tunnel.ts";
+import type { Balance } from "../tunnels/route_choice.ts";
+import type { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 
 /** How a client reached the daemon. */

@@ -1,0 +1,160 @@
+/**
+ * The cluster in the admin API: `GET /v1/cluster` (nodes, their health and version, NATS, relay
+ * sessions, cluster ports), and what lets the other routes reach across nodes: the answers this
+ * node gives to other nodes' queries (its sessions and tunnels, kicks and tunnel closes), asked
+ * and answered over NATS request/reply, signed with the cluster key.
+ *
+ * A query has a deadline; nodes that do not answer in time are named in `missing`, never silently
+ * left out.
+ *
+ * @module
+ */
+
+import { Hono } from "hono";
+import type { Context } from "hono";
+import type { Cluster } from "../../cluster/cluster.ts";
+import type { Daemon } from "../../daemon.ts";
+import { ApiError } from "./errors.ts";
+import { sessionId, tunnelId } from "./params.ts";
+import { sessionSummary, tunnelView } from "./views.ts";
+
+/** How long a cluster-wide admin query waits for the nodes' answers. */
+export const QUERY_TIMEOUT_MS = 2_000;
+
+/** `scope` of a listing: this node (default) or the whole cluster; 400 for anything else. */
+export function scopeOf(c: Context, daemon: Daemon): Cluster | undefined {
+  const scope = c.req.query("scope") ?? "node";
+  if (scope !== "node" && scope !== "cluster") {
+    throw new ApiError(400, "bad_request", `scope must be "node" or "cluster"`);
+  }
+  if (scope === "node") return undefined;
+  if (!daemon.cluster) throw new ApiError(400, "bad_request", "this daemon is not in a cluster");
+  return daemon.cluster;
+}
+
+/** Closes tunnel `id` of this node through its owning session; false if it is not here. */
+export function closeLocalTunnel(daemon: Daemon, id: string): boolean {
+  const tunnel = daemon.registry.tunnel(id);
+  if (!tunnel) return false;
+  if (!daemon.registry.tunnelOwner(id)?.closeTunnel(id, "closed by an operator")) {
+    tunnel.close(); // orphaned: no session claims it any more; at least stop it listening
+    daemon.registry.removeTunnel(id);
+  }
+  return true;
+}
+
+/** This node's tunnels as listed. */
+export function tunnelList(daemon: Daemon) {
+  const { registry } = daemon;
+  return registry.tunnels().sort((a, b) => a.createdAt - b.createdAt)
+    .map((t) =>
+      tunnelView(
+        t,
+        registry.tunnelOwner(t.id)?.id ?? null,
+        t.host === undefined ? undefined : daemon.certificates.find(t.host),
+      )
+    );
+}
+
+/** Answers other nodes' admin queries about this node. */
+function answerQueries(daemon: Daemon, cluster: Cluster): void {
+  cluster.answer("sessions", () => daemon.registry.sessions().map(sessionSummary));
+  cluster.answer("tunnels", () => tunnelList(daemon));
+  cluster.answer("health", () => ({
+    state: daemon.state,
+    uptimeSeconds: Math.round((Date.now() - daemon.startedAt) / 1000),
+    sessions: daemon.registry.sessionCount,
+    tunnels: daemon.registry.tunnels().length,
+  }));
+  cluster.answer("kick", (data: { id?: unknown }) => {
+    const session = typeof data?.id === "string" ? daemon.registry.session(data.id) : undefined;
+    session?.close();
+    return { found: session !== undefined };
+  });
+  cluster.answer("close-tunnel", (data: { id?: unknown }) => ({
+    found: typeof data?.id === "string" && closeLocalTunnel(daemon, data.id),
+  }));
+}
+
+/** `/v1/cluster`, and this node's answers to the others (when the daemon is in a cluster). */
+export function clusterRoutes(daemon: Daemon): Hono {
+  const app = new Hono();
+  const cluster = daemon.cluster;
+  if (cluster) answerQueries(daemon, cluster);
+
+  app.get("/v1/cluster", async (c) => {
+    if (!cluster) return c.json({ cluster: null });
+    const view = cluster.view();
+    const [health, sessions] = await Promise.all([
+      cluster.ask("health", null, { timeoutMs: QUERY_TIMEOUT_MS }),
+      clusterListing(cluster, "sessions"),
+    ]);
+    const byNode = new Map(health.answers.map((a) => [a.node, a.data]));
+    // Clients that asked for sessions on several nodes (--ha) and have fewer now.
+    const wanted = new Map<string, { wanted: number; nodes: Set<string> }>();
+    for (const s of sessions.items as { node: string; client: string | null; ha?: number }[]) {
+      if (!s.client || (s.ha ?? 1) < 2) continue;
+      const entry = wanted.get(s.client) ?? { wanted: 0, nodes: new Set<string>() };
+      entry.wanted = Math.max(entry.wanted, s.ha!);
+      entry.nodes.add(s.node);
+      wanted.set(s.client, entry);
+    }
+    const degraded = [...wanted].filter(([, e]) => e.nodes.size < e.wanted).map((
+      [client, e],
+    ) => ({ client, wanted: e.wanted, nodes: [...e.nodes].sort() }));
+    return c.json({
+      cluster: {
+        node: view.node,
+        nats: view.nats,
+        nodes: view.nodes.map((n) => ({
+          node: n.node,
+          advertise: n.advertise,
+          version: n.version,
+          startedAt: new Date(n.startedAt).toISOString(),
+          lastHeartbeat: new Date(n.at).toISOString(),
+          sessions: n.sessions,
+          tunnels: n.tunnels,
+          health: byNode.get(n.node) ?? null,
+        })),
+        missing: health.missing,
+        degraded,
+        peers: view.peers,
+        relays: view.relays,
+        ports: cluster.registry.claims(),
+      },
+    });
+  });
+
+  return app;
+}
+
+/** Lists `kind` (sessions or tunnels) of every node, each item with its `node`. */
+export async function clusterListing(cluster: Cluster, kind: "sessions" | "tunnels") {
+  const { answers, missing } = await cluster.ask(kind, null, { timeoutMs: QUERY_TIMEOUT_MS });
+  const items = answers.sort((a, b) => a.node.localeCompare(b.node)).flatMap((a) =>
+    Array.isArray(a.data) ? a.data.map((item: object) => ({ node: a.node, ...item })) : []
+  );
+  return { items, missing };
+}
+
+/** Kicks session `id` on node `node` (another node of the cluster). */
+export async function kickRemote(cluster: Cluster, node: string, id: string): Promise<void> {
+  const { answers } = await cluster.ask("kick", { id: sessionId(id) }, {
+    node,
+    timeoutMs: QUERY_TIMEOUT_MS,
+  });
+  if (answers.length === 0) {
+    throw new ApiError(504, "node_unreachable", `node ${node} did not answer`);
+  }
+  if (!answers[0].data?.found) throw new ApiError(404, "not_found", `no session ${id} on ${node}`);
+}
+
+/** Closes tunnel `id` wherever in the cluster it is held; 404 naming silent nodes if nowhere. */
+export async function closeRemoteTunnel(cluster: Cluster, id: string): Promise<void> {
+  const { answers, missing } = await cluster.ask("close-tunnel", { id: tunnelId(id) }, {
+    timeoutMs: QUERY_TIMEOUT_MS,
+  });
+  if (answers.some((a) => a.data?.found)) return;
+  const silent = missing.length > 0 ? ` (no answer from ${missing.join(", ")})` : "";
+  throw new ApiError(404, "not_found", `no tunnel ${id} in the cluster${silent}`);
+}

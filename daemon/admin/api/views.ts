@@ -1,0 +1,117 @@
+/**
+ * The JSON shapes of the admin API: plain objects built from live daemon objects at request time.
+ * Kept apart from the routes so the shapes are reviewed in one place, and so that nothing secret
+ * (tokens, hashes) can reach a response by passing a config object through whole.
+ *
+ * @module
+ */
+
+import type { ServedCertificate } from "../../tls/certificates.ts";
+import type { SessionHandle } from "../../registry/registry.ts";
+import type { ReverseTunnel } from "../../tunnels/reverse_tunnel.ts";
+import type { ServiceOffer } from "../../registry/registry.ts";
+import type { Stream } from "../../../protocol/stream.ts";
+import { formatHostPort } from "../../../util/address.ts";
+
+/** One stream of a session, with its flow-control state. */
+export function streamView(stream: Readonly<Stream>, now: number) {
+  return {
+    id: stream.id,
+    state: stream.state,
+    bytesIn: stream.bytesIn,
+    bytesOut: stream.bytesOut,
+    sendWindow: stream.sendWindow,
+    receiveWindow: stream.receiveWindow,
+    bufferedBytes: stream.bufferedBytes,
+    queuedBytes: stream.queuedBytes,
+    ageMs: now - stream.createdAt,
+  };
+}
+
+/** A session as listed: who, from where, over what, since when, and its traffic. */
+export function sessionSummary(session: SessionHandle) {
+  return {
+    id: session.id,
+    client: session.client ?? null,
+    state: session.state,
+    transport: session.transportKind,
+    remoteAddress: session.remoteAddress,
+    since: new Date(session.since).toISOString(),
+    // rtt is 0 until the first keepalive ping was answered; null says "not measured yet".
+    rttMs: session.rtt > 0 ? session.rtt : null,
+    bytesIn: session.stats.bytesIn,
+    bytesOut: session.stats.bytesOut,
+    streamCount: session.streamCount,
+    tunnelCount: session.tunnelIds().length,
+    ha: session.ha,
+  };
+}
+
+/** A session in detail: the summary plus every stream, its tunnels and its frame counters. */
+export function sessionDetail(session: SessionHandle) {
+  const now = Date.now();
+  const stats = session.stats;
+  return {
+    ...sessionSummary(session),
+    frames: { in: stats.framesIn, out: stats.framesOut },
+    resets: { sent: stats.resetsSent, received: stats.resetsReceived },
+    streams: [...session.streams()].sort((a, b) => a.id - b.id).map((s) => streamView(s, now)),
+    tunnels: session.tunnelIds().sort(),
+  };
+}
+
+/** A certificate of the HTTPS port, without its key. */
+export function certificateView(served: ServedCertificate) {
+  return {
+    names: [...served.names],
+    notBefore: new Date(served.notBefore).toISOString(),
+    notAfter: new Date(served.notAfter).toISOString(),
+    source: served.source,
+  };
+}
+
+/**
+ * A reverse tunnel with its counters; `sessionId` is the owning session, if still known, and
+ * `certificate` what the HTTPS port terminates its host with.
+ */
+export function tunnelView(
+  tunnel: ReverseTunnel,
+  sessionId: string | null,
+  certificate?: ServedCertificate,
+) {
+  return {
+    id: tunnel.id,
+    client: tunnel.client,
+    session: sessionId,
+    bind: formatHostPort(tunnel.bindHost, tunnel.port),
+    host: tunnel.host ?? null,
+    passthrough: tunnel.passthrough,
+    certificate: certificate && !tunnel.passthrough ? certificateView(certificate) : null,
+    label: tunnel.label ?? null,
+    createdAt: new Date(tunnel.createdAt).toISOString(),
+    connections: tunnel.stats.connections,
+    active: tunnel.activeVisitors,
+    // aToB is visitor → client, bToA client → visitor (see TunnelStats).
+    bytesFromVisitors: tunnel.stats.aToB,
+    bytesToVisitors: tunnel.stats.bToA,
+    errors: tunnel.stats.errors,
+    healthy: tunnel.healthy,
+  };
+}
+
+/** A named service offer with its counters. */
+export function serviceView(offer: ServiceOffer) {
+  return {
+    name: offer.name,
+    client: offer.client,
+    session: offer.session,
+    node: offer.node,
+    owner: offer.owner ?? `client:${offer.client}`,
+    healthy: offer.healthy,
+    connections: offer.stats.connections,
+    active: offer.stats.active,
+    // aToB is user → offerer, bToA the other way (see ServiceOffer).
+    bytesToOfferer: offer.stats.aToB,
+    bytesFromOfferer: offer.stats.bToA,
+  };
+}

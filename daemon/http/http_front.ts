@@ -1,0 +1,798 @@
+/**
+ * The HTTP front of HTTP tunnels (issue 16; docs/design/http-tunnels.md): one visitor connection
+ * on the shared HTTP port, its requests routed one by one by their `Host` to the tunnel holding
+ * that name. Each request gets a stream of its own to the tunnel's client (which dials its local
+ * service for it, as for a TCP tunnel), carrying the request head, with `X-Forwarded-*` and
+ * `Forwarded` written from what this connection knows, and exactly the body's framed bytes; the
+ * response comes back the same way, exactly framed, and the next request on the connection may go
+ * to another tunnel. A `101 Switching Protocols` (WebSocket) turns the connection into a tunnel
+ * to that stream until either side closes.
+ *
+ * Strict and bounded: request heads at most `maxHeadBytes` within `headerTimeoutMs` (431, 408),
+ * one `Host`, framing that two parsers could read differently refused before any byte goes to a
+ * client (400, 501: see `transport/http/framing.ts`), pipelined input held up to one head,
+ * `maxRequests` per connection. Unknown host: 404 without touching any client; a route that
+ * cannot be reached or a response that breaks off before its head: 502.
+ *
+ * The daemon serves its `listen.http` connections here, and its `listen.https` connections once
+ * TLS is terminated (`https_front.ts`); ACME HTTP-01 challenges are answered before routing.
+ *
+ * @module
+ */
+
+import type { Stream } from "../../protocol/stream.ts";
+import type { Transport } from "../../protocol/transport.ts";
+import { headEnd, plainResponse, responseHead } from "../../transport/http/head.ts";
+import {
+  ChunkedScanner,
+  fieldValues,
+  FramingError,
+  parseMessageHead,
+  requestFraming,
+  responseFraming,
+} from "../../transport/http/framing.ts";
+import type { BodyFraming } from "../../transport/http/framing.ts";
+import { requestHost } from "./host_names.ts";
+
+/** How a request reaches the client holding its host. */
+export interface HttpRoute {
+  /** Opens a stream to the client for one request; undefined when it cannot (counted there). */
+  open(remote: string, local: string): Stream | undefined;
+}
+
+/** One finished request, for metrics and logs. */
+export interface HttpExchange {
+  /** The host it was for ("" when there was none). */
+  host: string;
+  /** The status the visitor got (from the client's service, or ours). */
+  status: number;
+  /** Request bytes sent on (head and body). */
+  bytesIn: number;
+  /** Response bytes sent back. */
+  bytesOut: number;
+  /** From the head's arrival to the response's end. */
+  ms: number;
+}
+
+/** What {@linkcode serveHttpConnection} needs. */
+export interface HttpFrontOptions {
+  /** The route for `host`, or undefined when no tunnel holds it. */
+  route(host: string): HttpRoute | undefined;
+  /** `http` or `https` (after TLS termination): what `X-Forwarded-Proto` says. */
+  proto: "http" | "https";
+  /** Keep incoming `X-Forwarded-*` / `Forwarded` and append to them, instead of replacing them. */
+  trustForwarded: boolean;
+  /** Largest request head (default 16 KiB). */
+  maxHeadBytes?: number;
+  /** A request head must be complete this long after it starts (default 10 s). */
+  headerTimeoutMs?: number;
+  /** A kept-alive connection may wait this long for its next request (default 60 s). */
+  idleTimeoutMs?: number;
+  /** Requests per connection; the last is answered with the connection closed (default 1000). */
+  maxRequests?: number;
+  /** Told about every finished request. */
+  onExchange?(exchange: HttpExchange): void;
+  /** Told once when the visitor connection has closed (for a count of open connections). */
+  onClose?(): void;
+  /**
+   * Whether this connection may carry requests for `host` (a TLS connection: the names its
+   * certificate serves); others get 421 Misdirected Request. Absent: any host.
+   */
+  authority?(host: string): boolean;
+  /**
+   * The key authorization for an ACME HTTP-01 `token` (RFC 8555 §8.3), answered before any
+   * routing to `GET /.well-known/acme-challenge/TOKEN`; undefined: no such challenge here (the
+   * request is routed as any other).
+   */
+  acmeAnswer?(token: string): string | undefined;
+}
+
+/** Largest response head we read from a client's service. */
+const MAX_RESPONSE_HEAD = 64 * 1024;
+const FORWARDED_FIELDS = new Set([
+  "x-forwarded-for",
+  "x-forwarded-proto",
+  "x-forwarded-host",
+  "forwarded",
+]);
+
+const encoder = new TextEncoder();
+const ACME_CHALLENGE = "/.well-known/acme-challenge/";
+/** Requests a proxy may send again on its own (RFC 9110 §9.2.1, §9.2.2: safe, so idempotent). */
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+/** Nothing (shared: no allocation where a chunk is used up). */
+const EMPTY = new Uint8Array(0);
+
+/**
+ * A response head saying `connection: close` instead of what the service said about the
+ * connection (`Connection`, `Keep-Alive`: hop-by-hop, about the service's side).
+ */
+function withConnectionClose(startLine: string, fields: [string, string][]): Uint8Array {
+  let text = `${startLine}\r\n`;
+  for (const [name, value] of fields) {
+    const lower = name.toLowerCase();
+    if (lower !== "connection" && lower !== "keep-alive") text += `${name}: ${value}\r\n`;
+  }
+  return encoder.encode(`${text}connection: close\r\n\r\n`);
+}
+
+/** The connection's phases (a state machine for its lifecycle, not for its bytes). */
+type Phase = "head" | "request" | "tunnel" | "closing";
+
+/**
+ * A finished exchange's stream, kept for the next request to the same host: the client's
+ * connection to its service stays open behind it, as a browser's keep-alive connection would.
+ */
+interface KeptStream {
+  host: string;
+  route: HttpRoute;
+  stream: Stream;
+}
+
+/** One request in flight. */
+interface Exchange {
+  host: string;
+  route: HttpRoute;
+  method: string;
+  stream: Stream;
+  /**
+   * The request head, while it may be sent again: the stream was a kept one and the request is
+   * safe (GET, HEAD, OPTIONS) without a body, so if the service turns out to have closed that
+   * connection before answering, the request goes once more on a new stream (what browsers and
+   * proxies do for a kept-alive connection closed under them; never for a POST).
+   */
+  replay: Uint8Array | undefined;
+  /** The service sent bytes past its response: its stream is not kept. */
+  extra: boolean;
+  /** The request's body framing and how far it got. */
+  body: BodyFraming;
+  bodyLeft: number;
+  bodyScanner: ChunkedScanner | undefined;
+  bodyDone: boolean;
+  /** The response so far. */
+  head: Uint8Array | undefined;
+  status: number;
+  framing: BodyFraming | undefined;
+  left: number;
+  scanner: ChunkedScanner | undefined;
+  /** The visitor asked to close after this one (or it is the last we take). */
+  closeAfter: boolean;
+  started: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+/** Serves one visitor connection of the HTTP port until it closes. */
+export function serveHttpConnection(visitor: Transport, options: HttpFrontOptions): void {
+  new HttpConnection(visitor, options).start();
+}
+
+class HttpConnection {
+  readonly #visitor: Transport;
+  readonly #options: HttpFrontOptions;
+  readonly #maxHead: number;
+  #phase: Phase = "head";
+  /** Visitor bytes not yet consumed: a head in progress, or pipelined input. */
+  #pending: Uint8Array = EMPTY;
+  #exchange: Exchange | undefined;
+  /** The last exchange's stream, idle, for the next request if it goes to the same host. */
+  #kept: KeptStream | undefined;
+  #requests = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  /** When bytes last moved either way while a request was in flight (or tunneled). */
+  #lastActivity = 0;
+  #visitorEnded = false;
+  #closed = false;
+
+  constructor(visitor: Transport, options: HttpFrontOptions) {
+    this.#visitor = visitor;
+    this.#options = options;
+    this.#maxHead = options.maxHeadBytes ?? 16 * 1024;
+  }
+
+  start(): void {
+    this.#visitor.start({
+      data: (chunk) => this.#onVisitorData(chunk),
+      drain: () => this.#exchange?.stream.resume(),
+      end: () => this.#onVisitorEnd(),
+      close: () => this.#onVisitorClose(),
+    });
+    this.#armTimer(this.#options.headerTimeoutMs ?? 10_000, 408);
+  }
+
+  // ---- visitor side -------------------------------------------------------------------------
+
+  #onVisitorData(chunk: Uint8Array): void {
+    if (this.#closed) return;
+    this.#lastActivity = performance.now();
+    switch (this.#phase) {
+      case "head":
+        if (this.#pending.length === 0) {
+          this.#armTimer(this.#options.headerTimeoutMs ?? 10_000, 408);
+        }
+        this.#append(chunk);
+        this.#readHead();
+        break;
+      case "request": {
+        const exchange = this.#exchange!;
+        if (!exchange.bodyDone) this.#forwardBody(exchange, chunk);
+        else this.#hold(chunk);
+        break;
+      }
+      case "tunnel":
+        if (!this.#exchange!.stream.write(chunk)) this.#visitor.pause();
+        break;
+      case "closing":
+        break;
+    }
+  }
+
+  /** Pipelined input while a response is on its way: kept, up to one head, then read no more. */
+  #hold(chunk: Uint8Array): void {
+    this.#append(chunk);
+    if (this.#pending.length > this.#maxHead) this.#visitor.pause();
+  }
+
+  #append(chunk: Uint8Array): void {
+    if (this.#pending.length === 0) {
+      this.#pending = chunk;
+      return;
+    }
+    const joined = new Uint8Array(this.#pending.length + chunk.length);
+    joined.set(this.#pending);
+    joined.set(chunk, this.#pending.length);
+    this.#pending = joined;
+  }
+
+  #onVisitorEnd(): void {
+    this.#visitorEnded = true;
+    if (this.#phase === "tunnel") return this.#exchange!.stream.end();
+    // Nothing in flight: the visitor is done. In flight: answer it, then close.
+    if (this.#phase === "head") this.#finish();
+  }
+
+  #onVisitorClose(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#options.onClose?.();
+    clearTimeout(this.#timer);
+    this.#dropKept();
+    const exchange = this.#exchange;
+    if (exchange && !this.#responseDone(exchange)) this.#drop(exchange);
+  }
+
+  /**
+   * In the head phase: after `ms`, a head in progress is answered 408 (`status`), an idle
+   * kept-alive connection (`status` 0) closed.
+   */
+  #armTimer(ms: number, status: 408 | 0): void {
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      if (this.#phase !== "head" || this.#closed) return;
+      if (status && this.#pending.length > 0) {
+        this.#refuse(408, "request head not received in time");
+      } else this.#finish();
+    }, ms);
+  }
+
+  /**
+   * While a request is in flight: cut it when no byte moved either way for `idleTimeoutMs` (a
+   * visitor that stops mid-body; a service that never answers gets the visitor a 504). Checked by
+   * one timer at half that period, not a timer per chunk. An upgraded connection (a WebSocket) may
+   * stay silent, as a TCP tunnel's visitor may.
+   */
+  #watchActivity(): void {
+    const limit = this.#options.idleTimeoutMs ?? 60_000;
+    this.#lastActivity = performance.now();
+    clearTimeout(this.#timer);
+    const check = () => {
+      if (this.#closed || this.#phase !== "request") return;
+      if (performance.now() - this.#lastActivity < limit) {
+        this.#timer = setTimeout(check, limit / 2);
+        return;
+      }
+      const exchange = this.#exchange;
+      if (exchange && exchange.framing === undefined && exchange.bytesOut === 0) {
+        this.#drop(exchange);
+        return this.#refuse(504, "no response in time");
+      }
+      if (exchange) this.#drop(exchange);
+      this.#phase = "closing";
+      this.#visitor.close();
+    };
+    this.#timer = setTimeout(check, limit / 2);
+  }
+
+  // ---- request head -------------------------------------------------------------------------
+
+  /** Pipelined bytes start the next head: its deadline runs from now. */
+  #startHead(): void {
+    this.#armTimer(this.#options.headerTimeoutMs ?? 10_000, 408);
+    this.#readHead();
+  }
+
+  #readHead(): void {
+    const end = headEnd(this.#pending);
+    if (end < 0) {
+      if (this.#pending.length > this.#maxHead) this.#refuse(431, "request head too large");
+      return;
+    }
+    if (end > this.#maxHead) return this.#refuse(431, "request head too large");
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const headBytes = this.#pending.subarray(0, end);
+    const rest = this.#pending.subarray(end);
+    this.#pending = EMPTY;
+    const head = parseMessageHead(headBytes);
+    const line = head && /^([A-Z]+) (\S+) HTTP\/1\.([01])$/.exec(head.startLine);
+    if (!head || !line) return this.#refuse(400, "malformed request head");
+    const [, method, received, minor] = line;
+    if (method === "CONNECT") return this.#refuse(405, "CONNECT is not served here");
+    // Origin-form (`/path`), `*`, or absolute-form (`http://host/path`, RFC 9112 §3.2.2), whose
+    // authority wins over `Host` and which goes on in origin-form with `Host` set to it.
+    let target = received;
+    let authority: string | undefined;
+    if (!received.startsWith("/") && received !== "*") {
+      const absolute = /^https?:\/\/([^/?#@\s]+)([/?][^#\s]*)?$/i.exec(received);
+      if (!absolute) return this.#refuse(400, "malformed request target");
+      authority = absolute[1];
+      const path = absolute[2] ?? "/";
+      target = path.startsWith("?") ? `/${path}` : path;
+    }
+    if (method === "GET" && target.startsWith(ACME_CHALLENGE) && this.#options.acmeAnswer) {
+      const answer = this.#options.acmeAnswer(target.slice(ACME_CHALLENGE.length));
+      if (answer !== undefined) return this.#answer(answer);
+    }
+    let body: BodyFraming;
+    try {
+      body = requestFraming(minor === "1" ? "1.1" : "1.0", head.fields);
+    } catch (error) {
+      if (!(error instanceof FramingError)) throw error;
+      return this.#refuse(error.status, error.message);
+    }
+    const hosts = fieldValues(head.fields, "host");
+    if (hosts.length !== 1) return this.#refuse(400, "a request needs exactly one Host");
+    const hostValue = authority ?? hosts[0];
+    const host = requestHost(hostValue);
+    const route = host === undefined ? undefined : this.#options.route(host);
+    if (!route) return this.#refuse(404, `no tunnel for ${hostValue}`, hostValue);
+    // On a terminated TLS connection: only names its certificate serves (RFC 9110 §7.4).
+    if (this.#options.authority && !this.#options.authority(host!)) {
+      return this.#refuse(421, `this connection's certificate does not serve ${host}`, host!);
+    }
+    const kept = this.#takeKept(host!, route);
+    const stream = kept ?? route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
+    if (!stream) return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host!);
+
+    this.#requests++;
+    const connection = fieldValues(head.fields, "connection").join(",").toLowerCase();
+    const keepAlive = minor === "1"
+      ? !/\bclose\b/.test(connection)
+      : /\bkeep-alive\b/.test(connection);
+    const exchange: Exchange = {
+      host: host!,
+      route,
+      method,
+      stream,
+      replay: undefined,
+      extra: false,
+      body,
+      bodyLeft: body.kind === "length" ? body.length : 0,
+      bodyScanner: body.kind === "chunked" ? new ChunkedScanner() : undefined,
+      bodyDone: body.kind === "none",
+      head: undefined,
+      status: 0,
+      framing: undefined,
+      left: 0,
+      scanner: undefined,
+      closeAfter: !keepAlive || this.#requests >= (this.#options.maxRequests ?? 1000),
+      started: performance.now(),
+      bytesIn: 0,
+      bytesOut: 0,
+    };
+    this.#exchange = exchange;
+    this.#phase = "request";
+    this.#watchActivity();
+    stream.onData = (chunk) => this.#onResponseData(exchange, chunk);
+    stream.onDrain = () => this.#visitor.resume();
+    stream.onEnd = () => this.#onResponseEnd(exchange);
+    stream.onClose = () => this.#onResponseEnd(exchange);
+    const out = authority === undefined
+      ? this.#requestHead(head.startLine, head.fields, hostValue)
+      : this.#requestHead(
+        `${method} ${target} HTTP/1.${minor}`,
+        head.fields.map(([name, value]) =>
+          [name, name.toLowerCase() === "host" ? authority! : value] as [string, string]
+        ),
+        hostValue,
+      );
+    if (kept && body.kind === "none" && SAFE_METHODS.has(method)) exchange.replay = out;
+    exchange.bytesIn += out.length;
+    stream.write(out);
+    if (rest.length > 0) {
+      if (exchange.bodyDone) this.#hold(rest);
+      else this.#forwardBody(exchange, rest);
+    }
+  }
+
+  /**
+   * The head sent on: the visitor's fields, with the forwarding fields written by us. Untrusted,
+   * incoming `X-Forwarded-*` and `Forwarded` are dropped; trusted, the chain is kept and this hop
+   * appended (and the visitor's own proto and host, if it gave them, kept).
+   */
+  #requestHead(startLine: string, fields: [string, string][], hostValue: string): Uint8Array {
+    const trust = this.#options.trustForwarded;
+    const proto = this.#options.proto;
+    const ip = addressHost(this.#visitor.remoteAddress);
+    const prior = (name: string) => trust ? fieldValues(fields, name).join(", ") : "";
+    const priorFor = prior("x-forwarded-for");
+    const priorForwarded = prior("forwarded");
+    const out = fields.filter(([name]) => {
+      const lower = name.toLowerCase();
+      if (lower === "x-forwarded-for" || lower === "forwarded") return false;
+      return trust || !FORWARDED_FIELDS.has(lower);
+    });
+    out.push(["X-Forwarded-For", priorFor ? `${priorFor}, ${ip}` : ip]);
+    if (!prior("x-forwarded-proto")) out.push(["X-Forwarded-Proto", proto]);
+    if (!prior("x-forwarded-host")) out.push(["X-Forwarded-Host", hostValue]);
+    const node = ip.includes(":") ? `"[${ip}]"` : ip;
+    const element = `for=${node};host="${hostValue}";proto=${proto}`;
+    out.push(["Forwarded", priorForwarded ? `${priorForwarded}, ${element}` : element]);
+    let text = `${startLine}\r\n`;
+    for (const [name, value] of out) text += `${name}: ${value}\r\n`;
+    return encoder.encode(text + "\r\n");
+  }
+
+  // ---- request body -------------------------------------------------------------------------
+
+  #forwardBody(exchange: Exchange, bytes: Uint8Array): void {
+    let take = bytes.length;
+    try {
+      if (exchange.bodyScanner) {
+        const at = exchange.bodyScanner.push(bytes);
+        if (at >= 0) take = at;
+      } else {
+        take = Math.min(exchange.bodyLeft, bytes.length);
+        exchange.bodyLeft -= take;
+      }
+    } catch (error) {
+      // A chunked body that breaks its framing: the client's service gets no more of it.
+      return this.#badRequestBody(exchange, (error as Error).message);
+    }
+    if (take > 0) {
+      exchange.bytesIn += take;
+      if (!exchange.stream.write(bytes.subarray(0, take))) this.#visitor.pause();
+    }
+    if (exchange.bodyScanner ? exchange.bodyScanner.done : exchange.bodyLeft === 0) {
+      exchange.bodyDone = true;
+      if (take < bytes.length) this.#hold(bytes.subarray(take));
+    }
+  }
+
+  // ---- response -----------------------------------------------------------------------------
+
+  #onResponseData(exchange: Exchange, chunk: Uint8Array): void {
+    if (this.#closed || exchange !== this.#exchange) return;
+    this.#lastActivity = performance.now();
+    if (this.#phase === "tunnel") {
+      exchange.bytesOut += chunk.length;
+      if (!this.#visitor.write(chunk)) exchange.stream.pause();
+      return;
+    }
+    let bytes = chunk;
+    while (bytes.length > 0 && !this.#responseDone(exchange)) {
+      if (exchange.framing === undefined) {
+        const head = exchange.head ? concat(exchange.head, bytes) : bytes;
+        const end = headEnd(head);
+        if (end < 0) {
+          if (head.length > MAX_RESPONSE_HEAD) {
+            return this.#badGateway(exchange, "response head too large");
+          }
+          exchange.head = head;
+          return;
+        }
+        exchange.head = undefined;
+        if (!this.#startResponse(exchange, head.subarray(0, end))) return;
+        bytes = head.subarray(end);
+        // #startResponse may have turned the connection into a tunnel (a 101).
+        if ((this.#phase as Phase) === "tunnel") {
+          if (bytes.length > 0) this.#onResponseData(exchange, bytes);
+          return;
+        }
+        continue;
+      }
+      bytes = this.#forwardResponse(exchange, bytes);
+    }
+    if (bytes.length > 0) exchange.extra = true;
+    if (this.#responseDone(exchange)) this.#endExchange(exchange, !exchange.extra);
+  }
+
+  /** Checks and sends on a response head; false when the exchange ended instead. */
+  #startResponse(exchange: Exchange, headBytes: Uint8Array): boolean {
+    const head = parseMessageHead(headBytes);
+    const line = head && /^HTTP\/1\.[01] ([1-9][0-9]{2})(?: .*)?$/.exec(head.startLine);
+    if (!head || !line) {
+      this.#badGateway(exchange, "malformed response head");
+      return false;
+    }
+    const status = Number(line[1]);
+    let framing: BodyFraming;
+    try {
+      framing = responseFraming(exchange.method, status, head.fields);
+    } catch (error) {
+      this.#badGateway(exchange, (error as Error).message);
+      return false;
+    }
+    if (status >= 100 && status < 200 && status !== 101) {
+      // Interim: the real one follows.
+      exchange.bytesOut += headBytes.length;
+      this.#visitor.write(headBytes);
+      return true;
+    }
+    const saysClose = /\bclose\b/i.test(fieldValues(head.fields, "connection").join(","));
+    // Closing after this one for a reason of ours (the request limit), or the visitor's: say so,
+    // or a kept-alive visitor would send its next request into a closing connection.
+    const out = exchange.closeAfter && !saysClose && framing.kind !== "tunnel"
+      ? withConnectionClose(head.startLine, head.fields)
+      : headBytes;
+    exchange.bytesOut += out.length;
+    this.#visitor.write(out);
+    exchange.status = status;
+    exchange.framing = framing;
+    if (saysClose) exchange.closeAfter = true;
+    if (framing.kind === "length") exchange.left = framing.length;
+    if (framing.kind === "chunked") exchange.scanner = new ChunkedScanner();
+    if (framing.kind === "close") exchange.closeAfter = true;
+    if (framing.kind === "tunnel") {
+      this.#phase = "tunnel";
+      clearTimeout(this.#timer);
+      // Whatever the visitor sent after its request head is the new protocol's.
+      const held = this.#pending;
+      this.#pending = EMPTY;
+      if (held.length > 0) exchange.stream.write(held);
+      if (this.#visitorEnded) exchange.stream.end();
+      this.#visitor.resume();
+    }
+    return true;
+  }
+
+  /** Forwards response body bytes; returns what is left past the response's end. */
+  #forwardResponse(exchange: Exchange, bytes: Uint8Array): Uint8Array {
+    const framing = exchange.framing!;
+    let take = bytes.length;
+    if (framing.kind === "length") {
+      take = Math.min(exchange.left, bytes.length);
+      exchange.left -= take;
+    } else if (framing.kind === "chunked") {
+      try {
+        const at = exchange.scanner!.push(bytes);
+        if (at >= 0) take = at;
+      } catch (error) {
+        this.#breakOff(exchange, (error as Error).message);
+        return EMPTY;
+      }
+    } else if (framing.kind === "none") {
+      take = 0;
+    }
+    if (take > 0) {
+      exchange.bytesOut += take;
+      if (!this.#visitor.write(bytes.subarray(0, take))) exchange.stream.pause();
+    }
+    // Bytes past a complete response are the service's mistake: dropped, and the stream with them.
+    if (take === bytes.length) return EMPTY;
+    if (this.#responseDone(exchange)) {
+      exchange.extra = true;
+      return EMPTY;
+    }
+    return bytes.subarray(take);
+  }
+
+  #responseDone(exchange: Exchange): boolean {
+    const framing = exchange.framing;
+    if (!framing || framing.kind === "close" || framing.kind === "tunnel") return false;
+    if (framing.kind === "none") return true;
+    if (framing.kind === "length") return exchange.left === 0;
+    return exchange.scanner!.done;
+  }
+
+  #onResponseEnd(exchange: Exchange): void {
+    if (this.#closed || exchange !== this.#exchange) return;
+    if (this.#phase === "tunnel") return this.#finish();
+    if (exchange.framing?.kind === "close") {
+      this.#report(exchange);
+      return this.#finish();
+    }
+    if (!this.#responseDone(exchange)) {
+      if (exchange.framing === undefined && exchange.head === undefined && exchange.replay) {
+        return this.#replay(exchange);
+      }
+      if (exchange.framing === undefined) {
+        this.#badGateway(exchange, "the service closed without a response");
+      } else this.#breakOff(exchange, "the service closed mid-response");
+    }
+  }
+
+  /**
+   * The kept stream's service connection had closed before the request got there: the request
+   * (head only) goes again on a new stream, once.
+   */
+  #replay(exchange: Exchange): void {
+    const head = exchange.replay!;
+    exchange.replay = undefined;
+    const old = exchange.stream;
+    old.onData = null;
+    old.onEnd = null;
+    old.onClose = null;
+    old.onDrain = null;
+    old.reset();
+    const stream = exchange.route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
+    if (!stream) {
+      return this.#badGateway(exchange, `the tunnel for ${exchange.host} cannot be reached`);
+    }
+    exchange.stream = stream;
+    stream.onData = (chunk) => this.#onResponseData(exchange, chunk);
+    stream.onDrain = () => this.#visitor.resume();
+    stream.onEnd = () => this.#onResponseEnd(exchange);
+    stream.onClose = () => this.#onResponseEnd(exchange);
+    stream.write(head);
+  }
+
+  /**
+   * The response is complete: the connection takes the next request, and the stream is kept for
+   * it when the exchange left it clean (the request's body all sent, a response that ended by
+   * its framing, nothing from the service past it); else it goes.
+   */
+  #endExchange(exchange: Exchange, clean = true): void {
+    this.#report(exchange);
+    const stream = exchange.stream;
+    stream.onData = null;
+    stream.onEnd = null;
+    stream.onClose = null;
+    this.#exchange = undefined;
+    const closing = exchange.closeAfter || !exchange.bodyDone || this.#visitorEnded;
+    if (clean && !closing) this.#keep({ host: exchange.host, route: exchange.route, stream });
+    else stream.end();
+    if (closing) return this.#finish();
+    this.#phase = "head";
+    this.#visitor.resume();
+    // Idle until the next head starts (then its own deadline runs, see #onVisitorData).
+    this.#armTimer(this.#options.idleTimeoutMs ?? 60_000, 0);
+    if (this.#pending.length > 0) this.#startHead();
+  }
+
+  /** Keeps `kept` idle; the service closing its side meanwhile (or saying more) lets it go. */
+  #keep(kept: KeptStream): void {
+    this.#kept = kept;
+    const release = () => {
+      if (this.#kept !== kept) return;
+      this.#kept = undefined;
+      kept.stream.onData = null;
+      kept.stream.onEnd = null;
+      kept.stream.onClose = null;
+      kept.stream.reset();
+    };
+    kept.stream.onEnd = release;
+    kept.stream.onClose = release;
+    // Bytes while no request is out are not a response to anything.
+    kept.stream.onData = release;
+  }
+
+  /** The kept stream when it serves `host` through `route`; any other kept one goes. */
+  #takeKept(host: string, route: HttpRoute): Stream | undefined {
+    const kept = this.#kept;
+    if (!kept) return undefined;
+    this.#kept = undefined;
+    kept.stream.onData = null;
+    kept.stream.onEnd = null;
+    kept.stream.onClose = null;
+    if (kept.host === host && kept.route === route) return kept.stream;
+    kept.stream.end();
+    return undefined;
+  }
+
+  #report(exchange: Exchange): void {
+    this.#options.onExchange?.({
+      host: exchange.host,
+      status: exchange.status,
+      bytesIn: exchange.bytesIn,
+      bytesOut: exchange.bytesOut,
+      ms: performance.now() - exchange.started,
+    });
+  }
+
+  // ---- refusals and endings -----------------------------------------------------------------
+
+  /** Answers `status` ourselves (nothing of this request reached a client) and closes. */
+  #refuse(status: number, message: string, host = ""): void {
+    this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0 });
+    this.#phase = "closing";
+    this.#visitor.write(plainResponse(status, message));
+    this.#finish();
+  }
+
+  /** Answers 200 with `text` exactly (an ACME key authorization) and closes. */
+  #answer(text: string): void {
+    const body = encoder.encode(text);
+    this.#options.onExchange?.({ host: "", status: 200, bytesIn: 0, bytesOut: body.length, ms: 0 });
+    this.#phase = "closing";
+    this.#visitor.write(responseHead(200, [
+      ["content-type", "application/octet-stream"],
+      ["content-length", String(body.length)],
+      ["connection", "close"],
+    ]));
+    this.#visitor.write(body);
+    this.#finish();
+  }
+
+  /** A request body that broke its framing after the head went on: 400 if no response began. */
+  #badRequestBody(exchange: Exchange, message: string): void {
+    if (exchange.framing === undefined && exchange.bytesOut === 0) {
+      this.#drop(exchange);
+      return this.#refuse(400, message, exchange.host);
+    }
+    this.#breakOff(exchange, message);
+  }
+
+  /** The client's side failed: 502 if no response began, else the visitor's connection is cut. */
+  #badGateway(exchange: Exchange, message: string): void {
+    if (exchange.bytesOut === 0) {
+      exchange.status = 502;
+      this.#drop(exchange);
+      return this.#refuse(502, message, exchange.host);
+    }
+    this.#breakOff(exchange, message);
+  }
+
+  /** A response that cannot be completed after it began: the visitor's connection is cut. */
+  #breakOff(exchange: Exchange, _message: string): void {
+    this.#drop(exchange);
+    this.#phase = "closing";
+    this.#visitor.close();
+  }
+
+  /**
+   * Lets go of `exchange` and resets its stream: its handlers are detached first, so the reset's
+   * own close event does not come back into this connection.
+   */
+  #drop(exchange: Exchange): void {
+    exchange.stream.onData = null;
+    exchange.stream.onEnd = null;
+    exchange.stream.onClose = null;
+    exchange.stream.onDrain = null;
+    if (this.#exchange === exchange) this.#exchange = undefined;
+    exchange.stream.reset();
+  }
+
+  #finish(): void {
+    if (this.#phase !== "closing") this.#phase = "closing";
+    clearTimeout(this.#timer);
+    this.#dropKept();
+    this.#visitor.end();
+  }
+
+  /** The visitor connection is going: so does its kept stream. */
+  #dropKept(): void {
+    const kept = this.#kept;
+    if (!kept) return;
+    this.#kept = undefined;
+    kept.stream.onData = null;
+    kept.stream.onEnd = null;
+    kept.stream.onClose = null;
+    kept.stream.end();
+  }
+}
+
+/** The host part of a `host:port` address (brackets removed). */
+function addressHost(address: string): string {
+  const colon = address.lastIndexOf(":");
+  const host = colon > 0 ? address.slice(0, colon) : address;
+  return host.startsWith("[") ? host.slice(1, -1) : host;
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}

@@ -1,0 +1,437 @@
+/**
+ * The HTTP front over real sockets: a TCP listener serving visitors with `serveHttpConnection`,
+ * two "clients" (yamux sessions whose streams are piped to their own node:http service, as the
+ * client does for a tunnel), and visitors that are node:http agents and raw sockets. Routing per
+ * request on one kept-alive connection, bodies exactly framed both ways, forwarded fields,
+ * upgrades, and every refusal before a byte reaches a client.
+ */
+
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { Agent, createServer, request, type Server } from "node:http";
+import { connect as netConnect } from "node:net";
+import { Session } from "../../protocol/session.ts";
+import { connectTcp, listenTcp, memoryPair, type TransportListener } from "../../transport/mod.ts";
+import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
+import {
+  type HttpExchange,
+  type HttpFrontOptions,
+  type HttpRoute,
+  serveHttpConnection,
+} from "./http_front.ts";
+
+/** A local service named `name`: echoes what it was asked, serves bodies and upgrades. */
+function service(name: string, hits: { count: number }): Server {
+  const server = createServer((req, res) => {
+    hits.count++;
+    const chunks: Uint8Array[] = [];
+    req.on("data", (c: Uint8Array) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      if (req.url?.startsWith("/big")) {
+        const n = Number(new URL(req.url, "http://x").searchParams.get("n"));
+        res.writeHead(200, { "content-length": String(n) });
+        return res.end(Buffer.alloc(n, 7));
+      }
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({
+        name,
+        method: req.method,
+        url: req.url,
+        headers: req.headers,
+        bodyLength: body.length,
+        bodySha: createHash("sha256").update(body).digest("hex"),
+      }));
+    });
+  });
+  server.on("upgrade", (_req, socket) => {
+    hits.count++;
+    socket.write(
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n",
+    );
+    socket.pipe(socket);
+  });
+  return server;
+}
+
+/** A "client" whose every stream is piped to `port`, as the tunnelmux client does for a visitor. */
+function tunnelTo(port: number): { route: HttpRoute; close(): void } {
+  const [near, far] = memoryPair();
+  const daemonSide = new Session(near, { client: false });
+  const clientSide = new Session(far, {
+    client: true,
+    onStream: (stream) => {
+      connectTcp({ hostname: "127.0.0.1", port }).then(
+        (socket) => splice(streamEnd(stream), transportEnd(socket)),
+        () => stream.reset(),
+      );
+    },
+  });
+  return {
+    route: { open: () => daemonSide.open() },
+    close: () => {
+      daemonSide.close();
+      clientSide.close();
+    },
+  };
+}
+
+describe("http_front", () => {
+  const hits = { a: { count: 0 }, b: { count: 0 } };
+  const services = [service("A", hits.a), service("B", hits.b)];
+  const tunnels: { route: HttpRoute; close(): void }[] = [];
+  const exchanges: HttpExchange[] = [];
+  const routes = new Map<string, HttpRoute | null>();
+  let listener: TransportListener;
+  let port: number;
+
+  /** A front on a new loopback port over `routes`, plain HTTP unless `options` say otherwise. */
+  function front(options: Partial<HttpFrontOptions>): Promise<TransportListener> {
+    return listenTcp({ hostname: "127.0.0.1", port: 0 }, (visitor) =>
+      serveHttpConnection(visitor, {
+        route: (host) => routes.get(host) ?? undefined,
+        proto: "http",
+        trustForwarded: false,
+        ...options,
+      }));
+  }
+
+  before(async () => {
+    for (const s of services) await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+    for (const s of services) tunnels.push(tunnelTo((s.address() as { port: number }).port));
+    routes.set("a.tunnels.test", tunnels[0].route);
+    routes.set("b.tunnels.test", tunnels[1].route);
+    routes.set("gone.tunnels.test", { open: () => undefined });
+    // A client that takes the request's stream and never answers.
+    const [near, far] = memoryPair();
+    const silent = new Session(near, { client: false });
+    new Session(far, { client: true, onStream: () => {} });
+    routes.set("silent.tunnels.test", { open: () => silent.open() });
+    listener = await front({
+      headerTimeoutMs: 500,
+      idleTimeoutMs: 600,
+      onExchange: (e) => exchanges.push(e),
+      acmeAnswer: (token) => token === "tok-1" ? "tok-1.thumbprint" : undefined,
+    });
+    port = listener.port;
+  });
+
+  after(async () => {
+    listener.close();
+    for (const t of tunnels) t.close();
+    for (const s of services) await new Promise((r) => s.close(r));
+  });
+
+  /** One request through `agent`; the parsed JSON body (or raw bytes) and the socket reuse. */
+  function get(
+    agent: Agent,
+    host: string,
+    path: string,
+    options: { method?: string; body?: Uint8Array; headers?: Record<string, string> } = {},
+  ): Promise<{ status: number; body: Buffer; reused: boolean }> {
+    return new Promise((resolve, reject) => {
+      const req = request({
+        host: "127.0.0.1",
+        port,
+        path,
+        agent,
+        method: options.method ?? "GET",
+        headers: { host, ...options.headers },
+      }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on(
+          "end",
+          () =>
+            resolve({
+              status: res.statusCode!,
+              body: Buffer.concat(chunks),
+              reused: req.reusedSocket,
+            }),
+        );
+      });
+      req.on("error", reject);
+      req.end(options.body);
+    });
+  }
+
+  /** Raw bytes in, everything the front answers until it closes. */
+  function raw(bytes: string | Uint8Array): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = netConnect({ host: "127.0.0.1", port }, () => socket.write(bytes));
+      let out = "";
+      socket.setEncoding("latin1");
+      socket.on("data", (d: string) => (out += d));
+      socket.on("end", () => {
+        socket.end();
+        resolve(out);
+      });
+      socket.on("error", reject);
+    });
+  }
+
+  it("routes each request of one kept-alive connection by its Host", async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const first = await get(agent, "a.tunnels.test", "/one");
+      const second = await get(agent, "B.Tunnels.Test:80", "/two");
+      const third = await get(agent, "a.tunnels.test", "/three");
+      assert.deepEqual([first.status, second.status, third.status], [200, 200, 200]);
+      assert.equal(JSON.parse(first.body.toString()).name, "A");
+      assert.equal(JSON.parse(second.body.toString()).name, "B");
+      assert.equal(JSON.parse(third.body.toString()).url, "/three");
+      assert.ok(second.reused && third.reused, "one connection carried all three");
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it("writes the forwarding fields itself, dropping a visitor's own", async () => {
+    const agent = new Agent({ keepAlive: false });
+    const { body } = await get(agent, "a.tunnels.test", "/h", {
+      headers: {
+        "x-forwarded-for": "6.6.6.6",
+        "forwarded": "for=6.6.6.6",
+        "x-forwarded-host": "evil",
+      },
+    });
+    const { headers } = JSON.parse(body.toString());
+    assert.equal(headers["x-forwarded-for"], "127.0.0.1");
+    assert.equal(headers["x-forwarded-proto"], "http");
+    assert.equal(headers["x-forwarded-host"], "a.tunnels.test");
+    assert.equal(headers["forwarded"], 'for=127.0.0.1;host="a.tunnels.test";proto=http');
+    assert.equal(headers["host"], "a.tunnels.test");
+  });
+
+  it("carries request bodies exactly, by length and chunked, and a 20 MiB response", async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const body = new Uint8Array(300_000).map((_, i) => i * 13);
+      const sha = createHash("sha256").update(body).digest("hex");
+      const sized = await get(agent, "a.tunnels.test", "/p", { method: "POST", body });
+      assert.equal(JSON.parse(sized.body.toString()).bodySha, sha);
+      const chunked = await get(agent, "b.tunnels.test", "/p", {
+        method: "POST",
+        body,
+        headers: { "transfer-encoding": "chunked" },
+      });
+      assert.equal(JSON.parse(chunked.body.toString()).bodySha, sha);
+      assert.ok(chunked.reused);
+      const big = await get(agent, "a.tunnels.test", `/big?n=${20 * 1024 * 1024}`);
+      assert.equal(big.body.length, 20 * 1024 * 1024);
+      assert.ok(big.body.every((b) => b === 7));
+      const after = await get(agent, "b.tunnels.test", "/after");
+      assert.equal(JSON.parse(after.body.toString()).name, "B");
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it("answers pipelined requests in order", async () => {
+    const out = await raw(
+      "GET /p1 HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n" +
+        "GET /p2 HTTP/1.1\r\nHost: b.tunnels.test\r\nConnection: close\r\n\r\n",
+    );
+    const names = [...out.matchAll(/"name":"(\w)","method":"GET","url":"(\/p\d)"/g)].map((m) =>
+      m[1] + m[2]
+    );
+    assert.deepEqual(names, ["A/p1", "B/p2"]);
+  });
+
+  it("passes a protocol upgrade through as a tunnel", async () => {
+    const out = await new Promise<string>((resolve, reject) => {
+      const socket = netConnect({ host: "127.0.0.1", port }, () =>
+        socket.write(
+          "GET /ws HTTP/1.1\r\nHost: b.tunnels.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n",
+        ));
+      let text = "";
+      socket.setEncoding("latin1");
+      socket.on("data", (d: string) => {
+        text += d;
+        if (text.includes("\r\n\r\n") && !text.includes("ping")) socket.write("ping after upgrade");
+        if (text.endsWith("ping after upgrade")) {
+          socket.end();
+          resolve(text);
+        }
+      });
+      socket.on("error", reject);
+    });
+    assert.match(out, /^HTTP\/1\.1 101 /);
+    assert.ok(out.endsWith("ping after upgrade"));
+  });
+
+  it("refuses what it cannot route or trust before any client sees it", async () => {
+    const before = hits.a.count + hits.b.count;
+    const answers = await Promise.all([
+      raw("GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\n\r\n"),
+      raw("GET / HTTP/1.1\r\nHost: gone.tunnels.test\r\n\r\n"),
+      raw("GET / HTTP/1.1\r\n\r\n"),
+      raw("GET / HTTP/1.1\r\nHost: a.tunnels.test\r\nHost: b.tunnels.test\r\n\r\n"),
+      raw(
+        "POST / HTTP/1.1\r\nHost: a.tunnels.test\r\nContent-Length: 4\r\n" +
+          "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+      ),
+      raw(
+        "POST / HTTP/1.1\r\nHost: a.tunnels.test\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+      ),
+      raw("GET / HTTP/1.1\r\nHost: a.tunnels.test\r\nX: 1\r\n folded\r\n\r\n"),
+      raw("POST / HTTP/1.1\r\nHost: a.tunnels.test\r\nTransfer-Encoding: gzip\r\n\r\n"),
+      raw(`GET / HTTP/1.1\r\nHost: a.tunnels.test\r\nX: ${"y".repeat(20_000)}\r\n\r\n`),
+      raw("GET ftp://a.tunnels.test/ HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n"),
+      raw("GET http://me@a.tunnels.test/ HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n"),
+      raw("CONNECT a.tunnels.test:443 HTTP/1.1\r\nHost: a.tunnels.test:443\r\n\r\n"),
+    ]);
+    const statuses = answers.map((a) => Number(/^HTTP\/1\.1 (\d{3})/.exec(a)?.[1]));
+    assert.deepEqual(statuses, [404, 502, 400, 400, 400, 400, 400, 501, 431, 400, 400, 405]);
+    assert.equal(hits.a.count + hits.b.count, before, "no service saw any of them");
+    assert.ok(exchanges.some((e) => e.host === "nobody.tunnels.test" && e.status === 404));
+  });
+
+  it("says connection: close on the last response a connection takes, so keep-alive moves on", async () => {
+    const limited = await front({ maxRequests: 2 });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const one = (path: string) =>
+      new Promise<{ connection?: string; reused: boolean; status: number }>((resolve, reject) => {
+        const req = request({
+          host: "127.0.0.1",
+          port: limited.port,
+          path,
+          agent,
+          headers: { host: "a.tunnels.test" },
+        }, (res) => {
+          res.resume();
+          res.on("end", () =>
+            resolve({
+              connection: res.headers.connection,
+              reused: req.reusedSocket,
+              status: res.statusCode!,
+            }));
+        });
+        req.on("error", reject).end();
+      });
+    try {
+      const first = await one("/1");
+      const second = await one("/2");
+      const third = await one("/3");
+      assert.deepEqual([first.status, second.status, third.status], [200, 200, 200]);
+      assert.equal(second.reused, true);
+      assert.equal(second.connection, "close", "the second is the connection's last");
+      assert.equal(third.reused, false, "the third went on a new connection");
+    } finally {
+      agent.destroy();
+      limited.close();
+    }
+  });
+
+  it("keeps a connection's stream for the next request to the same host, and resends a GET the service's closed connection never answered", async () => {
+    // Two services counting the connections they accept; the second one drops each connection
+    // at its second request without answering (a keep-alive connection closed under a request).
+    const accepted = { keep: 0, other: 0, closer: 0 };
+    const make = (name: keyof typeof accepted) => {
+      const server = createServer((req, res) => {
+        const socket = req.socket as typeof req.socket & { served?: number };
+        socket.served = (socket.served ?? 0) + 1;
+        if (name === "closer" && socket.served === 2) return void socket.destroy();
+        res.end(`${name} ${req.url}`);
+      });
+      server.on("connection", () => accepted[name]++);
+      return server;
+    };
+    const servers = [make("keep"), make("other"), make("closer")];
+    for (const s of servers) await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+    const made = servers.map((s) => tunnelTo((s.address() as { port: number }).port));
+    routes.set("keep.tunnels.test", made[0].route);
+    routes.set("other.tunnels.test", made[1].route);
+    routes.set("closer.tunnels.test", made[2].route);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const text = async (host: string, path: string) => {
+        const got = await get(agent, host, path);
+        assert.equal(got.status, 200, `${host}${path}`);
+        return got.body.toString();
+      };
+      assert.equal(await text("keep.tunnels.test", "/1"), "keep /1");
+      assert.equal(await text("keep.tunnels.test", "/2"), "keep /2");
+      assert.equal(await text("keep.tunnels.test", "/3"), "keep /3");
+      assert.equal(accepted.keep, 1, "three requests, one connection to the service");
+      assert.equal(await text("other.tunnels.test", "/4"), "other /4");
+      assert.equal(await text("keep.tunnels.test", "/5"), "keep /5");
+      assert.deepEqual([accepted.keep, accepted.other], [2, 1], "another host: a new stream");
+      assert.equal(await text("closer.tunnels.test", "/6"), "closer /6");
+      assert.equal(await text("closer.tunnels.test", "/7"), "closer /7");
+      assert.equal(accepted.closer, 2, "the dropped request went again on a new connection");
+    } finally {
+      agent.destroy();
+      for (const t of made) t.close();
+      for (const s of servers) s.close();
+      for (const host of ["keep", "other", "closer"]) routes.delete(`${host}.tunnels.test`);
+    }
+  });
+
+  it("routes an absolute-form request by its authority, sending it on in origin-form", async () => {
+    const answer = await raw(
+      "GET http://A.tunnels.test/abs?q=1 HTTP/1.1\r\nHost: b.tunnels.test\r\nConnection: close\r\n\r\n",
+    );
+    assert.match(answer, /^HTTP\/1\.1 200 /);
+    const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4));
+    assert.equal(body.name, "A");
+    assert.equal(body.url, "/abs?q=1");
+    assert.equal(body.headers.host, "A.tunnels.test");
+  });
+
+  it("answers 421 for a host the connection may not carry (a TLS connection's certificate)", async () => {
+    const narrow = await front({ proto: "https", authority: (host) => host === "a.tunnels.test" });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const status = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        request(
+          { host: "127.0.0.1", port: narrow.port, path: "/", agent, headers: { host } },
+          (res) => {
+            res.resume();
+            res.on("end", () => resolve(res.statusCode!));
+          },
+        ).on("error", reject).end();
+      });
+    try {
+      const before = hits.b.count;
+      assert.equal(await status("a.tunnels.test"), 200);
+      assert.equal(await status("b.tunnels.test"), 421);
+      assert.equal(hits.b.count, before, "b's service never saw it");
+    } finally {
+      agent.destroy();
+      narrow.close();
+    }
+  });
+
+  it("answers an ACME HTTP-01 challenge it holds itself, and routes any other", async () => {
+    const before = hits.a.count;
+    const answer = await raw(
+      "GET /.well-known/acme-challenge/tok-1 HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n",
+    );
+    assert.match(answer, /^HTTP\/1\.1 200 /);
+    assert.ok(answer.endsWith("\r\n\r\ntok-1.thumbprint"), "the key authorization exactly");
+    assert.equal(hits.a.count, before, "the tunnel's service never saw it");
+    // Not ours (another token, or not a GET): the tunnel's service answers.
+    const agent = new Agent();
+    const routed = await get(agent, "a.tunnels.test", "/.well-known/acme-challenge/other");
+    assert.equal(routed.status, 200);
+    assert.equal(hits.a.count, before + 1);
+    agent.destroy();
+  });
+
+  it("answers 504 when the service never answers, and cuts a request body that stops", async () => {
+    const silent = await raw("GET / HTTP/1.1\r\nHost: silent.tunnels.test\r\n\r\n");
+    assert.match(silent, /^HTTP\/1\.1 504 /);
+    // Half a body, then nothing: the connection is closed, not held.
+    const stalled = await raw(
+      "POST / HTTP/1.1\r\nHost: silent.tunnels.test\r\nContent-Length: 10\r\n\r\nhalf",
+    );
+    assert.match(stalled, /^(HTTP\/1\.1 504 |$)/);
+  });
+
+  it("answers a head that never completes with 408", async () => {
+    const out = await raw("GET / HTTP/1.1\r\nHost: a.tunn");
+    assert.match(out, /^HTTP\/1\.1 408 /);
+  });
+});

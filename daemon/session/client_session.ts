@@ -1,0 +1,795 @@
+/**
+ * One client connection on the daemon: the yamux session, the handshake on the control stream,
+ * and the routing of every stream the client opens. Authorization is checked on every stream and
+ * every request, against the client's permissions as they are at that moment (reloads apply to
+ * sessions already open).
+ *
+ * @module
+ */
+
+import { type ClientMessage, CONTROL_VERSION, parseClientMessage } from "../../tunnel/control.ts";
+import { ControlChannel } from "../../tunnel/control_channel.ts";
+import { Lifecycle } from "../../util/lifecycle.ts";
+import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { Session } from "../../protocol/session.ts";
+import type { SessionStats } from "../../protocol/stats.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import type { Transport } from "../../protocol/transport.ts";
+import { echoStream } from "../../tunnel/echo.ts";
+import type { ClientConfig, Config } from "../config/mod.ts";
+import { serveForward } from "./forward.ts";
+import type { Logger } from "../../util/log.ts";
+import { canExpose, canOfferService, canUseService } from "../policy/policy.ts";
+import type { LookupFn } from "../policy/resolve.ts";
+import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
+import { claimableHost } from "../http/host_names.ts";
+import type {
+  ClientSessionState,
+  HostClaim,
+  PortClaim,
+  Registry,
+  SessionHandle,
+  StreamResetResult,
+  TransportKind,
+} from "../registry/registry.ts";
+import { connectService, serviceOffer } from "./services.ts";
+import type { TokenVerifier } from "../tokens/verifier.ts";
+import type { DaemonEventType } from "../events.ts";
+import { newTunnelId, openTunnel } from "../tunnels/open_tunnel.ts";
+import { tokenMatches } from "../tokens/verifier.ts";
+import type { Balance } from "../tunnels/route_choice.ts";
+import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
+
+/** The daemon's side of things that every client session shares. */
+export interface DaemonContext {
+  /** The configuration in force now (a reload replaces it). */
+  config(): Config;
+  /** Checks tokens. */
+  verifier: TokenVerifier;
+  /** Sessions, tunnels, ports, services and tokens: the daemon's state. */
+  registry: Registry;
+  /** The node's public port listeners. */
+  ports: TunnelPorts;
+  /** The bound HTTP port of HTTP tunnels, or undefined while `listen.http` is off. */
+  httpPort(): number | undefined;
+  /** The bound HTTPS port of HTTPS and TLS tunnels, or undefined while `listen.https` is off. */
+  httpsPort(): number | undefined;
+  /**
+   * Whether the HTTPS port terminates TLS for `host`: a certificate serves it, or ACME will get
+   * one once the name is held (see `wantCertificate`).
+   */
+  terminates(host: string): boolean;
+  /** A tunnel now holds `host` for HTTP: asks ACME for its certificate if none serves it. */
+  wantCertificate(host: string): void;
+  /** True while the daemon drains: no new tunnels or streams. */
+  draining(): boolean;
+  /** The daemon logger. */
+  log: Logger;
+  /** Counts an event for metrics, e.g. `auth_failure` or a refusal reason. */
+  count(event: string): void;
+  /** Publishes an event to the daemon's feed (admin API, metrics). */
+  publish(type: DaemonEventType, fields: Record<string, string | number | undefined>): void;
+  /** Name lookup for forwards (tests replace it). */
+  lookup?: LookupFn;
+  /** Whether one more session may become ready (the session limit). */
+  admit(): boolean;
+  /** The session left its handshake (authenticated or closed): it no longer holds a pending place. */
+  settled(session: ClientSession): void;
+}
+
+export type { ClientSessionState, TransportKind };
+
+const TRANSITIONS = {
+  handshake: { authenticated: "ready", close: "closed" },
+  ready: { close: "closed" },
+  closed: {},
+} as const;
+
+let nextSessionNumber = 1;
+
+/** How often a draining session checks whether its last data stream has finished. */
+const DRAIN_CHECK_MS = 50;
+
+/**
+ * How long an `unexpose` answer waits for the registry to release the port (in a cluster, a NATS
+ * write; it gives up quietly when NATS is away, after its own timeout).
+ */
+const RELEASE_WAIT_MS = 2_000;
+
+/** A connected client. */
+export class ClientSession implements SessionHandle {
+  /** Session id, unique in this daemon run. */
+  readonly id = `s${nextSessionNumber++}`;
+  /** How the client connected. */
+  readonly transportKind: TransportKind;
+  /** The client's address. */
+  readonly remoteAddress: string;
+  /** When it connected (ms since the epoch). */
+  readonly since = Date.now();
+  /** Resolves when the session is closed. */
+  readonly closed: Promise<void>;
+
+  readonly #context: DaemonContext;
+  #ha = 1;
+  readonly #yamux: Session;
+  readonly #lifecycle = new Lifecycle<ClientSessionState, "authenticated" | "close">(
+    TRANSITIONS,
+    "handshake",
+  );
+  #client: string | undefined;
+  readonly #preauthenticated: string | undefined;
+  #control: ControlChannel | undefined;
+  #log: Logger;
+  readonly #tunnels = new Map<string, ReverseTunnel>();
+  readonly #handshakeTimer: ReturnType<typeof setTimeout>;
+  #closeTimer: ReturnType<typeof setTimeout> | undefined;
+  #sawFirstStream = false;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  #drainTimer: ReturnType<typeof setTimeout> | undefined;
+
+  /**
+   * Starts serving `transport`. `preauthenticated` is the client name when the transport already
+   * proved a token (a WebSocket upgrade with `Authorization: Bearer`).
+   */
+  constructor(
+    transport: Transport,
+    context: DaemonContext,
+    kind: TransportKind,
+    preauthenticated?: string,
+  ) {
+    this.#context = context;
+    this.transportKind = kind;
+    this.remoteAddress = transport.remoteAddress;
+    this.#preauthenticated = preauthenticated;
+    this.#log = context.log.child({ session: this.id, remote: transport.remoteAddress });
+    const limits = context.config().limits;
+    this.#yamux = new Session(transport, {
+      client: false,
+      config: {
+        maxStreams: limits.streamsPerSession,
+        keepAliveInterval: limits.keepAliveIntervalMs,
+        keepAliveTimeout: limits.keepAliveTimeoutMs,
+      },
+      onStream: (stream) => this.#onStream(stream),
+      onError: (error, reason) =>
+        this.#log.warn("protocol error", { reason, detail: error.message }),
+      // Refused before any header was read: say why, as for every other refusal.
+      refusalCode: (why) =>
+        why === "going_away" ? ResetReason.ShuttingDown : ResetReason.LimitReached,
+    });
+    this.#handshakeTimer = setTimeout(() => {
+      this.#context.count("handshake_timeout");
+      this.#log.warn("no handshake within the timeout; closing");
+      this.close();
+    }, limits.handshakeTimeoutMs);
+    this.closed = this.#yamux.closed.then((error) => this.#teardown(error));
+    this.#log.debug("connection", { transport: kind });
+  }
+
+  /** The authenticated client's name, once the handshake is done. */
+  get client(): string | undefined {
+    return this.#client;
+  }
+
+  /** handshake, ready or closed. */
+  get state(): ClientSessionState {
+    return this.#lifecycle.state;
+  }
+
+  /** The yamux session's counters (live). */
+  get stats(): Readonly<SessionStats> {
+    return this.#yamux.stats;
+  }
+
+  /** Last keepalive round trip in ms; 0 until one was answered. */
+  get rtt(): number {
+    return this.#yamux.rtt;
+  }
+
+  /** Sessions its client keeps to distinct nodes, as its hello said (1 when it did not). */
+  get ha(): number {
+    return this.#ha;
+  }
+
+  /** Streams open now, the control stream included. */
+  get streamCount(): number {
+    return this.#yamux.streamCount;
+  }
+
+  /** The control stream's id, once the client opened it. */
+  get controlStreamId(): number | undefined {
+    return this.#control?.stream.id;
+  }
+
+  /** The open streams, for inspection. */
+  streams(): IterableIterator<Readonly<Stream>> {
+    return this.#yamux.streams();
+  }
+
+  /** Ids of this session's reverse tunnels. */
+  tunnelIds(): string[] {
+    return [...this.#tunnels.keys()];
+  }
+
+  /** Resets one stream (an operator's action); the control stream is refused. */
+  resetStream(id: number): StreamResetResult {
+    const stream = this.#yamux.stream(id);
+    if (!stream) return "not_found";
+    if (id === this.controlStreamId) return "control_stream";
+    // No reset reason means "operator action": the protocol has no code of its own for it.
+    stream.reset(ResetReason.None);
+    return "reset";
+  }
+
+  /**
+   * Graceful: GoAway (the client opens nothing new), then the session is closed as soon as no
+   * stream but the control stream is left, which the client keeps open for as long as it is
+   * connected. Checked on a short timer only while draining.
+   */
+  drain(): void {
+    this.#yamux.goAway();
+    const check = () => {
+      if (this.#hasEnded()) return;
+      const busy = this.#yamux.streamCount > (this.#control ? 1 : 0);
+      if (!busy) return this.close();
+      this.#drainTimer = setTimeout(check, DRAIN_CHECK_MS);
+    };
+    check();
+  }
+
+  /** Closes now: GoAway and transport closed, streams fail. */
+  close(): void {
+    this.#yamux.goAway();
+    this.#yamux.destroy();
+  }
+
+  /** Closes one reverse tunnel of this session (operator action); false if it is not ours. */
+  closeTunnel(id: string, reason: string): boolean {
+    const tunnel = this.#tunnels.get(id);
+    if (!tunnel) return false;
+    void this.#removeTunnel(tunnel);
+    this.#control?.send({ type: "tunnel_closed", tunnel: id, reason });
+    return true;
+  }
+
+  /** The client's configuration as in force now; undefined once it was removed by a reload. */
+  #clientConfig(): ClientConfig | undefined {
+    return this.#context.config().clients.find((c) => c.name === this.#client);
+  }
+
+  #onStream(stream: Stream): void {
+    // Before the handshake only the first stream (the control stream) is read. Others are reset
+    // at once: each could otherwise hold a full 256 KiB window of an unauthenticated peer's data.
+    if (this.#lifecycle.state === "handshake" && this.#sawFirstStream) {
+      return stream.reset(ResetReason.NotAuthenticated);
+    }
+    this.#sawFirstStream = true;
+    const config = this.#context.config();
+    readStreamHeader(stream, config.limits.handshakeTimeoutMs).then(
+      ({ header, rest }) => {
+        if (header.kind === "control") return this.#startControl(stream, rest);
+        const client = this.#clientConfig();
+        if (this.#lifecycle.state !== "ready" || !client) {
+          return stream.reset(ResetReason.NotAuthenticated);
+        }
+        if (this.#context.draining()) return stream.reset(ResetReason.ShuttingDown);
+        if (this.#yamux.streamCount > client.limits.streams) {
+          this.#context.count("stream_limit");
+          return stream.reset(ResetReason.LimitReached);
+        }
+        const log = this.#log;
+        switch (header.kind) {
+          case "forward":
+            return void serveForward(stream, header.target, rest, {
+              policy: client,
+              dialTimeoutMs: config.limits.dialTimeoutMs,
+              log,
+              lookup: this.#context.lookup,
+              count: (reason) => {
+                this.#context.count(`forward_${reason}`);
+                this.#context.publish("stream_reset", {
+                  session: this.id,
+                  client: client.name,
+                  stream: stream.id,
+                  reason,
+                });
+              },
+            });
+          case "service": {
+            const decision = canUseService(client, header.service);
+            if (!decision.ok) {
+              log.info("service refused", { service: header.service, reason: decision.code });
+              return stream.reset(ResetReason.NotAllowed);
+            }
+            const offer = this.#context.registry.service(header.service);
+            return void connectService(stream, offer, client.name, rest);
+          }
+          case "echo": {
+            if (!canUseService(client, "echo").ok) {
+              log.info("echo refused", {
+                reason: "not_allowed",
+                detail: 'needs services.use ["echo"]',
+              });
+              return stream.reset(ResetReason.NotAllowed);
+            }
+            echoStream(stream);
+            if (rest.length > 0) stream.write(rest);
+            return stream.resume();
+          }
+          default:
+            return stream.reset(ResetReason.BadHeader);
+        }
+      },
+      (error) => {
+        this.#log.warn("bad stream header", { stream: stream.id, detail: error.message });
+        stream.reset(ResetReason.BadHeader);
+      },
+    );
+  }
+
+  #startControl(stream: Stream, rest: Uint8Array): void {
+    if (this.#control) return stream.reset(ResetReason.BadHeader); // one control stream only
+    const control = new ControlChannel(stream, rest);
+    this.#control = control;
+    control.onMessage = (value) => {
+      let message: ClientMessage;
+      try {
+        message = parseClientMessage(value);
+      } catch (error) {
+        const id = (value as { id?: unknown })?.id;
+        return control.send({
+          type: "error",
+          id: typeof id === "number" ? id : undefined,
+          code: "bad_request",
+          message: (error as Error).message,
+        });
+      }
+      this.#onControl(message).catch((error) => {
+        this.#log.error("control request failed", { detail: String(error) });
+        control.send({ type: "error", code: "internal", message: "internal error" });
+      });
+    };
+    // The control stream lives as long as the session: when it ends, so does the session.
+    control.onClose = () => this.close();
+    // Only now, with both handlers set: a hello read together with the stream's header is delivered.
+    control.start();
+  }
+
+  async #onControl(message: ClientMessage): Promise<void> {
+    const control = this.#control!;
+    if (message.type === "hello") return this.#hello(message);
+    const client = this.#clientConfig();
+    if (this.#lifecycle.state !== "ready" || !client) {
+      return control.send({
+        type: "error",
+        id: message.id,
+        code: "unauthorized",
+        message: "say hello first",
+      });
+    }
+    const fail = (
+      code:
+        | "not_allowed"
+        | "limit_reached"
+        | "not_found"
+        | "conflict"
+        | "shutting_down"
+        | "port_in_use"
+        | "unavailable",
+      text: string,
+    ) => {
+      this.#log.warn(`${message.type} refused`, { reason: code, detail: text });
+      control.send({ type: "error", id: message.id, code, message: text });
+    };
+    switch (message.type) {
+      case "expose": {
+        if (this.#context.draining()) return fail("shutting_down", "the daemon is draining");
+        const owned = this.#context.registry.tunnels().filter((t) => t.client === client.name)
+          .length;
+        if (owned >= client.limits.tunnels) {
+          return fail("limit_reached", `tunnel limit ${client.limits.tunnels} reached`);
+        }
+        if (message.http !== undefined) {
+          return await this.#exposeHttp(message, message.http, client, fail);
+        }
+        const bindHost = message.bindHost ?? "127.0.0.1";
+        const decision = canExpose(client, bindHost, message.port);
+        if (!decision.ok) return fail("not_allowed", decision.message);
+        // A group's tunnel: the client's token must allow the group, and the client must hold
+        // the group's key. Then every member's session is a route of one port.
+        const joined = this.#joinGroup(client, message.group, message.groupKey);
+        if (typeof joined === "string") return fail("not_allowed", joined);
+        const { owner, balance } = joined;
+        const shared = message.group !== undefined || message.shared === true;
+        // In a cluster whose nodes share a machine, each binds its own address (tunnelHost).
+        const listenHost = this.#context.config().cluster?.tunnelHost ?? bindHost;
+        const opened = await openTunnel(client, listenHost, message.port, {
+          client: client.name,
+          session: this.#yamux,
+          sessionId: this.id,
+          label: message.label,
+          log: this.#log,
+          registry: this.#context.registry,
+          ports: this.#context.ports,
+          owner,
+          shared,
+          balance,
+        });
+        if (!opened.ok) return fail(opened.code, opened.message);
+        const tunnel = opened.tunnel;
+        // The session may have ended while the port was being bound.
+        if (this.#hasEnded()) {
+          tunnel.close();
+          this.#context.ports.detach(tunnel);
+          return void this.#context.registry.releasePort(this.#portClaim(tunnel));
+        }
+        this.#tunnels.set(tunnel.id, tunnel);
+        this.#context.registry.addTunnel(tunnel, this.id);
+        this.#log.info("tunnel up", {
+          tunnel: tunnel.id,
+          bind: `${tunnel.bindHost}:${tunnel.port}`,
+        });
+        this.#context.publish("tunnel_up", {
+          tunnel: tunnel.id,
+          client: client.name,
+          session: this.id,
+          bind: `${tunnel.bindHost}:${tunnel.port}`,
+        });
+        return control.send({
+          type: "exposed",
+          id: message.id,
+          tunnel: tunnel.id,
+          bindHost: tunnel.bindHost,
+          port: tunnel.port,
+        });
+      }
+      case "unexpose": {
+        const tunnel = this.#tunnels.get(message.tunnel);
+        if (!tunnel) return fail("not_found", `no tunnel ${message.tunnel} in this session`);
+        // Answered once the port (or name) is released in the registry, so a client that closes
+        // a tunnel and exposes the port again, here or on another node, finds it free; in a
+        // cluster with NATS away, after at most RELEASE_WAIT_MS (the release is retried then).
+        const released = this.#removeTunnel(tunnel);
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          released,
+          new Promise<void>((resolve) => timer = setTimeout(resolve, RELEASE_WAIT_MS)),
+        ]);
+        clearTimeout(timer);
+        return control.send({ type: "ok", id: message.id });
+      }
+      case "health": {
+        if (message.service !== undefined) {
+          const name = message.service;
+          const known = this.#context.registry.services().find((o) =>
+            o.name === name && o.session === this.id
+          );
+          if (!known) return fail("not_found", `this session does not offer ${name}`);
+          if (known.healthy !== message.healthy) {
+            this.#log.info(message.healthy ? "offer healthy again" : "offer withdrawn: unhealthy", {
+              service: name,
+              detail: message.detail,
+            });
+            this.#context.count(message.healthy ? "route_healthy" : "route_unhealthy");
+            this.#context.publish("route_health", {
+              service: name,
+              client: client.name,
+              session: this.id,
+              healthy: message.healthy ? 1 : 0,
+              detail: message.detail,
+            });
+            await this.#context.registry.setServiceHealth(name, this.id, message.healthy);
+          }
+          return control.send({ type: "ok", id: message.id });
+        }
+        const tunnel = this.#tunnels.get(message.tunnel ?? "");
+        if (!tunnel) return fail("not_found", `no tunnel ${message.tunnel} in this session`);
+        if (tunnel.reportedHealthy !== message.healthy) {
+          tunnel.reportedHealthy = message.healthy;
+          this.#log.info(message.healthy ? "route healthy again" : "route withdrawn: unhealthy", {
+            tunnel: tunnel.id,
+            detail: message.detail,
+          });
+          this.#context.count(message.healthy ? "route_healthy" : "route_unhealthy");
+          this.#context.publish("route_health", {
+            tunnel: tunnel.id,
+            client: client.name,
+            session: this.id,
+            healthy: message.healthy ? 1 : 0,
+            detail: message.detail,
+          });
+          await this.#context.registry.setRouteHealth(this.#portClaim(tunnel), message.healthy);
+        }
+        return control.send({ type: "ok", id: message.id });
+      }
+      case "offer": {
+        const decision = canOfferService(client, message.service);
+        if (!decision.ok) return fail("not_allowed", decision.message);
+        const joined = this.#joinGroup(client, message.group, message.groupKey);
+        if (typeof joined === "string") return fail("not_allowed", joined);
+        const offer = serviceOffer({
+          name: message.service,
+          client: client.name,
+          session: this.id,
+          node: this.#context.registry.node,
+          owner: joined.owner,
+          balance: joined.balance,
+        }, this.#yamux);
+        const result = await this.#context.registry.offerService(offer);
+        if (!result.ok && result.reason === "unavailable") {
+          return fail("unavailable", "the cluster registry cannot be reached; try again");
+        }
+        if (!result.ok) {
+          const by = result.holder ? ` (by client ${result.holder.client})` : "";
+          return fail("conflict", `service ${message.service} is offered by another owner${by}`);
+        }
+        this.#log.info("service offered", { service: message.service, owner: joined.owner });
+        return control.send({ type: "ok", id: message.id });
+      }
+      case "withdraw": {
+        if (!await this.#context.registry.withdrawService(message.service, this.id)) {
+          return fail("not_found", `this session does not offer ${message.service}`);
+        }
+        return control.send({ type: "ok", id: message.id });
+      }
+    }
+  }
+
+  /**
+   * Who a tunnel or an offer belongs to: the client, or the group it asks to join (its token
+   * must allow the group, and it must hold the group's key). A string says why it may not.
+   */
+  #joinGroup(
+    client: ClientConfig,
+    name: string | undefined,
+    key: string | undefined,
+  ): { owner: string; balance: Balance | undefined } | string {
+    if (name === undefined) return { owner: `client:${client.name}`, balance: undefined };
+    const group = this.#context.config().groups[name];
+    if (!group || !client.groups.includes(name)) return `this client may not join group ${name}`;
+    if (!tokenMatches(key ?? "", group.keyHash)) return `wrong key for group ${name}`;
+    return { owner: `group:${name}`, balance: group.balance };
+  }
+
+  #hello(message: Extract<ClientMessage, { type: "hello" }>): void {
+    const control = this.#control!;
+    this.#ha = Math.min(message.ha ?? 1, 64);
+    if (this.#lifecycle.state !== "handshake") {
+      return control.send({
+        type: "error",
+        code: "bad_request",
+        message: "hello was already said",
+      });
+    }
+    if (message.version !== CONTROL_VERSION) {
+      control.send({
+        type: "error",
+        code: "version_mismatch",
+        message:
+          `this daemon speaks control version ${CONTROL_VERSION}, the client ${message.version}`,
+      });
+      return this.#closeAfterReply();
+    }
+    const client = message.token === undefined
+      ? this.#preauthenticated
+      : this.#context.verifier.verify(message.token);
+    if (client === undefined) {
+      this.#context.count("auth_failure");
+      this.#context.publish("auth_failure", {
+        remote: this.remoteAddress,
+        transport: this.transportKind,
+      });
+      this.#log.warn("authentication failed", { name: message.name });
+      control.send({ type: "error", code: "unauthorized", message: "unknown or missing token" });
+      return this.#closeAfterReply();
+    }
+    if (!this.#context.admit()) {
+      this.#context.count("session_limit");
+      this.#log.warn("session limit reached", { client });
+      control.send({ type: "error", code: "limit_reached", message: "too many sessions" });
+      return this.#closeAfterReply();
+    }
+    clearTimeout(this.#handshakeTimer);
+    this.#client = client;
+    this.#lifecycle.fire("authenticated");
+    this.#context.settled(this);
+    this.#watchIdle();
+    this.#log = this.#log.child({ client });
+    this.#log.info("session ready", { transport: this.transportKind, agent: message.agent });
+    this.#context.publish("session_opened", {
+      session: this.id,
+      client,
+      transport: this.transportKind,
+      remote: this.remoteAddress,
+    });
+    control.send({
+      type: "welcome",
+      version: CONTROL_VERSION,
+      session: this.id,
+      client,
+      server: "tunnelmux/0.1.0",
+      node: this.#context.registry.node,
+    });
+  }
+
+  #hasEnded(): boolean {
+    return this.#lifecycle.state === "closed";
+  }
+
+  /**
+   * With `limits.idleTimeoutMs` set, closes the session once it has held no tunnel, no stream
+   * besides its control stream, and moved no bytes for that long.
+   */
+  #watchIdle(): void {
+    const timeout = this.#context.config().limits.idleTimeoutMs;
+    if (timeout <= 0) return;
+    let lastFrames = -1;
+    let idleSince = Date.now();
+    const check = () => {
+      if (this.#hasEnded()) return;
+      // Data frames only: keepalive pings must not keep an idle session alive.
+      const { framesIn, framesOut } = this.#yamux.stats;
+      const frames = framesIn.data + framesOut.data;
+      const busy = this.#tunnels.size > 0 || this.#yamux.streamCount > 1 || frames !== lastFrames;
+      lastFrames = frames;
+      if (busy) idleSince = Date.now();
+      else if (Date.now() - idleSince >= timeout) {
+        this.#context.count("idle_timeout");
+        this.#log.info("closing an idle session", { idleMs: timeout });
+        return this.close();
+      }
+      this.#idleTimer = setTimeout(check, Math.max(50, timeout / 4));
+    };
+    check();
+  }
+
+  /** Lets the error reply reach the client, then closes. */
+  #closeAfterReply(): void {
+    this.#control?.end();
+    void this.#yamux.close();
+    this.#closeTimer = setTimeout(() => this.#yamux.destroy(), 1_000);
+  }
+
+  /** Takes a tunnel down; the promise settles once its port or name is released (never rejects). */
+  #removeTunnel(tunnel: ReverseTunnel): Promise<void> {
+    tunnel.close();
+    this.#tunnels.delete(tunnel.id);
+    this.#context.registry.removeTunnel(tunnel.id);
+    let released: Promise<void>;
+    if (tunnel.host !== undefined) {
+      released = this.#context.registry.releaseHost(this.#hostClaim(tunnel), tunnel);
+    } else {
+      this.#context.ports.detach(tunnel);
+      released = this.#context.registry.releasePort(this.#portClaim(tunnel));
+    }
+    this.#log.info("tunnel down", { tunnel: tunnel.id });
+    // The final counts go with the event: the tunnel leaves the daemon's tables right after.
+    this.#context.publish("tunnel_down", {
+      tunnel: tunnel.id,
+      client: tunnel.client,
+      session: this.id,
+      connections: tunnel.stats.connections,
+      bytesToClient: tunnel.stats.aToB,
+      bytesToVisitor: tunnel.stats.bToA,
+      errors: tunnel.stats.errors,
+    });
+    return released.catch(() => {});
+  }
+
+  /**
+   * An HTTP tunnel: the name the client asked for (a label under the base domain, or a full name
+   * its `expose.hosts` allows) held on the daemon's HTTP port, one holder per name.
+   */
+  async #exposeHttp(
+    message: Extract<ClientMessage, { type: "expose" }>,
+    name: string,
+    client: ClientConfig,
+    fail: (code: "not_allowed" | "conflict" | "unavailable", text: string) => void,
+  ): Promise<void> {
+    const passthrough = message.passthrough === true;
+    const httpPort = this.#context.httpPort();
+    const httpsPort = this.#context.httpsPort();
+    if (passthrough && httpsPort === undefined) {
+      return fail("not_allowed", "this daemon has no HTTPS listener for TLS tunnels");
+    }
+    if (httpPort === undefined && httpsPort === undefined) {
+      return fail("not_allowed", "this daemon has no HTTP or HTTPS listener");
+    }
+    if (message.port !== 0 || message.group !== undefined) {
+      return fail("not_allowed", "an HTTP tunnel takes a name, not a port or a group");
+    }
+    const named = claimableHost(name, client.expose.hosts, this.#context.config().http.domain);
+    if (!named.ok) return fail("not_allowed", named.message);
+    // Visitors are sent where TLS works for the name, else to plain HTTP.
+    const secure = passthrough || httpPort === undefined ||
+      (httpsPort !== undefined && this.#context.terminates(named.host));
+    const port = (secure ? httpsPort : httpPort) as number;
+    const url = `${secure ? "https" : "http"}://${named.host}${
+      port === (secure ? 443 : 80) ? "" : `:${port}`
+    }/`;
+    const tunnel = new ReverseTunnel({
+      id: newTunnelId(),
+      client: client.name,
+      session: this.#yamux,
+      bindHost: named.host,
+      port,
+      host: named.host,
+      passthrough,
+      label: message.label,
+      log: this.#log,
+    });
+    const claimed = await this.#context.registry.claimHost(this.#hostClaim(tunnel), tunnel);
+    if (!claimed.ok) {
+      return claimed.reason === "taken"
+        ? fail("conflict", `${named.host} is held by another tunnel`)
+        : fail("unavailable", "the cluster registry cannot be reached; try again");
+    }
+    // The session may have ended while the name was being claimed.
+    if (this.#hasEnded()) {
+      tunnel.close();
+      return void this.#context.registry.releaseHost(this.#hostClaim(tunnel), tunnel);
+    }
+    this.#tunnels.set(tunnel.id, tunnel);
+    this.#context.registry.addTunnel(tunnel, this.id);
+    if (!passthrough && httpsPort !== undefined) this.#context.wantCertificate(named.host);
+    const bind = passthrough ? `tls://${named.host}:${port}` : url;
+    this.#log.info("tunnel up", { tunnel: tunnel.id, bind });
+    this.#context.publish("tunnel_up", {
+      tunnel: tunnel.id,
+      client: client.name,
+      session: this.id,
+      bind,
+    });
+    this.#control?.send({
+      type: "exposed",
+      id: message.id,
+      tunnel: tunnel.id,
+      bindHost: named.host,
+      port,
+      url,
+    });
+  }
+
+  /** The registry's record of `tunnel`'s host name, as claimed for it. */
+  #hostClaim(tunnel: ReverseTunnel): HostClaim {
+    return {
+      host: tunnel.host!,
+      passthrough: tunnel.passthrough,
+      tunnel: tunnel.id,
+      session: this.id,
+      client: tunnel.client,
+      node: this.#context.registry.node,
+    };
+  }
+
+  /** The registry's record of `tunnel`'s port, as claimed for it. */
+  #portClaim(tunnel: ReverseTunnel): PortClaim {
+    return {
+      bindHost: tunnel.bindHost,
+      port: tunnel.port,
+      tunnel: tunnel.id,
+      session: this.id,
+      client: tunnel.client,
+      node: this.#context.registry.node,
+    };
+  }
+
+  #teardown(error: Error | undefined): void {
+    clearTimeout(this.#handshakeTimer);
+    clearTimeout(this.#closeTimer);
+    clearTimeout(this.#idleTimer);
+    clearTimeout(this.#drainTimer);
+    this.#lifecycle.fire("close");
+    for (const tunnel of [...this.#tunnels.values()]) void this.#removeTunnel(tunnel);
+    void this.#context.registry.withdrawServices(this.id);
+    this.#log.info("session closed", { reason: error?.message });
+    if (this.#client !== undefined) {
+      this.#context.publish("session_closed", {
+        session: this.id,
+        client: this.#client,
+        reason: error?.message,
+      });
+    }
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * The public ports this node listens on for reverse tunnels, one {@linkcode PortListener} per
+ * `bindHost:port`, whatever number of routes serve it. A port is bound when its first route
+ * comes (a session's tunnel, or, in a cluster, a relay to a tunnel held on another node) and
+ * closed when its last route goes.
+ *
+ * @module
+ */
+
+import type { Logger } from "../../util/log.ts";
+import { formatHostPort } from "../../util/address.ts";
+import { type Balance, PortListener, type Route } from "./port_listener.ts";
+
+/** The node's port listeners. */
+export class TunnelPorts {
+  readonly #listeners = new Map<string, PortListener>();
+  readonly #binding = new Map<string, Promise<PortListener>>();
+  readonly #routes = new Map<Route, PortListener>();
+  readonly #log: Logger;
+  #accepting = true;
+
+  /** No ports yet. */
+  constructor(log: Logger) {
+    this.#log = log;
+  }
+
+  /**
+   * The listener of `bindHost:port`, bound now if it is not (port 0 binds a free one). Rejects if
+   * the port cannot be bound.
+   */
+  async open(bindHost: string, port: number, balance?: Balance): Promise<PortListener> {
+    const key = formatHostPort(bindHost, port);
+    const existing = port !== 0 ? this.#listeners.get(key) : undefined;
+    if (existing) return existing;
+    const binding = port !== 0 ? this.#binding.get(key) : undefined;
+    if (binding) return await binding;
+    const bound = PortListener.bind(bindHost, port, this.#log);
+    if (port !== 0) this.#binding.set(key, bound);
+    try {
+      const listener = await bound;
+      if (balance) listener.balance = balance;
+      this.#listeners.set(formatHostPort(bindHost, listener.port), listener);
+      if (!this.#accepting) listener.stopAccepting();
+      return listener;
+    } finally {
+      this.#binding.delete(key);
+    }
+  }
+
+  /** Puts `route` on `listener`. */
+  attach(listener: PortListener, route: Route): void {
+    listener.attach(route);
+    this.#routes.set(route, listener);
+  }
+
+  /** Takes `route` off its listener, closing the port when it was the last route. */
+  detach(route: Route): void {
+    const listener = this.#routes.get(route);
+    if (!listener) return;
+    this.#routes.delete(route);
+    if (listener.detach(route) > 0) return;
+    listener.close();
+    const key = formatHostPort(listener.bindHost, listener.port);
+    if (this.#listeners.get(key) === listener) this.#listeners.delete(key);
+  }
+
+  /** The listener of `bindHost:port`, if bound. */
+  listener(bindHost: string, port: number): PortListener | undefined {
+    return this.#listeners.get(formatHostPort(bindHost, port));
+  }
+
+  /** Every bound listener. */
+  listeners(): PortListener[] {
+    return [...this.#listeners.values()];
+  }
+
+  /** Stops accepting visitors on every port (a drain); connected visitors go on. */
+  stopAccepting(): void {
+    this.#accepting = false;
+    for (const listener of this.#listeners.values()) listener.stopAccepting();
+  }
+}

@@ -1,0 +1,429 @@
+/**
+ * {@linkcode Transport} over Deno's native TCP (`Deno.connect` / `Deno.listen`) and TLS over TCP
+ * (`Deno.startTls` / `Deno.listenTls`): a `Deno.TlsConn` is a `Deno.Conn` like a `Deno.TcpConn`,
+ * so one adapter carries both.
+ *
+ * TLS notes, checked on Deno 2.9.6 (rustls):
+ * - Half-close works as on TCP: `closeWrite()` on a `TlsConn` sends close_notify and shuts the
+ *   socket's write side down; the peer reads end of data and can still write back, and we keep
+ *   reading it (TLS 1.3 allows this, RFC 8446 §6.1).
+ * - A `TlsConn` has no `setNoDelay`. The client sets it on the TCP socket before `Deno.startTls`
+ *   (the option lives on the socket, so it survives the upgrade); accepted `Deno.listenTls`
+ *   connections keep Nagle's algorithm on, and Deno offers no way to change that. Seen in
+ *   practice: the first yamux round trip on a fresh connection stalls ~40 ms (the server's reply
+ *   waits behind its unacknowledged session ticket for a delayed ACK); later ones did not.
+ * - The handshake is lazy (it runs on first read or write), so certificate errors would surface as
+ *   read errors of an already returned transport. Connect and accept therefore finish the
+ *   handshake first, and connect reports its failure as a {@linkcode TlsHandshakeError}.
+ * - `Deno.connectTls` has no server-name option (it verifies `hostname`), hence `Deno.connect` +
+ *   `Deno.startTls`, whose `hostname` is the name to verify.
+ *
+ * @module
+ */
+
+import type { Transport, TransportHandlers, TransportListener } from "../../protocol/transport.ts";
+import { formatHostPort } from "../../util/address.ts";
+import { EventSink, toError } from "../io/event_sink.ts";
+import { ChunkQueue, MAX_BATCH } from "../io/chunk_queue.ts";
+import {
+  handOver,
+  type TcpAddress,
+  type TcpTuning,
+  TLS_HANDSHAKE_TIMEOUT_MS,
+  type TlsConnectOptions,
+  TlsHandshakeError,
+  type TlsListenOptions,
+} from "../io/tcp_options.ts";
+import { WriteGate } from "../io/write_gate.ts";
+import { relayBuffers, releaseBytes } from "../../util/buffer_pool.ts";
+
+/**
+ * Largest read buffer: a connection's buffer grows to it while its reads keep filling it, and from
+ * then on comes from {@linkcode relayBuffers} (a little larger than this).
+ */
+export const READ_SIZE = 64 * 1024;
+
+/** Reads shorter than this are copied out of the read buffer; longer ones are handed over. */
+const SMALL_READ = 8 * 1024;
+
+/**
+ * A new connection's read buffer. Most connections carry little (a request and a reply, or an idle
+ * session's keepalive pings), and Deno keeps a pending read's whole buffer resident: 8 KiB here
+ * cost 11 KiB of RSS per idle connection, 64 KiB cost 62 KiB. A read that fills the buffer makes
+ * the next one twice as large, up to {@linkcode READ_SIZE}.
+ */
+const FIRST_READ_SIZE = 2 * 1024;
+
+function netAddress(addr: Deno.Addr): string {
+  // Tested by shape, not `transport`: the TlsConn of Deno.startTls reports addresses without a
+  // `transport` field (Deno 2.9.6).
+  return "hostname" in addr ? formatHostPort(addr.hostname, addr.port) : addr.transport;
+}
+
+/** A `Deno.TcpConn` or `Deno.TlsConn` adapted to the {@linkcode Transport} contract. */
+export class DenoTcpTransport implements Transport {
+  /** The peer's `host:port`. Captured up front: the conn's fields are unusable after close. */
+  readonly remoteAddress: string;
+  /** The local `host:port`. */
+  readonly localAddress: string;
+  /** Written chunks' claims are given back once the kernel has their bytes. */
+  readonly releasesWrites = true;
+
+  #conn: Deno.Conn;
+  #sink: EventSink;
+  #queue = new ChunkQueue();
+  #gate: WriteGate;
+  // Bytes passed to conn.write whose completion has not been reported yet.
+  #inFlight = 0;
+  #writing = false;
+  #writeClosed = false;
+  #started = false;
+  #wake: (() => void) | undefined;
+  #readBuffer = new Uint8Array(FIRST_READ_SIZE);
+
+  /**
+   * Wraps an established connection (a TLS one with its handshake done). Reading starts at
+   * {@linkcode start}.
+   */
+  constructor(conn: Deno.Conn, options: TcpTuning = {}) {
+    this.#conn = conn;
+    this.#gate = new WriteGate(options.highWaterMark);
+    this.remoteAddress = netAddress(conn.remoteAddr);
+    this.localAddress = netAddress(conn.localAddr);
+    this.#sink = new EventSink({
+      endDelivered: () => this.#maybeFinish(),
+      handlerFailed: (error) => this.#fail(error),
+    });
+    // A TlsConn has no setNoDelay: see the module notes.
+    if ("setNoDelay" in conn) {
+      try {
+        (conn as Deno.TcpConn).setNoDelay(options.noDelay ?? true);
+      } catch {
+        // Only fails on a conn that is already gone; the read loop reports that.
+      }
+    }
+  }
+
+  /** Bytes accepted by `write` and not yet taken by the kernel. */
+  get bufferedAmount(): number {
+    return this.#queue.bytes + this.#inFlight;
+  }
+
+  start(handlers: TransportHandlers): void {
+    this.#sink.start(handlers);
+    if (this.#started) return;
+    this.#started = true;
+    // The loop catches everything itself, so the floating promise never rejects.
+    void this.#readLoop();
+  }
+
+  write(chunk: Uint8Array): boolean {
+    if (!this.#gate.open(this.#sink.closed)) return false;
+    if (chunk.length > 0) {
+      this.#queue.push(chunk);
+      if (!this.#writing) void this.#pump();
+    }
+    return this.#gate.underMark(this.bufferedAmount);
+  }
+
+  pause(): void {
+    this.#sink.pause();
+  }
+
+  resume(): void {
+    this.#sink.resume();
+    this.#wakeReader();
+  }
+
+  end(): void {
+    if (!this.#gate.end(this.#sink.closed)) return;
+    // With a pump running, it shuts the write side down once the queue is empty.
+    if (!this.#writing) void this.#shutdownWrite();
+  }
+
+  close(): void {
+    this.#teardown(undefined);
+  }
+
+  /**
+   * Hands out what the last read put in the read buffer. Receivers keep views, so the buffer can
+   * never be reused once handed out: a large read is handed over whole (zero-copy) and a new buffer
+   * takes its place, while a small read (a request, an ACK) is copied out so the buffer stays. A
+   * fresh zero-filled 64 KiB buffer per small read cost about 15 µs per round trip. A read that
+   * filled the buffer says more is waiting, so the next buffer is twice as large, up to
+   * {@linkcode READ_SIZE}; buffers of that size come from {@linkcode relayBuffers}, so a chunk
+   * handed over carries our claim on it to the receiver, which gives it back once it is done
+   * (`util/buffer_pool.ts`; a receiver that does not is handed memory taken out of the pool).
+   */
+  #takeRead(n: number): Uint8Array {
+    const buffer = this.#readBuffer;
+    const filled = n === buffer.length && n < READ_SIZE;
+    if (n < SMALL_READ) {
+      if (filled) this.#readBuffer = new Uint8Array(2 * n);
+      return buffer.slice(0, n);
+    }
+    const next = filled ? Math.min(2 * n, READ_SIZE) : buffer.length;
+    this.#readBuffer = next >= READ_SIZE ? relayBuffers.acquire() : new Uint8Array(next);
+    return buffer.subarray(0, n);
+  }
+
+  async #readLoop(): Promise<void> {
+    try {
+      while (!this.#sink.closed) {
+        if (this.#sink.paused) {
+          // Stop issuing reads so the kernel buffer fills and TCP pushes back on the peer.
+          await new Promise<void>((resolve) => this.#wake = resolve);
+          continue;
+        }
+        // Fresh memory every read: the handler may keep views of earlier chunks.
+        const n = await this.#conn.read(this.#readBuffer);
+        if (n === null) {
+          this.#sink.end();
+          return;
+        }
+        this.#sink.data(this.#takeRead(n));
+      }
+    } catch (error) {
+      this.#fail(error);
+    } finally {
+      // No read is in flight any more: the buffer may go back to its pool.
+      releaseBytes(this.#readBuffer);
+    }
+  }
+
+  async #pump(): Promise<void> {
+    this.#writing = true;
+    try {
+      while (!this.#queue.empty && !this.#sink.closed) {
+        // Chunks queued during the previous syscall go out joined in one.
+        const chunk = this.#queue.takeWrite(MAX_BATCH);
+        let pending = chunk;
+        this.#inFlight = pending.length;
+        while (pending.length > 0) {
+          // conn.write may take only part of the buffer; loop until the kernel has all of it.
+          const n = await this.#conn.write(pending);
+          if (this.#sink.closed) return;
+          this.#inFlight -= n;
+          pending = pending.subarray(n);
+          if (this.#gate.drainDue(this.bufferedAmount)) this.#sink.drain();
+        }
+        // Written whole: the claim the writer passed with the chunk, if pooled, is given back.
+        releaseBytes(chunk);
+      }
+    } catch (error) {
+      this.#fail(error);
+      return;
+    } finally {
+      this.#writing = false;
+    }
+    if (this.#gate.ending && !this.#sink.closed) await this.#shutdownWrite();
+  }
+
+  async #shutdownWrite(): Promise<void> {
+    try {
+      // On a TlsConn this sends close_notify before the FIN (see the module notes).
+      await this.#conn.closeWrite();
+    } catch (error) {
+      this.#fail(error);
+      return;
+    }
+    this.#writeClosed = true;
+    this.#maybeFinish();
+  }
+
+  // Both directions finished cleanly: release the conn and report a clean close, as TCP does.
+  #maybeFinish(): void {
+    if (this.#writeClosed && this.#sink.endDelivered) this.#teardown(undefined);
+  }
+
+  #fail(error: unknown): void {
+    // Errors after close (BadResource, Interrupted, BrokenPipe...) are its echo, not news.
+    if (this.#sink.closed) return;
+    this.#teardown(toError(error));
+  }
+
+  #teardown(error: Error | undefined): void {
+    if (this.#sink.closed) return;
+    this.#queue.clear();
+    this.#inFlight = 0;
+    this.#sink.close(error);
+    try {
+      this.#conn.close();
+    } catch {
+      // Already closed by the runtime.
+    }
+    this.#wakeReader();
+  }
+
+  #wakeReader(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+}
+
+/** Connects to `address` over Deno TCP. */
+export async function connectDenoTcp(
+  address: TcpAddress,
+  options: TcpTuning = {},
+): Promise<Transport> {
+  const conn = await Deno.connect({
+    hostname: address.hostname,
+    port: address.port,
+    transport: "tcp",
+  });
+  return new DenoTcpTransport(conn, options);
+}
+
+/**
+ * Connects to `address` and completes a TLS handshake, verifying the certificate against
+ * `tls.serverName` (default: the hostname). A failed handshake rejects with a
+ * {@linkcode TlsHandshakeError}; a failed TCP connect with Deno's own error.
+ */
+export async function connectDenoTls(
+  address: TcpAddress,
+  tls: TlsConnectOptions = {},
+  options: TcpTuning = {},
+): Promise<Transport> {
+  const tcp = await Deno.connect({
+    hostname: address.hostname,
+    port: address.port,
+    transport: "tcp",
+  });
+  let conn: Deno.TlsConn;
+  try {
+    // Set on the socket before the upgrade: the TlsConn that replaces `tcp` cannot.
+    tcp.setNoDelay(options.noDelay ?? true);
+    conn = await Deno.startTls(tcp, {
+      hostname: tls.serverName ?? address.hostname,
+      caCerts: tls.caCerts,
+    });
+  } catch (error) {
+    try {
+      tcp.close();
+    } catch {
+      // startTls consumed it.
+    }
+    throw error;
+  }
+  try {
+    await conn.handshake();
+  } catch (error) {
+    conn.close();
+    throw new TlsHandshakeError(formatHostPort(address.hostname, address.port), error);
+  }
+  return new DenoTcpTransport(conn, options);
+}
+
+/**
+ * Accepts from `listener` until closed, handing each connection to `accepted`. Transient accept
+ * failures (EMFILE) must not stop the listener. Resolves when the loop has ended: Deno frees the
+ * port only once the pending accept has been rejected, a turn of the event loop after `close()`.
+ */
+function acceptLoop<C extends Deno.Conn>(
+  listener: Deno.Listener<C>,
+  isClosed: () => boolean,
+  accepted: (conn: C) => void,
+): Promise<void> {
+  const loop = async () => {
+    while (!isClosed()) {
+      let conn: C;
+      try {
+        conn = await listener.accept();
+      } catch (error) {
+        if (isClosed() || error instanceof Deno.errors.BadResource) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        continue;
+      }
+      accepted(conn);
+    }
+  };
+  return loop();
+}
+
+function listenerHandle(
+  listener: Deno.Listener,
+  onClose: () => void,
+  loopEnded: Promise<void>,
+): TransportListener {
+  const bound = listener.addr as Deno.NetAddr;
+  let closed = false;
+  return {
+    hostname: bound.hostname,
+    port: bound.port,
+    close() {
+      if (!closed) {
+        closed = true;
+        onClose();
+        try {
+          listener.close();
+        } catch {
+          // Already closed.
+        }
+      }
+      return loopEnded;
+    },
+  };
+}
+
+/**
+ * Listens on `address` and hands each accepted connection to `onTransport` as a Transport. A
+ * callback that throws gets that transport closed rather than leaking it.
+ */
+export function listenDenoTcp(
+  address: TcpAddress,
+  onTransport: (transport: Transport) => void,
+  options: TcpTuning = {},
+): Promise<TransportListener> {
+  const listener = Deno.listen({
+    hostname: address.hostname,
+    port: address.port,
+    transport: "tcp",
+  });
+  let closed = false;
+  const loopEnded = acceptLoop(listener, () => closed, (conn) => {
+    handOver(new DenoTcpTransport(conn, options), onTransport);
+  });
+  return Promise.resolve(listenerHandle(listener, () => closed = true, loopEnded));
+}
+
+/**
+ * Listens for TLS on `address` and hands each connection to `onTransport` once its handshake is
+ * done. Handshakes run concurrently (one slow client does not hold up the others); a failed one,
+ * or one not finished within {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}, is dropped silently since there
+ * is nobody to report it to.
+ */
+export function listenDenoTls(
+  address: TcpAddress,
+  tls: TlsListenOptions,
+  onTransport: (transport: Transport) => void,
+  options: TcpTuning = {},
+): Promise<TransportListener> {
+  const listener = Deno.listenTls({
+    hostname: address.hostname,
+    port: address.port,
+    transport: "tcp",
+    cert: tls.cert,
+    key: tls.key,
+  });
+  let closed = false;
+  const loopEnded = acceptLoop(listener, () => closed, (conn) => {
+    // Closing the conn makes a stalled handshake reject, which drops it below.
+    const timer = setTimeout(() => conn.close(), TLS_HANDSHAKE_TIMEOUT_MS);
+    conn.handshake().then(
+      () => {
+        clearTimeout(timer);
+        handOver(new DenoTcpTransport(conn, options), onTransport);
+      },
+      () => {
+        clearTimeout(timer);
+        try {
+          conn.close();
+        } catch {
+          // The timer closed it already.
+        }
+      },
+    );
+  });
+  return Promise.resolve(listenerHandle(listener, () => closed = true, loopEnded));
+}

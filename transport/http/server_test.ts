@@ -1,0 +1,202 @@
+/**
+ * Our HTTP/1.1 server (the admin API's listener on Deno), driven over raw TCP so that slow,
+ * malformed and hostile clients can be written by hand. Runs on every runtime.
+ */
+
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { connect as netConnect, type Socket } from "node:net";
+import { type Http1Server, type Http1ServerOptions, serveHttp1 } from "./server.ts";
+import { waitFor } from "../../testing/wait.ts";
+
+const servers: Http1Server[] = [];
+after(async () => {
+  for (const server of servers) await server.close();
+});
+
+async function serve(
+  handler: (request: Request) => Response | Promise<Response>,
+  options: Http1ServerOptions = {},
+): Promise<Http1Server> {
+  const server = await serveHttp1({ hostname: "127.0.0.1", port: 0 }, handler, options);
+  servers.push(server);
+  return server;
+}
+
+/** A raw connection: what it received so far, and whether the server closed it. */
+function rawClient(port: number): { socket: Socket; text: () => string; ended: () => boolean } {
+  const socket = netConnect({ host: "127.0.0.1", port, allowHalfOpen: true });
+  let text = "";
+  let ended = false;
+  socket.on("data", (chunk: Uint8Array) => text += new TextDecoder().decode(chunk));
+  socket.on("end", () => ended = true);
+  socket.on("close", () => ended = true);
+  socket.on("error", () => ended = true);
+  return { socket, text: () => text, ended: () => ended };
+}
+
+async function exchange(port: number, request: string): Promise<string> {
+  const client = rawClient(port);
+  client.socket.write(request);
+  await waitFor(client.ended, { timeoutMs: 15_000, message: "the server to close" });
+  client.socket.destroy();
+  return client.text();
+}
+
+const echo = async (request: Request) =>
+  new Response(`${request.method} ${new URL(request.url).pathname} ${await request.text()}`, {
+    headers: { "content-type": "text/plain" },
+  });
+
+describe("serveHttp1", () => {
+  it("serves fetch() requests, with bodies, on a keep-alive connection", async () => {
+    const server = await serve(echo);
+    const url = `http://127.0.0.1:${server.port}`;
+    assert.equal(await (await fetch(`${url}/a`)).text(), "GET /a ");
+    const posted = await fetch(`${url}/b`, { method: "POST", body: "hello" });
+    assert.equal(await posted.text(), "POST /b hello");
+    const head = await fetch(`${url}/c`, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(await head.text(), "");
+  });
+
+  it("answers pipelined requests in order, then closes on Connection: close", async () => {
+    const server = await serve(echo);
+    const text = await exchange(
+      server.port,
+      "GET /1 HTTP/1.1\r\nHost: x\r\n\r\nPOST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc" +
+        "GET /3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    const bodies = [...text.matchAll(/\r\n[0-9a-f]+\r\n([A-Z]+ \/\d[^\r]*)/g)].map((m) =>
+      m[1].trim()
+    );
+    assert.deepEqual(bodies, ["GET /1", "POST /2 abc", "GET /3"]);
+    assert.match(text, /connection: close/i);
+  });
+
+  it("decodes a chunked body, with extensions and trailers", async () => {
+    const server = await serve(echo);
+    const text = await exchange(
+      server.port,
+      "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+        "3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nTrailer: t\r\n\r\n",
+    );
+    assert.match(text, /^HTTP\/1\.1 200 /);
+    assert.match(text, /POST \/c abcde/);
+  });
+
+  it("answers 408 and closes when a request never completes (slowloris), head or body", async () => {
+    const server = await serve(echo, { requestTimeoutMs: 200 });
+    const client = rawClient(server.port);
+    client.socket.write("GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+    await waitFor(client.ended, { timeoutMs: 15_000, message: "closed" });
+    assert.match(client.text(), /^HTTP\/1\.1 408 /);
+    const body = await exchange(
+      server.port,
+      "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly part",
+    );
+    assert.match(body, /^HTTP\/1\.1 408 /);
+    await waitFor(() => server.connections === 0, "connections released");
+  });
+
+  it("answers 400 at once to bytes that cannot start a request (TLS or yamux on this port)", async () => {
+    const server = await serve(echo, { requestTimeoutMs: 60_000 });
+    const client = rawClient(server.port);
+    client.socket.write(new Uint8Array([0x16, 0x03, 0x01, 0x02, 0x00])); // a TLS ClientHello's start
+    await waitFor(client.ended, { timeoutMs: 15_000, message: "closed" });
+    assert.match(client.text(), /^HTTP\/1\.1 400 /);
+  });
+
+  it("closes an idle keep-alive connection after keepAliveTimeoutMs", async () => {
+    const server = await serve(echo, { keepAliveTimeoutMs: 100 });
+    const client = rawClient(server.port);
+    client.socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    await waitFor(client.ended, { timeoutMs: 15_000, message: "closed when idle" });
+    assert.match(client.text(), /^HTTP\/1\.1 200 /);
+    client.socket.destroy();
+  });
+
+  const refused: [string, string, number][] = [
+    [
+      "Content-Length with Transfer-Encoding",
+      "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+      400,
+    ],
+    [
+      "a duplicate Content-Length",
+      "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+      400,
+    ],
+    [
+      "an unknown transfer coding",
+      "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+      501,
+    ],
+    ["obs-fold", "GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 400],
+    ["no Host in HTTP/1.1", "GET / HTTP/1.1\r\n\r\n", 400],
+    [
+      "a body above the limit, by its Content-Length",
+      "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999\r\n\r\n",
+      413,
+    ],
+    [
+      "a chunked body above the limit",
+      `POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${
+        "400\r\n" + "a".repeat(1024) + "\r\n"
+      }`,
+      413,
+    ],
+    ["a head above 16 KiB", `GET / HTTP/1.1\r\nHost: x\r\nX: ${"a".repeat(17_000)}\r\n\r\n`, 431],
+    ["garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 400],
+  ];
+  for (const [what, request, status] of refused) {
+    it(`refuses ${what} with ${status} and closes, without calling the handler`, async () => {
+      let calls = 0;
+      const server = await serve((r) => {
+        calls++;
+        return echo(r);
+      }, { maxBodyBytes: 1000 });
+      const text = await exchange(server.port, request);
+      assert.match(text, new RegExp(`^HTTP/1\\.1 ${status} `));
+      assert.equal(calls, 0);
+    });
+  }
+
+  it("streams a response of unknown length chunked, and aborts it when the client goes away", async () => {
+    let cancelled = false;
+    let aborted = false;
+    const server = await serve((request) => {
+      request.signal.addEventListener("abort", () => aborted = true);
+      let n = 0;
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          await new Promise((r) => setTimeout(r, 5));
+          controller.enqueue(new TextEncoder().encode(`data: ${n++}\n\n`));
+        },
+        cancel() {
+          cancelled = true;
+        },
+      });
+      return new Response(body, { headers: { "content-type": "text/event-stream" } });
+    });
+    const client = rawClient(server.port);
+    client.socket.write("GET /events HTTP/1.1\r\nHost: x\r\n\r\n");
+    await waitFor(() => client.text().includes("data: 3"), "four events");
+    assert.match(client.text(), /transfer-encoding: chunked/i);
+    client.socket.destroy();
+    await waitFor(() => cancelled && aborted, "the stream cancelled and the request aborted");
+    await waitFor(() => server.connections === 0, "the connection released");
+  });
+
+  it("close() lets a response in flight finish within the grace, then destroys what is left", async () => {
+    const server = await serve(() => new Response(new ReadableStream({ pull() {} })), {
+      closeGraceMs: 100,
+    });
+    const client = rawClient(server.port);
+    client.socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    await waitFor(() => client.text().startsWith("HTTP/1.1 200"), "a response started");
+    await server.close();
+    await waitFor(client.ended, "the never-ending response cut");
+    assert.equal(server.connections, 0);
+  });
+});

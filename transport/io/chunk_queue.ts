@@ -1,0 +1,161 @@
+/**
+ * The outgoing queue of the transports that buffer for themselves (Deno and Bun TCP, WebSocket).
+ * It keeps the claims of pooled chunks (`util/buffer_pool.ts`) as they pass: a chunk copied into a
+ * joined piece is given back at once, and a piece handed out as a view of a chunk that stays
+ * queued gets a claim of its own.
+ *
+ * @module
+ */
+
+import { releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+
+/** Default high-water mark for queued outgoing bytes (1 MiB). */
+export const DEFAULT_HIGH_WATER_MARK = 1024 * 1024;
+
+/**
+ * Largest TCP write built by joining queued chunks: joining saves syscalls for many small frames,
+ * the cap keeps a backlog from being copied into one huge allocation.
+ */
+export const MAX_BATCH = 256 * 1024;
+
+/**
+ * Chunks at least this long go to the socket alone and whole: a syscall costs less than copying
+ * them, so only smaller ones (control frames, small writes) are joined.
+ */
+export const JOIN_BELOW = 16 * 1024;
+
+/**
+ * Outgoing bytes as a FIFO of owned chunks, handed out in pieces of a bounded size: syscall-sized
+ * batches for TCP, messages for WebSocket. Small chunks are joined (fewer syscalls or messages),
+ * a large head chunk is handed out as views (no copy).
+ */
+export class ChunkQueue {
+  #chunks: Uint8Array[] = [];
+  #head = 0;
+  #bytes = 0;
+
+  /** Queued bytes not yet taken. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** True when nothing is queued. */
+  get empty(): boolean {
+    return this.#bytes === 0;
+  }
+
+  /** Appends a chunk; the queue now owns it. Empty chunks are ignored. */
+  push(chunk: Uint8Array): void {
+    if (chunk.length === 0) return;
+    this.#chunks.push(chunk);
+    this.#bytes += chunk.length;
+  }
+
+  /** Puts a piece the socket refused back in front, to go out first. */
+  unshift(message: Uint8Array): void {
+    if (message.length === 0) return;
+    if (this.#head > 0) this.#chunks[--this.#head] = message;
+    else this.#chunks.unshift(message);
+    this.#bytes += message.length;
+  }
+
+  /**
+   * Removes and returns the next piece of at most `max` bytes: a view of the head chunk when it
+   * fills the piece alone (no copy), otherwise the next chunks joined, the last one possibly cut.
+   */
+  take(max: number): Uint8Array {
+    const first = this.#chunks[this.#head];
+    if (first.length >= max) {
+      const out = first.subarray(0, max);
+      // The rest stays queued, so the piece needs a claim of its own when it leaves.
+      if (first.length > max) retainBytes(out);
+      this.#consumeHead(first, max);
+      return out;
+    }
+    const size = Math.min(this.#bytes, max);
+    if (size === first.length) {
+      this.#consumeHead(first, first.length);
+      return first;
+    }
+    const out = new Uint8Array(size);
+    let offset = 0;
+    while (offset < size) {
+      const chunk = this.#chunks[this.#head];
+      const n = Math.min(chunk.length, size - offset);
+      out.set(n === chunk.length ? chunk : chunk.subarray(0, n), offset);
+      offset += n;
+      this.#consumeHead(chunk, n);
+      if (n === chunk.length) releaseBytes(chunk);
+    }
+    return out;
+  }
+
+  /**
+   * Removes and returns the next write for a stream socket, which may take any part of it (the
+   * adapter keeps the rest). A head chunk of at least {@linkcode JOIN_BELOW} bytes goes out whole,
+   * whatever its size: cut at a fixed size, its tail would be joined to the next chunk, copying
+   * every byte of a bulk transfer (a mux batch is 256 KiB plus frame headers). Smaller chunks are
+   * joined up to `max` bytes, stopping before a large one, which then goes out alone.
+   */
+  takeWrite(max: number): Uint8Array {
+    const chunks = this.#chunks;
+    const first = chunks[this.#head];
+    let end = this.#head;
+    let size = 0;
+    while (
+      end < chunks.length && chunks[end].length < JOIN_BELOW && size + chunks[end].length <= max
+    ) {
+      size += chunks[end++].length;
+    }
+    if (end - this.#head <= 1) {
+      this.#consumeHead(first, first.length);
+      return first;
+    }
+    const out = new Uint8Array(size);
+    for (let offset = 0; offset < size;) {
+      // Not `chunks`: taking the head may compact the queue into a new array.
+      const chunk = this.#chunks[this.#head];
+      out.set(chunk, offset);
+      offset += chunk.length;
+      this.#consumeHead(chunk, chunk.length);
+      releaseBytes(chunk);
+    }
+    return out;
+  }
+
+  /** The next chunk as it was pushed (or its rest, after a partial take), without removing it. */
+  peek(): Uint8Array | undefined {
+    return this.#bytes === 0 ? undefined : this.#chunks[this.#head];
+  }
+
+  /** Removes and returns the next chunk whole, the same array {@linkcode peek} shows. */
+  shift(): Uint8Array {
+    const first = this.#chunks[this.#head];
+    this.#consumeHead(first, first.length);
+    return first;
+  }
+
+  /** Drops everything (close discards unsent bytes). */
+  clear(): void {
+    this.#chunks = [];
+    this.#head = 0;
+    this.#bytes = 0;
+  }
+
+  #consumeHead(chunk: Uint8Array, n: number): void {
+    this.#bytes -= n;
+    if (n < chunk.length) {
+      this.#chunks[this.#head] = chunk.subarray(n);
+      return;
+    }
+    this.#head++;
+    // Keep take() O(1) amortised without letting the dead prefix grow with total traffic.
+    if (this.#head === this.#chunks.length) {
+      this.#chunks = [];
+      this.#head = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > this.#chunks.length) {
+      this.#chunks = this.#chunks.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+}
