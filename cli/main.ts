@@ -10,13 +10,13 @@
  * @module
  */
 
-import process from "node:process";
-import { DAEMON_VERSION } from "../daemon/admin/api/system.ts";
-import { generateToken, hashToken } from "../daemon/tokens/verifier.ts";
+import { concat } from "../util/bytes.ts";
+import { exitHost, hostArgs } from "../util/host.ts";
+import { runtimeVersion } from "../util/runtime.ts";
+import { VERSION } from "../util/version.ts";
 
 /** The top-level help. */
-export const HELP =
-  `tunnelmux ${DAEMON_VERSION}: a multiplexed tunnel daemon and client for Deno and Bun
+export const HELP = `tunnelmux ${VERSION}: a multiplexed tunnel daemon and client for Deno and Bun
 
 Usage:
   tunnelmux COMMAND [options]
@@ -35,23 +35,17 @@ Commands:
 
 Each command has its own --help: tunnelmux daemon --help.`;
 
-/** The runtime this process runs on and its version. */
-function runtimeVersion(): string {
-  const versions = process.versions as Record<string, string | undefined>;
-  if (versions.bun) return `bun ${versions.bun}`;
-  if (versions.deno) return `deno ${versions.deno}`;
-  return `node ${process.version}`;
-}
-
-/** Reads all of stdin as text. */
+/** Reads all of stdin as text (`node:process` is loaded only here, off the start path). */
 async function readStdin(): Promise<string> {
+  const { default: process } = await import("node:process");
   const chunks: Uint8Array[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Uint8Array);
-  return Buffer.concat(chunks).toString("utf8");
+  return new TextDecoder().decode(concat(chunks));
 }
 
 /** `tunnelmux token [hash]`. */
 async function token(args: string[]): Promise<number> {
+  const { generateToken, hashToken } = await import("../daemon/config/token_hash.ts");
   if (args[0] === "-h" || args[0] === "--help") {
     console.log(`tunnelmux token: make a client token
 
@@ -101,9 +95,11 @@ export async function main(args: string[]): Promise<number | undefined> {
       return 0;
     case "version":
     case "--version":
-    case "-V":
-      console.log(`tunnelmux ${DAEMON_VERSION} (${runtimeVersion()})`);
+    case "-V": {
+      const runtime = runtimeVersion();
+      console.log(`tunnelmux ${VERSION} (${runtime.name} ${runtime.version})`);
       return 0;
+    }
     case "daemon":
       return await (await import("../daemon/main.ts")).main(rest);
     case "check":
@@ -125,6 +121,7 @@ export async function main(args: string[]): Promise<number | undefined> {
         );
         return 2;
       }
+      const { default: process } = await import("node:process");
       process.exitCode = await bench.main(rest);
       return undefined;
     }
@@ -142,11 +139,11 @@ export async function run(args: string[]): Promise<void> {
   try {
     const code = await main(args);
     // The daemon or a client that resolved has stopped: exit, whatever handles are left.
-    if (code !== undefined) process.exit(code);
+    if (code !== undefined) exitHost(code);
   } catch (error) {
     console.error(`tunnelmux: ${(error as Error).message}`);
-    process.exit(1);
+    exitHost(1);
   }
 }
 
-if (import.meta.main) await run(process.argv.slice(2));
+if (import.meta.main) await run(hostArgs());

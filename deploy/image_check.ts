@@ -36,7 +36,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Buffer } from "node:buffer";
 import process from "node:process";
-import { hashToken } from "../daemon/tokens/verifier.ts";
+import { hashToken } from "../daemon/config/token_hash.ts";
 import {
   closedPort,
   pattern,

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { hashToken } from "../daemon/tokens/verifier.ts";
+import { hashToken } from "../daemon/config/token_hash.ts";
 import { baseEnv, probePort, ROOT, runCommand, startCommand, waitFor } from "../testing/mod.ts";
 
 const BUN = join(ROOT, "node_modules", ".bin", "bun");

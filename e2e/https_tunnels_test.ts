@@ -22,7 +22,7 @@ import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import { Logger } from "../util/log.ts";
 import { startClient } from "../testing/mod.ts";
 import { createAdminApp } from "../daemon/admin/app.ts";
-import { hashToken } from "../daemon/tokens/verifier.ts";
+import { hashToken } from "../daemon/config/token_hash.ts";
 import { hasOpenssl, makeTestIdentity, type TestIdentity } from "../transport/_test_certificate.ts";
 
 const ALICE = "https-test-alice-0123456789abcdef";

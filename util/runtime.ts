@@ -26,6 +26,25 @@ export function currentRuntime(): RuntimeName {
 }
 
 /**
+ * The runtime of this process and its version (`deno 2.9.6`, `bun 1.4.4`), read from the runtime's
+ * own global: on Deno, `process.versions` would load the Node compatibility layer.
+ */
+export function runtimeVersion(): { name: RuntimeName; version: string } {
+  const name = currentRuntime();
+  const g = globalThis as {
+    Deno?: { version: { deno: string } };
+    Bun?: { version: string };
+    process?: { versions?: { node?: string } };
+  };
+  const version = name === "deno"
+    ? g.Deno!.version.deno
+    : name === "bun"
+    ? g.Bun!.version
+    : g.process?.versions?.node ?? "unknown";
+  return { name, version };
+}
+
+/**
  * Reads an environment variable without side effects on any runtime: undefined when it is unset
  * or, on Deno, when reading it was not granted (asking first, since reading an ungranted variable
  * would prompt on a terminal or throw).

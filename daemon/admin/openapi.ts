@@ -15,7 +15,7 @@
  */
 
 import { Hono } from "hono";
-import { DAEMON_VERSION } from "./api/system.ts";
+import { VERSION } from "../../util/version.ts";
 
 /** A JSON Schema (the subset this document uses), or any OpenAPI object: plain JSON. */
 type Json = Record<string, unknown>;
@@ -619,7 +619,7 @@ export const OPENAPI_DOCUMENT: Json = {
   openapi: "3.1.0",
   info: {
     title: "tunnelmux admin API",
-    version: DAEMON_VERSION,
+    version: VERSION,
     license: { name: "MIT", identifier: "MIT" },
     description: "Inspect and control a tunnelmux daemon. Errors are always " +
       "`{ error: { code, message } }`. A method a path does not serve answers 405 with `Allow`.",

@@ -29,6 +29,7 @@ import { kvTokenBackend } from "./kv_tokens.ts";
 import { connectNats, type NatsLink, type NatsState } from "./nats.ts";
 import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
+import { VERSION } from "../../util/version.ts";
 
 /**
  * After NATS comes back, for this many TTLs nodes missing from presence are given time to write
@@ -38,9 +39,6 @@ const SETTLE_TTLS = 3;
 
 /** Heartbeats between two checks of this node's own records. */
 const REASSERT_EVERY_BEATS = 15;
-
-/** The tunnelmux version nodes announce. */
-const VERSION = "0.1.0";
 
 /** What a node knows of the cluster, for the admin API. */
 export interface ClusterView {

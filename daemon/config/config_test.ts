@@ -7,7 +7,8 @@ import {
   mergeLayers,
   validateConfig,
 } from "./mod.ts";
-import { hashToken, TokenVerifier } from "../tokens/verifier.ts";
+import { TokenVerifier } from "../tokens/verifier.ts";
+import { hashToken } from "./token_hash.ts";
 import { canExpose, matchForward } from "../policy/policy.ts";
 
 const TOKEN_A = "token-a-0123456789abcdefghij";

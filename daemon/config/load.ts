@@ -10,10 +10,11 @@ import { readFile as fsReadFile } from "node:fs/promises";
 import { formatHostPort, type HostPort } from "../../util/address.ts";
 import type { Issue, ValidationResult } from "./types.ts";
 import { embeddedDefaults } from "./defaults.ts";
-import { isObject, mergeLayers, setOwn, suggest } from "./merge.ts";
+import { mergeLayers, setOwn, suggest } from "./merge.ts";
+import { isObject } from "../../util/is_object.ts";
 import { validateConfig } from "./validate.ts";
 import { type JsoncResult, parseJsonc } from "../../util/jsonc.ts";
-import { generateToken } from "../tokens/verifier.ts";
+import { generateToken } from "./token_hash.ts";
 
 /** Command-line settings, already parsed by the CLI. Tokens are deliberately absent: argv is visible to every user in `ps`. */
 export interface ConfigFlags {

@@ -4,9 +4,7 @@
  * @module
  */
 
-/** A plain object: not null, not an array. */
-export const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === "object" && v !== null && !Array.isArray(v);
+import { isObject } from "../../util/is_object.ts";
 
 /** Sets an own property, even for `__proto__`, so a hostile key is reported, never applied. */
 export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {

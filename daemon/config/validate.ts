@@ -23,7 +23,8 @@ import type {
   ValidationResult,
 } from "./types.ts";
 import { embeddedDefaults } from "./defaults.ts";
-import { isObject, mergeLayers, setOwn, suggest } from "./merge.ts";
+import { mergeLayers, setOwn, suggest } from "./merge.ts";
+import { isObject } from "../../util/is_object.ts";
 import {
   type ClientPolicy,
   type ForwardRule,
@@ -33,7 +34,7 @@ import {
   parsePortRange,
   type PortRange,
 } from "../policy/policy.ts";
-import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "../tokens/verifier.ts";
+import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "./token_hash.ts";
 import { isHostName } from "../http/host_names.ts";
 
 const TOP_KEYS = [

@@ -28,7 +28,7 @@ import type { AcmeConfig } from "../config/types.ts";
 import type { CertificateStore, ServedCertificate } from "./certificates.ts";
 import type { TlsIdentity } from "../../transport/tls/front.ts";
 import type { Logger } from "../../util/log.ts";
-import { writeFileAtomic } from "../tokens/file.ts";
+import { writeFileAtomic } from "../../util/write_file_atomic.ts";
 import { alpnChallengeCertificate } from "./acme_alpn_certificate.ts";
 
 /** What {@linkcode AcmeCertificates} needs. */

@@ -1,17 +1,17 @@
 /**
- * The minted-token file, `<dataDir>/tokens.json`: its format, and reading and writing it. Only
- * token hashes are stored. Writes are atomic (a new file, synced, renamed over the old one), so a
- * crash mid-write leaves the previous file intact rather than a truncated one that would lose
- * every token, or worse, a revocation.
+ * The minted-token file, `<dataDir>/tokens.json`: its format, and reading it. Only token hashes
+ * are stored. The store writes it atomically (`util/write_file_atomic.ts`: a new file, synced,
+ * renamed over the old one), so a crash mid-write leaves the previous file intact rather than a
+ * truncated one that would lose every token, or worse, a revocation.
  *
  * @module
  */
 
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { isObject } from "../config/merge.ts";
-import { isTokenHash } from "./verifier.ts";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { isObject } from "../../util/is_object.ts";
+import { isTokenHash } from "../config/token_hash.ts";
 import type { TokenScopes } from "./scopes.ts";
 
 /** The file's name inside the data directory. */
@@ -118,27 +118,4 @@ export async function readTokenFile(dataDir: string): Promise<TokenRecord[]> {
     throw error;
   }
   return decodeTokenFile(text, path);
-}
-
-/**
- * Writes `text` to `path` atomically with mode 0600 (it holds credential hashes): a temporary
- * file next to it, synced, then renamed over it. The data directory is created (0700) if needed.
- */
-export async function writeFileAtomic(path: string, text: string): Promise<void> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  // A unique temporary name: "wx" then never follows a planted symlink or reuses a stale file.
-  const temporary = `${path}.${randomBytes(6).toString("hex")}.tmp`;
-  const handle = await open(temporary, "wx", 0o600);
-  try {
-    try {
-      await handle.writeFile(text, "utf8");
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temporary, path);
-  } catch (error) {
-    await rm(temporary, { force: true });
-    throw error;
-  }
 }

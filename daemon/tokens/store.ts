@@ -15,10 +15,10 @@ import {
   readTokenFile,
   tokenFilePath,
   type TokenRecord,
-  writeFileAtomic,
 } from "./file.ts";
+import { writeFileAtomic } from "../../util/write_file_atomic.ts";
 import { scopedClient, type TokenScopes } from "./scopes.ts";
-import { generateToken, hashToken } from "./verifier.ts";
+import { generateToken, hashToken } from "../config/token_hash.ts";
 
 /** setTimeout's largest delay (about 24.8 days); a later expiry is reached in several steps. */
 const MAX_TIMER_MS = 2 ** 31 - 1;

@@ -1,37 +1,24 @@
 /**
- * Client tokens: hashing, generation and constant-time verification. Only SHA-256 hashes are
- * kept in memory and in config files, so a leaked config or heap dump does not leak credentials.
- * A plain SHA-256 (not a slow KDF) is enough because tokens are long random strings, not
- * passwords; config validation refuses short plain tokens for that reason.
+ * Client tokens checked in constant time against their stored hashes (`config/token_hash.ts`
+ * makes and recognises those).
  *
  * @module
  */
 
 import { Buffer } from "node:buffer";
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-
-/** Prefix of a stored token hash; the rest is 64 lowercase hex digits. */
-export const TOKEN_HASH_PREFIX = "sha256:";
-
-/** The shortest plain token accepted from configuration (about 96 bits even if only hex). */
-export const MIN_TOKEN_LENGTH = 24;
+import { createHash, timingSafeEqual } from "node:crypto";
+import { hashToken, isTokenHash, TOKEN_HASH_PREFIX } from "../config/token_hash.ts";
 
 /** Longer presented tokens are refused without hashing, so a client cannot make us hash megabytes. */
 export const MAX_TOKEN_LENGTH = 1024;
-
-const HASH_PATTERN = /^sha256:[0-9a-f]{64}$/;
-
-/** Hashes a token to its stored form `sha256:<hex>`. */
-export function hashToken(token: string): string {
-  return TOKEN_HASH_PREFIX + createHash("sha256").update(token, "utf8").digest("hex");
-}
 
 /**
  * Whether `secret` hashes to `hash` (a stored `sha256:` hash), compared in constant time.
  *
  * @example
  * ```ts
- * import { hashToken, tokenMatches } from "./verifier.ts";
+ * import { hashToken } from "../config/token_hash.ts";
+ * import { tokenMatches } from "./verifier.ts";
  * console.assert(tokenMatches("a-group-key", hashToken("a-group-key")));
  * console.assert(!tokenMatches("another", hashToken("a-group-key")));
  * ```
@@ -40,19 +27,6 @@ export function tokenMatches(secret: string, hash: string): boolean {
   const actual = Buffer.from(hashToken(secret));
   const expected = Buffer.from(hash);
   return actual.length === expected.length && timingSafeEqual(actual, expected);
-}
-
-/** True when `text` is a stored token hash (`sha256:` and 64 lowercase hex digits). */
-export function isTokenHash(text: string): boolean {
-  return HASH_PATTERN.test(text);
-}
-
-/**
- * Generates a fresh token: `tmx_` and 32 crypto-random bytes in base64url (256 bits). The prefix
- * lets secret scanners and humans recognise a leaked tunnelmux token.
- */
-export function generateToken(): string {
-  return "tmx_" + randomBytes(32).toString("base64url");
 }
 
 /** One client's stored credential. */

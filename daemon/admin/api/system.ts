@@ -5,21 +5,11 @@
  */
 
 import { Hono } from "hono";
-import process from "node:process";
 import type { Daemon } from "../../daemon.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { drainRequest } from "./params.ts";
-
-/** The daemon's version, as it announces itself to clients. */
-export const DAEMON_VERSION = "0.1.0";
-
-/** The runtime this process runs on, from `process.versions` (both runtimes fill it in). */
-function runtime(): { name: string; version: string } {
-  const versions = process.versions as Record<string, string | undefined>;
-  if (versions.bun) return { name: "bun", version: versions.bun };
-  if (versions.deno) return { name: "deno", version: versions.deno };
-  return { name: "node", version: versions.node ?? "unknown" };
-}
+import { runtimeVersion } from "../../../util/runtime.ts";
+import { VERSION } from "../../../util/version.ts";
 
 /** What `/v1/info` reports about the admin listener itself. */
 export interface InfoOptions {
@@ -45,8 +35,8 @@ export function systemRoutes(daemon: Daemon, options: InfoOptions): Hono {
     const tunnels = registry.tunnels();
     const sessions = registry.sessions();
     return c.json({
-      version: DAEMON_VERSION,
-      runtime: runtime(),
+      version: VERSION,
+      runtime: runtimeVersion(),
       state: daemon.state,
       startedAt: new Date(daemon.startedAt).toISOString(),
       uptimeMs: Date.now() - daemon.startedAt,

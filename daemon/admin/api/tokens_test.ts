@@ -17,7 +17,7 @@ import { listenTcp } from "../../../transport/mod.ts";
 import { Logger } from "../../../util/log.ts";
 import { Daemon } from "../../daemon.ts";
 import { validateConfig } from "../../config/mod.ts";
-import { hashToken } from "../../tokens/verifier.ts";
+import { hashToken } from "../../config/token_hash.ts";
 import { type AdminServer, startAdmin } from "../start.ts";
 import { errorCode } from "../_admin_fixture.ts";
 import { waitFor } from "../../../testing/wait.ts";
