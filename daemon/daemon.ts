@@ -294,7 +294,7 @@ export class Daemon {
   /** How the HTTP front serves a visitor connection of the HTTP port, or a terminated one of HTTPS. */
   #httpOptions(proto: "http" | "https"): HttpFrontOptions {
     const route = (host: string) => {
-      const tunnel = this.#context.registry.hostTunnel(host);
+      const tunnel = this.#context.registry.hostRoute(host);
       // A TLS tunnel's name takes TLS connections only, never requests.
       return tunnel && !tunnel.passthrough ? tunnel : undefined;
     };
@@ -362,7 +362,7 @@ export class Daemon {
       () =>
         listenTlsFront(address, (connection) =>
           serveHttpsConnection(connection, {
-            route: (host) => this.#context.registry.hostTunnel(host),
+            route: (host) => this.#context.registry.hostRoute(host),
             certificate: (host) => this.certificates.find(host)?.identity,
             acmeIdentity: (host) => this.#acme?.alpnIdentity(host),
             http: this.#httpOptions("https"),

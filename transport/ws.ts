@@ -1,6 +1,6 @@
 /**
  * WebSocket through the running runtime: the server is our own RFC 6455 server on Deno
- * (`ws/server.ts`) or `Bun.serve` (`bun/ws_server.ts`), the client our own client over the
+ * (`ws/server.ts`) or `Bun.serve` (`ws/server_bun.ts`), the client our own client over the
  * runtime's TCP adapter everywhere (`ws/client.ts`). The one place that picks a WebSocket
  * adapter; what they share is `ws/transport.ts`.
  *
@@ -10,7 +10,7 @@
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { currentRuntime } from "../util/runtime.ts";
 import { connectRawWebSocket } from "./ws/client.ts";
-import { listenBunWebSocket } from "./bun/ws_server.ts";
+import { listenBunWebSocket } from "./ws/server_bun.ts";
 import { listenRawWebSocket } from "./ws/server.ts";
 import type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws/transport.ts";
 

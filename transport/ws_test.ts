@@ -26,7 +26,7 @@ import {
   type WebSocketListenOptions,
 } from "./ws.ts";
 import { MESSAGE_SIZE } from "./ws/transport.ts";
-import { listenBunWebSocket } from "./bun/ws_server.ts";
+import { listenBunWebSocket } from "./ws/server_bun.ts";
 import { waitFor } from "../testing/wait.ts";
 
 const KIB = 1024;

@@ -15,7 +15,6 @@ import type { ClusterConfig } from "../config/mod.ts";
 import { connectService } from "../session/services.ts";
 import type { LocalRegistry } from "../registry/local_registry.ts";
 import type { PortClaim } from "../registry/registry.ts";
-import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
@@ -29,6 +28,7 @@ import { kvTokenBackend } from "./kv_tokens.ts";
 import { connectNats, type NatsLink, type NatsState } from "./nats.ts";
 import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
+import { RelayRoute } from "./relay_route.ts";
 import { VERSION } from "../../util/version.ts";
 
 /**
@@ -94,9 +94,10 @@ export interface ClusterAnswers {
   missing: string[];
 }
 
+/** A port claimed on another node, and the route this node keeps to it once the port is bound. */
 interface Relay {
   claim: PortClaim;
-  tunnel: ReverseTunnel | undefined;
+  route: RelayRoute | undefined;
   closed: boolean;
 }
 
@@ -155,10 +156,10 @@ export class Cluster {
         port: r.claim.port,
         node: r.claim.node,
         tunnel: r.claim.tunnel,
-        bound: r.tunnel !== undefined,
-        connections: r.tunnel?.stats.connections ?? 0,
-        bytesToOwner: r.tunnel?.stats.aToB ?? 0,
-        bytesFromOwner: r.tunnel?.stats.bToA ?? 0,
+        bound: r.route !== undefined,
+        connections: r.route?.stats.connections ?? 0,
+        bytesToOwner: r.route?.stats.aToB ?? 0,
+        bytesFromOwner: r.route?.stats.bToA ?? 0,
       })),
     };
   }
@@ -217,8 +218,8 @@ export class Cluster {
     this.#stopped = true;
     for (const timer of this.#timers) clearTimeout(timer);
     for (const relay of [...this.#relays.values(), ...this.#draining]) {
-      relay.tunnel?.close();
-      if (relay.tunnel) this.#ports.detach(relay.tunnel);
+      relay.route?.close();
+      if (relay.route) this.#ports.detach(relay.route);
     }
     this.#relays.clear();
     this.registry.stop();
@@ -386,29 +387,23 @@ export class Cluster {
     if (this.#config.visitors !== "all" || this.#stopped) return;
     const key = relayKey(claim);
     if (this.#relays.has(key)) return;
-    const relay: Relay = { claim, tunnel: undefined, closed: false };
+    const relay: Relay = { claim, route: undefined, closed: false };
     this.#relays.set(key, relay);
     const bindHost = this.#config.tunnelHost ?? claim.bindHost;
     this.#ports.open(bindHost, claim.port).then((listener) => {
       if (relay.closed) return;
-      const tunnel = new ReverseTunnel({
-        id: claim.tunnel,
-        client: claim.client,
-        owner: claim.owner,
-        session: this.#peers.opener(claim.node),
+      const route = new RelayRoute({
+        claim,
+        opener: this.#peers.opener(claim.node),
         bindHost,
         port: claim.port,
-        label: `relay to ${claim.node}`,
-        local: false,
-        // Up while the relay session to its node is: a dead node's routes take no visitors even
-        // before its presence expires.
         up: () =>
           this.#peers.connected(claim.node) &&
           this.registry.routeHealthy(claim.port, claim.node, claim.tunnel),
-        log: this.#log.child({ relayTo: claim.node }),
+        log: this.#log,
       });
-      this.#ports.attach(listener, tunnel);
-      relay.tunnel = tunnel;
+      this.#ports.attach(listener, route);
+      relay.route = route;
       this.#log.info("relaying a cluster tunnel", {
         bind: `${bindHost}:${claim.port}`,
         owner: claim.node,
@@ -436,14 +431,14 @@ export class Cluster {
     relay.closed = true;
     const key = relayKey(relay.claim);
     if (this.#relays.get(key) === relay) this.#relays.delete(key);
-    const tunnel = relay.tunnel;
-    if (!tunnel) return;
-    tunnel.stopAccepting();
-    this.#ports.detach(tunnel);
-    if (tunnel.activeVisitors === 0) return;
+    const route = relay.route;
+    if (!route) return;
+    route.stopAccepting();
+    this.#ports.detach(route);
+    if (route.active === 0) return;
     this.#draining.add(relay);
     const check = () => {
-      if (tunnel.activeVisitors > 0 && !this.#stopped) return this.#later(1_000, check);
+      if (route.active > 0 && !this.#stopped) return this.#later(1_000, check);
       this.#draining.delete(relay);
     };
     this.#later(1_000, check);

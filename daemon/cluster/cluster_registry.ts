@@ -19,11 +19,11 @@
  * @module
  */
 
-import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import type { LocalRegistry } from "../registry/local_registry.ts";
 import type {
   ClaimResult,
   HostClaim,
+  HostRoute,
   PortClaim,
   Registry,
   RegistryChange,
@@ -31,15 +31,17 @@ import type {
   ServiceOffer,
   ServiceRecord,
   SessionHandle,
+  TunnelHandle,
 } from "../registry/registry.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type { Logger } from "../../util/log.ts";
 import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
 import { ClusterPorts } from "./cluster_ports.ts";
 import { ClusterRoutes, routeFields } from "./claims.ts";
-import { type Balance, chooseRoute } from "../tunnels/route_choice.ts";
+import { type Balance, chooseRoute } from "../registry/route_choice.ts";
 import type { StreamOpener } from "./peers.ts";
 import type { Presence } from "./presence.ts";
+import { RelayRoute } from "./relay_route.ts";
 
 /** One offer of a named service as a route (its id in its node is its session). */
 type ServiceClaim = RouteClaim & { readonly name: string; readonly balance?: Balance };
@@ -103,8 +105,8 @@ export class ClusterRegistry implements Registry {
   readonly #services: ClusterRoutes<ServiceClaim>;
   /** Host names of HTTP and TLS tunnels and their one route (the `hosts` bucket). */
   readonly #hosts: ClusterRoutes<HostClaim>;
-  /** Other nodes' host names as this node reaches them: a relay tunnel each, by host. */
-  readonly #remoteHosts = new Map<string, ReverseTunnel>();
+  /** Other nodes' host names as this node reaches them: a relay route each, by host. */
+  readonly #remoteHosts = new Map<string, RelayRoute>();
   /** Other nodes' offers as this node reaches them (over relays), with their counters. */
   readonly #remoteOffers = new Map<string, ServiceOffer>();
   /** Counts service choices, so that offers are taken in turn. */
@@ -172,7 +174,7 @@ export class ClusterRegistry implements Registry {
           passthrough: record.passthrough === true,
         }),
       },
-      // Another node's name: reach it here through a relay tunnel to that node, whose visitors
+      // Another node's name: reach it here through a relay route to that node, whose visitors
       // (HTTP requests, TLS connections) cross the relay session to the tunnel's own node.
       onRoute: (op, claim) => {
         if (claim.node === this.node) return;
@@ -188,19 +190,14 @@ export class ClusterRegistry implements Registry {
         current?.stopAccepting();
         this.#remoteHosts.set(
           claim.host,
-          new ReverseTunnel({
-            id: claim.tunnel,
-            client: claim.client,
-            owner: claim.owner,
-            session: options.opener(claim.node),
+          new RelayRoute({
+            claim,
+            opener: options.opener(claim.node),
             bindHost: claim.host,
             port: 0,
-            host: claim.host,
             passthrough: claim.passthrough,
-            label: `relay to ${claim.node}`,
-            local: false,
             up: () => options.reachable?.(claim.node) ?? true,
-            log: options.log.child({ relayTo: claim.node }),
+            log: options.log,
           }),
         );
       },
@@ -274,25 +271,25 @@ export class ClusterRegistry implements Registry {
   get sessionCount(): number {
     return this.#local.sessionCount;
   }
-  addTunnel(tunnel: ReverseTunnel, sessionId: string): void {
+  addTunnel(tunnel: TunnelHandle, sessionId: string): void {
     this.#local.addTunnel(tunnel, sessionId);
   }
-  removeTunnel(id: string): ReverseTunnel | undefined {
+  removeTunnel(id: string): TunnelHandle | undefined {
     return this.#local.removeTunnel(id);
   }
-  tunnel(id: string): ReverseTunnel | undefined {
+  tunnel(id: string): TunnelHandle | undefined {
     return this.#local.tunnel(id);
   }
   tunnelOwner(id: string): SessionHandle | undefined {
     return this.#local.tunnelOwner(id);
   }
-  tunnels(): ReverseTunnel[] {
+  tunnels(): TunnelHandle[] {
     return this.#local.tunnels();
   }
 
   // ---- host names: cluster-wide, one route each ----
 
-  async claimHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<ClaimResult<HostClaim>> {
+  async claimHost(claim: HostClaim, tunnel: TunnelHandle): Promise<ClaimResult<HostClaim>> {
     const result = await this.#hosts.claim(claim);
     if (!result.ok) return result;
     const local = await this.#local.claimHost(claim, tunnel);
@@ -300,13 +297,13 @@ export class ClusterRegistry implements Registry {
     return local;
   }
 
-  async releaseHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<void> {
+  async releaseHost(claim: HostClaim, tunnel: TunnelHandle): Promise<void> {
     await this.#local.releaseHost(claim, tunnel);
     await this.#hosts.release(claim);
   }
 
-  hostTunnel(host: string): ReverseTunnel | undefined {
-    return this.#local.hostTunnel(host) ?? this.#remoteHosts.get(host);
+  hostRoute(host: string): HostRoute | undefined {
+    return this.#local.hostRoute(host) ?? this.#remoteHosts.get(host);
   }
 
   // ---- ports: cluster-wide ----
@@ -451,7 +448,7 @@ export class ClusterRegistry implements Registry {
         host: claim.host,
         tunnel: claim.tunnel,
       });
-      const tunnel = this.#local.hostTunnel(claim.host);
+      const tunnel = this.#local.hostRoute(claim.host);
       if (tunnel?.id === claim.tunnel) await this.#local.releaseHost(claim, tunnel);
     }
     for (const claim of await this.#services.reassert()) {

@@ -7,8 +7,7 @@
  * @module
  */
 
-import type { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
-import { chooseRoute } from "../tunnels/route_choice.ts";
+import { chooseRoute } from "./route_choice.ts";
 import type { ServiceOffer } from "./registry.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type {
@@ -19,6 +18,7 @@ import type {
   RegistryChange,
   ServiceRecord,
   SessionHandle,
+  TunnelHandle,
 } from "./registry.ts";
 
 /** The key of a port claim: `bindHost:port` (a host holds each port once per address). */
@@ -55,7 +55,7 @@ export class LocalRegistry implements Registry {
   readonly node: string;
   readonly tokens: TokenRegistry;
   readonly #sessions = new Map<string, SessionHandle>();
-  readonly #tunnels = new Map<string, { tunnel: ReverseTunnel; session: string }>();
+  readonly #tunnels = new Map<string, { tunnel: TunnelHandle; session: string }>();
   /** The claims of each port: one, or several shared claims of one owner. */
   readonly #ports = new Map<string, PortClaim[]>();
   /** The offers of each service name: one owner's, in the order they came. */
@@ -133,12 +133,12 @@ export class LocalRegistry implements Registry {
     return Promise.resolve(undefined);
   }
 
-  addTunnel(tunnel: ReverseTunnel, sessionId: string): void {
+  addTunnel(tunnel: TunnelHandle, sessionId: string): void {
     this.#tunnels.set(tunnel.id, { tunnel, session: sessionId });
     this.#emit({ kind: "tunnel", op: "added", id: tunnel.id, session: sessionId });
   }
 
-  removeTunnel(id: string): ReverseTunnel | undefined {
+  removeTunnel(id: string): TunnelHandle | undefined {
     const entry = this.#tunnels.get(id);
     if (!entry) return undefined;
     this.#tunnels.delete(id);
@@ -146,7 +146,7 @@ export class LocalRegistry implements Registry {
     return entry.tunnel;
   }
 
-  tunnel(id: string): ReverseTunnel | undefined {
+  tunnel(id: string): TunnelHandle | undefined {
     return this.#tunnels.get(id)?.tunnel;
   }
 
@@ -155,27 +155,28 @@ export class LocalRegistry implements Registry {
     return entry ? this.#sessions.get(entry.session) : undefined;
   }
 
-  tunnels(): ReverseTunnel[] {
+  tunnels(): TunnelHandle[] {
     return [...this.#tunnels.values()].map((entry) => entry.tunnel);
   }
 
   // ---- host names of HTTP tunnels ----
 
-  readonly #hosts = new Map<string, ReverseTunnel>();
+  readonly #hosts = new Map<string, TunnelHandle>();
 
-  claimHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<ClaimResult<HostClaim>> {
+  claimHost(claim: HostClaim, tunnel: TunnelHandle): Promise<ClaimResult<HostClaim>> {
     const holder = this.#hosts.get(claim.host);
     if (holder && holder !== tunnel) return Promise.resolve({ ok: false, reason: "taken" });
     this.#hosts.set(claim.host, tunnel);
     return Promise.resolve({ ok: true });
   }
 
-  releaseHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<void> {
+  releaseHost(claim: HostClaim, tunnel: TunnelHandle): Promise<void> {
     if (this.#hosts.get(claim.host) === tunnel) this.#hosts.delete(claim.host);
     return Promise.resolve();
   }
 
-  hostTunnel(host: string): ReverseTunnel | undefined {
+  /** This node's tunnel holding `host` (a node holds its own names' routes only). */
+  hostRoute(host: string): TunnelHandle | undefined {
     return this.#hosts.get(host);
   }
 

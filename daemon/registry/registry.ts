@@ -22,9 +22,9 @@
 import type { SessionStats } from "../../protocol/stats.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
+import type { Transport } from "../../protocol/transport.ts";
 import type { SpliceCounters } from "../../tunnel/splice.ts";
-import type { Balance } from "../tunnels/route_choice.ts";
-import type { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
+import type { Balance } from "./route_choice.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 
 /** How a client reached the daemon. */
@@ -77,6 +77,64 @@ export interface SessionHandle {
   resetStream(id: number): StreamResetResult;
   /** Closes one of this session's tunnels and tells the client why; false if not its own. */
   closeTunnel(id: string, reason: string): boolean;
+}
+
+/** Live counters of a tunnel. Byte counts move while connections are open. */
+export interface TunnelStats extends SpliceCounters {
+  /** Visitors accepted in all. `aToB` counts visitor → client bytes, `bToA` client → visitor. */
+  connections: number;
+  /** Visitors connected now. */
+  active: number;
+  /** Visitors that ended in an error (the client could not be reached, or a side failed). */
+  errors: number;
+}
+
+/**
+ * The way to the client holding a host name: that client's tunnel on this node, or, in a
+ * cluster, a relay route to the node that holds it (visitors then cross one relay session).
+ */
+export interface HostRoute {
+  /** The tunnel's id in the node that holds it. */
+  readonly id: string;
+  /** A TLS tunnel: its connections are passed through, never HTTP requests. */
+  readonly passthrough: boolean;
+  /** Takes a whole visitor connection (a passed-through TLS connection). */
+  visitor(visitor: Transport): void;
+  /** A stream to the client for one HTTP request, or undefined when it takes none now. */
+  open(remote: string, local: string): Stream | undefined;
+}
+
+/**
+ * A client's tunnel of this node as the rest of the daemon sees it (`tunnels/reverse_tunnel.ts`
+ * is the one implementation): facts, counters and the operator's and the cluster's actions.
+ */
+export interface TunnelHandle extends HostRoute {
+  /** The owning client. */
+  readonly client: string;
+  /** Who holds its port or name (`client:NAME` or `group:NAME`). */
+  readonly owner: string;
+  /** The bound address (an HTTP tunnel: its host name). */
+  readonly bindHost: string;
+  /** The bound port (an HTTP tunnel: the HTTP or HTTPS port it is reached on). */
+  readonly port: number;
+  /** The client's label, if any. */
+  readonly label: string | undefined;
+  /** The host name of an HTTP or TLS tunnel; undefined for a port's tunnel. */
+  readonly host: string | undefined;
+  /** When it was opened (ms since the epoch). */
+  readonly createdAt: number;
+  /** Live counters. */
+  readonly stats: Readonly<TunnelStats>;
+  /** Whether it takes visitors now: open, and its client's local service healthy. */
+  readonly healthy: boolean;
+  /** False while its client reports its local service failing its health check. */
+  reportedHealthy: boolean;
+  /** Takes no more visitors; those connected finish (a drain). */
+  stopAccepting(): void;
+  /** Takes no more visitors and disconnects the connected ones. */
+  close(): void;
+  /** A visitor another node of the cluster took on its port, relayed here as `stream`. */
+  relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void;
 }
 
 /**
@@ -220,15 +278,15 @@ export interface Registry {
   portHolder(bindHost: string, port: number): Promise<PortClaim | undefined>;
 
   /** Adds a listening tunnel of this node, held by session `sessionId`. */
-  addTunnel(tunnel: ReverseTunnel, sessionId: string): void;
+  addTunnel(tunnel: TunnelHandle, sessionId: string): void;
   /** Forgets a tunnel; returns it, if it was known. */
-  removeTunnel(id: string): ReverseTunnel | undefined;
+  removeTunnel(id: string): TunnelHandle | undefined;
   /** This node's tunnel `id`. */
-  tunnel(id: string): ReverseTunnel | undefined;
+  tunnel(id: string): TunnelHandle | undefined;
   /** The session holding tunnel `id`. */
   tunnelOwner(id: string): SessionHandle | undefined;
   /** This node's tunnels, oldest first. */
-  tunnels(): ReverseTunnel[];
+  tunnels(): TunnelHandle[];
 
   /**
    * Registers an offer (a route of the service): refused (`taken`) when another owner offers
@@ -258,14 +316,14 @@ export interface Registry {
    * Claims `claim.host` for the HTTP or TLS tunnel `tunnel` (of this node): `taken` when another
    * tunnel holds it, anywhere in the cluster; `unavailable` when the cluster cannot be asked.
    */
-  claimHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<ClaimResult<HostClaim>>;
+  claimHost(claim: HostClaim, tunnel: TunnelHandle): Promise<ClaimResult<HostClaim>>;
   /** Releases `claim.host` if `tunnel` holds it. */
-  releaseHost(claim: HostClaim, tunnel: ReverseTunnel): Promise<void>;
+  releaseHost(claim: HostClaim, tunnel: TunnelHandle): Promise<void>;
   /**
    * The tunnel holding `host`: this node's own, or in a cluster a relay to the node that holds
    * it (its visitors and requests cross one relay session); undefined when nobody does.
    */
-  hostTunnel(host: string): ReverseTunnel | undefined;
+  hostRoute(host: string): HostRoute | undefined;
 
   /** Calls `listener` with every change from now on; returns the function that stops it. */
   watch(listener: (change: RegistryChange) => void): () => void;

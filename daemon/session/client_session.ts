@@ -38,7 +38,7 @@ import type { TokenVerifier } from "../tokens/verifier.ts";
 import type { DaemonEventType } from "../events.ts";
 import { newTunnelId, openTunnel } from "../tunnels/open_tunnel.ts";
 import { tokenMatches } from "../tokens/verifier.ts";
-import type { Balance } from "../tunnels/route_choice.ts";
+import type { Balance } from "../registry/route_choice.ts";
 import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
 
 /** The daemon's side of things that every client session shares. */

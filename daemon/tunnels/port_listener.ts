@@ -12,7 +12,7 @@
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
 import { listenTcp } from "../../transport/mod.ts";
 import type { Logger } from "../../util/log.ts";
-import { type Balance, chooseRoute, type RouteCandidate } from "./route_choice.ts";
+import { type Balance, chooseRoute, type RouteCandidate } from "../registry/route_choice.ts";
 
 export type { Balance };
 

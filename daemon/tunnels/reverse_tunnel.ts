@@ -1,35 +1,21 @@
 /**
- * Reverse tunnels: a client's route for a public port. Every visitor the port's listener
- * (`port_listener.ts`) gives it becomes a new stream to that client (starting with a `visitor`
- * header), piped both ways. A port may have several routes (sessions of one client on several
- * nodes, members of a group); each is a `ReverseTunnel` with its own id and counters.
+ * Reverse tunnels: a client's tunnel on this node, for a public port or (an HTTP or TLS tunnel)
+ * a host name. Every visitor its port's listener (`port_listener.ts`) or the HTTP(S) front gives
+ * it becomes a new stream to the client, piped both ways (`visitor_streams.ts`). A port may have
+ * several routes (sessions of one client on several nodes, members of a group, relays to other
+ * nodes); each client tunnel is one of them, with its own id and counters.
  *
  * @module
  */
 
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
-import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import {
-  splice,
-  type SpliceCounters,
-  type SpliceResult,
-  streamEnd,
-  transportEnd,
-} from "../../tunnel/splice.ts";
 import type { Logger } from "../../util/log.ts";
+import type { TunnelHandle, TunnelStats } from "../registry/registry.ts";
+import { VisitorStreams } from "./visitor_streams.ts";
 
-/** Live counters of a tunnel. Byte counts move while connections are open. */
-export interface TunnelStats extends SpliceCounters {
-  /** Visitors accepted in all. `aToB` counts visitor → client bytes, `bToA` client → visitor. */
-  connections: number;
-  /** Visitors connected now. */
-  active: number;
-  /** Visitors that ended in an error (the client could not be reached, or a side failed). */
-  errors: number;
-}
+export type { TunnelStats };
 
 /** How to open a reverse tunnel. */
 export interface ReverseTunnelOptions {
@@ -42,22 +28,12 @@ export interface ReverseTunnelOptions {
    * owner may share a port. Default `client:` and the client's name.
    */
   owner?: string;
-  /**
-   * What visitors are sent through: the client's yamux session, or (on a node relaying for the
-   * owner of a cluster tunnel) the relay session to the owning node.
-   */
+  /** The client's yamux session, which visitors are sent through. */
   session: Pick<Session, "open">;
   /** The public address (as its listener is bound). */
   bindHost: string;
   /** The public port. */
   port: number;
-  /**
-   * False for a route to a tunnel held on another node of a cluster (its `session` is the relay
-   * session to that node). Default true.
-   */
-  local?: boolean;
-  /** Whether the way to the client is up now (a relay's session); default always. */
-  up?: () => boolean;
   /** The client's name for the tunnel, shown to operators. */
   label?: string;
   /**
@@ -74,8 +50,8 @@ export interface ReverseTunnelOptions {
   log: Logger;
 }
 
-/** A client's route for a public port. */
-export class ReverseTunnel {
+/** A client's tunnel on this node. */
+export class ReverseTunnel implements TunnelHandle {
   /** Unique id. */
   readonly id: string;
   /** Owning client. */
@@ -88,26 +64,20 @@ export class ReverseTunnel {
   readonly port: number;
   /** The client's label, if any. */
   readonly label: string | undefined;
-  /** The host name of an HTTP tunnel; undefined for a port's route. */
+  /** The host name of an HTTP tunnel; undefined for a port's tunnel. */
   readonly host: string | undefined;
   /** A TLS tunnel: the host's HTTPS connections are passed through, not terminated. */
   readonly passthrough: boolean;
-  /** True for a session of this node; false for a relay to another node. */
-  readonly local: boolean;
+  /** Always true: a client tunnel is a route of this node (no relay hop). */
+  readonly local = true;
   /** When it was opened (ms since the epoch). */
   readonly createdAt = Date.now();
-  /** Live counters. */
-  readonly stats: TunnelStats = { connections: 0, active: 0, errors: 0, aToB: 0, bToA: 0 };
   /** False while the client reports its local service failing its health check. */
   reportedHealthy = true;
 
-  readonly #session: Pick<Session, "open">;
-  readonly #up: (() => boolean) | undefined;
-  readonly #log: Logger;
-  readonly #visitors = new Set<Transport>();
-  #closed = false;
+  readonly #visitors: VisitorStreams;
 
-  /** A route through `options.session`; its port listener hands it visitors. */
+  /** A tunnel through `options.session`; its port listener or the HTTP(S) front hands it visitors. */
   constructor(options: ReverseTunnelOptions) {
     this.id = options.id;
     this.client = options.client;
@@ -117,46 +87,41 @@ export class ReverseTunnel {
     this.label = options.label;
     this.host = options.host;
     this.passthrough = options.passthrough ?? false;
-    this.local = options.local ?? true;
-    this.#session = options.session;
-    this.#up = options.up;
-    this.#log = options.log.child({ tunnel: options.id });
+    this.#visitors = new VisitorStreams(
+      options.id,
+      options.session,
+      options.log.child({ tunnel: options.id }),
+    );
   }
 
-  /** Whether it takes visitors: its client's service is healthy and its way there is up. */
+  /** Live counters. Byte counts move while visitors are connected. */
+  get stats(): TunnelStats {
+    return this.#visitors.stats;
+  }
+
+  /** Whether it takes visitors: open, and its client's service healthy. */
   get healthy(): boolean {
-    return this.reportedHealthy && !this.#closed && (this.#up?.() ?? true);
-  }
-
-  /** Visitors connected now. */
-  get activeVisitors(): number {
-    return this.stats.active;
+    return this.reportedHealthy && !this.#visitors.closed;
   }
 
   /** Visitors in flight now (for balancing). */
   get active(): number {
-    return this.stats.active;
+    return this.#visitors.stats.active;
   }
 
   /** Takes no more visitors; those connected finish normally (a drain). Idempotent. */
   stopAccepting(): void {
-    this.#closed = true;
+    this.#visitors.stopAccepting();
   }
 
   /** Takes no more visitors and disconnects current ones. Idempotent. */
   close(): void {
-    this.stopAccepting();
-    for (const visitor of this.#visitors) visitor.close();
+    this.#visitors.close();
   }
 
-  /** A visitor of the public port: it goes to the client as a new stream. */
+  /** A visitor of the public port (or a passed-through TLS connection): a new stream to the client. */
   visitor(visitor: Transport): void {
-    if (this.#closed) return visitor.close();
-    const stream = this.#openToClient(visitor.remoteAddress, visitor.localAddress);
-    if (!stream) return visitor.close();
-    this.#visitors.add(visitor);
-    this.#count(splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats }), visitor)
-      .then(() => this.#visitors.delete(visitor));
+    this.#visitors.visitor(visitor);
   }
 
   /**
@@ -166,9 +131,7 @@ export class ReverseTunnel {
    */
   open(remote: string, local: string): Stream | undefined {
     if (!this.healthy) return undefined;
-    const stream = this.#openToClient(remote, local);
-    if (stream) this.stats.connections++;
-    return stream;
+    return this.#visitors.open(remote, local);
   }
 
   /**
@@ -177,44 +140,6 @@ export class ReverseTunnel {
    * the stream's header). It goes on to the client like a visitor of our own port.
    */
   relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
-    if (this.#closed) return stream.reset(ResetReason.UnknownTunnel);
-    const toClient = this.#openToClient(remote, local);
-    if (!toClient) return stream.reset(ResetReason.LimitReached);
-    this.#count(
-      splice(streamEnd(stream), streamEnd(toClient), { aFirst: rest, counters: this.stats }),
-      remote,
-    );
-  }
-
-  /** Opens the stream to the client with its `visitor` header; undefined (counted) if it cannot. */
-  #openToClient(remote: string, local: string): Stream | undefined {
-    let stream;
-    try {
-      stream = this.#session.open();
-    } catch (error) {
-      this.stats.errors++;
-      this.#log.warn("visitor refused: cannot open a stream to the client", {
-        visitor: remote,
-        detail: (error as Error).message,
-      });
-      return undefined;
-    }
-    stream.write(encodeStreamHeader({ kind: "visitor", tunnel: this.id, remote, local }));
-    return stream;
-  }
-
-  /** Keeps the counters of one visitor's splice. */
-  async #count(spliced: Promise<SpliceResult>, visitor: Transport | string): Promise<void> {
-    this.stats.connections++;
-    this.stats.active++;
-    const result = await spliced;
-    this.stats.active--;
-    if (result.error) {
-      this.stats.errors++;
-      this.#log.debug("visitor ended with an error", {
-        visitor: typeof visitor === "string" ? visitor : visitor.remoteAddress,
-        detail: result.error.message,
-      });
-    }
+    this.#visitors.relayed(stream, remote, local, rest);
   }
 }

@@ -3,7 +3,7 @@
  * messages, so tunnels pass through HTTP reverse proxies that forward `Upgrade` headers.
  *
  * This module holds what every runtime shares: options, close codes, message packing and the
- * transport itself. Runtime-specific code lives in `ws/server.ts`, `bun/ws_server.ts` and
+ * transport itself. Runtime-specific code lives in `ws/server.ts`, `ws/server_bun.ts` and
  * `ws/client.ts`, each of which drives a {@linkcode WebSocketTransport} through a small
  * {@linkcode SocketDriver}; `ws.ts` picks among them.
  *

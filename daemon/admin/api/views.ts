@@ -8,7 +8,7 @@
 
 import type { ServedCertificate } from "../../tls/certificates.ts";
 import type { SessionHandle } from "../../registry/registry.ts";
-import type { ReverseTunnel } from "../../tunnels/reverse_tunnel.ts";
+import type { TunnelHandle } from "../../registry/registry.ts";
 import type { ServiceOffer } from "../../registry/registry.ts";
 import type { Stream } from "../../../protocol/stream.ts";
 import { formatHostPort } from "../../../util/address.ts";
@@ -75,7 +75,7 @@ export function certificateView(served: ServedCertificate) {
  * `certificate` what the HTTPS port terminates its host with.
  */
 export function tunnelView(
-  tunnel: ReverseTunnel,
+  tunnel: TunnelHandle,
   sessionId: string | null,
   certificate?: ServedCertificate,
 ) {
@@ -90,7 +90,7 @@ export function tunnelView(
     label: tunnel.label ?? null,
     createdAt: new Date(tunnel.createdAt).toISOString(),
     connections: tunnel.stats.connections,
-    active: tunnel.activeVisitors,
+    active: tunnel.stats.active,
     // aToB is visitor → client, bToA client → visitor (see TunnelStats).
     bytesFromVisitors: tunnel.stats.aToB,
     bytesToVisitors: tunnel.stats.bToA,

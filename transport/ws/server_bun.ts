@@ -20,7 +20,7 @@
 
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
 import { formatHostPort } from "../../util/address.ts";
-import { bunApi, type BunServerWebSocket } from "./types.ts";
+import { bunApi, type BunServerWebSocket } from "../bun/types.ts";
 import {
   CloseCode,
   DEFAULT_MAX_MESSAGE_SIZE,
@@ -30,7 +30,7 @@ import {
   WebSocketCloseError,
   type WebSocketListenOptions,
   WebSocketTransport,
-} from "../ws/transport.ts";
+} from "./transport.ts";
 
 /** Per-connection state kept in `ws.data`. */
 interface ConnectionData {

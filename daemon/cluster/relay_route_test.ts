@@ -1,0 +1,105 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { Session } from "../../protocol/session.ts";
+import type { Transport } from "../../protocol/transport.ts";
+import { memoryPair } from "../../transport/memory.ts";
+import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
+import type { StreamHeader } from "../../tunnel/stream_header.ts";
+import { Logger } from "../../util/log.ts";
+import { chooseRoute } from "../registry/route_choice.ts";
+import { RelayRoute } from "./relay_route.ts";
+
+const log = new Logger({ level: "error", format: "json", sink: () => {} });
+const QUIET = { enableKeepAlive: false };
+const CLAIM = { tunnel: "t-abc", session: "s7", client: "alice", node: "node-b" };
+
+/** A relay session to "node-b", whose end reads each stream's header and echoes the rest. */
+function relaySession() {
+  const [a, b] = memoryPair();
+  const headers: StreamHeader[] = [];
+  const nodeB = new Session(b, {
+    client: false,
+    config: QUIET,
+    onStream: async (stream) => {
+      const { header, rest } = await readStreamHeader(stream, 5_000);
+      headers.push(header);
+      if (rest.length > 0) stream.write(rest.slice());
+      stream.onData = (chunk) => stream.write(chunk.slice());
+      stream.onEnd = () => stream.end();
+      stream.resume();
+    },
+  });
+  const toB = new Session(a, { client: true, config: QUIET });
+  return { toB, nodeB, headers };
+}
+
+function received(transport: Transport): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  return new Promise((resolve) => {
+    const done = () => resolve(Buffer.concat(chunks).toString());
+    transport.start({ data: (c) => chunks.push(c.slice()), drain() {}, end: done, close: done });
+  });
+}
+
+describe("RelayRoute", () => {
+  it("sends a visitor of this node to the holding node under the tunnel's id", async () => {
+    const { toB, nodeB, headers } = relaySession();
+    const route = new RelayRoute({
+      claim: CLAIM,
+      opener: toB,
+      up: () => true,
+      bindHost: "127.0.0.1",
+      port: 20123,
+      log,
+    });
+    assert.equal(route.id, "t-abc");
+    assert.equal(route.node, "node-b");
+    assert.equal(route.local, false);
+    const [outside, inside] = memoryPair();
+    const echoed = received(outside);
+    route.visitor(inside);
+    outside.write(new TextEncoder().encode("ping"));
+    outside.end();
+    assert.equal(await echoed, "ping");
+    const header = headers[0] as Extract<StreamHeader, { kind: "visitor" }>;
+    assert.equal(header.kind, "visitor");
+    assert.equal(header.tunnel, "t-abc");
+    assert.equal(route.stats.connections, 1);
+    toB.close();
+    nodeB.close();
+  });
+
+  it("is healthy only while the way to its node is up, and opens no request stream when down", () => {
+    let up = false;
+    const route = new RelayRoute({
+      claim: CLAIM,
+      opener: { open: () => assert.fail("no stream while down") },
+      up: () => up,
+      bindHost: "app.example.com",
+      port: 0,
+      passthrough: true,
+      log,
+    });
+    assert.equal(route.passthrough, true);
+    assert.equal(route.healthy, false);
+    assert.equal(route.open("192.0.2.1:1", "127.0.0.1:443"), undefined);
+    up = true;
+    assert.equal(route.healthy, true);
+    route.stopAccepting();
+    assert.equal(route.healthy, false);
+  });
+
+  it("is chosen after this node's own routes, as a hop to another node", () => {
+    const relay = new RelayRoute({
+      claim: CLAIM,
+      opener: { open: () => assert.fail("not opened") },
+      up: () => true,
+      bindHost: "127.0.0.1",
+      port: 20124,
+      log,
+    });
+    const own = { local: true, healthy: true, active: 9 };
+    assert.equal(chooseRoute([relay, own], "least_connections", 0), own);
+    assert.equal(chooseRoute([relay, { ...own, healthy: false }], "round_robin", 0), relay);
+  });
+});
