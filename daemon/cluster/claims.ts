@@ -1,5 +1,5 @@
 /**
- * Records with routes in a cluster bucket: one record per key (a public port, a service name),
+ * Claims in a cluster bucket, each a record with its routes: one record per key (a public port, a service name),
  * naming its owner (a client, or a group) and its routes (each a session on some node that
  * serves it). A record claimed alone has one route; a shared one (a group's, or an HA client's)
  * has one per serving session, on any node. {@linkcode ClusterPorts} and the cluster's named
@@ -38,7 +38,7 @@ export interface StoredRoute {
 }
 
 /** A record as stored: the subject's own fields (a port's address, a service's name) and these. */
-export interface RoutedRecord {
+export interface ClaimRecord {
   /** `client:NAME` or `group:NAME`. */
   owner: string;
   /** Whether further routes of the owner may join. */
@@ -58,7 +58,7 @@ export interface RouteKind<C extends RouteClaim> {
   /** The fields that say what the record is about, stored beside the routes. */
   subjectOf(claim: C): Record<string, unknown>;
   /** A claim from a record and one of its routes. */
-  claimOf(record: RoutedRecord, route: StoredRoute): C;
+  claimOf(record: ClaimRecord, route: StoredRoute): C;
   /**
    * Runs before the first route of a shared record is written: resolves with a result to return
    * instead (the owner holds another key already: join it), or undefined to go on.
@@ -66,8 +66,8 @@ export interface RouteKind<C extends RouteClaim> {
   beforeFirstShared?(claim: C, owner: string): Promise<ClaimResult<C> | undefined>;
 }
 
-/** What {@linkcode ClusterRoutes} needs. */
-export interface ClusterRoutesOptions<C extends RouteClaim> {
+/** What {@linkcode ClusterClaims} needs. */
+export interface ClusterClaimsOptions<C extends RouteClaim> {
   /** The bucket. */
   bucket: KvBucket;
   /** What the records are about. */
@@ -95,7 +95,7 @@ export interface ClusterRoutesOptions<C extends RouteClaim> {
 }
 
 interface Cached {
-  record: RoutedRecord;
+  record: ClaimRecord;
   revision: number;
   created: number;
 }
@@ -104,8 +104,8 @@ interface Cached {
 const ATTEMPTS = 6;
 
 /** The records of one bucket as this node sees and changes them. */
-export class ClusterRoutes<C extends RouteClaim> {
-  readonly #o: ClusterRoutesOptions<C>;
+export class ClusterClaims<C extends RouteClaim> {
+  readonly #o: ClusterClaimsOptions<C>;
   /** Every record, by key (from the watch). */
   readonly #records = new Map<string, Cached>();
   /** This node's routes, by route id. */
@@ -113,7 +113,7 @@ export class ClusterRoutes<C extends RouteClaim> {
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
 
   /** Routes over `options.bucket`. */
-  constructor(options: ClusterRoutesOptions<C>) {
+  constructor(options: ClusterClaimsOptions<C>) {
     this.#o = options;
   }
 
@@ -131,7 +131,7 @@ export class ClusterRoutes<C extends RouteClaim> {
         return this.#unavailable(error);
       }
       const current = entry?.operation === "PUT" ? parse(entry) : undefined;
-      let next: RoutedRecord | undefined;
+      let next: ClaimRecord | undefined;
       if (!current || this.isStale(current, entry!.created.getTime())) {
         if (fresh.shared && this.#o.kind.beforeFirstShared) {
           const instead = await this.#o.kind.beforeFirstShared(claim, fresh.owner)
@@ -222,12 +222,12 @@ export class ClusterRoutes<C extends RouteClaim> {
   }
 
   /** The record of `key` as this node last saw it. */
-  record(key: string): { record: RoutedRecord; created: number } | undefined {
+  record(key: string): { record: ClaimRecord; created: number } | undefined {
     return this.#records.get(key);
   }
 
   /** Every record this node has seen. */
-  records(): IterableIterator<{ record: RoutedRecord; created: number }> {
+  records(): IterableIterator<{ record: ClaimRecord; created: number }> {
     return this.#records.values();
   }
 
@@ -244,7 +244,7 @@ export class ClusterRoutes<C extends RouteClaim> {
   }
 
   /** Reads `key` from the bucket (not the view): its record, if any, and when it was written. */
-  async read(key: string): Promise<{ record: RoutedRecord; created: number } | undefined> {
+  async read(key: string): Promise<{ record: ClaimRecord; created: number } | undefined> {
     const entry = await this.#o.bucket.get(key);
     const record = entry?.operation === "PUT" ? parse(entry) : undefined;
     return record && { record, created: entry!.created.getTime() };
@@ -318,7 +318,7 @@ export class ClusterRoutes<C extends RouteClaim> {
   }
 
   /** Whether a record may be taken over: no live route, not new, and NATS settled. */
-  isStale(record: RoutedRecord, created: number): boolean {
+  isStale(record: ClaimRecord, created: number): boolean {
     if (!this.#o.settled()) return false;
     return !record.routes.some((r) => this.isLive(r)) && Date.now() - created > this.#o.ttlMs;
   }
@@ -348,7 +348,7 @@ export class ClusterRoutes<C extends RouteClaim> {
         if (!ours && !this.isStale(current, entry!.created.getTime())) return false;
         const previous = current.routes.find((r) => sameRoute(r, route));
         const kept = previous?.healthy === false ? { ...route, healthy: false } : route;
-        const next: RoutedRecord = ours
+        const next: ClaimRecord = ours
           ? { ...current, routes: [...others, kept] }
           : this.#fresh(claim, route);
         await this.#o.bucket.update(key, JSON.stringify(next), entry!.revision);
@@ -394,7 +394,7 @@ export class ClusterRoutes<C extends RouteClaim> {
     this.#timers.add(timer);
   }
 
-  #fresh(claim: C, route: StoredRoute): RoutedRecord {
+  #fresh(claim: C, route: StoredRoute): ClaimRecord {
     return {
       ...this.#o.kind.subjectOf(claim),
       owner: ownerOf(claim),
@@ -404,7 +404,7 @@ export class ClusterRoutes<C extends RouteClaim> {
     };
   }
 
-  #first(record: RoutedRecord): StoredRoute {
+  #first(record: ClaimRecord): StoredRoute {
     return record.routes.find((r) => this.isLive(r)) ?? record.routes[0];
   }
 
@@ -418,7 +418,7 @@ export class ClusterRoutes<C extends RouteClaim> {
     };
   }
 
-  #claimOf(record: RoutedRecord, route: StoredRoute): C {
+  #claimOf(record: ClaimRecord, route: StoredRoute): C {
     return this.#o.kind.claimOf(record, route);
   }
 
@@ -435,7 +435,7 @@ export class ClusterRoutes<C extends RouteClaim> {
 }
 
 /** The claim fields every kind shares, from a record and one of its routes. */
-export function routeFields(record: RoutedRecord, route: StoredRoute): RouteClaim {
+export function routeClaim(record: ClaimRecord, route: StoredRoute): RouteClaim {
   return {
     tunnel: route.tunnel,
     session: route.session,
@@ -455,11 +455,11 @@ function sameRoute(a: StoredRoute, b: StoredRoute): boolean {
   return a.node === b.node && a.run === b.run && a.tunnel === b.tunnel;
 }
 
-function parse(entry: KvEntry): RoutedRecord | undefined {
+function parse(entry: KvEntry): ClaimRecord | undefined {
   try {
     const value = JSON.parse(entry.string());
     if (typeof value?.owner !== "string" || !Array.isArray(value.routes)) return undefined;
-    return value as RoutedRecord;
+    return value as ClaimRecord;
   } catch {
     return undefined;
   }

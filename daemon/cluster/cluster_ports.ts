@@ -1,6 +1,6 @@
 /**
  * Public ports in the cluster's `ports` bucket: one record per port (see
- * {@linkcode ClusterRoutes}: its owner and its routes), plus what only ports have: an owner key
+ * {@linkcode ClusterClaims}: its owner and its routes), plus what only ports have: an owner key
  * per shared tunnel, so that routes of one group starting at the same instant on several nodes,
  * each asking for any port, agree on one.
  *
@@ -9,10 +9,10 @@
 
 import type { ClaimResult, PortClaim, RegistryChange } from "../registry/registry.ts";
 import {
-  ClusterRoutes,
-  type ClusterRoutesOptions,
-  type RoutedRecord,
-  routeFields,
+  type ClaimRecord,
+  ClusterClaims,
+  type ClusterClaimsOptions,
+  routeClaim,
   type StoredRoute,
 } from "./claims.ts";
 import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
@@ -36,9 +36,9 @@ export function ownerKeyOf(owner: string): string {
   }`;
 }
 
-/** What {@linkcode ClusterPorts} needs: what every routed bucket needs, and where changes go. */
+/** What {@linkcode ClusterPorts} needs: what every claims bucket needs, and where changes go. */
 export type ClusterPortsOptions =
-  & Omit<ClusterRoutesOptions<PortClaim>, "kind" | "onRoute" | "noun">
+  & Omit<ClusterClaimsOptions<PortClaim>, "kind" | "onRoute" | "noun">
   & {
     /** Registry changes, one per route that comes or goes. */
     emit: (change: RegistryChange) => void;
@@ -49,14 +49,14 @@ export class ClusterPorts {
   readonly #bucket: KvBucket;
   readonly #node: string;
   readonly #ttlMs: number;
-  readonly #routes: ClusterRoutes<PortClaim>;
+  readonly #claims: ClusterClaims<PortClaim>;
 
   /** Ports over `options.bucket`. */
   constructor(options: ClusterPortsOptions) {
     this.#bucket = options.bucket;
     this.#node = options.node;
     this.#ttlMs = options.ttlMs;
-    this.#routes = new ClusterRoutes<PortClaim>({
+    this.#claims = new ClusterClaims<PortClaim>({
       ...options,
       noun: "port",
       kind: {
@@ -77,7 +77,7 @@ export class ClusterPorts {
 
   /** Claims `claim.port` for a route: alone, or beside the routes of the same owner if shared. */
   claim(claim: PortClaim): Promise<ClaimResult> {
-    return this.#routes.claim(claim);
+    return this.#claims.claim(claim);
   }
 
   /**
@@ -86,7 +86,7 @@ export class ClusterPorts {
    * owner's port while its key is young).
    */
   async release(claim: PortClaim): Promise<void> {
-    await this.#routes.release(claim);
+    await this.#claims.release(claim);
     if (claim.shared) {
       await this.#dropOwnerKey(claim.owner ?? `client:${claim.client}`, claim.port).catch(() => {});
     }
@@ -94,17 +94,17 @@ export class ClusterPorts {
 
   /** Writes whether this node's route `claim.tunnel` is healthy into the port's record. */
   setHealth(claim: PortClaim, healthy: boolean): Promise<void> {
-    return this.#routes.setHealth(claim, healthy);
+    return this.#claims.setHealth(claim, healthy);
   }
 
   /** Whether a route is healthy as its port's record says (unknown routes count as healthy). */
   routeHealthy(port: number, node: string, tunnel: string): boolean {
-    return this.#routes.routeHealthy(portKeyOf(port), node, tunnel);
+    return this.#claims.routeHealthy(portKeyOf(port), node, tunnel);
   }
 
   /** The first live route of `port`, if any. */
   holder(port: number): PortClaim | undefined {
-    return this.#routes.liveRoutes(portKeyOf(port))[0]?.claim;
+    return this.#claims.liveRoutes(portKeyOf(port))[0]?.claim;
   }
 
   /**
@@ -126,9 +126,9 @@ export class ClusterPorts {
   }
 
   #knownOwnerPort(owner: string, bindHost: string): number | undefined {
-    for (const { record } of this.#routes.records()) {
+    for (const { record } of this.#claims.records()) {
       if (!record.shared || record.owner !== owner) continue;
-      if (!record.routes.some((r) => this.#routes.isLive(r))) continue;
+      if (!record.routes.some((r) => this.#claims.isLive(r))) continue;
       if (record.bindHost === bindHost || record.routes.some((r) => r.node !== this.#node)) {
         return record.port as number;
       }
@@ -138,27 +138,27 @@ export class ClusterPorts {
 
   /** Every live route in the cluster, by port. */
   claims(): PortClaim[] {
-    return this.#routes.claims().sort((a, b) => a.port - b.port);
+    return this.#claims.claims().sort((a, b) => a.port - b.port);
   }
 
   /** The keys this node has records of. */
   keys(): Iterable<string> {
-    return this.#routes.keys();
+    return this.#claims.keys();
   }
 
   /** Applies a record from the watch (or a listing): a change per route that came or went. */
   apply(entry: KvEntry): void {
-    this.#routes.apply(entry);
+    this.#claims.apply(entry);
   }
 
   /** Forgets a record that is gone from the bucket: each of its routes is released. */
   forget(key: string): void {
-    this.#routes.forget(key);
+    this.#claims.forget(key);
   }
 
   /** A node run is gone: its routes are removed from every record (records left empty go). */
   nodeGone(node: string, run: string): Promise<void> {
-    return this.#routes.nodeGone(node, run);
+    return this.#claims.nodeGone(node, run);
   }
 
   /**
@@ -166,12 +166,12 @@ export class ClusterPorts {
    * another owner took meanwhile: their tunnels must close.
    */
   reassert(): Promise<PortClaim[]> {
-    return this.#routes.reassert();
+    return this.#claims.reassert();
   }
 
   /** Stops timers. */
   stop(): void {
-    this.#routes.stop();
+    this.#claims.stop();
   }
 
   /** Deletes `owner`'s key if it names `port` and the port has no record (any more). */
@@ -179,7 +179,7 @@ export class ClusterPorts {
     const key = ownerKeyOf(owner);
     const entry = await this.#bucket.get(key);
     if (entry?.operation !== "PUT" || Number(JSON.parse(entry.string())?.port) !== port) return;
-    if (await this.#routes.read(portKeyOf(port))) return;
+    if (await this.#claims.read(portKeyOf(port))) return;
     await this.#bucket.delete(key, { previousSeq: entry.revision });
   }
 
@@ -203,10 +203,10 @@ export class ClusterPorts {
       }
       const held = Number(JSON.parse(entry.string())?.port);
       if (held === port) return undefined;
-      const current = await this.#routes.read(portKeyOf(held));
+      const current = await this.#claims.read(portKeyOf(held));
       if (
         current && current.record.owner === owner &&
-        !this.#routes.isStale(current.record, current.created)
+        !this.#claims.isStale(current.record, current.created)
       ) {
         return held;
       }
@@ -223,9 +223,9 @@ export class ClusterPorts {
   }
 }
 
-function claimOf(record: RoutedRecord, route: StoredRoute): PortClaim {
+function claimOf(record: ClaimRecord, route: StoredRoute): PortClaim {
   return {
-    ...routeFields(record, route),
+    ...routeClaim(record, route),
     bindHost: record.bindHost as string,
     port: record.port as number,
   };

@@ -37,7 +37,7 @@ import type { TokenRegistry } from "../tokens/store.ts";
 import type { Logger } from "../../util/log.ts";
 import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
 import { ClusterPorts } from "./cluster_ports.ts";
-import { ClusterRoutes, routeFields } from "./claims.ts";
+import { ClusterClaims, routeClaim } from "./claims.ts";
 import { type Balance, chooseRoute } from "../registry/route_choice.ts";
 import type { StreamOpener } from "./peers.ts";
 import type { Presence } from "./presence.ts";
@@ -102,9 +102,9 @@ export class ClusterRegistry implements Registry {
   /** Public ports and their routes (the `ports` bucket). */
   readonly #ports: ClusterPorts;
   /** Named services and their offers (the `services` bucket). */
-  readonly #services: ClusterRoutes<ServiceClaim>;
+  readonly #services: ClusterClaims<ServiceClaim>;
   /** Host names of HTTP and TLS tunnels and their one route (the `hosts` bucket). */
-  readonly #hosts: ClusterRoutes<HostClaim>;
+  readonly #hosts: ClusterClaims<HostClaim>;
   /** Other nodes' host names as this node reaches them: a relay route each, by host. */
   readonly #remoteHosts = new Map<string, RelayRoute>();
   /** Other nodes' offers as this node reaches them (over relays), with their counters. */
@@ -121,7 +121,7 @@ export class ClusterRegistry implements Registry {
     this.#local = options.local;
     this.node = options.local.node;
     this.tokens = options.tokens;
-    // What both routed buckets (ports, services) judge liveness and staleness by.
+    // What the claims buckets (ports, services, hosts) judge liveness and staleness by.
     const common = {
       node: this.node,
       run: () => options.presence.run,
@@ -137,7 +137,7 @@ export class ClusterRegistry implements Registry {
       bucket: options.link.ports,
       emit: (change) => this.#emit(change),
     });
-    this.#services = new ClusterRoutes<ServiceClaim>({
+    this.#services = new ClusterClaims<ServiceClaim>({
       ...common,
       bucket: options.link.services,
       noun: "service",
@@ -145,7 +145,7 @@ export class ClusterRegistry implements Registry {
         keyOf: (claim) => serviceKeyOf(claim.name),
         subjectOf: (claim) => ({ name: claim.name, balance: claim.balance }),
         claimOf: (record, route) => ({
-          ...routeFields(record, route),
+          ...routeClaim(record, route),
           name: record.name as string,
           balance: record.balance as Balance | undefined,
         }),
@@ -161,7 +161,7 @@ export class ClusterRegistry implements Registry {
         });
       },
     });
-    this.#hosts = new ClusterRoutes<HostClaim>({
+    this.#hosts = new ClusterClaims<HostClaim>({
       ...common,
       bucket: options.link.hosts,
       noun: "host",
@@ -169,7 +169,7 @@ export class ClusterRegistry implements Registry {
         keyOf: (claim) => hostKeyOf(claim.host),
         subjectOf: (claim) => ({ host: claim.host, passthrough: claim.passthrough }),
         claimOf: (record, route) => ({
-          ...routeFields(record, route),
+          ...routeClaim(record, route),
           host: record.host as string,
           passthrough: record.passthrough === true,
         }),
