@@ -17,17 +17,21 @@
  * @module
  */
 
-export * from "./constants.ts";
-export * from "./config.ts";
-export * from "./errors.ts";
-export * from "./frame_decoder.ts";
-export * from "./header.ts";
+// The engine's whole public surface, by name: the frame codec, the decoder and the stats
+// helpers stay inside (the daemon imports them from their files where it needs them).
+export { GoAwayCode, INITIAL_STREAM_WINDOW, PROTOCOL_VERSION } from "./constants.ts";
+export { DEFAULT_SESSION_CONFIG } from "./config.ts";
+export type { SessionConfig } from "./config.ts";
+export { YamuxError } from "./errors.ts";
+export type { YamuxErrorCode } from "./errors.ts";
 export { Session, SESSION_TRANSITIONS } from "./session.ts";
 export type { SessionEvent, SessionOptions, SessionState, StreamRefusal } from "./session.ts";
-export * from "./stats.ts";
+export { goAwayCodeName } from "./stats.ts";
+export type { FrameCounts, SessionStats } from "./stats.ts";
 export { Stream } from "./stream.ts";
-export type { DataHandler, StreamHost } from "./stream.ts";
-export * from "./stream_state.ts";
-export * from "./transport.ts";
+export type { DataHandler } from "./stream.ts";
+export { STREAM_TRANSITIONS } from "./stream_state.ts";
+export type { StreamEvent, StreamState } from "./stream_state.ts";
+export type { Transport, TransportHandlers, TransportListener } from "./transport.ts";
 export { toReadable, toWritable } from "./web_streams.ts";
 export type { CallbackStream } from "./web_streams.ts";
