@@ -10,11 +10,9 @@ import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { readFile } from "node:fs/promises";
 import { listenTcp, listenTls } from "../transport/mod.ts";
-import { serveHttpConnection } from "./http/http_front.ts";
 import { HttpStats } from "./http/http_stats.ts";
+import { WebFronts } from "./http/web_fronts.ts";
 import { CertificateStore } from "./tls/certificates.ts";
-import type { HttpFrontOptions } from "./http/http_front.ts";
-import type { AcmeCertificates } from "./tls/acme.ts";
 import { listenWebSocket } from "../transport/ws.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./session/client_session.ts";
 import type { Config } from "./config/mod.ts";
@@ -29,7 +27,6 @@ import { TokenStore } from "./tokens/store.ts";
 import type { Cluster } from "./cluster/cluster.ts";
 import { TunnelPorts } from "./tunnels/tunnel_ports.ts";
 import { formatHostPort, type HostPort } from "../util/address.ts";
-import { currentRuntime } from "../util/runtime.ts";
 
 /** Daemon lifecycle states. */
 export type DaemonState = "starting" | "running" | "draining" | "stopped";
@@ -118,10 +115,8 @@ export class Daemon {
   #tcpListener: TransportListener | undefined;
   #httpListener: TransportListener | undefined;
   #httpsListener: TransportListener | undefined;
-  /** Visitor connections open on the HTTP and HTTPS ports (`limits.httpConnections`). */
-  #webConnections = 0;
-  /** Certificates from ACME, when `http.acme` is set and the HTTPS port is on. */
-  #acme: AcmeCertificates | undefined;
+  /** The shared HTTP and HTTPS ports of HTTP(S) tunnels. */
+  readonly #web: WebFronts;
   readonly #context: DaemonContext;
   #addresses: DaemonAddresses = {};
   #resolveStopped!: () => void;
@@ -143,6 +138,15 @@ export class Daemon {
       config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })),
     );
     this.stopped = new Promise((resolve) => this.#resolveStopped = resolve);
+    this.#web = new WebFronts({
+      config: () => this.#effective,
+      route: (host) => this.#context.registry.hostRoute(host),
+      certificates: this.certificates,
+      httpStats: this.httpStats,
+      count: (event) => this.counters.count(event),
+      publish: (type, fields) => this.events.publish(type, fields),
+      log: this.#log,
+    });
     this.#context = {
       config: () => this.#effective,
       verifier: this.#verifier,
@@ -150,8 +154,8 @@ export class Daemon {
       ports: this.#ports,
       httpPort: () => this.#httpListener?.port,
       httpsPort: () => this.#httpsListener?.port,
-      terminates: (host) => this.#acme !== undefined || this.certificates.find(host) !== undefined,
-      wantCertificate: (host) => this.#acme?.want(host),
+      terminates: (host) => this.#web.terminates(host),
+      wantCertificate: (host) => this.#web.wantCertificate(host),
       draining: () => this.#lifecycle.state !== "running",
       log: this.#log,
       count: (event) => this.counters.count(event),
@@ -259,128 +263,31 @@ export class Daemon {
           "HTTP tunnels",
           http,
           "--listen-http",
-          () =>
-            listenTcp(http, (visitor) => {
-              if (!this.#admitWeb()) return visitor.close();
-              serveHttpConnection(visitor, {
-                ...this.#httpOptions("http"),
-                onClose: () => this.#webConnections--,
-              });
-            }),
+          () => this.#web.listenHttp(http),
         );
         this.#listeners.push(listener);
         this.#httpListener = listener;
         this.#addresses.http = `${listener.hostname}:${listener.port}`;
       }
-      if (listen.https) await this.#listenHttps(listen.https);
+      if (listen.https) {
+        const https = listen.https;
+        await this.#web.loadCertificates();
+        const listener = await named(
+          "HTTPS tunnels",
+          https,
+          "--listen-https",
+          () => this.#web.listenHttps(https),
+        );
+        this.#listeners.push(listener);
+        this.#httpsListener = listener;
+        this.#addresses.https = `${listener.hostname}:${listener.port}`;
+      }
     } catch (error) {
       this.stop();
       throw error;
     }
     this.#lifecycle.fire("started");
     this.#log.info("daemon running", { ...this.#addresses });
-  }
-
-  /** Takes one more visitor connection of the HTTP or HTTPS port, unless the limit is reached. */
-  #admitWeb(): boolean {
-    if (this.#webConnections >= this.#effective.limits.httpConnections) {
-      this.counters.count("http_connection_limit");
-      return false;
-    }
-    this.#webConnections++;
-    return true;
-  }
-
-  /** How the HTTP front serves a visitor connection of the HTTP port, or a terminated one of HTTPS. */
-  #httpOptions(proto: "http" | "https"): HttpFrontOptions {
-    const route = (host: string) => {
-      const tunnel = this.#context.registry.hostRoute(host);
-      // A TLS tunnel's name takes TLS connections only, never requests.
-      return tunnel && !tunnel.passthrough ? tunnel : undefined;
-    };
-    return {
-      route,
-      proto,
-      trustForwarded: this.#effective.http.trustForwarded,
-      headerTimeoutMs: this.#config.limits.handshakeTimeoutMs,
-      onExchange: (exchange) => this.httpStats.record(exchange, route(exchange.host) !== undefined),
-      acmeAnswer: this.#acme && ((token) => this.#acme?.httpAnswer(token)),
-    };
-  }
-
-  /**
-   * Loads `http.certificates` and binds the HTTPS port. Its modules (node:tls among them) load
-   * only here, so a daemon without HTTPS never loads them.
-   */
-  async #listenHttps(address: HostPort): Promise<void> {
-    // A certificate that cannot be served stops the start, named by its place in the config.
-    for (const [i, files] of this.#config.http.certificates.entries()) {
-      const where = `http.certificates[${i}] (${files.cert})`;
-      try {
-        const served = this.certificates.add({
-          cert: await readFile(files.cert, "utf8"),
-          key: await readFile(files.key, "utf8"),
-        }, "file");
-        this.#log.info("certificate loaded", {
-          names: served.names.join(","),
-          expires: new Date(served.notAfter).toISOString(),
-        });
-        if (served.notAfter <= Date.now()) {
-          this.#log.warn("certificate expired: its names get no TLS", { file: files.cert });
-        }
-      } catch (error) {
-        throw new Error(`${where}: ${(error as Error).message}`);
-      }
-    }
-    const acme = this.#config.http.acme;
-    if (acme?.challenge === "tls-alpn-01" && currentRuntime() === "deno") {
-      throw new Error(
-        "http.acme.challenge: tls-alpn-01 is not available on Deno, whose TLS (rustls) will not " +
-          "serve a certificate with the critical acmeIdentifier extension the challenge needs; " +
-          "use http-01 (on listen.http), or run the daemon on Bun",
-      );
-    }
-    if (acme) {
-      const { AcmeCertificates } = await import("./tls/acme.ts");
-      this.#acme = new AcmeCertificates({
-        config: acme,
-        dataDir: this.#config.dataDir,
-        store: this.certificates,
-        log: this.#log,
-        publish: (type, fields) => this.events.publish(type, fields),
-      });
-      await this.#acme.load();
-    }
-    const [{ listenTlsFront }, { serveHttpsConnection }] = await Promise.all([
-      import("../transport/tls/front.ts"),
-      import("./http/https_front.ts"),
-    ]);
-    const listener = await named(
-      "HTTPS tunnels",
-      address,
-      "--listen-https",
-      () =>
-        listenTlsFront(address, (connection) =>
-          serveHttpsConnection(connection, {
-            route: (host) => this.#context.registry.hostRoute(host),
-            certificate: (host) => this.certificates.find(host)?.identity,
-            acmeIdentity: (host) => this.#acme?.alpnIdentity(host),
-            http: this.#httpOptions("https"),
-            onRefused: (reason) => this.counters.count(`https_${reason}`),
-          }), {
-          helloTimeoutMs: this.#config.limits.handshakeTimeoutMs,
-          admit: () => this.#admitWeb(),
-          onClosed: () => this.#webConnections--,
-          handshakeTimeoutMs: this.#config.limits.handshakeTimeoutMs,
-          onDropped: (reason) => {
-            // A connection over the limit is counted by #admitWeb.
-            if (reason !== "limit") this.counters.count(`https_hello_${reason}`);
-          },
-        }),
-    );
-    this.#listeners.push(listener);
-    this.#httpsListener = listener;
-    this.#addresses.https = `${listener.hostname}:${listener.port}`;
   }
 
   /**
@@ -412,7 +319,7 @@ export class Daemon {
   stop(): void {
     if (!this.#lifecycle.fire("stop")) return;
     this.registry.tokens.close();
-    this.#acme?.stop();
+    this.#web.stop();
     // `stopped` waits for the listeners' ports to be free again, so a daemon started next in
     // this process (a test, an embedding) can bind them.
     const released = Promise.all(this.#listeners.map((listener) => listener.close()));

@@ -1,0 +1,184 @@
+/**
+ * The daemon's two shared ports for HTTP(S) tunnels, wired together: the HTTP port, whose every
+ * request goes through the HTTP front to the client holding its `Host`, and the HTTPS port,
+ * whose connections are routed by their TLS server name (terminated with a certificate from the
+ * store or from ACME, or passed through to a TLS tunnel). Both count against one limit of
+ * visitor connections. The HTTPS port's modules (node:tls, ACME) load only when it is bound.
+ *
+ * @module
+ */
+
+import { readFile } from "node:fs/promises";
+import type { TransportListener } from "../../protocol/transport.ts";
+import { listenTcp } from "../../transport/mod.ts";
+import type { HostPort } from "../../util/address.ts";
+import type { Logger } from "../../util/log.ts";
+import { currentRuntime } from "../../util/runtime.ts";
+import type { Config } from "../config/mod.ts";
+import type { DaemonEvent, DaemonEventType } from "../events.ts";
+import type { HostRoute } from "../registry/registry.ts";
+import type { AcmeCertificates } from "../tls/acme.ts";
+import type { CertificateStore } from "../tls/certificates.ts";
+import { type HttpFrontOptions, serveHttpConnection } from "./http_front.ts";
+import type { HttpStats } from "./http_stats.ts";
+
+/** What the web fronts need from their daemon. */
+export interface WebFrontsOptions {
+  /** The configuration in force (read per connection: a reload changes limits at once). */
+  config: () => Config;
+  /** The route to the client holding `host`, if any (this node's tunnel, or a relay). */
+  route: (host: string) => HostRoute | undefined;
+  /** The certificates the HTTPS port terminates with. */
+  certificates: CertificateStore;
+  /** Per-host counters of the HTTP front. */
+  httpStats: HttpStats;
+  /** Counts an event for metrics. */
+  count: (event: string) => void;
+  /** Publishes a daemon event (ACME's). */
+  publish: (type: DaemonEventType, fields: DaemonEvent["fields"]) => void;
+  /** Logger. */
+  log: Logger;
+}
+
+/** The HTTP and HTTPS ports of one daemon. */
+export class WebFronts {
+  readonly #options: WebFrontsOptions;
+  /** Visitor connections open on both ports (`limits.httpConnections`). */
+  #connections = 0;
+  /** Certificates from ACME, when `http.acme` is set and the HTTPS port is on. */
+  #acme: AcmeCertificates | undefined;
+
+  /** Fronts for a daemon; nothing listens until {@linkcode listenHttp} or {@linkcode listenHttps}. */
+  constructor(options: WebFrontsOptions) {
+    this.#options = options;
+  }
+
+  /** Whether the HTTPS port can terminate TLS for `host` (a certificate, or ACME to get one). */
+  terminates(host: string): boolean {
+    return this.#acme !== undefined || this.#options.certificates.find(host) !== undefined;
+  }
+
+  /** Asks ACME for a certificate for `host`, when ACME is on. */
+  wantCertificate(host: string): void {
+    this.#acme?.want(host);
+  }
+
+  /** Binds the HTTP port. Rejects if it cannot be bound. */
+  listenHttp(address: HostPort): Promise<TransportListener> {
+    return listenTcp(address, (visitor) => {
+      if (!this.#admit()) return visitor.close();
+      serveHttpConnection(visitor, {
+        ...this.#httpOptions("http"),
+        onClose: () => this.#connections--,
+      });
+    });
+  }
+
+  /**
+   * Loads `http.certificates`, and ACME's when `http.acme` is set: what the HTTPS port needs
+   * before it is bound. Rejects, naming the certificate by its place in the config, when one
+   * cannot be served.
+   */
+  async loadCertificates(): Promise<void> {
+    const config = this.#options.config();
+    const { certificates, log } = this.#options;
+    for (const [i, files] of config.http.certificates.entries()) {
+      const where = `http.certificates[${i}] (${files.cert})`;
+      try {
+        const served = certificates.add({
+          cert: await readFile(files.cert, "utf8"),
+          key: await readFile(files.key, "utf8"),
+        }, "file");
+        log.info("certificate loaded", {
+          names: served.names.join(","),
+          expires: new Date(served.notAfter).toISOString(),
+        });
+        if (served.notAfter <= Date.now()) {
+          log.warn("certificate expired: its names get no TLS", { file: files.cert });
+        }
+      } catch (error) {
+        throw new Error(`${where}: ${(error as Error).message}`);
+      }
+    }
+    const acme = config.http.acme;
+    if (acme?.challenge === "tls-alpn-01" && currentRuntime() === "deno") {
+      throw new Error(
+        "http.acme.challenge: tls-alpn-01 is not available on Deno, whose TLS (rustls) will not " +
+          "serve a certificate with the critical acmeIdentifier extension the challenge needs; " +
+          "use http-01 (on listen.http), or run the daemon on Bun",
+      );
+    }
+    if (acme) {
+      const { AcmeCertificates } = await import("../tls/acme.ts");
+      this.#acme = new AcmeCertificates({
+        config: acme,
+        dataDir: config.dataDir,
+        store: certificates,
+        log,
+        publish: this.#options.publish,
+      });
+      await this.#acme.load();
+    }
+  }
+
+  /** Binds the HTTPS port (after {@linkcode loadCertificates}). Rejects if it cannot be bound. */
+  async listenHttps(address: HostPort): Promise<TransportListener> {
+    const { certificates } = this.#options;
+    const [{ listenTlsFront }, { serveHttpsConnection }] = await Promise.all([
+      import("../../transport/tls/front.ts"),
+      import("./https_front.ts"),
+    ]);
+    const timeoutMs = this.#options.config().limits.handshakeTimeoutMs;
+    return await listenTlsFront(address, (connection) =>
+      serveHttpsConnection(connection, {
+        route: this.#options.route,
+        certificate: (host) => certificates.find(host)?.identity,
+        acmeIdentity: (host) => this.#acme?.alpnIdentity(host),
+        http: this.#httpOptions("https"),
+        onRefused: (reason) => this.#options.count(`https_${reason}`),
+      }), {
+      helloTimeoutMs: timeoutMs,
+      admit: () => this.#admit(),
+      onClosed: () => this.#connections--,
+      handshakeTimeoutMs: timeoutMs,
+      onDropped: (reason) => {
+        // A connection over the limit is counted by #admit.
+        if (reason !== "limit") this.#options.count(`https_hello_${reason}`);
+      },
+    });
+  }
+
+  /** Stops ACME's renewals. The listeners are the daemon's to close. */
+  stop(): void {
+    this.#acme?.stop();
+  }
+
+  /** Takes one more visitor connection of either port, unless the limit is reached (counted). */
+  #admit(): boolean {
+    if (this.#connections >= this.#options.config().limits.httpConnections) {
+      this.#options.count("http_connection_limit");
+      return false;
+    }
+    this.#connections++;
+    return true;
+  }
+
+  /** How the HTTP front serves a connection of the HTTP port, or a terminated one of HTTPS. */
+  #httpOptions(proto: "http" | "https"): HttpFrontOptions {
+    const config = this.#options.config();
+    const route = (host: string) => {
+      const found = this.#options.route(host);
+      // A TLS tunnel's name takes TLS connections only, never requests.
+      return found && !found.passthrough ? found : undefined;
+    };
+    return {
+      route,
+      proto,
+      trustForwarded: config.http.trustForwarded,
+      headerTimeoutMs: config.limits.handshakeTimeoutMs,
+      onExchange: (exchange) =>
+        this.#options.httpStats.record(exchange, route(exchange.host) !== undefined),
+      acmeAnswer: this.#acme && ((token) => this.#acme?.httpAnswer(token)),
+    };
+  }
+}
