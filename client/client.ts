@@ -15,7 +15,7 @@ import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
 import type { Transport } from "../protocol/transport.ts";
-import { DialError, dialTcp } from "../tunnel/dial.ts";
+import { dialTcp, resetReasonForDial } from "../tunnel/dial.ts";
 import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
 import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
 import { parseHostPort } from "../util/address.ts";
@@ -921,17 +921,11 @@ export class Client extends Emitter<ClientEvents> {
     try {
       socket = await dialTcp(hostname, port, this.#options.dialTimeoutMs ?? 10_000);
     } catch (error) {
-      const reason = error instanceof DialError ? error.reason : "failed";
-      const code = reason === "refused"
-        ? ResetReason.DialRefused
-        : reason === "timeout"
-        ? ResetReason.DialTimeout
-        : ResetReason.DialFailed;
       this.emit(
         "error",
         new ClientError("local_dial_failed", `cannot reach ${local}: ${(error as Error).message}`),
       );
-      return stream.reset(code);
+      return stream.reset(resetReasonForDial(error));
     }
     await splice(streamEnd(stream), transportEnd(socket), { aFirst: first });
   }
