@@ -20,8 +20,7 @@ describe("dialTcp", () => {
   it("reports a refused connection as refused", async () => {
     const listener = await listenTcp({ hostname: "127.0.0.1", port: 0 }, () => {});
     const port = listener.port;
-    listener.close(); // nothing listens there now
-    await new Promise((r) => setTimeout(r, 20));
+    await listener.close(); // resolves once nothing listens there
     await assert.rejects(
       dialTcp("127.0.0.1", port, 5_000),
       (error: unknown) => error instanceof DialError && error.reason === "refused",
