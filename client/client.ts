@@ -2,32 +2,48 @@
  * The client SDK: a connection to a tunnelmux daemon that stays up (reconnecting with backoff),
  * and the tunnels, forwards and services a script asks for, restored after every reconnect.
  *
+ * This file holds the public {@linkcode Client} and its session lifecycle (connect, handshake,
+ * lost, backoff, close). What it holds and does on a session lives beside it: `tunnels.ts` and
+ * `offers.ts` (the records and their requests), `restore.ts` (what is asked for again after a
+ * reconnect), `health_reports.ts` (health checks told to the daemon), `visitors.ts` (streams the
+ * daemon opens), `requests.ts` (control requests and their answers) and `connect_errors.ts`
+ * (what a failed attempt means).
+ *
  * @module
  */
 
 import type { SessionConfig } from "../protocol/config.ts";
-import { CONTROL_VERSION, type DaemonMessage } from "../tunnel/control.ts";
-import { ControlChannel } from "../tunnel/control_channel.ts";
-import { Lifecycle } from "../util/lifecycle.ts";
-import { readStreamHeader } from "../tunnel/read_stream_header.ts";
-import { ResetReason } from "../tunnel/reset_reasons.ts";
 import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
-import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
 import type { Transport } from "../protocol/transport.ts";
-import { DialError, dialTcp } from "../tunnel/dial.ts";
-import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
-import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
-import { parseHostPort } from "../util/address.ts";
+import { CONTROL_VERSION, type DaemonMessage } from "../tunnel/control.ts";
+import { ControlChannel } from "../tunnel/control_channel.ts";
+import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
+import { Lifecycle } from "../util/lifecycle.ts";
 import { Backoff, type BackoffOptions } from "./backoff.ts";
-import { type Forward, listenForward } from "./forward_listener.ts";
-export type { Forward };
-import { serverUrlProblem } from "./server_url.ts";
-import { WebSocketConnectError } from "../transport/ws.ts";
+import { dialFailure, sessionFailure } from "./connect_errors.ts";
 import { dialServer, type HostResolver } from "./dial_server.ts";
-import { ClientError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
-import { HealthMonitor, type HealthOptions } from "./health_check.ts";
+import { ClientError } from "./errors.ts";
+import { type Forward, listenForward } from "./forward_listener.ts";
+import { watchHealth } from "./health_reports.ts";
+import { newOfferRecord, type OfferOptions, type OfferRecord, offerRequest } from "./offers.ts";
+import { type ControlRequest, PendingRequests } from "./requests.ts";
+import { restoreAll, type RestoreContext, restoreOffer, restoreTunnel } from "./restore.ts";
+import { serverUrlProblem } from "./server_url.ts";
+import {
+  type ExposeOptions,
+  exposeRequest,
+  newTunnelRecord,
+  recordExposed,
+  type Tunnel,
+  tunnelById,
+  type TunnelRecord,
+  tunnelView,
+} from "./tunnels.ts";
+import { acceptIncoming, type VisitorRoutes } from "./visitors.ts";
+
+export type { ExposeOptions, Forward, OfferOptions, Tunnel };
 
 /** How long `close()` lets open streams finish before it closes the connection anyway. */
 const CLOSE_GRACE_MS = 5_000;
@@ -97,71 +113,6 @@ export interface ConnectOptions {
   session?: Partial<SessionConfig>;
 }
 
-/** What {@linkcode Client.expose} asks for. */
-export interface ExposeOptions {
-  /** Where visitors are sent on this side, `host:port`. */
-  local: string;
-  /** The daemon's port to listen on; 0 (default) lets the daemon pick an allowed one. */
-  remotePort?: number;
-  /** The daemon's address to bind; default 127.0.0.1 on the daemon. */
-  bindHost?: string;
-  /** A name shown to operators. */
-  label?: string;
-  /** Send a PROXY protocol header to `local` first, so it sees the visitor's real address. */
-  proxyProtocol?: "v1" | "v2";
-  /**
-   * An HTTP tunnel instead of a port: the host name to hold on the daemon's HTTP port (a label
-   * under its base domain, e.g. `myapp` for `myapp.tunnels.example.com`, or a full name the
-   * client may hold). Each request whose `Host` is that name reaches `local`. The tunnel's
-   * `remoteHost` is the full name and `remotePort` the daemon's HTTP port.
-   */
-  http?: string;
-  /**
-   * A TLS tunnel instead of a port: the host name to hold on the daemon's HTTPS port (named as
-   * for `http`). Each connection whose TLS server name (SNI) is that name reaches `local` as it
-   * came, never decrypted by the daemon: `local` speaks TLS with its own certificate.
-   */
-  tls?: string;
-  /**
-   * Serve the tunnel as a member of this group (with `groupKey`): every member's session is a
-   * route of one public port, and visitors are balanced across the members. The client's token
-   * must allow the group. With `remotePort` 0 a member joins the port the group already holds.
-   */
-  group?: string;
-  /** The group's key (a secret the daemon's config holds the hash of). */
-  groupKey?: string;
-  /**
-   * Let other sessions of this client serve the same port too (high availability: the same
-   * client connected to several nodes), instead of the port being refused to them.
-   */
-  shared?: boolean;
-  /**
-   * Check `local` now and then (TCP connect, or HTTP GET): while it fails, the daemon sends this
-   * tunnel's visitors to its other routes (a group's other members, the client's other
-   * sessions) instead. Default: no check.
-   */
-  health?: HealthOptions;
-}
-
-/** A reverse tunnel held by the client. Its remote port stays the same across reconnects when it can. */
-export interface Tunnel {
-  /** The daemon's id for it (a new one after each reconnect). */
-  readonly id: string;
-  /** Where the daemon listens. */
-  readonly remoteHost: string;
-  /** The daemon's port. */
-  readonly remotePort: number;
-  /**
-   * An HTTP or TLS tunnel's address for visitors, as the daemon gives it (`https://NAME.DOMAIN/`
-   * where it has TLS for the name, else `http://NAME.DOMAIN:PORT/`); undefined for a port's tunnel.
-   */
-  readonly url: string | undefined;
-  /** Where visitors go on this side. */
-  readonly local: string;
-  /** Closes the tunnel on the daemon and forgets it. */
-  close(): Promise<void>;
-}
-
 /** A failed connection attempt that the client will retry. */
 export interface RetryInfo {
   /** Why the attempt failed. */
@@ -203,93 +154,6 @@ export interface HealthInfo {
   healthy: boolean;
   /** Why it fails, when it does. */
   detail: string | undefined;
-}
-
-/** Options of {@linkcode Client.offer}. */
-export interface OfferOptions {
-  /**
-   * Offer the service as a member of this group (with `groupKey`): every member's offer serves
-   * the name, and users are balanced across the members. The client's token must allow the
-   * group.
-   */
-  group?: string;
-  /** The group's key. */
-  groupKey?: string;
-  /** Check `local` now and then: while it fails, users go to the name's other offers instead. */
-  health?: HealthOptions;
-}
-
-interface OfferRecord {
-  local: string;
-  options: OfferOptions;
-  /** The health check of its local service, when asked for. */
-  monitor?: HealthMonitor;
-}
-
-interface TunnelRecord {
-  request: ExposeOptions;
-  id: string;
-  remoteHost: string;
-  remotePort: number;
-  /** An HTTP or TLS tunnel's address, from the daemon's reply. */
-  url?: string;
-  closed: boolean;
-  /** Registered with keep(): exposed whenever a session is ready, even if it never was yet. */
-  kept?: boolean;
-  /** The health check of its local service, when asked for. */
-  monitor?: HealthMonitor;
-}
-
-/** A tunnel's record before it is exposed; a bad local address fails here, not at a visitor. */
-function newRecord(options: ExposeOptions, kept: boolean): TunnelRecord {
-  parseHostPort(options.local);
-  return { request: options, id: "", remoteHost: "", remotePort: 0, closed: false, kept };
-}
-
-/** Pause between two attempts to get a tunnel's old port back after a reconnect. */
-const RESTORE_RETRY_MS = 500;
-
-/** What a failed dial means: a refused WebSocket upgrade says the URL or token is wrong. */
-function dialFailure(url: string, error: Error): ClientError {
-  const status = error instanceof WebSocketConnectError ? error.status : undefined;
-  if (status === 401 || status === 403) {
-    return new ClientError(
-      "unauthorized",
-      `the daemon refused the token at ${url} (HTTP ${status})`,
-    );
-  }
-  if (status === 404) {
-    return new ClientError(
-      "upgrade_refused",
-      `no WebSocket listener at ${url} (HTTP 404): check the path (the daemon's default is /tunnel)`,
-    );
-  }
-  if (status !== undefined && status >= 400 && status < 500 && status !== 429) {
-    return new ClientError(
-      "upgrade_refused",
-      `the daemon refused the upgrade at ${url} (HTTP ${status})`,
-    );
-  }
-  return new ClientError("connect_failed", `cannot reach ${url}: ${error.message}`);
-}
-
-/** What a session that ended means; an HTTP answer on a yamux URL is a wrong port or scheme. */
-function sessionFailure(url: string, error: Error | undefined, wasReady: boolean): ClientError {
-  // "H" (72) is the first byte of "HTTP/1.1 400 …": a tcp:// URL pointed at an HTTP port.
-  if (!wasReady && error && /unsupported protocol version 72\b/.test(error.message)) {
-    const host = url.replace(/^[a-z]+:\/\//, "");
-    return new ClientError(
-      "wrong_protocol",
-      `${url} answered in HTTP: it is an HTTP/WebSocket port; use ws://${host}/tunnel`,
-    );
-  }
-  return new ClientError("session_lost", `connection lost${error ? `: ${error.message}` : ""}`);
-}
-
-interface Pending {
-  resolve: (message: DaemonMessage) => void;
-  reject: (error: ClientError) => void;
-  timer: ReturnType<typeof setTimeout>;
 }
 
 /**
@@ -350,8 +214,7 @@ export class Client extends Emitter<ClientEvents> {
   #session: Session | undefined;
   #control: ControlChannel | undefined;
   #readyAt = 0;
-  #nextRequestId = 1;
-  readonly #pending = new Map<number, Pending>();
+  readonly #requests = new PendingRequests();
   #welcome:
     | {
       resolve: (m: Extract<DaemonMessage, { type: "welcome" }>) => void;
@@ -365,6 +228,8 @@ export class Client extends Emitter<ClientEvents> {
   #failedAttempts = 0;
   #firstReady: { resolve: () => void; reject: (error: Error) => void } | undefined;
   readonly #firstReadyPromise: Promise<void>;
+  /** Where the streams the daemon opens go: this client's tunnels and offers. */
+  readonly #routes: VisitorRoutes;
 
   /** Starts connecting at once; prefer {@linkcode connect}, which waits for the first session. */
   constructor(servers: string | readonly string[], options: ConnectOptions) {
@@ -381,6 +246,12 @@ export class Client extends Emitter<ClientEvents> {
     this.#firstReadyPromise.catch(() => {}); // observed through ready()
     this.#lifecycle.onTransition((to) => this.emit("state", to));
     if (options.onRetry) this.on("retry", options.onRetry);
+    this.#routes = {
+      tunnel: (id) => tunnelById(this.#tunnels, id)?.request,
+      service: (name) => this.#offers.get(name)?.local,
+      deadlines: options,
+      onDialError: (error) => this.emit("error", error),
+    };
     void this.#attempt();
   }
 
@@ -424,7 +295,7 @@ export class Client extends Emitter<ClientEvents> {
 
   /** Opens a reverse tunnel: the daemon listens, and its visitors are piped to `options.local`. */
   async expose(options: ExposeOptions): Promise<Tunnel> {
-    const record = newRecord(options, false);
+    const record = newTunnelRecord(options, false);
     await this.#exposeOnce(record, options.remotePort ?? 0);
     this.#tunnels.add(record);
     return this.#tunnelView(record);
@@ -436,9 +307,9 @@ export class Client extends Emitter<ClientEvents> {
    * and the tunnel is tried again at the next session. Its `tunnel` events say when it is up.
    */
   keep(options: ExposeOptions): Tunnel {
-    const record = newRecord(options, true);
+    const record = newTunnelRecord(options, true);
     this.#tunnels.add(record);
-    if (this.#lifecycle.state === "ready") void this.#restoreTunnel(record);
+    if (this.#lifecycle.state === "ready") void restoreTunnel(record, this.#restoreContext());
     return this.#tunnelView(record);
   }
 
@@ -479,9 +350,8 @@ export class Client extends Emitter<ClientEvents> {
    * availability) may offer the same name; with `group`, so may the group's other members.
    */
   async offer(name: string, local: string, options: OfferOptions = {}): Promise<void> {
-    parseHostPort(local);
-    const record: OfferRecord = { local, options };
-    await this.#offerOnce(name, record);
+    const record = newOfferRecord(local, options);
+    await this.#request(offerRequest(name, record));
     this.#offers.set(name, record);
     this.#watchOfferHealth(name, record);
   }
@@ -491,10 +361,9 @@ export class Client extends Emitter<ClientEvents> {
    * {@linkcode keep} for tunnels; a refusal arrives as an `error` event.
    */
   keepOffer(name: string, local: string, options: OfferOptions = {}): void {
-    parseHostPort(local);
-    const record: OfferRecord = { local, options };
+    const record = newOfferRecord(local, options);
     this.#offers.set(name, record);
-    if (this.#lifecycle.state === "ready") void this.#restoreOffer(name, record);
+    if (this.#lifecycle.state === "ready") void restoreOffer(name, record, this.#restoreContext());
   }
 
   /**
@@ -570,7 +439,7 @@ export class Client extends Emitter<ClientEvents> {
     const session = new Session(transport, {
       client: true,
       config: this.#options.session,
-      onStream: (stream) => this.#incoming(stream),
+      onStream: (stream) => acceptIncoming(stream, this.#routes),
       // A stream the daemon refuses closes with a ClientError that names the reason.
       resetError: (id, code) => ClientError.fromReset(id, code),
     });
@@ -604,7 +473,7 @@ export class Client extends Emitter<ClientEvents> {
         url: this.url,
       });
       this.#firstReady?.resolve();
-      await this.#restore();
+      await restoreAll(this.#tunnels, this.#restoreContext());
     } catch (error) {
       clearTimeout(handshake);
       const failure = error instanceof ClientError
@@ -657,76 +526,33 @@ export class Client extends Emitter<ClientEvents> {
         new ClientError("tunnel_closed", `tunnel ${message.tunnel} closed: ${message.reason}`),
       );
     }
-    const id = message.id ?? -1;
-    const pending = this.#pending.get(id);
-    if (!pending) return;
-    this.#pending.delete(id);
-    clearTimeout(pending.timer);
-    if (message.type === "error") {
-      pending.reject(ClientError.fromDaemon(message.code, message.message));
-    } else pending.resolve(message);
+    this.#requests.answer(message);
   }
 
-  /** After a (re)connect: re-expose every tunnel and re-offer every service. */
-  async #restore(): Promise<void> {
-    await Promise.all([...this.#tunnels].map((record) => this.#restoreTunnel(record)));
-    for (const [name, record] of this.#offers) await this.#restoreOffer(name, record);
-  }
-
-  /** Makes an offer again on this session, with its health check. */
-  async #restoreOffer(name: string, record: OfferRecord): Promise<void> {
-    try {
-      await this.#offerOnce(name, record);
-      if (this.#offers.get(name) === record) this.#watchOfferHealth(name, record);
-    } catch (error) {
-      this.emit("error", error as ClientError);
-    }
-  }
-
-  async #offerOnce(name: string, record: OfferRecord): Promise<void> {
-    const { group, groupKey } = record.options;
-    await this.#request({ type: "offer", service: name, group, groupKey });
+  /** What restoring needs, bound to the session that is current now. */
+  #restoreContext(): RestoreContext {
+    const session = this.#session;
+    return {
+      isCurrent: () => session !== undefined && this.#session === session,
+      expose: (record, port) => this.#exposeOnce(record, port),
+      offer: (name, record) => this.#request(offerRequest(name, record)),
+      offered: (name, record) => this.#watchOfferHealth(name, record),
+      offers: this.#offers,
+      onError: (error) => this.emit("error", error),
+      restoreTimeoutMs: this.#options.restoreTimeoutMs ?? 30_000,
+    };
   }
 
   /** Starts an offer's health check, and tells the daemon what it knows already. */
   #watchOfferHealth(name: string, record: OfferRecord): void {
-    const options = record.options.health;
-    if (!options) return;
-    const report = (healthy: boolean, detail?: string) => {
-      if (this.#offers.get(name) !== record) return;
-      this.#request({ type: "health", service: name, healthy, detail }).catch(() => {});
-    };
-    if (!record.monitor) {
-      record.monitor = new HealthMonitor(record.local, options, (healthy, detail) => {
-        this.emit("health", { service: name, local: record.local, healthy, detail });
-        report(healthy, detail);
-      });
-      record.monitor.start();
-    } else if (!record.monitor.healthy) report(false, record.monitor.detail);
-  }
-
-  /**
-   * Re-exposes one tunnel on the port it had, so its public address survives the reconnect. The
-   * port may still be held for the session that was lost (until the daemon notices, or, in a
-   * cluster, until the dead node's claim expires): `port_in_use` is retried for a while.
-   */
-  async #restoreTunnel(record: TunnelRecord): Promise<void> {
-    const session = this.#session;
-    const port = record.remotePort || (record.request.remotePort ?? 0);
-    const deadline = Date.now() + (this.#options.restoreTimeoutMs ?? 30_000);
-    for (;;) {
-      if ((record.id === "" && !record.kept) || record.closed) return;
-      if (this.#session !== session || !session) return;
-      try {
-        return await this.#exposeOnce(record, port);
-      } catch (error) {
-        const code = (error as ClientError).code;
-        if (code !== "port_in_use" || port === 0 || Date.now() > deadline) {
-          return void this.emit("error", error as ClientError);
-        }
-      }
-      await new Promise((resolve) => setTimeout(resolve, RESTORE_RETRY_MS));
-    }
+    watchHealth(record, record.local, record.options.health, {
+      changed: (healthy, detail) =>
+        this.emit("health", { service: name, local: record.local, healthy, detail }),
+      report: (healthy, detail) => {
+        if (this.#offers.get(name) !== record) return;
+        this.#request({ type: "health", service: name, healthy, detail }).catch(() => {});
+      },
+    });
   }
 
   #lost(error: ClientError, carriedTraffic = false): void {
@@ -766,104 +592,48 @@ export class Client extends Emitter<ClientEvents> {
   #failPending(error: ClientError): void {
     this.#welcome?.reject(error);
     this.#welcome = undefined;
-    for (const pending of this.#pending.values()) {
-      clearTimeout(pending.timer);
-      pending.reject(error);
-    }
-    this.#pending.clear();
+    this.#requests.failAll(error);
   }
 
   // ---- Requests and streams ----
 
+  /** Asks the daemon for `record` on `port` and starts its health check once it is exposed. */
   async #exposeOnce(record: TunnelRecord, port: number): Promise<void> {
-    const { bindHost, label, group, groupKey, shared, http, tls } = record.request;
-    const name = tls ?? http;
-    const reply = await this.#request({
-      type: "expose",
-      // An HTTP or TLS tunnel holds a name on the daemon's shared ports, never a port of its own.
-      port: name === undefined ? port : 0,
-      bindHost,
-      label,
-      group,
-      groupKey,
-      shared,
-      http: name,
-      passthrough: tls === undefined ? undefined : true,
-    });
-    if (reply.type !== "exposed") throw new ClientError("protocol", "expected exposed");
-    record.id = reply.tunnel;
-    record.remoteHost = reply.bindHost;
-    record.remotePort = reply.port;
-    record.url = reply.url;
+    const reply = await this.#request(exposeRequest(record.request, port));
+    if (!recordExposed(record, reply)) throw new ClientError("protocol", "expected exposed");
     this.emit("tunnel", this.#tunnelView(record));
-    this.#watchHealth(record);
+    this.#watchTunnelHealth(record);
   }
 
   /** Starts the record's health check, and tells the daemon what it knows already. */
-  #watchHealth(record: TunnelRecord): void {
-    const options = record.request.health;
-    if (!options) return;
-    const report = (healthy: boolean, detail?: string) => {
-      if (record.closed || record.id === "") return;
-      this.#request({ type: "health", tunnel: record.id, healthy, detail })
-        .catch(() => {}); // not connected: the next session reports again
-    };
-    if (!record.monitor) {
-      record.monitor = new HealthMonitor(record.request.local, options, (healthy, detail) => {
-        const tunnel = this.#tunnelView(record);
-        this.emit("health", { tunnel, local: record.request.local, healthy, detail });
-        report(healthy, detail);
-      });
-      record.monitor.start();
-    } else if (!record.monitor.healthy) report(false, record.monitor.detail);
+  #watchTunnelHealth(record: TunnelRecord): void {
+    const local = record.request.local;
+    watchHealth(record, local, record.request.health, {
+      changed: (healthy, detail) =>
+        this.emit("health", { tunnel: this.#tunnelView(record), local, healthy, detail }),
+      report: (healthy, detail) => {
+        if (record.closed || record.id === "") return;
+        this.#request({ type: "health", tunnel: record.id, healthy, detail })
+          .catch(() => {}); // not connected: the next session reports again
+      },
+    });
   }
 
   #tunnelView(record: TunnelRecord): Tunnel {
-    return {
-      get id() {
-        return record.id;
-      },
-      get remoteHost() {
-        return record.remoteHost;
-      },
-      get remotePort() {
-        return record.remotePort;
-      },
-      get url() {
-        if (record.request.http === undefined && record.request.tls === undefined) return undefined;
-        if (record.remoteHost === "") return undefined;
-        if (record.url !== undefined) return record.url;
-        // A daemon that does not say (an older one): its HTTP port.
-        const port = record.remotePort === 80 ? "" : `:${record.remotePort}`;
-        return `http://${record.remoteHost}${port}/`;
-      },
-      local: record.request.local,
-      close: async () => {
-        if (record.closed) return;
-        record.closed = true;
-        record.monitor?.stop();
-        this.#tunnels.delete(record);
-        if (this.#lifecycle.state === "ready") {
-          await this.#request({ type: "unexpose", tunnel: record.id });
-        }
-      },
-    };
+    return tunnelView(record, async () => {
+      this.#tunnels.delete(record);
+      if (this.#lifecycle.state === "ready") {
+        await this.#request({ type: "unexpose", tunnel: record.id });
+      }
+    });
   }
 
-  #request(message: Record<string, unknown>): Promise<DaemonMessage> {
+  #request(message: ControlRequest): Promise<DaemonMessage> {
     const control = this.#control;
     if (this.#lifecycle.state !== "ready" || !control) {
       return Promise.reject(new ClientError("not_connected", "not connected to the daemon"));
     }
-    const id = this.#nextRequestId++;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#pending.delete(id);
-        reject(new ClientError("timeout", `${message.type} got no answer`));
-      }, this.#options.connectTimeoutMs ?? 10_000);
-      this.#pending.set(id, { resolve, reject, timer });
-      control.send({ ...message, id });
-    });
+    return this.#requests.send(control, message, this.#options.connectTimeoutMs ?? 10_000);
   }
 
   #readySession(): Session {
@@ -877,62 +647,5 @@ export class Client extends Emitter<ClientEvents> {
     const stream = this.#readySession().open();
     stream.write(encodeStreamHeader(header));
     return stream;
-  }
-
-  /** The tunnel the daemon knows as `id` (ids change on reconnects, so a scan; no copy per visitor). */
-  #tunnelById(id: string): TunnelRecord | undefined {
-    for (const record of this.#tunnels) if (record.id === id) return record;
-    return undefined;
-  }
-
-  /** A stream the daemon opened: a visitor of one of our tunnels, or a user of our service. */
-  #incoming(stream: Stream): void {
-    readStreamHeader(stream, this.#options.connectTimeoutMs ?? 10_000).then(
-      ({ header, rest }) => {
-        let local: string | undefined;
-        let first = rest;
-        if (header.kind === "visitor") {
-          const request = this.#tunnelById(header.tunnel)?.request;
-          if (!request) return stream.reset(ResetReason.UnknownTunnel);
-          local = request.local;
-          if (request.proxyProtocol) {
-            const encode = request.proxyProtocol === "v2" ? encodeProxyV2 : encodeProxyV1;
-            const proxyHeader = encode(header.remote, header.local);
-            first = new Uint8Array(proxyHeader.length + rest.length);
-            first.set(proxyHeader);
-            first.set(rest, proxyHeader.length);
-          }
-        } else if (header.kind === "service") {
-          local = this.#offers.get(header.service)?.local;
-          if (!local) return stream.reset(ResetReason.UnknownService);
-        } else {
-          return stream.reset(ResetReason.BadHeader);
-        }
-        void this.#pipeToLocal(stream, local, first);
-      },
-      () => stream.reset(ResetReason.BadHeader),
-    );
-  }
-
-  /** Dials `local` and pipes `stream` to it, writing `first` (PROXY header, early payload) first. */
-  async #pipeToLocal(stream: Stream, local: string, first: Uint8Array): Promise<void> {
-    const { hostname, port } = parseHostPort(local);
-    let socket: Transport;
-    try {
-      socket = await dialTcp(hostname, port, this.#options.dialTimeoutMs ?? 10_000);
-    } catch (error) {
-      const reason = error instanceof DialError ? error.reason : "failed";
-      const code = reason === "refused"
-        ? ResetReason.DialRefused
-        : reason === "timeout"
-        ? ResetReason.DialTimeout
-        : ResetReason.DialFailed;
-      this.emit(
-        "error",
-        new ClientError("local_dial_failed", `cannot reach ${local}: ${(error as Error).message}`),
-      );
-      return stream.reset(code);
-    }
-    await splice(streamEnd(stream), transportEnd(socket), { aFirst: first });
   }
 }

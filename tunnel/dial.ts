@@ -7,6 +7,7 @@
 
 import { connectTcp } from "../transport/mod.ts";
 import type { Transport } from "../protocol/transport.ts";
+import { ResetReason } from "./reset_reasons.ts";
 
 /** Why a dial failed. */
 export type DialFailure = "refused" | "timeout" | "failed";
@@ -22,6 +23,32 @@ export class DialError extends Error {
     this.name = "DialError";
     this.reason = reason;
   }
+}
+
+/** Why a dial that threw `error` failed: a {@linkcode DialError}'s reason, anything else `failed`. */
+export function dialFailureOf(error: unknown): DialFailure {
+  return error instanceof DialError ? error.reason : "failed";
+}
+
+const DIAL_RESET = {
+  refused: ResetReason.DialRefused,
+  timeout: ResetReason.DialTimeout,
+  failed: ResetReason.DialFailed,
+} as const satisfies Record<DialFailure, ResetReason>;
+
+/**
+ * The reset reason that tells a stream's opener why its target could not be dialed: refused,
+ * timed out, or `DialFailed` for anything else (unreachable, name not found, not a DialError).
+ *
+ * @example
+ * ```ts
+ * import { DialError, resetReasonForDial } from "./dial.ts";
+ * import { ResetReason } from "./reset_reasons.ts";
+ * console.assert(resetReasonForDial(new DialError("refused", "no")) === ResetReason.DialRefused);
+ * ```
+ */
+export function resetReasonForDial(error: unknown): ResetReason {
+  return DIAL_RESET[dialFailureOf(error)];
 }
 
 /**

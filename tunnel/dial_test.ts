@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { DialError, dialTcp } from "./dial.ts";
+import { DialError, dialFailureOf, dialTcp, resetReasonForDial } from "./dial.ts";
+import { ResetReason } from "./reset_reasons.ts";
 import { listenTcp, memoryPair } from "../transport/mod.ts";
 import type { Transport } from "../protocol/transport.ts";
 
@@ -19,8 +20,7 @@ describe("dialTcp", () => {
   it("reports a refused connection as refused", async () => {
     const listener = await listenTcp({ hostname: "127.0.0.1", port: 0 }, () => {});
     const port = listener.port;
-    listener.close(); // nothing listens there now
-    await new Promise((r) => setTimeout(r, 20));
+    await listener.close(); // resolves once nothing listens there
     await assert.rejects(
       dialTcp("127.0.0.1", port, 5_000),
       (error: unknown) => error instanceof DialError && error.reason === "refused",
@@ -41,5 +41,40 @@ describe("dialTcp", () => {
     await late;
     await new Promise((r) => setTimeout(r, 0));
     assert.equal(closed, true, "the late connection was closed");
+  });
+});
+
+describe("resetReasonForDial", () => {
+  it("maps each dial failure to its reset reason", () => {
+    assert.equal(resetReasonForDial(new DialError("refused", "x")), ResetReason.DialRefused);
+    assert.equal(resetReasonForDial(new DialError("timeout", "x")), ResetReason.DialTimeout);
+    assert.equal(resetReasonForDial(new DialError("failed", "x")), ResetReason.DialFailed);
+  });
+
+  it("counts anything that is not a DialError as failed", () => {
+    const notFound = Object.assign(new Error("getaddrinfo ENOTFOUND"), { code: "ENOTFOUND" });
+    for (const error of [notFound, new TypeError("bad"), "a string", undefined]) {
+      assert.equal(dialFailureOf(error), "failed");
+      assert.equal(resetReasonForDial(error), ResetReason.DialFailed);
+    }
+  });
+
+  it("names what dialTcp reports: a name that is not found is DialFailed, a refusal DialRefused", async () => {
+    const notFound = () =>
+      Promise.reject(Object.assign(new Error("getaddrinfo ENOTFOUND"), { code: "ENOTFOUND" }));
+    const refused = () =>
+      Promise.reject(Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }));
+    const denoRefused = () =>
+      Promise.reject(Object.assign(new Error("refused"), { name: "ConnectionRefused" }));
+    const reasons: number[] = [];
+    for (const connect of [notFound, refused, denoRefused]) {
+      const error = await dialTcp("host.invalid", 1, 5_000, connect).catch((e: unknown) => e);
+      reasons.push(resetReasonForDial(error));
+    }
+    assert.deepEqual(reasons, [
+      ResetReason.DialFailed,
+      ResetReason.DialRefused,
+      ResetReason.DialRefused,
+    ]);
   });
 });

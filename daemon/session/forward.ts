@@ -9,7 +9,7 @@
 
 import type { Stream } from "../../protocol/stream.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { DialError, dialTcp } from "../../tunnel/dial.ts";
+import { dialFailureOf, dialTcp, resetReasonForDial } from "../../tunnel/dial.ts";
 import { splice, type SpliceResult, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import type { ClientPolicy, DenyCode } from "../policy/policy.ts";
 import { type LookupFn, resolveTarget } from "../policy/resolve.ts";
@@ -48,12 +48,6 @@ export function resetReasonForDenial(code: DenyCode): number {
       return ResetReason.NotAllowed;
   }
 }
-
-const DIAL_RESET: Record<DialError["reason"], number> = {
-  refused: ResetReason.DialRefused,
-  timeout: ResetReason.DialTimeout,
-  failed: ResetReason.DialFailed,
-};
 
 /**
  * Serves one forward stream to `target` (`host:port` as the client wrote it). `rest` is payload that
@@ -94,11 +88,10 @@ export async function serveForward(
   try {
     socket = await dialTcp(resolved.ip, port, context.dialTimeoutMs);
   } catch (error) {
-    const reason = error instanceof DialError ? error.reason : "failed";
     return refuse(
       stream,
-      DIAL_RESET[reason],
-      `dial_${reason}`,
+      resetReasonForDial(error),
+      `dial_${dialFailureOf(error)}`,
       (error as Error).message,
       log,
       context,

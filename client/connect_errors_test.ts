@@ -1,0 +1,79 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { dialFailure, sessionFailure } from "./connect_errors.ts";
+import { WebSocketConnectError } from "../transport/ws.ts";
+import { Session } from "../protocol/session.ts";
+import { memoryPair } from "../transport/memory.ts";
+
+const WS_URL = "ws://127.0.0.1:7080/tunnel";
+const TCP_URL = "tcp://127.0.0.1:7080";
+
+/** A refused WebSocket upgrade, as the transport reports it. */
+const upgradeRefused = (status: number) => new WebSocketConnectError(WS_URL, "refused", status);
+
+describe("dialFailure", () => {
+  it("a refused token (401, 403) is unauthorized and fatal", () => {
+    for (const status of [401, 403]) {
+      const error = dialFailure(WS_URL, upgradeRefused(status));
+      assert.equal(error.code, "unauthorized");
+      assert.equal(error.fatal, true);
+      assert.match(error.message, new RegExp(`HTTP ${status}`));
+    }
+  });
+
+  it("a 404 names the path, and other 4xx but 429 refuse the upgrade, all fatal", () => {
+    const missing = dialFailure(WS_URL, upgradeRefused(404));
+    assert.equal(missing.code, "upgrade_refused");
+    assert.match(missing.message, /check the path/);
+    for (const status of [400, 418]) {
+      const error = dialFailure(WS_URL, upgradeRefused(status));
+      assert.equal(error.code, "upgrade_refused");
+      assert.equal(error.fatal, true);
+    }
+  });
+
+  it("429, server errors and network errors are retried (connect_failed)", () => {
+    const errors = [
+      upgradeRefused(429),
+      upgradeRefused(503),
+      new WebSocketConnectError(WS_URL, "connection refused"),
+      Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:7080"), { code: "ECONNREFUSED" }),
+    ];
+    for (const cause of errors) {
+      const error = dialFailure(TCP_URL, cause);
+      assert.equal(error.code, "connect_failed");
+      assert.equal(error.fatal, false);
+      assert.equal(error.message, `cannot reach ${TCP_URL}: ${cause.message}`);
+    }
+  });
+});
+
+describe("sessionFailure", () => {
+  const httpAnswer = new Error("malformed frame: unsupported protocol version 72");
+
+  it("an HTTP answer before the handshake is the wrong protocol, naming the ws:// URL to use", () => {
+    const error = sessionFailure(TCP_URL, httpAnswer, false);
+    assert.equal(error.code, "wrong_protocol");
+    assert.equal(error.fatal, true);
+    assert.match(error.message, /use ws:\/\/127\.0\.0\.1:7080\/tunnel/);
+  });
+
+  it("after a ready session, any end is a lost session, retried", () => {
+    for (const cause of [httpAnswer, new Error("reset by peer"), undefined]) {
+      const error = sessionFailure(TCP_URL, cause, true);
+      assert.equal(error.code, "session_lost");
+      assert.equal(error.fatal, false);
+      assert.equal(error.message, `connection lost${cause ? `: ${cause.message}` : ""}`);
+    }
+  });
+
+  it("recognises what a yamux session reports when an HTTP server answers it", async () => {
+    const [ours, theirs] = memoryPair();
+    const session = new Session(ours, { client: true, config: { enableKeepAlive: false } });
+    theirs.start({ data: () => {}, drain: () => {}, end: () => {}, close: () => {} });
+    theirs.write(new TextEncoder().encode("HTTP/1.1 400 Bad Request\r\n\r\n"));
+    const ended = await session.closed;
+    assert.equal(sessionFailure(TCP_URL, ended, false).code, "wrong_protocol");
+    theirs.close();
+  });
+});

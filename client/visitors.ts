@@ -1,0 +1,103 @@
+/**
+ * Streams the daemon opens to the client: a visitor of one of its reverse tunnels (header kind
+ * `visitor`) or a user of a service it offers (kind `service`). Each is read for its header,
+ * matched to the local service it is for, and spliced to a TCP connection to that service, after
+ * a PROXY protocol header when the tunnel asks for one. A stream that cannot be served is reset
+ * with the reason, so the daemon (and the visitor's side) learns why.
+ *
+ * @module
+ */
+
+import type { Stream } from "../protocol/stream.ts";
+import type { Transport } from "../protocol/transport.ts";
+import { dialTcp, resetReasonForDial } from "../tunnel/dial.ts";
+import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
+import { readStreamHeader } from "../tunnel/read_stream_header.ts";
+import { ResetReason } from "../tunnel/reset_reasons.ts";
+import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
+import type { StreamHeader } from "../tunnel/stream_header.ts";
+import { parseHostPort } from "../util/address.ts";
+import { ClientError } from "./errors.ts";
+
+/** Where incoming streams go, and what to do when their local service cannot be reached. */
+export interface VisitorRoutes {
+  /** The tunnel the daemon knows as `id`: its local service and PROXY protocol version. */
+  tunnel(id: string): { local: string; proxyProtocol?: "v1" | "v2" } | undefined;
+  /** The local service of the offered service `name`. */
+  service(name: string): string | undefined;
+  /**
+   * Deadlines, read for each stream: for its header (`connectTimeoutMs`) and for dialing the
+   * local service (`dialTimeoutMs`), 10 s each by default.
+   */
+  readonly deadlines: { readonly connectTimeoutMs?: number; readonly dialTimeoutMs?: number };
+  /** The local service could not be dialed (a `local_dial_failed` error). */
+  onDialError(error: ClientError): void;
+}
+
+/**
+ * Serves a stream the daemon opened: reads its header, finds the local service, and pipes the
+ * stream to it. An unknown tunnel or service, another kind of stream or a bad header resets it
+ * with the reason.
+ */
+export function acceptIncoming(stream: Stream, routes: VisitorRoutes): void {
+  readStreamHeader(stream, routes.deadlines.connectTimeoutMs ?? 10_000).then(
+    ({ header, rest }) => {
+      let local: string | undefined;
+      let first = rest;
+      if (header.kind === "visitor") {
+        const tunnel = routes.tunnel(header.tunnel);
+        if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
+        local = tunnel.local;
+        if (tunnel.proxyProtocol) first = withProxyHeader(tunnel.proxyProtocol, header, rest);
+      } else if (header.kind === "service") {
+        local = routes.service(header.service);
+        if (!local) return stream.reset(ResetReason.UnknownService);
+      } else {
+        return stream.reset(ResetReason.BadHeader);
+      }
+      void pipeToLocal(stream, local, first, routes);
+    },
+    () => stream.reset(ResetReason.BadHeader),
+  );
+}
+
+/**
+ * A PROXY protocol header (`version`) naming the visitor's address and the address it reached,
+ * followed by `rest` (payload that came with the stream header), in one buffer.
+ */
+export function withProxyHeader(
+  version: "v1" | "v2",
+  header: Extract<StreamHeader, { kind: "visitor" }>,
+  rest: Uint8Array,
+): Uint8Array {
+  const encode = version === "v2" ? encodeProxyV2 : encodeProxyV1;
+  const proxyHeader = encode(header.remote, header.local);
+  const first = new Uint8Array(proxyHeader.length + rest.length);
+  first.set(proxyHeader);
+  first.set(rest, proxyHeader.length);
+  return first;
+}
+
+/**
+ * Dials `local` and pipes `stream` to it, writing `first` (PROXY header, early payload) first.
+ * A failed dial resets the stream with its reason (refused, timed out, failed) and is reported to
+ * `routes.onDialError`. Resolves when the stream is done.
+ */
+export async function pipeToLocal(
+  stream: Stream,
+  local: string,
+  first: Uint8Array,
+  routes: Pick<VisitorRoutes, "deadlines" | "onDialError">,
+): Promise<void> {
+  const { hostname, port } = parseHostPort(local);
+  let socket: Transport;
+  try {
+    socket = await dialTcp(hostname, port, routes.deadlines.dialTimeoutMs ?? 10_000);
+  } catch (error) {
+    routes.onDialError(
+      new ClientError("local_dial_failed", `cannot reach ${local}: ${(error as Error).message}`),
+    );
+    return stream.reset(resetReasonForDial(error));
+  }
+  await splice(streamEnd(stream), transportEnd(socket), { aFirst: first });
+}
