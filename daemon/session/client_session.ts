@@ -2,7 +2,9 @@
  * One client connection on the daemon: the yamux session, the handshake on the control stream,
  * and the routing of every stream the client opens. Authorization is checked on every stream and
  * every request, against the client's permissions as they are at that moment (reloads apply to
- * sessions already open).
+ * sessions already open). Control requests after the hello go to their handlers, one module per
+ * message family: `expose.ts` (with `expose_http.ts` for tunnels by host name), `offer.ts` and
+ * `health.ts`; the session's tunnels are kept in `session_tunnels.ts`.
  *
  * @module
  */
@@ -20,26 +22,24 @@ import { echoStream } from "../../tunnel/echo.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { serveForward } from "./forward.ts";
 import type { Logger } from "../../util/log.ts";
-import { canExpose, canOfferService, canUseService } from "../policy/policy.ts";
+import { canUseService } from "../policy/policy.ts";
 import type { LookupFn } from "../policy/resolve.ts";
-import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
-import { claimableHost } from "../http/host_names.ts";
 import type {
   ClientSessionState,
-  HostClaim,
-  PortClaim,
   Registry,
   SessionHandle,
   StreamResetResult,
   TransportKind,
 } from "../registry/registry.ts";
-import { connectService, serviceOffer } from "./services.ts";
+import { connectService } from "./services.ts";
 import type { TokenVerifier } from "../tokens/verifier.ts";
 import type { DaemonEventType } from "../events.ts";
-import { newTunnelId, openTunnel } from "../tunnels/open_tunnel.ts";
-import { tokenMatches } from "../tokens/verifier.ts";
-import type { Balance } from "../registry/route_choice.ts";
 import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
+import { answerTo } from "./answer.ts";
+import { expose, type ExposeContext, unexpose } from "./expose.ts";
+import { type HealthContext, reportHealth } from "./health.ts";
+import { offer, type OfferContext, withdraw } from "./offer.ts";
+import { SessionTunnels, type SessionTunnelsContext } from "./session_tunnels.ts";
 
 /** The daemon's side of things that every client session shares. */
 export interface DaemonContext {
@@ -91,11 +91,8 @@ let nextSessionNumber = 1;
 /** How often a draining session checks whether its last data stream has finished. */
 const DRAIN_CHECK_MS = 50;
 
-/**
- * How long an `unexpose` answer waits for the registry to release the port (in a cluster, a NATS
- * write; it gives up quietly when NATS is away, after its own timeout).
- */
-const RELEASE_WAIT_MS = 2_000;
+/** What the control handlers and the tunnel table see of a session: each takes its own part. */
+type HandlerContext = ExposeContext & OfferContext & HealthContext & SessionTunnelsContext;
 
 /** A connected client. */
 export class ClientSession implements SessionHandle {
@@ -121,7 +118,8 @@ export class ClientSession implements SessionHandle {
   readonly #preauthenticated: string | undefined;
   #control: ControlChannel | undefined;
   #log: Logger;
-  readonly #tunnels = new Map<string, ReverseTunnel>();
+  readonly #handlers: HandlerContext;
+  readonly #tunnels: SessionTunnels;
   readonly #handshakeTimer: ReturnType<typeof setTimeout>;
   #closeTimer: ReturnType<typeof setTimeout> | undefined;
   #sawFirstStream = false;
@@ -158,6 +156,8 @@ export class ClientSession implements SessionHandle {
       refusalCode: (why) =>
         why === "going_away" ? ResetReason.ShuttingDown : ResetReason.LimitReached,
     });
+    this.#handlers = this.#handlerContext();
+    this.#tunnels = new SessionTunnels(this.#handlers);
     this.#handshakeTimer = setTimeout(() => {
       this.#context.count("handshake_timeout");
       this.#log.warn("no handshake within the timeout; closing");
@@ -209,7 +209,7 @@ export class ClientSession implements SessionHandle {
 
   /** Ids of this session's reverse tunnels. */
   tunnelIds(): string[] {
-    return [...this.#tunnels.keys()];
+    return this.#tunnels.ids();
   }
 
   /** Resets one stream (an operator's action); the control stream is refused. */
@@ -248,7 +248,7 @@ export class ClientSession implements SessionHandle {
   closeTunnel(id: string, reason: string): boolean {
     const tunnel = this.#tunnels.get(id);
     if (!tunnel) return false;
-    void this.#removeTunnel(tunnel);
+    void this.#tunnels.remove(tunnel);
     this.#control?.send({ type: "tunnel_closed", tunnel: id, reason });
     return true;
   }
@@ -356,6 +356,7 @@ export class ClientSession implements SessionHandle {
     control.start();
   }
 
+  /** Answers a control request: the hello here, every other by its handler once the hello was said. */
   async #onControl(message: ClientMessage): Promise<void> {
     const control = this.#control!;
     if (message.type === "hello") return this.#hello(message);
@@ -368,188 +369,20 @@ export class ClientSession implements SessionHandle {
         message: "say hello first",
       });
     }
-    const fail = (
-      code:
-        | "not_allowed"
-        | "limit_reached"
-        | "not_found"
-        | "conflict"
-        | "shutting_down"
-        | "port_in_use"
-        | "unavailable",
-      text: string,
-    ) => {
-      this.#log.warn(`${message.type} refused`, { reason: code, detail: text });
-      control.send({ type: "error", id: message.id, code, message: text });
-    };
+    const answer = answerTo(message, control, this.#log);
+    const handlers = this.#handlers;
     switch (message.type) {
-      case "expose": {
-        if (this.#context.draining()) return fail("shutting_down", "the daemon is draining");
-        const owned = this.#context.registry.tunnels().filter((t) => t.client === client.name)
-          .length;
-        if (owned >= client.limits.tunnels) {
-          return fail("limit_reached", `tunnel limit ${client.limits.tunnels} reached`);
-        }
-        if (message.http !== undefined) {
-          return await this.#exposeHttp(message, message.http, client, fail);
-        }
-        const bindHost = message.bindHost ?? "127.0.0.1";
-        const decision = canExpose(client, bindHost, message.port);
-        if (!decision.ok) return fail("not_allowed", decision.message);
-        // A group's tunnel: the client's token must allow the group, and the client must hold
-        // the group's key. Then every member's session is a route of one port.
-        const joined = this.#joinGroup(client, message.group, message.groupKey);
-        if (typeof joined === "string") return fail("not_allowed", joined);
-        const { owner, balance } = joined;
-        const shared = message.group !== undefined || message.shared === true;
-        // In a cluster whose nodes share a machine, each binds its own address (tunnelHost).
-        const listenHost = this.#context.config().cluster?.tunnelHost ?? bindHost;
-        const opened = await openTunnel(client, listenHost, message.port, {
-          client: client.name,
-          session: this.#yamux,
-          sessionId: this.id,
-          label: message.label,
-          log: this.#log,
-          registry: this.#context.registry,
-          ports: this.#context.ports,
-          owner,
-          shared,
-          balance,
-        });
-        if (!opened.ok) return fail(opened.code, opened.message);
-        const tunnel = opened.tunnel;
-        // The session may have ended while the port was being bound.
-        if (this.#hasEnded()) {
-          tunnel.close();
-          this.#context.ports.detach(tunnel);
-          return void this.#context.registry.releasePort(this.#portClaim(tunnel));
-        }
-        this.#tunnels.set(tunnel.id, tunnel);
-        this.#context.registry.addTunnel(tunnel, this.id);
-        this.#log.info("tunnel up", {
-          tunnel: tunnel.id,
-          bind: `${tunnel.bindHost}:${tunnel.port}`,
-        });
-        this.#context.publish("tunnel_up", {
-          tunnel: tunnel.id,
-          client: client.name,
-          session: this.id,
-          bind: `${tunnel.bindHost}:${tunnel.port}`,
-        });
-        return control.send({
-          type: "exposed",
-          id: message.id,
-          tunnel: tunnel.id,
-          bindHost: tunnel.bindHost,
-          port: tunnel.port,
-        });
-      }
-      case "unexpose": {
-        const tunnel = this.#tunnels.get(message.tunnel);
-        if (!tunnel) return fail("not_found", `no tunnel ${message.tunnel} in this session`);
-        // Answered once the port (or name) is released in the registry, so a client that closes
-        // a tunnel and exposes the port again, here or on another node, finds it free; in a
-        // cluster with NATS away, after at most RELEASE_WAIT_MS (the release is retried then).
-        const released = this.#removeTunnel(tunnel);
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        await Promise.race([
-          released,
-          new Promise<void>((resolve) => timer = setTimeout(resolve, RELEASE_WAIT_MS)),
-        ]);
-        clearTimeout(timer);
-        return control.send({ type: "ok", id: message.id });
-      }
-      case "health": {
-        if (message.service !== undefined) {
-          const name = message.service;
-          const known = this.#context.registry.services().find((o) =>
-            o.name === name && o.session === this.id
-          );
-          if (!known) return fail("not_found", `this session does not offer ${name}`);
-          if (known.healthy !== message.healthy) {
-            this.#log.info(message.healthy ? "offer healthy again" : "offer withdrawn: unhealthy", {
-              service: name,
-              detail: message.detail,
-            });
-            this.#context.count(message.healthy ? "route_healthy" : "route_unhealthy");
-            this.#context.publish("route_health", {
-              service: name,
-              client: client.name,
-              session: this.id,
-              healthy: message.healthy ? 1 : 0,
-              detail: message.detail,
-            });
-            await this.#context.registry.setServiceHealth(name, this.id, message.healthy);
-          }
-          return control.send({ type: "ok", id: message.id });
-        }
-        const tunnel = this.#tunnels.get(message.tunnel ?? "");
-        if (!tunnel) return fail("not_found", `no tunnel ${message.tunnel} in this session`);
-        if (tunnel.reportedHealthy !== message.healthy) {
-          tunnel.reportedHealthy = message.healthy;
-          this.#log.info(message.healthy ? "route healthy again" : "route withdrawn: unhealthy", {
-            tunnel: tunnel.id,
-            detail: message.detail,
-          });
-          this.#context.count(message.healthy ? "route_healthy" : "route_unhealthy");
-          this.#context.publish("route_health", {
-            tunnel: tunnel.id,
-            client: client.name,
-            session: this.id,
-            healthy: message.healthy ? 1 : 0,
-            detail: message.detail,
-          });
-          await this.#context.registry.setRouteHealth(this.#portClaim(tunnel), message.healthy);
-        }
-        return control.send({ type: "ok", id: message.id });
-      }
-      case "offer": {
-        const decision = canOfferService(client, message.service);
-        if (!decision.ok) return fail("not_allowed", decision.message);
-        const joined = this.#joinGroup(client, message.group, message.groupKey);
-        if (typeof joined === "string") return fail("not_allowed", joined);
-        const offer = serviceOffer({
-          name: message.service,
-          client: client.name,
-          session: this.id,
-          node: this.#context.registry.node,
-          owner: joined.owner,
-          balance: joined.balance,
-        }, this.#yamux);
-        const result = await this.#context.registry.offerService(offer);
-        if (!result.ok && result.reason === "unavailable") {
-          return fail("unavailable", "the cluster registry cannot be reached; try again");
-        }
-        if (!result.ok) {
-          const by = result.holder ? ` (by client ${result.holder.client})` : "";
-          return fail("conflict", `service ${message.service} is offered by another owner${by}`);
-        }
-        this.#log.info("service offered", { service: message.service, owner: joined.owner });
-        return control.send({ type: "ok", id: message.id });
-      }
-      case "withdraw": {
-        if (!await this.#context.registry.withdrawService(message.service, this.id)) {
-          return fail("not_found", `this session does not offer ${message.service}`);
-        }
-        return control.send({ type: "ok", id: message.id });
-      }
+      case "expose":
+        return await expose(handlers, client, message, answer);
+      case "unexpose":
+        return await unexpose(handlers, message, answer);
+      case "health":
+        return await reportHealth(handlers, client, message, answer);
+      case "offer":
+        return await offer(handlers, client, message, answer);
+      case "withdraw":
+        return await withdraw(handlers, message, answer);
     }
-  }
-
-  /**
-   * Who a tunnel or an offer belongs to: the client, or the group it asks to join (its token
-   * must allow the group, and it must hold the group's key). A string says why it may not.
-   */
-  #joinGroup(
-    client: ClientConfig,
-    name: string | undefined,
-    key: string | undefined,
-  ): { owner: string; balance: Balance | undefined } | string {
-    if (name === undefined) return { owner: `client:${client.name}`, balance: undefined };
-    const group = this.#context.config().groups[name];
-    if (!group || !client.groups.includes(name)) return `this client may not join group ${name}`;
-    if (!tokenMatches(key ?? "", group.keyHash)) return `wrong key for group ${name}`;
-    return { owner: `group:${name}`, balance: group.balance };
   }
 
   #hello(message: Extract<ClientMessage, { type: "hello" }>): void {
@@ -613,6 +446,42 @@ export class ClientSession implements SessionHandle {
     });
   }
 
+  /**
+   * What the control handlers see of this session and the daemon. Read through getters: the
+   * daemon's registry changes once it joins a cluster, the session's logger once the hello named
+   * the client.
+   */
+  #handlerContext(): HandlerContext {
+    const daemon = this.#context;
+    const log = () => this.#log;
+    const tunnels = () => this.#tunnels;
+    return {
+      sessionId: this.id,
+      yamux: this.#yamux,
+      get tunnels() {
+        return tunnels();
+      },
+      get log() {
+        return log();
+      },
+      get registry() {
+        return daemon.registry;
+      },
+      get ports() {
+        return daemon.ports;
+      },
+      ended: () => this.#hasEnded(),
+      config: () => daemon.config(),
+      draining: () => daemon.draining(),
+      httpPort: () => daemon.httpPort(),
+      httpsPort: () => daemon.httpsPort(),
+      terminates: (host) => daemon.terminates(host),
+      wantCertificate: (host) => daemon.wantCertificate(host),
+      count: (event) => daemon.count(event),
+      publish: (type, fields) => daemon.publish(type, fields),
+    };
+  }
+
   #hasEnded(): boolean {
     return this.#lifecycle.state === "closed";
   }
@@ -651,137 +520,13 @@ export class ClientSession implements SessionHandle {
     this.#closeTimer = setTimeout(() => this.#yamux.destroy(), 1_000);
   }
 
-  /** Takes a tunnel down; the promise settles once its port or name is released (never rejects). */
-  #removeTunnel(tunnel: ReverseTunnel): Promise<void> {
-    tunnel.close();
-    this.#tunnels.delete(tunnel.id);
-    this.#context.registry.removeTunnel(tunnel.id);
-    let released: Promise<void>;
-    if (tunnel.host !== undefined) {
-      released = this.#context.registry.releaseHost(this.#hostClaim(tunnel), tunnel);
-    } else {
-      this.#context.ports.detach(tunnel);
-      released = this.#context.registry.releasePort(this.#portClaim(tunnel));
-    }
-    this.#log.info("tunnel down", { tunnel: tunnel.id });
-    // The final counts go with the event: the tunnel leaves the daemon's tables right after.
-    this.#context.publish("tunnel_down", {
-      tunnel: tunnel.id,
-      client: tunnel.client,
-      session: this.id,
-      connections: tunnel.stats.connections,
-      bytesToClient: tunnel.stats.aToB,
-      bytesToVisitor: tunnel.stats.bToA,
-      errors: tunnel.stats.errors,
-    });
-    return released.catch(() => {});
-  }
-
-  /**
-   * An HTTP tunnel: the name the client asked for (a label under the base domain, or a full name
-   * its `expose.hosts` allows) held on the daemon's HTTP port, one holder per name.
-   */
-  async #exposeHttp(
-    message: Extract<ClientMessage, { type: "expose" }>,
-    name: string,
-    client: ClientConfig,
-    fail: (code: "not_allowed" | "conflict" | "unavailable", text: string) => void,
-  ): Promise<void> {
-    const passthrough = message.passthrough === true;
-    const httpPort = this.#context.httpPort();
-    const httpsPort = this.#context.httpsPort();
-    if (passthrough && httpsPort === undefined) {
-      return fail("not_allowed", "this daemon has no HTTPS listener for TLS tunnels");
-    }
-    if (httpPort === undefined && httpsPort === undefined) {
-      return fail("not_allowed", "this daemon has no HTTP or HTTPS listener");
-    }
-    if (message.port !== 0 || message.group !== undefined) {
-      return fail("not_allowed", "an HTTP tunnel takes a name, not a port or a group");
-    }
-    const named = claimableHost(name, client.expose.hosts, this.#context.config().http.domain);
-    if (!named.ok) return fail("not_allowed", named.message);
-    // Visitors are sent where TLS works for the name, else to plain HTTP.
-    const secure = passthrough || httpPort === undefined ||
-      (httpsPort !== undefined && this.#context.terminates(named.host));
-    const port = (secure ? httpsPort : httpPort) as number;
-    const url = `${secure ? "https" : "http"}://${named.host}${
-      port === (secure ? 443 : 80) ? "" : `:${port}`
-    }/`;
-    const tunnel = new ReverseTunnel({
-      id: newTunnelId(),
-      client: client.name,
-      session: this.#yamux,
-      bindHost: named.host,
-      port,
-      host: named.host,
-      passthrough,
-      label: message.label,
-      log: this.#log,
-    });
-    const claimed = await this.#context.registry.claimHost(this.#hostClaim(tunnel), tunnel);
-    if (!claimed.ok) {
-      return claimed.reason === "taken"
-        ? fail("conflict", `${named.host} is held by another tunnel`)
-        : fail("unavailable", "the cluster registry cannot be reached; try again");
-    }
-    // The session may have ended while the name was being claimed.
-    if (this.#hasEnded()) {
-      tunnel.close();
-      return void this.#context.registry.releaseHost(this.#hostClaim(tunnel), tunnel);
-    }
-    this.#tunnels.set(tunnel.id, tunnel);
-    this.#context.registry.addTunnel(tunnel, this.id);
-    if (!passthrough && httpsPort !== undefined) this.#context.wantCertificate(named.host);
-    const bind = passthrough ? `tls://${named.host}:${port}` : url;
-    this.#log.info("tunnel up", { tunnel: tunnel.id, bind });
-    this.#context.publish("tunnel_up", {
-      tunnel: tunnel.id,
-      client: client.name,
-      session: this.id,
-      bind,
-    });
-    this.#control?.send({
-      type: "exposed",
-      id: message.id,
-      tunnel: tunnel.id,
-      bindHost: named.host,
-      port,
-      url,
-    });
-  }
-
-  /** The registry's record of `tunnel`'s host name, as claimed for it. */
-  #hostClaim(tunnel: ReverseTunnel): HostClaim {
-    return {
-      host: tunnel.host!,
-      passthrough: tunnel.passthrough,
-      tunnel: tunnel.id,
-      session: this.id,
-      client: tunnel.client,
-      node: this.#context.registry.node,
-    };
-  }
-
-  /** The registry's record of `tunnel`'s port, as claimed for it. */
-  #portClaim(tunnel: ReverseTunnel): PortClaim {
-    return {
-      bindHost: tunnel.bindHost,
-      port: tunnel.port,
-      tunnel: tunnel.id,
-      session: this.id,
-      client: tunnel.client,
-      node: this.#context.registry.node,
-    };
-  }
-
   #teardown(error: Error | undefined): void {
     clearTimeout(this.#handshakeTimer);
     clearTimeout(this.#closeTimer);
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#drainTimer);
     this.#lifecycle.fire("close");
-    for (const tunnel of [...this.#tunnels.values()]) void this.#removeTunnel(tunnel);
+    this.#tunnels.removeAll();
     void this.#context.registry.withdrawServices(this.id);
     this.#log.info("session closed", { reason: error?.message });
     if (this.#client !== undefined) {

@@ -1,0 +1,136 @@
+/**
+ * The `expose` and `unexpose` control requests. Every `expose` is first checked for what any
+ * tunnel needs (the daemon is not draining, the client is under its tunnel limit); a request
+ * naming `http` then becomes a tunnel by host name (`expose_http.ts`), any other a port tunnel:
+ * the client's permission for the address and port, the group it joins, a port claimed in the
+ * registry and bound (`openTunnel`). `unexpose` takes one of the session's tunnels down.
+ *
+ * @module
+ */
+
+import type { Session } from "../../protocol/session.ts";
+import type { ClientMessage } from "../../tunnel/control.ts";
+import type { ClientConfig, Config } from "../config/mod.ts";
+import { canExpose } from "../policy/policy.ts";
+import { openTunnel } from "../tunnels/open_tunnel.ts";
+import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
+import type { Answer } from "./answer.ts";
+import { exposeHttp, type ExposeHttpContext, type ExposeMessage } from "./expose_http.ts";
+import { joinGroup } from "./join_group.ts";
+import type { SessionTunnels } from "./session_tunnels.ts";
+
+export type { ExposeMessage };
+
+/** An `unexpose` request. */
+export type UnexposeMessage = Extract<ClientMessage, { type: "unexpose" }>;
+
+/**
+ * How long an `unexpose` answer waits for the registry to release the port (in a cluster, a NATS
+ * write; it gives up quietly when NATS is away, after its own timeout).
+ */
+const RELEASE_WAIT_MS = 2_000;
+
+/** What `expose` and `unexpose` need from the session and the daemon. */
+export interface ExposeContext extends ExposeHttpContext {
+  /** The client's yamux session, which visitors are sent through. */
+  readonly yamux: Session;
+  /** This node's port listeners. */
+  readonly ports: TunnelPorts;
+  /** The session's tunnels. */
+  readonly tunnels: Pick<SessionTunnels, "add" | "get" | "remove" | "hostClaim" | "portClaim">;
+  /** The configuration in force now: groups, the cluster's tunnel address, the base domain. */
+  config(): Pick<Config, "groups" | "cluster" | "http">;
+  /** True while the daemon drains: no new tunnels. */
+  draining(): boolean;
+}
+
+/**
+ * Opens the tunnel `message` asks `client` for and answers `exposed`, or refuses it:
+ * `shutting_down`, `limit_reached`, `not_allowed`, `port_in_use`, `conflict` or `unavailable`.
+ */
+export async function expose(
+  context: ExposeContext,
+  client: ClientConfig,
+  message: ExposeMessage,
+  answer: Answer,
+): Promise<void> {
+  if (context.draining()) return answer.fail("shutting_down", "the daemon is draining");
+  const owned = context.registry.tunnels().filter((t) => t.client === client.name).length;
+  if (owned >= client.limits.tunnels) {
+    return answer.fail("limit_reached", `tunnel limit ${client.limits.tunnels} reached`);
+  }
+  if (message.http !== undefined) {
+    return await exposeHttp(context, client, message, message.http, answer);
+  }
+  const bindHost = message.bindHost ?? "127.0.0.1";
+  const decision = canExpose(client, bindHost, message.port);
+  if (!decision.ok) return answer.fail("not_allowed", decision.message);
+  // A group's tunnel: the client's token must allow the group, and the client must hold the
+  // group's key. Then every member's session is a route of one port.
+  const joined = joinGroup(client, context.config().groups, message.group, message.groupKey);
+  if (typeof joined === "string") return answer.fail("not_allowed", joined);
+  const { owner, balance } = joined;
+  const shared = message.group !== undefined || message.shared === true;
+  // In a cluster whose nodes share a machine, each binds its own address (tunnelHost).
+  const listenHost = context.config().cluster?.tunnelHost ?? bindHost;
+  const opened = await openTunnel(client, listenHost, message.port, {
+    client: client.name,
+    session: context.yamux,
+    sessionId: context.sessionId,
+    label: message.label,
+    log: context.log,
+    registry: context.registry,
+    ports: context.ports,
+    owner,
+    shared,
+    balance,
+  });
+  if (!opened.ok) return answer.fail(opened.code, opened.message);
+  const tunnel = opened.tunnel;
+  // The session may have ended while the port was being bound.
+  if (context.ended()) {
+    tunnel.close();
+    context.ports.detach(tunnel);
+    return void context.registry.releasePort(context.tunnels.portClaim(tunnel));
+  }
+  context.tunnels.add(tunnel);
+  const bind = `${tunnel.bindHost}:${tunnel.port}`;
+  context.log.info("tunnel up", { tunnel: tunnel.id, bind });
+  context.publish("tunnel_up", {
+    tunnel: tunnel.id,
+    client: client.name,
+    session: context.sessionId,
+    bind,
+  });
+  answer.send({
+    type: "exposed",
+    id: message.id,
+    tunnel: tunnel.id,
+    bindHost: tunnel.bindHost,
+    port: tunnel.port,
+  });
+}
+
+/**
+ * Takes down the session's tunnel that `message` names and answers `ok` once its port (or name)
+ * is released, or after two seconds at most; `not_found` if the session holds no such tunnel.
+ */
+export async function unexpose(
+  context: Pick<ExposeContext, "tunnels">,
+  message: UnexposeMessage,
+  answer: Answer,
+): Promise<void> {
+  const tunnel = context.tunnels.get(message.tunnel);
+  if (!tunnel) return answer.fail("not_found", `no tunnel ${message.tunnel} in this session`);
+  // Answered once the port (or name) is released in the registry, so a client that closes a
+  // tunnel and exposes the port again, here or on another node, finds it free; in a cluster with
+  // NATS away, after at most RELEASE_WAIT_MS (the release is retried then).
+  const released = context.tunnels.remove(tunnel);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    released,
+    new Promise<void>((resolve) => timer = setTimeout(resolve, RELEASE_WAIT_MS)),
+  ]);
+  clearTimeout(timer);
+  answer.send({ type: "ok", id: message.id });
+}

@@ -1,0 +1,126 @@
+/**
+ * Tunnels by host name: an `expose` request naming `http`. The name the client asks for (a label
+ * under the base domain, or a full name its `expose.hosts` allows) is held on the daemon's HTTP
+ * port, whose requests are routed to it by `Host`, or, with `passthrough`, on the HTTPS port,
+ * whose connections are passed to it undecrypted by their TLS server name. One holder per name,
+ * in the whole cluster.
+ *
+ * @module
+ */
+
+import type { Session } from "../../protocol/session.ts";
+import type { ClientMessage } from "../../tunnel/control.ts";
+import type { Logger } from "../../util/log.ts";
+import type { ClientConfig, Config } from "../config/mod.ts";
+import type { DaemonEventType } from "../events.ts";
+import { claimableHost } from "../http/host_names.ts";
+import type { Registry } from "../registry/registry.ts";
+import { newTunnelId } from "../tunnels/open_tunnel.ts";
+import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
+import type { Answer } from "./answer.ts";
+import type { SessionTunnels } from "./session_tunnels.ts";
+
+/** An `expose` request. */
+export type ExposeMessage = Extract<ClientMessage, { type: "expose" }>;
+
+/** What a tunnel by host name needs from the session and the daemon. */
+export interface ExposeHttpContext {
+  /** The session's id. */
+  readonly sessionId: string;
+  /** The client's yamux session, which visitors are sent through. */
+  readonly yamux: Pick<Session, "open">;
+  /** Where the name is claimed and the tunnel listed (read at each use). */
+  readonly registry: Registry;
+  /** The session's tunnels. */
+  readonly tunnels: Pick<SessionTunnels, "add" | "hostClaim">;
+  /** The session's logger. */
+  readonly log: Logger;
+  /** Whether the session has ended (it may while the name is being claimed). */
+  ended(): boolean;
+  /** The configuration in force now: its base domain. */
+  config(): Pick<Config, "http">;
+  /** The bound HTTP port, or undefined while `listen.http` is off. */
+  httpPort(): number | undefined;
+  /** The bound HTTPS port, or undefined while `listen.https` is off. */
+  httpsPort(): number | undefined;
+  /** Whether the HTTPS port terminates TLS for `host` (a certificate, or ACME, serves it). */
+  terminates(host: string): boolean;
+  /** A tunnel now holds `host` for HTTP: asks ACME for its certificate if none serves it. */
+  wantCertificate(host: string): void;
+  /** Publishes an event to the daemon's feed. */
+  publish(type: DaemonEventType, fields: Record<string, string | number | undefined>): void;
+}
+
+/**
+ * Opens an HTTP (or, with `passthrough`, TLS) tunnel holding the host `name` for `client`, and
+ * answers `exposed` with its URL; `expose` calls it once the checks every tunnel passes are done.
+ */
+export async function exposeHttp(
+  context: ExposeHttpContext,
+  client: ClientConfig,
+  message: ExposeMessage,
+  name: string,
+  answer: Answer,
+): Promise<void> {
+  const passthrough = message.passthrough === true;
+  const httpPort = context.httpPort();
+  const httpsPort = context.httpsPort();
+  if (passthrough && httpsPort === undefined) {
+    return answer.fail("not_allowed", "this daemon has no HTTPS listener for TLS tunnels");
+  }
+  if (httpPort === undefined && httpsPort === undefined) {
+    return answer.fail("not_allowed", "this daemon has no HTTP or HTTPS listener");
+  }
+  if (message.port !== 0 || message.group !== undefined) {
+    return answer.fail("not_allowed", "an HTTP tunnel takes a name, not a port or a group");
+  }
+  const named = claimableHost(name, client.expose.hosts, context.config().http.domain);
+  if (!named.ok) return answer.fail("not_allowed", named.message);
+  // Visitors are sent where TLS works for the name, else to plain HTTP.
+  const secure = passthrough || httpPort === undefined ||
+    (httpsPort !== undefined && context.terminates(named.host));
+  const port = (secure ? httpsPort : httpPort) as number;
+  const url = `${secure ? "https" : "http"}://${named.host}${
+    port === (secure ? 443 : 80) ? "" : `:${port}`
+  }/`;
+  const tunnel = new ReverseTunnel({
+    id: newTunnelId(),
+    client: client.name,
+    session: context.yamux,
+    bindHost: named.host,
+    port,
+    host: named.host,
+    passthrough,
+    label: message.label,
+    log: context.log,
+  });
+  const claimed = await context.registry.claimHost(context.tunnels.hostClaim(tunnel), tunnel);
+  if (!claimed.ok) {
+    return claimed.reason === "taken"
+      ? answer.fail("conflict", `${named.host} is held by another tunnel`)
+      : answer.fail("unavailable", "the cluster registry cannot be reached; try again");
+  }
+  // The session may have ended while the name was being claimed.
+  if (context.ended()) {
+    tunnel.close();
+    return void context.registry.releaseHost(context.tunnels.hostClaim(tunnel), tunnel);
+  }
+  context.tunnels.add(tunnel);
+  if (!passthrough && httpsPort !== undefined) context.wantCertificate(named.host);
+  const bind = passthrough ? `tls://${named.host}:${port}` : url;
+  context.log.info("tunnel up", { tunnel: tunnel.id, bind });
+  context.publish("tunnel_up", {
+    tunnel: tunnel.id,
+    client: client.name,
+    session: context.sessionId,
+    bind,
+  });
+  answer.send({
+    type: "exposed",
+    id: message.id,
+    tunnel: tunnel.id,
+    bindHost: named.host,
+    port,
+    url,
+  });
+}
