@@ -1,178 +1,18 @@
+// deno-lint-ignore-file no-var no-inner-declarations no-unused-vars
 /**
- * The dashboard's static files as strings: its HTML, script and style sheet. No build step and
- * nothing from a CDN: the admin listener is often on a host without internet access, and a page
- * that holds the admin token must not run third-party code.
+ * The admin dashboard's script, served as-is at GET /dashboard.js by routes.ts. Plain ES2020 in
+ * one IIFE, no build step. It polls `/v1/sessions`, `/v1/tunnels` and `/v1/tokens` (throughput is
+ * the difference of the byte counters between polls), `/v1/info` for the header's facts, and reads
+ * `/v1/events` through `fetch` (EventSource cannot send an Authorization header), from the start
+ * of the daemon's event ring, to refresh at once when a session or tunnel comes or goes.
+ * Histories are bounded to `HISTORY` points. Destructive actions (kick, reset, close, revoke) take
+ * a second click on a confirmation that disarms by itself.
  *
- * The script builds every dynamic piece of the page with `textContent` and DOM calls, never
- * `innerHTML`: client names and addresses come from the network. It sets no inline styles either
- * (SVG presentation attributes only), so the page runs under a CSP without `'unsafe-inline'`.
- *
- * @module
+ * Every dynamic piece of the page is built with `textContent` and DOM calls, never `innerHTML`:
+ * client names and addresses come from the network. No inline styles either (SVG presentation
+ * attributes only), so the page runs under a CSP without `'unsafe-inline'`.
  */
-
-/** `GET /`: the page. Its script and style sheet are separate files so the CSP can be strict. */
-export const DASHBOARD_HTML = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>tunnelmux</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/dashboard.css">
-<script src="/dashboard.js" defer></script>
-</head>
-<body>
-<header>
-  <h1>tunnelmux</h1>
-  <span id="status">not connected</span>
-  <button id="logout" type="button" hidden>Forget token</button>
-</header>
-<section id="login">
-  <form id="login-form">
-    <label for="token">Admin token</label>
-    <input id="token" name="token" type="password" autocomplete="off" required>
-    <button type="submit">Connect</button>
-  </form>
-  <p id="login-error" role="alert"></p>
-  <p class="hint">The token stays in this tab (sessionStorage) and is sent as a bearer token.</p>
-</section>
-<main id="main" hidden>
-  <dl id="facts"></dl>
-  <p id="notice" role="status"></p>
-  <section>
-    <h2>Last two minutes</h2>
-    <div class="charts">
-      <figure><figcaption>Throughput <span id="rate-now" class="count"></span></figcaption><div id="chart-throughput"></div></figure>
-      <figure><figcaption>Sessions</figcaption><div id="chart-sessions"></div></figure>
-      <figure><figcaption>Open streams</figcaption><div id="chart-streams"></div></figure>
-    </div>
-  </section>
-  <section>
-    <h2>Sessions <span id="session-count" class="count"></span></h2>
-    <div class="scroll"><table id="sessions">
-      <thead><tr>
-        <th data-sort="id">id</th><th data-sort="client">client</th>
-        <th data-sort="transport">transport</th><th data-sort="remoteAddress">remote</th>
-        <th data-sort="rttMs" class="num">RTT</th><th data-sort="bytesIn" class="num">in</th>
-        <th data-sort="bytesOut" class="num">out</th><th data-sort="streamCount" class="num">streams</th>
-        <th data-sort="rate" class="num">rate</th><th></th>
-      </tr></thead>
-      <tbody></tbody>
-    </table></div>
-  </section>
-  <section>
-    <h2>Tunnels <span id="tunnel-count" class="count"></span></h2>
-    <div class="scroll"><table id="tunnels">
-      <thead><tr>
-        <th data-sort="id">id</th><th data-sort="client">client</th><th data-sort="bind">bind</th>
-        <th data-sort="label">label</th><th data-sort="connections" class="num">connections</th>
-        <th data-sort="active" class="num">active</th>
-        <th data-sort="bytesFromVisitors" class="num">from visitors</th>
-        <th data-sort="bytesToVisitors" class="num">to visitors</th><th></th>
-      </tr></thead>
-      <tbody></tbody>
-    </table></div>
-  </section>
-  <section id="tokens-section">
-    <h2>Minted tokens <span id="token-count" class="count"></span></h2>
-    <form id="mint-form">
-      <label for="mint-name">Client name</label>
-      <input id="mint-name" name="name" required>
-      <label for="mint-hours">expires in (hours)</label>
-      <input id="mint-hours" name="hours" type="number" min="1" max="8760" placeholder="never">
-      <button type="submit">Mint</button>
-    </form>
-    <div id="minted" hidden>
-      <p><strong>The new token, shown once:</strong> it cannot be shown again. Give it to the
-      client (TUNNELMUX_TOKEN or a secret file).</p>
-      <code id="minted-token"></code>
-      <button id="minted-copy" type="button">Copy</button>
-      <button id="minted-done" type="button">Done</button>
-    </div>
-    <div class="scroll"><table id="tokens">
-      <thead><tr>
-        <th data-sort="id">id</th><th data-sort="name">client</th>
-        <th data-sort="createdAt">created</th><th data-sort="expiresAt">expires</th>
-        <th data-sort="active">state</th><th data-sort="sessions" class="num">sessions</th><th></th>
-      </tr></thead>
-      <tbody></tbody>
-    </table></div>
-  </section>
-  <section>
-    <h2>Events</h2>
-    <ol id="events" reversed></ol>
-  </section>
-</main>
-</body>
-</html>
-`;
-
-/** `GET /dashboard.css`. */
-export const DASHBOARD_CSS =
-  `:root { color-scheme: light dark; --accent: #2f7d5b; --second: #3b6fb6;
-  --muted: #888; --danger: #b33; }
-[hidden] { display: none !important; }
-body { font: 14px/1.4 system-ui, sans-serif; margin: 0 1.5rem 2rem; }
-header { display: flex; flex-wrap: wrap; gap: 1rem; align-items: baseline;
-  border-bottom: 1px solid var(--muted); }
-h1 { font-size: 1.3rem; margin: .6rem 0; }
-h2 { font-size: 1rem; margin: 1.2rem 0 .4rem; }
-.count, .hint, #status { color: var(--muted); }
-#status.live { color: var(--accent); }
-#facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(11rem, 1fr)); gap: .2rem 1rem;
-  margin: .8rem 0; }
-#facts div { min-width: 0; }
-#facts dt { color: var(--muted); font-size: 12px; }
-#facts dd { margin: 0; overflow-wrap: anywhere; }
-#notice:empty, #login-error:empty { display: none; }
-#notice, #login-error { padding: .3rem .6rem; border-left: 3px solid var(--danger); }
-#notice.ok { border-left-color: var(--accent); }
-form { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; margin: .6rem 0; }
-input { font: inherit; padding: .2rem .4rem; }
-#token { min-width: min(24rem, 100%); }
-button { font: inherit; cursor: pointer; }
-button.danger { color: var(--danger); }
-button.confirm { background: var(--danger); color: #fff; border: 1px solid var(--danger); }
-span.actions { display: inline-flex; gap: .6rem; flex-wrap: wrap; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: .25rem .5rem; border-bottom: 1px solid rgba(128, 128, 128, .3);
-  white-space: nowrap; }
-th[data-sort] { cursor: pointer; user-select: none; }
-th[aria-sort=ascending]::after { content: " \\25B2"; }
-th[aria-sort=descending]::after { content: " \\25BC"; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.streams td { padding-left: 2rem; }
-.charts { display: flex; flex-wrap: wrap; gap: 1.5rem; }
-figure { margin: 0; }
-svg { display: block; }
-svg.chart .axis { stroke: var(--muted); stroke-width: 1; }
-svg.chart .grid { stroke: rgba(128, 128, 128, .25); stroke-width: 1; }
-svg.chart text { fill: var(--muted); font-size: 10px; }
-svg.chart text.legend { font-size: 11px; }
-svg polyline { fill: none; stroke: var(--accent); stroke-width: 1.5; }
-svg polyline.second { stroke: var(--second); }
-svg text.legend.second { fill: var(--second); }
-svg text.legend.first { fill: var(--accent); }
-#minted { border: 1px solid var(--accent); padding: .4rem .8rem; margin: .4rem 0; }
-#minted code { display: block; overflow-wrap: anywhere; margin: .3rem 0; font-size: 13px; }
-#events { font-family: ui-monospace, monospace; font-size: 12px; max-height: 14rem; overflow: auto;
-  overflow-wrap: anywhere; }
-@media (max-width: 40rem) {
-  body { margin: 0 .6rem 1rem; }
-  .charts figure { flex: 1 1 100%; }
-}
-`;
-
-/**
- * `GET /dashboard.js`. Plain ES2020 in one IIFE. It polls `/v1/sessions`, `/v1/tunnels` and
- * `/v1/tokens` (throughput is the difference of the byte counters between polls), `/v1/info` for
- * the header's facts, and reads `/v1/events` through `fetch` (EventSource cannot send an
- * Authorization header), from the start of the daemon's event ring, to refresh at once when a
- * session or tunnel comes or goes. Histories are bounded to `HISTORY` points. Destructive actions
- * (kick, reset, close, revoke) take a second click on a confirmation that disarms by itself.
- */
-export const DASHBOARD_JS = String.raw`"use strict";
+"use strict";
 (function () {
   var KEY = "tunnelmux.adminToken";
   var HISTORY = 60;
@@ -203,7 +43,9 @@ export const DASHBOARD_JS = String.raw`"use strict";
   var armed = null; // { action, id, sid, until }: a destructive action awaiting confirmation
   var tokensAvailable = true;
 
-  function $(id) { return document.getElementById(id); }
+  function $(id) {
+    return document.getElementById(id);
+  }
 
   function el(tag, text, cls) {
     var node = document.createElement(tag);
@@ -214,7 +56,9 @@ export const DASHBOARD_JS = String.raw`"use strict";
 
   function svgEl(tag, attrs, text) {
     var node = document.createElementNS(SVG, tag);
-    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, String(attrs[k])); });
+    Object.keys(attrs).forEach(function (k) {
+      node.setAttribute(k, String(attrs[k]));
+    });
     if (text !== undefined) node.textContent = text;
     return node;
   }
@@ -222,13 +66,20 @@ export const DASHBOARD_JS = String.raw`"use strict";
   function bytes(n) {
     var units = ["B", "KiB", "MiB", "GiB", "TiB"];
     var i = 0;
-    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    while (n >= 1024 && i < units.length - 1) {
+      n /= 1024;
+      i++;
+    }
     return (i === 0 ? String(Math.round(n)) : n.toFixed(1)) + " " + units[i];
   }
 
-  function rate(n) { return bytes(n) + "/s"; }
+  function rate(n) {
+    return bytes(n) + "/s";
+  }
 
-  function count(n) { return String(Math.round(n)); }
+  function count(n) {
+    return String(Math.round(n));
+  }
 
   function duration(ms) {
     var s = Math.floor(ms / 1000);
@@ -249,7 +100,8 @@ export const DASHBOARD_JS = String.raw`"use strict";
     var step = width / (HISTORY - 1);
     var offset = (HISTORY - values.length) * step;
     var points = values.map(function (v, i) {
-      return (x0 + offset + i * step).toFixed(1) + "," + (y0 + height - (v / max) * height).toFixed(1);
+      return (x0 + offset + i * step).toFixed(1) + "," +
+        (y0 + height - (v / max) * height).toFixed(1);
     });
     var attrs = { points: points.join(" ") };
     if (cls) attrs["class"] = cls;
@@ -273,32 +125,56 @@ export const DASHBOARD_JS = String.raw`"use strict";
     var W = 320, H = 130, left = 62, right = 8, top = 16, bottom = 20;
     var w = W - left - right, h = H - top - bottom;
     var max = 0;
-    series.forEach(function (s) { s.values.forEach(function (v) { if (v > max) max = v; }); });
+    series.forEach(function (s) {
+      s.values.forEach(function (v) {
+        if (v > max) max = v;
+      });
+    });
     // Bytes start at 1 KiB/s, counts at 2: an idle axis still reads in round units.
     max = Math.max(ceiling(max, base), base === 1024 ? 1024 : 2);
-    var svg = svgEl("svg", { "class": "chart", width: W, height: H, viewBox: "0 0 " + W + " " + H,
-      role: "img" });
+    var svg = svgEl("svg", {
+      "class": "chart",
+      width: W,
+      height: H,
+      viewBox: "0 0 " + W + " " + H,
+      role: "img",
+    });
     for (var i = 0; i <= 2; i++) {
       var y = top + h - (i / 2) * h;
-      svg.appendChild(svgEl("line", { "class": i === 0 ? "axis" : "grid", x1: left, x2: left + w,
-        y1: y, y2: y }));
-      svg.appendChild(svgEl("text", { x: left - 4, y: y + 3, "text-anchor": "end" },
-        format(max * i / 2)));
+      svg.appendChild(
+        svgEl("line", { "class": i === 0 ? "axis" : "grid", x1: left, x2: left + w, y1: y, y2: y }),
+      );
+      svg.appendChild(
+        svgEl("text", { x: left - 4, y: y + 3, "text-anchor": "end" }, format(max * i / 2)),
+      );
     }
     svg.appendChild(svgEl("line", { "class": "axis", x1: left, x2: left, y1: top, y2: top + h }));
     var seconds = HISTORY * POLL_MS / 1000;
-    [[0, "-" + Math.round(seconds / 60) + " min"], [0.5, "-" + Math.round(seconds / 120) + " min"],
-      [1, "now"]].forEach(function (tick) {
-      svg.appendChild(svgEl("text", { x: left + tick[0] * w, y: H - 4,
-        "text-anchor": tick[0] === 0 ? "start" : tick[0] === 1 ? "end" : "middle" }, tick[1]));
+    [
+      [0, "-" + Math.round(seconds / 60) + " min"],
+      [0.5, "-" + Math.round(seconds / 120) + " min"],
+      [1, "now"],
+    ].forEach(function (tick) {
+      svg.appendChild(
+        svgEl("text", {
+          x: left + tick[0] * w,
+          y: H - 4,
+          "text-anchor": tick[0] === 0 ? "start" : tick[0] === 1 ? "end" : "middle",
+        }, tick[1]),
+      );
     });
     var legendX = left;
     series.forEach(function (s, index) {
       svg.appendChild(line(s.values, left, top, w, h, max, index === 1 ? "second" : ""));
       if (series.length > 1) {
         var label = s.label + " " + format(s.values.length ? s.values[s.values.length - 1] : 0);
-        svg.appendChild(svgEl("text", { "class": "legend " + (index === 1 ? "second" : "first"),
-          x: legendX, y: 11 }, label));
+        svg.appendChild(
+          svgEl("text", {
+            "class": "legend " + (index === 1 ? "second" : "first"),
+            x: legendX,
+            y: 11,
+          }, label),
+        );
         legendX += 8 + label.length * 6;
       }
     });
@@ -311,9 +187,15 @@ export const DASHBOARD_JS = String.raw`"use strict";
 
   function sparkline(values, width, height) {
     var max = 1;
-    values.forEach(function (v) { if (v > max) max = v; });
-    var svg = svgEl("svg", { "class": "spark", width: width, height: height,
-      viewBox: "0 0 " + width + " " + height });
+    values.forEach(function (v) {
+      if (v > max) max = v;
+    });
+    var svg = svgEl("svg", {
+      "class": "spark",
+      width: width,
+      height: height,
+      viewBox: "0 0 " + width + " " + height,
+    });
     svg.appendChild(line(values, 0, 1, width, height - 2, max, ""));
     return svg;
   }
@@ -325,7 +207,9 @@ export const DASHBOARD_JS = String.raw`"use strict";
 
   function headers(extra) {
     var h = { authorization: "Bearer " + token };
-    Object.keys(extra || {}).forEach(function (k) { h[k] = extra[k]; });
+    Object.keys(extra || {}).forEach(function (k) {
+      h[k] = extra[k];
+    });
     return h;
   }
 
@@ -348,7 +232,9 @@ export const DASHBOARD_JS = String.raw`"use strict";
   function failure(r) {
     return r.json().then(function (body) {
       return (body && body.error && body.error.message) || ("HTTP " + r.status);
-    }, function () { return "HTTP " + r.status; });
+    }, function () {
+      return "HTTP " + r.status;
+    });
   }
 
   function show(connected) {
@@ -393,8 +279,15 @@ export const DASHBOARD_JS = String.raw`"use strict";
   // ---- the header: the daemon's facts ----
 
   function loadInfo() {
-    api("GET", "/v1/info").then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (body) { if (body) { info = { body: body, at: Date.now() }; renderFacts(); } })
+    api("GET", "/v1/info").then(function (r) {
+      return r.ok ? r.json() : null;
+    })
+      .then(function (body) {
+        if (body) {
+          info = { body: body, at: Date.now() };
+          renderFacts();
+        }
+      })
       .catch(function () {});
   }
 
@@ -411,9 +304,16 @@ export const DASHBOARD_JS = String.raw`"use strict";
       ["state", b.state],
       ["up", duration(uptime)],
       ["listeners", listeners + (b.tls ? " (TLS)" : "")],
-      ["limits", (limits.sessions === undefined ? "" : limits.sessions + " sessions, ") +
-        (limits.streamsPerSession === undefined ? "" : limits.streamsPerSession + " streams each, ") +
-        (limits.tunnelsPerClient === undefined ? "" : limits.tunnelsPerClient + " tunnels per client")],
+      [
+        "limits",
+        (limits.sessions === undefined ? "" : limits.sessions + " sessions, ") +
+        (limits.streamsPerSession === undefined
+          ? ""
+          : limits.streamsPerSession + " streams each, ") +
+        (limits.tunnelsPerClient === undefined
+          ? ""
+          : limits.tunnelsPerClient + " tunnels per client"),
+      ],
       ["clients", String(b.clients.length) + " configured, " + b.counts.mintedTokens + " minted"],
     ];
     var nodes = facts.map(function (f) {
@@ -431,15 +331,23 @@ export const DASHBOARD_JS = String.raw`"use strict";
 
   // One refresh at a time; a request for another while one runs is remembered, not dropped.
   function refresh() {
-    if (busy) { again = true; return; }
+    if (busy) {
+      again = true;
+      return;
+    }
     busy = true;
     var calls = [api("GET", "/v1/sessions?limit=1000"), api("GET", "/v1/tunnels")];
     if (tokensAvailable) calls.push(api("GET", "/v1/tokens"));
     Promise.all(calls)
       .then(function (rs) {
         if (!rs[0].ok || !rs[1].ok) throw new Error("HTTP " + rs[0].status + "/" + rs[1].status);
-        if (rs[2] && rs[2].status === 404) { tokensAvailable = false; $("tokens-section").hidden = true; }
-        return Promise.all(rs.map(function (r) { return r.ok ? r.json() : null; }));
+        if (rs[2] && rs[2].status === 404) {
+          tokensAvailable = false;
+          $("tokens-section").hidden = true;
+        }
+        return Promise.all(rs.map(function (r) {
+          return r.ok ? r.json() : null;
+        }));
       })
       .then(function (bodies) {
         data.sessions = bodies[0].sessions;
@@ -448,10 +356,15 @@ export const DASHBOARD_JS = String.raw`"use strict";
         measure(data.sessions);
         render();
       })
-      .catch(function (e) { if (token) notice("Refresh failed: " + e.message); })
+      .catch(function (e) {
+        if (token) notice("Refresh failed: " + e.message);
+      })
       .then(function () {
         busy = false;
-        if (again && token) { again = false; refresh(); }
+        if (again && token) {
+          again = false;
+          refresh();
+        }
       });
   }
 
@@ -486,21 +399,30 @@ export const DASHBOARD_JS = String.raw`"use strict";
       previous.set(s.id, { t: now, bytesIn: s.bytesIn, bytesOut: s.bytesOut });
     });
     Array.from(previous.keys()).forEach(function (id) {
-      if (!seen.has(id)) { previous.delete(id); rates.delete(id); }
+      if (!seen.has(id)) {
+        previous.delete(id);
+        rates.delete(id);
+      }
     });
     push(history.in, sumIn);
     push(history.out, sumOut);
     push(history.sessions, sessions.length);
     push(history.streams, streams);
     $("rate-now").textContent = "in " + rate(sumIn) + ", out " + rate(sumOut);
-    $("chart-throughput").replaceChildren(chart([
-      { label: "in", values: history.in },
-      { label: "out", values: history.out },
-    ], rate, 1024));
-    $("chart-sessions").replaceChildren(chart([{ label: "sessions", values: history.sessions }],
-      count, 10));
-    $("chart-streams").replaceChildren(chart([{ label: "streams", values: history.streams }],
-      count, 10));
+    $("chart-throughput").replaceChildren(chart(
+      [
+        { label: "in", values: history.in },
+        { label: "out", values: history.out },
+      ],
+      rate,
+      1024,
+    ));
+    $("chart-sessions").replaceChildren(
+      chart([{ label: "sessions", values: history.sessions }], count, 10),
+    );
+    $("chart-streams").replaceChildren(
+      chart([{ label: "streams", values: history.streams }], count, 10),
+    );
   }
 
   // ---- tables ----
@@ -538,7 +460,9 @@ export const DASHBOARD_JS = String.raw`"use strict";
     var b = el("button", label, cls);
     b.type = "button";
     b.dataset.action = action;
-    Object.keys(values).forEach(function (k) { b.dataset[k] = values[k]; });
+    Object.keys(values).forEach(function (k) {
+      b.dataset[k] = values[k];
+    });
     return b;
   }
 
@@ -560,12 +484,16 @@ export const DASHBOARD_JS = String.raw`"use strict";
   /** The last cell of a row: its action buttons, spaced. */
   function actionCell(row, nodes) {
     var actions = el("span", null, "actions");
-    nodes.forEach(function (node) { actions.appendChild(node); });
+    nodes.forEach(function (node) {
+      actions.appendChild(node);
+    });
     row.appendChild(el("td")).appendChild(actions);
   }
 
   function cells(row, values) {
-    values.forEach(function (v) { row.appendChild(el("td", v[0], v[1])); });
+    values.forEach(function (v) {
+      row.appendChild(el("td", v[0], v[1]));
+    });
   }
 
   var open = new Set(); // sessions whose stream list is shown
@@ -578,9 +506,14 @@ export const DASHBOARD_JS = String.raw`"use strict";
       tr.dataset.session = s.id;
       var list = rates.get(s.id) || [];
       cells(tr, [
-        [s.id], [s.client === null ? "-" : s.client], [s.transport], [s.remoteAddress],
+        [s.id],
+        [s.client === null ? "-" : s.client],
+        [s.transport],
+        [s.remoteAddress],
         [s.rttMs === null ? "-" : s.rttMs.toFixed(1) + " ms", "num"],
-        [bytes(s.bytesIn), "num"], [bytes(s.bytesOut), "num"], [s.streamCount, "num"],
+        [bytes(s.bytesIn), "num"],
+        [bytes(s.bytesOut), "num"],
+        [s.streamCount, "num"],
       ]);
       var spark = el("td", null, "num");
       spark.appendChild(el("span", rate(list.length ? list[list.length - 1] : 0)));
@@ -607,15 +540,28 @@ export const DASHBOARD_JS = String.raw`"use strict";
 
   function loadStreams(id, td) {
     api("GET", "/v1/sessions/" + encodeURIComponent(id)).then(function (r) {
-      if (!r.ok) return failure(r).then(function (m) { td.textContent = m; });
+      if (!r.ok) {
+        return failure(r).then(function (m) {
+          td.textContent = m;
+        });
+      }
       return r.json().then(function (detail) {
         var list = el("ul");
         detail.streams.forEach(function (st) {
-          var li = el("li", "stream " + st.id + " " + st.state + ", in " + bytes(st.bytesIn) +
-            ", out " + bytes(st.bytesOut) + " ");
+          var li = el(
+            "li",
+            "stream " + st.id + " " + st.state + ", in " + bytes(st.bytesIn) +
+              ", out " + bytes(st.bytesOut) + " ",
+          );
           var actions = el("span", null, "actions");
-          actions.appendChild(destructive("Reset", "reset", { id: id, sid: String(st.id) },
-            "Reset stream " + st.id + "?"));
+          actions.appendChild(
+            destructive(
+              "Reset",
+              "reset",
+              { id: id, sid: String(st.id) },
+              "Reset stream " + st.id + "?",
+            ),
+          );
           li.appendChild(actions);
           list.appendChild(li);
         });
@@ -639,9 +585,14 @@ export const DASHBOARD_JS = String.raw`"use strict";
       var tr = el("tr");
       tr.dataset.tunnel = t.id;
       cells(tr, [
-        [t.id], [t.client], [bindText(t)], [t.label === null ? "-" : t.label],
-        [t.connections, "num"], [t.active, "num"],
-        [bytes(t.bytesFromVisitors), "num"], [bytes(t.bytesToVisitors), "num"],
+        [t.id],
+        [t.client],
+        [bindText(t)],
+        [t.label === null ? "-" : t.label],
+        [t.connections, "num"],
+        [t.active, "num"],
+        [bytes(t.bytesFromVisitors), "num"],
+        [bytes(t.bytesToVisitors), "num"],
       ]);
       actionCell(tr, [destructive("Close", "close-tunnel", { id: t.id }, "Close " + t.id + "?")]);
       return tr;
@@ -657,9 +608,12 @@ export const DASHBOARD_JS = String.raw`"use strict";
       var tr = el("tr");
       tr.dataset.token = t.id;
       cells(tr, [
-        [t.id], [t.name], [new Date(t.createdAt).toLocaleString()],
+        [t.id],
+        [t.name],
+        [new Date(t.createdAt).toLocaleString()],
         [t.expiresAt === null ? "never" : new Date(t.expiresAt).toLocaleString()],
-        [t.active ? "active" : (t.problem || "inactive")], [(t.sessions || []).length, "num"],
+        [t.active ? "active" : (t.problem || "inactive")],
+        [(t.sessions || []).length, "num"],
       ]);
       actionCell(tr, [destructive("Revoke", "revoke", { id: t.id }, "Revoke " + t.name + "?")]);
       return tr;
@@ -673,19 +627,39 @@ export const DASHBOARD_JS = String.raw`"use strict";
   function act(method, path, done) {
     armed = null;
     api(method, path).then(function (r) {
-      if (r.ok) { notice(done, true); refresh(); return; }
+      if (r.ok) {
+        notice(done, true);
+        refresh();
+        return;
+      }
       return failure(r).then(notice);
-    }).catch(function (e) { if (token) notice(e.message); });
+    }).catch(function (e) {
+      if (token) notice(e.message);
+    });
   }
 
   var PATHS = {
-    "kick": function (b) { return ["/v1/sessions/" + encodeURIComponent(b.dataset.id), "Kicked " + b.dataset.id + "."]; },
-    "reset": function (b) {
-      return ["/v1/sessions/" + encodeURIComponent(b.dataset.id) + "/streams/" + b.dataset.sid,
-        "Reset stream " + b.dataset.sid + " of " + b.dataset.id + "."];
+    "kick": function (b) {
+      return ["/v1/sessions/" + encodeURIComponent(b.dataset.id), "Kicked " + b.dataset.id + "."];
     },
-    "close-tunnel": function (b) { return ["/v1/tunnels/" + encodeURIComponent(b.dataset.id), "Closed tunnel " + b.dataset.id + "."]; },
-    "revoke": function (b) { return ["/v1/tokens/" + encodeURIComponent(b.dataset.id), "Revoked token " + b.dataset.id + "."]; },
+    "reset": function (b) {
+      return [
+        "/v1/sessions/" + encodeURIComponent(b.dataset.id) + "/streams/" + b.dataset.sid,
+        "Reset stream " + b.dataset.sid + " of " + b.dataset.id + ".",
+      ];
+    },
+    "close-tunnel": function (b) {
+      return [
+        "/v1/tunnels/" + encodeURIComponent(b.dataset.id),
+        "Closed tunnel " + b.dataset.id + ".",
+      ];
+    },
+    "revoke": function (b) {
+      return [
+        "/v1/tokens/" + encodeURIComponent(b.dataset.id),
+        "Revoked token " + b.dataset.id + ".",
+      ];
+    },
   };
 
   document.addEventListener("click", function (event) {
@@ -694,27 +668,45 @@ export const DASHBOARD_JS = String.raw`"use strict";
     if (th) {
       var table = th.closest("table").id;
       var s = sorting[table];
-      if (s.key === th.dataset.sort) s.dir = -s.dir; else { s.key = th.dataset.sort; s.dir = 1; }
+      if (s.key === th.dataset.sort) s.dir = -s.dir;
+      else {
+        s.key = th.dataset.sort;
+        s.dir = 1;
+      }
       render();
       return;
     }
     var b = target.closest("button[data-action]");
     if (!b || !token) return;
     var action = b.dataset.action;
-    if (action === "cancel") { armed = null; render(); return; }
+    if (action === "cancel") {
+      armed = null;
+      render();
+      return;
+    }
     if (action === "streams") {
       var id = b.dataset.id;
-      if (open.has(id)) open.delete(id); else open.add(id);
+      if (open.has(id)) open.delete(id);
+      else open.add(id);
       render();
       return;
     }
     if (!PATHS[action]) return;
     if (!isArmed(action, b.dataset.id, b.dataset.sid)) {
       // First click: ask. The question replaces the button; it disarms by itself.
-      armed = { action: action, id: b.dataset.id, sid: b.dataset.sid, until: Date.now() + CONFIRM_MS };
+      armed = {
+        action: action,
+        id: b.dataset.id,
+        sid: b.dataset.sid,
+        until: Date.now() + CONFIRM_MS,
+      };
       render();
-      setTimeout(function () { if (armed && Date.now() > armed.until) { armed = null; render(); } },
-        CONFIRM_MS + 50);
+      setTimeout(function () {
+        if (armed && Date.now() > armed.until) {
+          armed = null;
+          render();
+        }
+      }, CONFIRM_MS + 50);
       return;
     }
     b.disabled = true;
@@ -737,14 +729,19 @@ export const DASHBOARD_JS = String.raw`"use strict";
         notice("Minted a token for " + minted.name + ".", true);
         refresh();
       });
-    }).catch(function (e) { if (token) notice(e.message); });
+    }).catch(function (e) {
+      if (token) notice(e.message);
+    });
   });
 
   $("minted-copy").addEventListener("click", function () {
     var text = $("minted-token").textContent;
     if (navigator.clipboard) {
-      navigator.clipboard.writeText(text).then(function () { notice("Copied.", true); },
-        function () { notice("Copy failed: select the token and copy it by hand."); });
+      navigator.clipboard.writeText(text).then(function () {
+        notice("Copied.", true);
+      }, function () {
+        notice("Copy failed: select the token and copy it by hand.");
+      });
     }
   });
 
@@ -780,7 +777,10 @@ export const DASHBOARD_JS = String.raw`"use strict";
     var h = headers({ "last-event-id": lastEventId === null ? "0" : lastEventId });
     fetch("/v1/events", { headers: h, signal: controller.signal, cache: "no-store" })
       .then(function (r) {
-        if (r.status === 401) { logout("The admin token was refused."); return; }
+        if (r.status === 401) {
+          logout("The admin token was refused.");
+          return;
+        }
         if (!r.ok || !r.body) throw new Error("HTTP " + r.status);
         status("live", true);
         var reader = r.body.getReader();
@@ -803,7 +803,9 @@ export const DASHBOARD_JS = String.raw`"use strict";
       .catch(function () {
         if (feed !== controller) return; // stopped on purpose
         status("reconnecting…", false);
-        setTimeout(function () { if (feed === controller) openFeed(); }, RECONNECT_MS);
+        setTimeout(function () {
+          if (feed === controller) openFeed();
+        }, RECONNECT_MS);
       });
   }
 
@@ -830,16 +832,23 @@ export const DASHBOARD_JS = String.raw`"use strict";
     if (!candidate) return;
     fetch("/v1/info", { headers: { authorization: "Bearer " + candidate }, cache: "no-store" })
       .then(function (r) {
-        if (!r.ok) { $("login-error").textContent = "The token was refused (HTTP " + r.status + ")."; return; }
+        if (!r.ok) {
+          $("login-error").textContent = "The token was refused (HTTP " + r.status + ").";
+          return;
+        }
         token = candidate;
         sessionStorage.setItem(KEY, token);
         $("token").value = "";
         start();
-      }, function (e) { $("login-error").textContent = "The daemon did not answer: " + e.message; });
+      }, function (e) {
+        $("login-error").textContent = "The daemon did not answer: " + e.message;
+      });
   });
 
-  $("logout").addEventListener("click", function () { logout(""); });
+  $("logout").addEventListener("click", function () {
+    logout("");
+  });
 
-  if (token) start(); else show(false);
+  if (token) start();
+  else show(false);
 })();
-`;
