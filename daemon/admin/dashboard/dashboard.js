@@ -1,61 +1,197 @@
-// deno-lint-ignore-file no-var no-inner-declarations no-unused-vars
+// @ts-check
+/// <reference lib="dom" />
 /**
- * The admin dashboard's script, served as-is at GET /dashboard.js by routes.ts. Plain ES2020 in
- * one IIFE, no build step. It polls `/v1/sessions`, `/v1/tunnels` and `/v1/tokens` (throughput is
- * the difference of the byte counters between polls), `/v1/info` for the header's facts, and reads
- * `/v1/events` through `fetch` (EventSource cannot send an Authorization header), from the start
- * of the daemon's event ring, to refresh at once when a session or tunnel comes or goes.
- * Histories are bounded to `HISTORY` points. Destructive actions (kick, reset, close, revoke) take
- * a second click on a confirmation that disarms by itself.
+ * The admin dashboard's script, served as-is at GET /dashboard.js by routes.ts: plain ES2020 in
+ * one IIFE, no build step, type-checked by `deno check` through the JSDoc types below. It polls
+ * `/v1/sessions`, `/v1/tunnels` and `/v1/tokens` (throughput is the difference of the byte
+ * counters between polls), `/v1/info` for the header's facts, and reads `/v1/events` through
+ * `fetch` (EventSource cannot send an Authorization header), from the start of the daemon's event
+ * ring, to refresh at once when a session or tunnel comes or goes. Histories are bounded to
+ * `HISTORY` points. Destructive actions (kick, reset, close, revoke) take a second click on a
+ * confirmation that disarms by itself.
  *
  * Every dynamic piece of the page is built with `textContent` and DOM calls, never `innerHTML`:
  * client names and addresses come from the network. No inline styles either (SVG presentation
  * attributes only), so the page runs under a CSP without `'unsafe-inline'`.
+ *
+ * The types below are the admin API's JSON shapes as this script reads them (the full shapes are
+ * in daemon/admin/api/views.ts, tokens.ts and system.ts); the script cannot import them, since the
+ * browser loads it as it is.
  */
+
+/**
+ * A session as `/v1/sessions` lists it.
+ * @typedef {object} Session
+ * @property {string} id
+ * @property {string | null} client
+ * @property {string} transport
+ * @property {string} remoteAddress
+ * @property {number | null} rttMs  null until the first keepalive ping was answered
+ * @property {number} bytesIn
+ * @property {number} bytesOut
+ * @property {number} streamCount
+ */
+
+/**
+ * One stream of a session, as `/v1/sessions/:id` shows it.
+ * @typedef {object} StreamInfo
+ * @property {number} id
+ * @property {string} state
+ * @property {number} bytesIn
+ * @property {number} bytesOut
+ */
+
+/**
+ * A reverse tunnel as `/v1/tunnels` lists it.
+ * @typedef {object} Tunnel
+ * @property {string} id
+ * @property {string} client
+ * @property {string} bind
+ * @property {string | null} host  an HTTP or TLS tunnel's name
+ * @property {boolean} passthrough
+ * @property {{ notAfter: string } | null} certificate
+ * @property {string | null} label
+ * @property {number} connections
+ * @property {number} active
+ * @property {number} bytesFromVisitors
+ * @property {number} bytesToVisitors
+ */
+
+/**
+ * A minted token as `/v1/tokens` lists it (never its secret).
+ * @typedef {object} Token
+ * @property {string} id
+ * @property {string} name
+ * @property {string} createdAt
+ * @property {string | null} expiresAt
+ * @property {boolean} active
+ * @property {string | null} problem
+ * @property {string[]} sessions
+ */
+
+/**
+ * The daemon's facts, from `/v1/info`.
+ * @typedef {object} Info
+ * @property {string} version
+ * @property {{ name: string, version: string }} runtime
+ * @property {string} state
+ * @property {number} uptimeMs
+ * @property {Record<string, string | undefined>} listeners
+ * @property {boolean} tls
+ * @property {{ sessions?: number, streamsPerSession?: number, tunnelsPerClient?: number }} limits
+ * @property {unknown[]} clients
+ * @property {{ mintedTokens: number }} counts
+ */
+
+/** @typedef {"sessions" | "tunnels" | "tokens"} TableName */
+/** @typedef {{ label: string, values: number[] }} Series */
+/** @typedef {{ id: string, sid?: string }} Target  what a button acts on; sid: a stream's id */
+
 "use strict";
 (function () {
-  var KEY = "tunnelmux.adminToken";
-  var HISTORY = 60;
-  var POLL_MS = 2000;
-  var INFO_MS = 10000;
-  var RECONNECT_MS = 2000;
-  var MAX_EVENTS = 50;
-  var CONFIRM_MS = 5000;
-  var SVG = "http://www.w3.org/2000/svg";
+  const KEY = "tunnelmux.adminToken";
+  const HISTORY = 60;
+  const POLL_MS = 2000;
+  const INFO_MS = 10000;
+  const RECONNECT_MS = 2000;
+  const MAX_EVENTS = 50;
+  const CONFIRM_MS = 5000;
+  const SVG = "http://www.w3.org/2000/svg";
 
-  var token = sessionStorage.getItem(KEY);
-  var pollTimer = 0;
-  var infoTimer = 0;
-  var feed = null;
-  var lastEventId = null;
-  var busy = false;
-  var again = false;
-  var info = null;
-  var previous = new Map(); // session id -> { t, bytesIn, bytesOut }
-  var rates = new Map(); // session id -> [bytes/s]
-  var history = { in: [], out: [], sessions: [], streams: [] };
-  var data = { sessions: [], tunnels: [], tokens: [] };
-  var sorting = {
+  let token = sessionStorage.getItem(KEY);
+  /** @type {ReturnType<typeof setInterval> | undefined} */
+  let pollTimer;
+  /** @type {ReturnType<typeof setInterval> | undefined} */
+  let infoTimer;
+  /** @type {AbortController | null} */
+  let feed = null;
+  /** @type {string | null} */
+  let lastEventId = null;
+  let busy = false;
+  let again = false;
+  /** @type {{ body: Info, at: number } | null} */
+  let info = null;
+  /** @type {Map<string, { t: number, bytesIn: number, bytesOut: number }>} session id -> */
+  const previous = new Map();
+  /** @type {Map<string, number[]>} session id -> bytes/s per poll */
+  const rates = new Map();
+  /** @type {{ in: number[], out: number[], sessions: number[], streams: number[] }} */
+  const history = { in: [], out: [], sessions: [], streams: [] };
+  /** @type {{ sessions: Session[], tunnels: Tunnel[], tokens: Token[] }} */
+  const data = { sessions: [], tunnels: [], tokens: [] };
+  /** @type {Record<TableName, { key: string, dir: number }>} */
+  const sorting = {
     sessions: { key: "id", dir: 1 },
     tunnels: { key: "id", dir: 1 },
     tokens: { key: "createdAt", dir: -1 },
   };
-  var armed = null; // { action, id, sid, until }: a destructive action awaiting confirmation
-  var tokensAvailable = true;
+  /**
+   * A destructive action awaiting confirmation.
+   * @type {{ action: string, id: string, sid: string | undefined, until: number } | null}
+   */
+  let armed = null;
+  let tokensAvailable = true;
+  /** @type {Set<string>} sessions whose stream list is shown */
+  const open = new Set();
 
+  /**
+   * The page's element with this id. A missing one fails here, by name, rather than as a null
+   * dereference further on: the page and this script must agree.
+   * @param {string} id
+   * @returns {HTMLElement}
+   */
   function $(id) {
-    return document.getElementById(id);
+    const node = document.getElementById(id);
+    if (!node) throw new Error("the page has no #" + id);
+    return node;
   }
 
+  /**
+   * The page's input with this id.
+   * @param {string} id
+   * @returns {HTMLInputElement}
+   */
+  function input(id) {
+    const node = $(id);
+    if (!(node instanceof HTMLInputElement)) throw new Error("#" + id + " is not an input");
+    return node;
+  }
+
+  /**
+   * The body of one of the page's tables, where its rows go.
+   * @param {TableName} table
+   * @returns {HTMLTableSectionElement}
+   */
+  function tbody(table) {
+    const body = $(table).querySelector("tbody");
+    if (!body) throw new Error("#" + table + " has no tbody");
+    return body;
+  }
+
+  /**
+   * A new element holding `text` as text (never as markup), with a class.
+   * @template {keyof HTMLElementTagNameMap} K
+   * @param {K} tag
+   * @param {unknown} [text]  none when undefined or null
+   * @param {string} [cls]
+   * @returns {HTMLElementTagNameMap[K]}
+   */
   function el(tag, text, cls) {
-    var node = document.createElement(tag);
+    const node = document.createElement(tag);
     if (text !== undefined && text !== null) node.textContent = String(text);
     if (cls) node.className = cls;
     return node;
   }
 
+  /**
+   * A new SVG element with attributes and text.
+   * @param {string} tag
+   * @param {Record<string, string | number>} attrs
+   * @param {string} [text]
+   * @returns {SVGElement}
+   */
   function svgEl(tag, attrs, text) {
-    var node = document.createElementNS(SVG, tag);
+    const node = document.createElementNS(SVG, tag);
     Object.keys(attrs).forEach(function (k) {
       node.setAttribute(k, String(attrs[k]));
     });
@@ -63,9 +199,14 @@
     return node;
   }
 
+  /**
+   * A byte count in binary units.
+   * @param {number} n
+   * @returns {string}
+   */
   function bytes(n) {
-    var units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    var i = 0;
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0;
     while (n >= 1024 && i < units.length - 1) {
       n /= 1024;
       i++;
@@ -73,58 +214,96 @@
     return (i === 0 ? String(Math.round(n)) : n.toFixed(1)) + " " + units[i];
   }
 
+  /**
+   * @param {number} n bytes per second
+   * @returns {string}
+   */
   function rate(n) {
     return bytes(n) + "/s";
   }
 
+  /**
+   * @param {number} n
+   * @returns {string}
+   */
   function count(n) {
     return String(Math.round(n));
   }
 
+  /**
+   * A duration in its two largest units.
+   * @param {number} ms
+   * @returns {string}
+   */
   function duration(ms) {
-    var s = Math.floor(ms / 1000);
-    var d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
+    const s = Math.floor(ms / 1000);
+    const d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
     if (d > 0) return d + "d " + h + "h";
     if (h > 0) return h + "h " + m + "m";
     if (m > 0) return m + "m " + (s % 60) + "s";
     return (s % 60) + "s";
   }
 
+  /**
+   * Appends to a history, dropping the oldest points beyond HISTORY.
+   * @param {number[]} list
+   * @param {number} value
+   */
   function push(list, value) {
     list.push(value);
     if (list.length > HISTORY) list.splice(0, list.length - HISTORY);
   }
 
-  /** A polyline of values scaled to max, right-aligned on a HISTORY-point x axis. */
+  /**
+   * A polyline of values scaled to max, right-aligned on a HISTORY-point x axis.
+   * @param {number[]} values
+   * @param {number} x0
+   * @param {number} y0
+   * @param {number} width
+   * @param {number} height
+   * @param {number} max
+   * @param {string} cls
+   * @returns {SVGElement}
+   */
   function line(values, x0, y0, width, height, max, cls) {
-    var step = width / (HISTORY - 1);
-    var offset = (HISTORY - values.length) * step;
-    var points = values.map(function (v, i) {
+    const step = width / (HISTORY - 1);
+    const offset = (HISTORY - values.length) * step;
+    const points = values.map(function (v, i) {
       return (x0 + offset + i * step).toFixed(1) + "," +
         (y0 + height - (v / max) * height).toFixed(1);
     });
-    var attrs = { points: points.join(" ") };
+    /** @type {Record<string, string>} */
+    const attrs = { points: points.join(" ") };
     if (cls) attrs["class"] = cls;
     return svgEl("polyline", attrs);
   }
 
-  /** A round upper bound for an axis: 1, 2 or 5 times a power of ten (of 1024 for bytes). */
+  /**
+   * A round upper bound for an axis: 1, 2 or 5 times a power of ten (of 1024 for bytes).
+   * @param {number} max
+   * @param {number} base  10, or 1024 for bytes
+   * @returns {number}
+   */
   function ceiling(max, base) {
     if (max <= 0) return 1;
-    var power = Math.pow(base, Math.floor(Math.log(max) / Math.log(base)));
-    var steps = base === 1024 ? [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] : [1, 2, 5, 10];
-    for (var i = 0; i < steps.length; i++) if (steps[i] * power >= max) return steps[i] * power;
+    const power = Math.pow(base, Math.floor(Math.log(max) / Math.log(base)));
+    const steps = base === 1024 ? [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] : [1, 2, 5, 10];
+    for (let i = 0; i < steps.length; i++) if (steps[i] * power >= max) return steps[i] * power;
     return base * power;
   }
 
   /**
    * A chart with axes: y from 0 to a round maximum with three labelled ticks in the series'
    * unit, x over the last HISTORY polls (two minutes) labelled in time, and a legend.
+   * @param {Series[]} series
+   * @param {(n: number) => string} format
+   * @param {number} base  10, or 1024 for bytes
+   * @returns {SVGElement}
    */
   function chart(series, format, base) {
-    var W = 320, H = 130, left = 62, right = 8, top = 16, bottom = 20;
-    var w = W - left - right, h = H - top - bottom;
-    var max = 0;
+    const W = 320, H = 130, left = 62, right = 8, top = 16, bottom = 20;
+    const w = W - left - right, h = H - top - bottom;
+    let max = 0;
     series.forEach(function (s) {
       s.values.forEach(function (v) {
         if (v > max) max = v;
@@ -132,15 +311,15 @@
     });
     // Bytes start at 1 KiB/s, counts at 2: an idle axis still reads in round units.
     max = Math.max(ceiling(max, base), base === 1024 ? 1024 : 2);
-    var svg = svgEl("svg", {
+    const svg = svgEl("svg", {
       "class": "chart",
       width: W,
       height: H,
       viewBox: "0 0 " + W + " " + H,
       role: "img",
     });
-    for (var i = 0; i <= 2; i++) {
-      var y = top + h - (i / 2) * h;
+    for (let i = 0; i <= 2; i++) {
+      const y = top + h - (i / 2) * h;
       svg.appendChild(
         svgEl("line", { "class": i === 0 ? "axis" : "grid", x1: left, x2: left + w, y1: y, y2: y }),
       );
@@ -149,12 +328,14 @@
       );
     }
     svg.appendChild(svgEl("line", { "class": "axis", x1: left, x2: left, y1: top, y2: top + h }));
-    var seconds = HISTORY * POLL_MS / 1000;
-    [
+    const seconds = HISTORY * POLL_MS / 1000;
+    /** @type {Array<[number, string]>} where on the x axis (0 to 1), and its label */
+    const ticks = [
       [0, "-" + Math.round(seconds / 60) + " min"],
       [0.5, "-" + Math.round(seconds / 120) + " min"],
       [1, "now"],
-    ].forEach(function (tick) {
+    ];
+    ticks.forEach(function (tick) {
       svg.appendChild(
         svgEl("text", {
           x: left + tick[0] * w,
@@ -163,11 +344,11 @@
         }, tick[1]),
       );
     });
-    var legendX = left;
+    let legendX = left;
     series.forEach(function (s, index) {
       svg.appendChild(line(s.values, left, top, w, h, max, index === 1 ? "second" : ""));
       if (series.length > 1) {
-        var label = s.label + " " + format(s.values.length ? s.values[s.values.length - 1] : 0);
+        const label = s.label + " " + format(s.values.length ? s.values[s.values.length - 1] : 0);
         svg.appendChild(
           svgEl("text", {
             "class": "legend " + (index === 1 ? "second" : "first"),
@@ -178,19 +359,26 @@
         legendX += 8 + label.length * 6;
       }
     });
-    var desc = series.map(function (s) {
+    const desc = series.map(function (s) {
       return s.label + " " + format(s.values.length ? s.values[s.values.length - 1] : 0);
     }).join(", ");
     svg.setAttribute("aria-label", desc);
     return svg;
   }
 
+  /**
+   * A small chart without axes, scaled to its own maximum.
+   * @param {number[]} values
+   * @param {number} width
+   * @param {number} height
+   * @returns {SVGElement}
+   */
   function sparkline(values, width, height) {
-    var max = 1;
+    let max = 1;
     values.forEach(function (v) {
       if (v > max) max = v;
     });
-    var svg = svgEl("svg", {
+    const svg = svgEl("svg", {
       "class": "spark",
       width: width,
       height: height,
@@ -200,22 +388,41 @@
     return svg;
   }
 
+  /**
+   * Shows a message under the header: a failure, or with `ok` a success.
+   * @param {string} [text]
+   * @param {boolean} [ok]
+   */
   function notice(text, ok) {
     $("notice").textContent = text || "";
     $("notice").className = ok ? "ok" : "";
   }
 
+  /**
+   * The headers of an API call: the bearer token and `extra`.
+   * @param {Record<string, string>} [extra]
+   * @returns {Record<string, string>}
+   */
   function headers(extra) {
-    var h = { authorization: "Bearer " + token };
-    Object.keys(extra || {}).forEach(function (k) {
-      h[k] = extra[k];
+    /** @type {Record<string, string>} */
+    const h = { authorization: "Bearer " + token };
+    const more = extra || {};
+    Object.keys(more).forEach(function (k) {
+      h[k] = more[k];
     });
     return h;
   }
 
   // Every call goes through here: a 401 means the token is wrong (or was rotated), so forget it.
+  /**
+   * @param {string} method
+   * @param {string} path
+   * @param {unknown} [body]  sent as JSON
+   * @returns {Promise<Response>}
+   */
   function api(method, path, body) {
-    var init = { method: method, headers: headers(), cache: "no-store" };
+    /** @type {RequestInit} */
+    const init = { method: method, headers: headers(), cache: "no-store" };
     if (body !== undefined) {
       init.headers = headers({ "content-type": "application/json" });
       init.body = JSON.stringify(body);
@@ -229,6 +436,11 @@
     });
   }
 
+  /**
+   * What a failed API call says went wrong.
+   * @param {Response} r
+   * @returns {Promise<string>}
+   */
   function failure(r) {
     return r.json().then(function (body) {
       return (body && body.error && body.error.message) || ("HTTP " + r.status);
@@ -237,18 +449,24 @@
     });
   }
 
+  /** @param {boolean} connected */
   function show(connected) {
     $("login").hidden = connected;
     $("main").hidden = !connected;
     $("logout").hidden = !connected;
   }
 
+  /**
+   * @param {string} text
+   * @param {boolean} live  the event feed is connected
+   */
   function status(text, live) {
-    var node = $("status");
+    const node = $("status");
     node.textContent = text;
     node.className = live ? "live" : "";
   }
 
+  /** @param {string} message  why, shown on the login form */
   function logout(message) {
     stop();
     token = null;
@@ -261,7 +479,7 @@
   function stop() {
     clearInterval(pollTimer);
     clearInterval(infoTimer);
-    pollTimer = infoTimer = 0;
+    pollTimer = infoTimer = undefined;
     if (feed) feed.abort();
     feed = null;
   }
@@ -282,7 +500,7 @@
     api("GET", "/v1/info").then(function (r) {
       return r.ok ? r.json() : null;
     })
-      .then(function (body) {
+      .then(function (/** @type {Info | null} */ body) {
         if (body) {
           info = { body: body, at: Date.now() };
           renderFacts();
@@ -293,13 +511,13 @@
 
   function renderFacts() {
     if (!info) return;
-    var b = info.body;
-    var uptime = b.uptimeMs + (Date.now() - info.at);
-    var listeners = ["tcp", "websocket", "admin"].map(function (k) {
+    const b = info.body;
+    const uptime = b.uptimeMs + (Date.now() - info.at);
+    const listeners = ["tcp", "websocket", "admin"].map(function (k) {
       return k + " " + (b.listeners[k] || "off");
     }).join(", ");
-    var limits = b.limits || {};
-    var facts = [
+    const limits = b.limits || {};
+    const facts = [
       ["version", b.version + " (" + b.runtime.name + " " + b.runtime.version + ")"],
       ["state", b.state],
       ["up", duration(uptime)],
@@ -316,15 +534,15 @@
       ],
       ["clients", String(b.clients.length) + " configured, " + b.counts.mintedTokens + " minted"],
     ];
-    var nodes = facts.map(function (f) {
-      var div = el("div");
+    const nodes = facts.map(function (f) {
+      const div = el("div");
       div.appendChild(el("dt", f[0]));
-      var dd = el("dd", f[1]);
+      const dd = el("dd", f[1]);
       dd.dataset.fact = f[0];
       div.appendChild(dd);
       return div;
     });
-    $("facts").replaceChildren.apply($("facts"), nodes);
+    $("facts").replaceChildren(...nodes);
   }
 
   // ---- polling ----
@@ -336,7 +554,7 @@
       return;
     }
     busy = true;
-    var calls = [api("GET", "/v1/sessions?limit=1000"), api("GET", "/v1/tunnels")];
+    const calls = [api("GET", "/v1/sessions?limit=1000"), api("GET", "/v1/tunnels")];
     if (tokensAvailable) calls.push(api("GET", "/v1/tokens"));
     Promise.all(calls)
       .then(function (rs) {
@@ -379,18 +597,21 @@
 
   // Rates from counter differences; a session seen for the first time contributes nothing yet,
   // and one that left just drops out (its counters do not go negative).
+  /** @param {Session[]} sessions */
   function measure(sessions) {
-    var now = performance.now();
-    var sumIn = 0, sumOut = 0, streams = 0, seen = new Set();
+    const now = performance.now();
+    let sumIn = 0, sumOut = 0, streams = 0;
+    /** @type {Set<string>} */
+    const seen = new Set();
     sessions.forEach(function (s) {
       seen.add(s.id);
       streams += s.streamCount;
-      var before = previous.get(s.id);
-      var list = rates.get(s.id) || [];
+      const before = previous.get(s.id);
+      const list = rates.get(s.id) || [];
       if (before && now > before.t) {
-        var dt = (now - before.t) / 1000;
-        var rin = Math.max(0, s.bytesIn - before.bytesIn) / dt;
-        var rout = Math.max(0, s.bytesOut - before.bytesOut) / dt;
+        const dt = (now - before.t) / 1000;
+        const rin = Math.max(0, s.bytesIn - before.bytesIn) / dt;
+        const rout = Math.max(0, s.bytesOut - before.bytesOut) / dt;
         sumIn += rin;
         sumOut += rout;
         push(list, rin + rout);
@@ -427,84 +648,138 @@
 
   // ---- tables ----
 
+  /**
+   * @param {string} id
+   * @returns {id is TableName}
+   */
+  function isTable(id) {
+    return id === "sessions" || id === "tunnels" || id === "tokens";
+  }
+
+  /**
+   * What a row is sorted by in the column `key`.
+   * @param {Record<string, unknown>} row
+   * @param {string} key
+   * @returns {unknown}
+   */
   function sortValue(row, key) {
     if (key === "rate") {
-      var list = rates.get(row.id) || [];
+      const list = rates.get(String(row.id)) || [];
       return list.length ? list[list.length - 1] : 0;
     }
-    if (key === "sessions") return (row.sessions || []).length;
-    var v = row[key];
+    if (key === "sessions") return Array.isArray(row.sessions) ? row.sessions.length : 0;
+    const v = row[key];
     return v === null || v === undefined ? "" : v;
   }
 
+  /**
+   * The rows of a table in its current order.
+   * @template {Record<string, unknown>} R
+   * @param {TableName} table
+   * @param {R[]} rows
+   * @returns {R[]}
+   */
   function sorted(table, rows) {
-    var s = sorting[table];
+    const s = sorting[table];
     return rows.slice().sort(function (a, b) {
-      var x = sortValue(a, s.key), y = sortValue(b, s.key);
+      const x = sortValue(a, s.key), y = sortValue(b, s.key);
       if (typeof x === "number" && typeof y === "number") return (x - y) * s.dir;
       return String(x).localeCompare(String(y), undefined, { numeric: true }) * s.dir;
     });
   }
 
   function markSorted() {
-    Object.keys(sorting).forEach(function (table) {
-      document.querySelectorAll("#" + table + " th[data-sort]").forEach(function (th) {
-        if (th.dataset.sort === sorting[table].key) {
+    /** @type {TableName[]} */
+    const tables = ["sessions", "tunnels", "tokens"];
+    tables.forEach(function (table) {
+      $(table).querySelectorAll("th[data-sort]").forEach(function (th) {
+        if (th.getAttribute("data-sort") === sorting[table].key) {
           th.setAttribute("aria-sort", sorting[table].dir > 0 ? "ascending" : "descending");
         } else th.removeAttribute("aria-sort");
       });
     });
   }
 
-  function button(label, action, values, cls) {
-    var b = el("button", label, cls);
+  /**
+   * A button for `action` on `target`; the click handler reads both from its data attributes.
+   * @param {string} label
+   * @param {string} action
+   * @param {Target} [target]
+   * @param {string} [cls]
+   * @returns {HTMLButtonElement}
+   */
+  function button(label, action, target, cls) {
+    const b = el("button", label, cls);
     b.type = "button";
     b.dataset.action = action;
-    Object.keys(values).forEach(function (k) {
-      b.dataset[k] = values[k];
-    });
+    if (target) {
+      b.dataset.id = target.id;
+      if (target.sid !== undefined) b.dataset.sid = target.sid;
+    }
     return b;
   }
 
+  /**
+   * Whether `action` on this target awaits its confirmation (`sid` undefined: any stream).
+   * @param {string} action
+   * @param {string} id
+   * @param {string | undefined} sid
+   * @returns {boolean}
+   */
   function isArmed(action, id, sid) {
     return armed !== null && armed.action === action && armed.id === id &&
       (sid === undefined || armed.sid === sid) && Date.now() <= armed.until;
   }
 
-  /** A destructive action's button, or its confirmation and a cancel while armed. */
-  function destructive(label, action, values, question) {
-    var wrap = document.createDocumentFragment();
-    if (isArmed(action, values.id, values.sid)) {
-      wrap.appendChild(button(question, action, values, "confirm"));
-      wrap.appendChild(button("Cancel", "cancel", {}));
-    } else wrap.appendChild(button(label, action, values, "danger"));
+  /**
+   * A destructive action's button, or its confirmation and a cancel while armed.
+   * @param {string} label
+   * @param {string} action
+   * @param {Target} target
+   * @param {string} question
+   * @returns {DocumentFragment}
+   */
+  function destructive(label, action, target, question) {
+    const wrap = document.createDocumentFragment();
+    if (isArmed(action, target.id, target.sid)) {
+      wrap.appendChild(button(question, action, target, "confirm"));
+      wrap.appendChild(button("Cancel", "cancel"));
+    } else wrap.appendChild(button(label, action, target, "danger"));
     return wrap;
   }
 
-  /** The last cell of a row: its action buttons, spaced. */
+  /**
+   * The last cell of a row: its action buttons, spaced.
+   * @param {HTMLTableRowElement} row
+   * @param {Node[]} nodes
+   */
   function actionCell(row, nodes) {
-    var actions = el("span", null, "actions");
+    const actions = el("span", null, "actions");
     nodes.forEach(function (node) {
       actions.appendChild(node);
     });
     row.appendChild(el("td")).appendChild(actions);
   }
 
+  /**
+   * Appends a cell per value: its text, and a class.
+   * @param {HTMLTableRowElement} row
+   * @param {Array<[unknown] | [unknown, string]>} values
+   */
   function cells(row, values) {
     values.forEach(function (v) {
       row.appendChild(el("td", v[0], v[1]));
     });
   }
 
-  var open = new Set(); // sessions whose stream list is shown
-
   function renderSessions() {
-    var body = document.querySelector("#sessions tbody");
-    var rows = [];
+    const body = tbody("sessions");
+    /** @type {HTMLTableRowElement[]} */
+    const rows = [];
     sorted("sessions", data.sessions).forEach(function (s) {
-      var tr = el("tr");
+      const tr = el("tr");
       tr.dataset.session = s.id;
-      var list = rates.get(s.id) || [];
+      const list = rates.get(s.id) || [];
       cells(tr, [
         [s.id],
         [s.client === null ? "-" : s.client],
@@ -515,7 +790,7 @@
         [bytes(s.bytesOut), "num"],
         [s.streamCount, "num"],
       ]);
-      var spark = el("td", null, "num");
+      const spark = el("td", null, "num");
       spark.appendChild(el("span", rate(list.length ? list[list.length - 1] : 0)));
       spark.appendChild(sparkline(list, 120, 24));
       tr.appendChild(spark);
@@ -525,19 +800,24 @@
       ]);
       rows.push(tr);
       if (open.has(s.id)) {
-        var detail = el("tr", null, "streams");
+        const detail = el("tr", null, "streams");
         detail.dataset.streamsOf = s.id;
-        var td = el("td", "loading streams…");
+        const td = el("td", "loading streams…");
         td.colSpan = 10;
         detail.appendChild(td);
         rows.push(detail);
         loadStreams(s.id, td);
       }
     });
-    body.replaceChildren.apply(body, rows);
+    body.replaceChildren(...rows);
     $("session-count").textContent = "(" + data.sessions.length + ")";
   }
 
+  /**
+   * Fills `td` with the streams of session `id`, each with its Reset button.
+   * @param {string} id
+   * @param {HTMLTableCellElement} td
+   */
   function loadStreams(id, td) {
     api("GET", "/v1/sessions/" + encodeURIComponent(id)).then(function (r) {
       if (!r.ok) {
@@ -545,15 +825,15 @@
           td.textContent = m;
         });
       }
-      return r.json().then(function (detail) {
-        var list = el("ul");
+      return r.json().then(function (/** @type {{ streams: StreamInfo[] }} */ detail) {
+        const list = el("ul");
         detail.streams.forEach(function (st) {
-          var li = el(
+          const li = el(
             "li",
             "stream " + st.id + " " + st.state + ", in " + bytes(st.bytesIn) +
               ", out " + bytes(st.bytesOut) + " ",
           );
-          var actions = el("span", null, "actions");
+          const actions = el("span", null, "actions");
           actions.appendChild(
             destructive(
               "Reset",
@@ -570,7 +850,11 @@
     }).catch(function () {});
   }
 
-  /** A port's address; an HTTP or TLS tunnel's name, and when its certificate expires. */
+  /**
+   * A port's address; an HTTP or TLS tunnel's name, and when its certificate expires.
+   * @param {Tunnel} t
+   * @returns {string}
+   */
   function bindText(t) {
     if (!t.host) return t.bind;
     if (t.passthrough) return t.host + " (TLS passed through)";
@@ -580,9 +864,9 @@
   }
 
   function renderTunnels() {
-    var body = document.querySelector("#tunnels tbody");
-    var rows = sorted("tunnels", data.tunnels).map(function (t) {
-      var tr = el("tr");
+    const body = tbody("tunnels");
+    const rows = sorted("tunnels", data.tunnels).map(function (t) {
+      const tr = el("tr");
       tr.dataset.tunnel = t.id;
       cells(tr, [
         [t.id],
@@ -597,15 +881,15 @@
       actionCell(tr, [destructive("Close", "close-tunnel", { id: t.id }, "Close " + t.id + "?")]);
       return tr;
     });
-    body.replaceChildren.apply(body, rows);
+    body.replaceChildren(...rows);
     $("tunnel-count").textContent = "(" + data.tunnels.length + ")";
   }
 
   function renderTokens() {
     if (!tokensAvailable) return;
-    var body = document.querySelector("#tokens tbody");
-    var rows = sorted("tokens", data.tokens).map(function (t) {
-      var tr = el("tr");
+    const body = tbody("tokens");
+    const rows = sorted("tokens", data.tokens).map(function (t) {
+      const tr = el("tr");
       tr.dataset.token = t.id;
       cells(tr, [
         [t.id],
@@ -618,12 +902,18 @@
       actionCell(tr, [destructive("Revoke", "revoke", { id: t.id }, "Revoke " + t.name + "?")]);
       return tr;
     });
-    body.replaceChildren.apply(body, rows);
+    body.replaceChildren(...rows);
     $("token-count").textContent = "(" + data.tokens.length + ")";
   }
 
   // ---- actions ----
 
+  /**
+   * Calls the API; on success says `done` and refreshes, on failure says why.
+   * @param {string} method
+   * @param {string} path
+   * @param {string} done
+   */
   function act(method, path, done) {
     armed = null;
     api(method, path).then(function (r) {
@@ -638,68 +928,66 @@
     });
   }
 
-  var PATHS = {
-    "kick": function (b) {
-      return ["/v1/sessions/" + encodeURIComponent(b.dataset.id), "Kicked " + b.dataset.id + "."];
+  /**
+   * The destructive actions: the path each DELETEs for a target, and what it says when done.
+   * @type {Record<string, ((id: string, sid: string) => [path: string, done: string]) | undefined>}
+   */
+  const DELETES = {
+    "kick": function (id) {
+      return ["/v1/sessions/" + encodeURIComponent(id), "Kicked " + id + "."];
     },
-    "reset": function (b) {
+    "reset": function (id, sid) {
       return [
-        "/v1/sessions/" + encodeURIComponent(b.dataset.id) + "/streams/" + b.dataset.sid,
-        "Reset stream " + b.dataset.sid + " of " + b.dataset.id + ".",
+        "/v1/sessions/" + encodeURIComponent(id) + "/streams/" + sid,
+        "Reset stream " + sid + " of " + id + ".",
       ];
     },
-    "close-tunnel": function (b) {
-      return [
-        "/v1/tunnels/" + encodeURIComponent(b.dataset.id),
-        "Closed tunnel " + b.dataset.id + ".",
-      ];
+    "close-tunnel": function (id) {
+      return ["/v1/tunnels/" + encodeURIComponent(id), "Closed tunnel " + id + "."];
     },
-    "revoke": function (b) {
-      return [
-        "/v1/tokens/" + encodeURIComponent(b.dataset.id),
-        "Revoked token " + b.dataset.id + ".",
-      ];
+    "revoke": function (id) {
+      return ["/v1/tokens/" + encodeURIComponent(id), "Revoked token " + id + "."];
     },
   };
 
   document.addEventListener("click", function (event) {
-    var target = event.target;
-    var th = target.closest("th[data-sort]");
+    const target = event.target;
+    if (!(target instanceof Element)) return;
+    const th = target.closest("th[data-sort]");
     if (th) {
-      var table = th.closest("table").id;
-      var s = sorting[table];
-      if (s.key === th.dataset.sort) s.dir = -s.dir;
+      const table = th.closest("table");
+      const key = th.getAttribute("data-sort");
+      if (!table || !isTable(table.id) || key === null) return;
+      const s = sorting[table.id];
+      if (s.key === key) s.dir = -s.dir;
       else {
-        s.key = th.dataset.sort;
+        s.key = key;
         s.dir = 1;
       }
       render();
       return;
     }
-    var b = target.closest("button[data-action]");
-    if (!b || !token) return;
-    var action = b.dataset.action;
+    const b = target.closest("button[data-action]");
+    if (!(b instanceof HTMLButtonElement) || !token) return;
+    const action = b.dataset.action || "";
+    const id = b.dataset.id || "";
+    const sid = b.dataset.sid;
     if (action === "cancel") {
       armed = null;
       render();
       return;
     }
     if (action === "streams") {
-      var id = b.dataset.id;
       if (open.has(id)) open.delete(id);
       else open.add(id);
       render();
       return;
     }
-    if (!PATHS[action]) return;
-    if (!isArmed(action, b.dataset.id, b.dataset.sid)) {
+    const deletion = DELETES[action];
+    if (!deletion) return;
+    if (!isArmed(action, id, sid)) {
       // First click: ask. The question replaces the button; it disarms by itself.
-      armed = {
-        action: action,
-        id: b.dataset.id,
-        sid: b.dataset.sid,
-        until: Date.now() + CONFIRM_MS,
-      };
+      armed = { action: action, id: id, sid: sid, until: Date.now() + CONFIRM_MS };
       render();
       setTimeout(function () {
         if (armed && Date.now() > armed.until) {
@@ -710,22 +998,23 @@
       return;
     }
     b.disabled = true;
-    var target2 = PATHS[action](b);
-    act("DELETE", target2[0], target2[1]);
+    const [path, done] = deletion(id, sid || "");
+    act("DELETE", path, done);
   });
 
   $("mint-form").addEventListener("submit", function (event) {
     event.preventDefault();
-    var body = { name: $("mint-name").value.trim() };
-    var hours = Number($("mint-hours").value);
+    /** @type {{ name: string, expiresIn?: number }} */
+    const body = { name: input("mint-name").value.trim() };
+    const hours = Number(input("mint-hours").value);
     if (hours > 0) body.expiresIn = Math.round(hours * 3600);
     api("POST", "/v1/tokens", body).then(function (r) {
       if (!r.ok) return failure(r).then(notice);
-      return r.json().then(function (minted) {
+      return r.json().then(function (/** @type {Token & { token: string }} */ minted) {
         $("minted-token").textContent = minted.token;
         $("minted").hidden = false;
-        $("mint-name").value = "";
-        $("mint-hours").value = "";
+        input("mint-name").value = "";
+        input("mint-hours").value = "";
         notice("Minted a token for " + minted.name + ".", true);
         refresh();
       });
@@ -735,14 +1024,18 @@
   });
 
   $("minted-copy").addEventListener("click", function () {
-    var text = $("minted-token").textContent;
-    if (navigator.clipboard) {
-      navigator.clipboard.writeText(text).then(function () {
-        notice("Copied.", true);
-      }, function () {
-        notice("Copy failed: select the token and copy it by hand.");
-      });
+    const text = $("minted-token").textContent || "";
+    const failed = "Copy failed: select the token and copy it by hand.";
+    // Browsers offer no clipboard to a page served over plain HTTP from another host.
+    if (!navigator.clipboard) {
+      notice(failed);
+      return;
     }
+    navigator.clipboard.writeText(text).then(function () {
+      notice("Copied.", true);
+    }, function () {
+      notice(failed);
+    });
   });
 
   // Done: the secret leaves the page for good.
@@ -753,28 +1046,34 @@
 
   // ---- events ----
 
+  /**
+   * Adds an event to the top of the list, as its time, type and fields, keeping MAX_EVENTS.
+   * @param {string} type
+   * @param {string} raw  the event's data: JSON fields, or anything else
+   */
   function logEvent(type, raw) {
-    var list = $("events");
-    var when = new Date();
-    var text = "";
+    const list = $("events");
+    let when = new Date();
+    let text = "";
     try {
-      var fields = JSON.parse(raw);
+      /** @type {Record<string, unknown>} */
+      const fields = JSON.parse(raw);
       if (typeof fields.time === "number") when = new Date(fields.time);
       Object.keys(fields).forEach(function (k) {
         if (k !== "type" && k !== "time") text += " " + k + "=" + fields[k];
       });
-    } catch (e) { /* not JSON: the type alone */ }
-    list.insertBefore(el("li", when.toLocaleTimeString() + " " + type + text), list.firstChild);
-    while (list.children.length > MAX_EVENTS) list.removeChild(list.lastChild);
+    } catch { /* not JSON: the type alone */ }
+    list.prepend(el("li", when.toLocaleTimeString() + " " + type + text));
+    while (list.children.length > MAX_EVENTS) list.children[list.children.length - 1].remove();
   }
 
   // A minimal Server-Sent Events reader over fetch. The first connection asks for the whole
   // ring (lastEventId 0), so the list shows what happened before the page was opened; later
   // ones resume with Last-Event-ID after a drop.
   function openFeed() {
-    var controller = new AbortController();
+    const controller = new AbortController();
     feed = controller;
-    var h = headers({ "last-event-id": lastEventId === null ? "0" : lastEventId });
+    const h = headers({ "last-event-id": lastEventId === null ? "0" : lastEventId });
     fetch("/v1/events", { headers: h, signal: controller.signal, cache: "no-store" })
       .then(function (r) {
         if (r.status === 401) {
@@ -783,14 +1082,15 @@
         }
         if (!r.ok || !r.body) throw new Error("HTTP " + r.status);
         status("live", true);
-        var reader = r.body.getReader();
-        var decoder = new TextDecoder();
-        var buffer = "";
+        const reader = r.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        /** @returns {Promise<void>} */
         function pump() {
           return reader.read().then(function (chunk) {
             if (chunk.done) throw new Error("the feed ended");
             buffer += decoder.decode(chunk.value, { stream: true }).replace(/\r\n?/g, "\n");
-            var end;
+            let end;
             while ((end = buffer.indexOf("\n\n")) >= 0) {
               message(buffer.slice(0, end));
               buffer = buffer.slice(end + 2);
@@ -809,13 +1109,19 @@
       });
   }
 
+  /**
+   * Handles one Server-Sent Events block: logs it, and refreshes what it changed.
+   * @param {string} block  its lines, without the blank line that ends it
+   */
   function message(block) {
-    var type = "message", lines = [];
+    let type = "message";
+    /** @type {string[]} */
+    const lines = [];
     block.split("\n").forEach(function (line) {
       if (line === "" || line[0] === ":") return;
-      var colon = line.indexOf(":");
-      var field = colon < 0 ? line : line.slice(0, colon);
-      var value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
       if (field === "event") type = value;
       else if (field === "data") lines.push(value);
       else if (field === "id") lastEventId = value;
@@ -828,7 +1134,7 @@
 
   $("login-form").addEventListener("submit", function (event) {
     event.preventDefault();
-    var candidate = $("token").value.trim();
+    const candidate = input("token").value.trim();
     if (!candidate) return;
     fetch("/v1/info", { headers: { authorization: "Bearer " + candidate }, cache: "no-store" })
       .then(function (r) {
@@ -838,7 +1144,7 @@
         }
         token = candidate;
         sessionStorage.setItem(KEY, token);
-        $("token").value = "";
+        input("token").value = "";
         start();
       }, function (e) {
         $("login-error").textContent = "The daemon did not answer: " + e.message;
