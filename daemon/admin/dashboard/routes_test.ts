@@ -68,7 +68,7 @@ describe("dashboardRoutes", () => {
         "/index.html",
         "/dashboard.ts",
         "/routes.ts",
-        "/page.ts",
+        "/routes_test.ts",
         "/dashboard.js/",
         "/dashboard.css.map",
         "/dashboard.mjs",
