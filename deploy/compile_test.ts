@@ -42,7 +42,9 @@ function sourcesHash(task: string): string {
     readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) return walk(path);
-      return entry.name.endsWith(".ts") && !entry.name.endsWith("_test.ts") ? [path] : [];
+      // .js, .html and .css too: the dashboard's files are embedded in the binary as text imports.
+      const source = /\.(ts|js|html|css)$/.test(entry.name) && !entry.name.endsWith("_test.ts");
+      return source ? [path] : [];
     });
   const files = [
     ...SOURCE_DIRS.flatMap((d) => walk(join(ROOT, d))),

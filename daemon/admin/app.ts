@@ -24,7 +24,7 @@ import { tunnelRoutes } from "./api/tunnels.ts";
 import { tokenRoutes } from "./api/tokens.ts";
 import { metricsRoutes } from "./api/metrics.ts";
 import { eventRoutes } from "./api/events.ts";
-import { dashboardRoutes } from "./dashboard/dashboard.ts";
+import { dashboardRoutes } from "./dashboard/routes.ts";
 import { clusterRoutes } from "./api/cluster.ts";
 import { openapiRoutes } from "./openapi.ts";
 import { formatHostPort } from "../../util/address.ts";

@@ -7,11 +7,20 @@
  * The page gets a strict Content-Security-Policy: scripts, styles and fetches from this origin
  * only, no inline code, no framing; a page holding the admin token must not run anything else.
  *
+ * The page, script and style sheet are the files beside this module, imported as text, so they
+ * are part of the module graph and never read at run time. That one mechanism serves the same
+ * bytes everywhere: Deno loads text imports without a read permission (the image's daemon may
+ * read only its data, config and secrets directories), Bun loads them from source or from the
+ * npm package, and `bun build --compile` embeds them in the single binary, where a file found
+ * through `import.meta.url` would be missing.
+ *
  * @module
  */
 
 import { Hono } from "hono";
-import { DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from "./page.ts";
+import DASHBOARD_HTML from "./index.html" with { type: "text" };
+import DASHBOARD_JS from "./dashboard.js" with { type: "text" };
+import DASHBOARD_CSS from "./dashboard.css" with { type: "text" };
 
 /** The page's Content-Security-Policy. `img-src data:` is for the empty favicon only. */
 export const DASHBOARD_CSP = [
@@ -25,7 +34,7 @@ export const DASHBOARD_CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
-/** `GET /`, `GET /dashboard.js` and `GET /dashboard.css`. */
+/** `GET /`, `GET /dashboard.js` and `GET /dashboard.css`: the files beside this module. */
 export function dashboardRoutes(): Hono {
   const app = new Hono();
   // no-cache, not no-store: revalidation is cheap and these never contain secrets.
