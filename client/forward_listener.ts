@@ -9,7 +9,7 @@
 import type { Stream } from "../protocol/stream.ts";
 import { listenTcp } from "../transport/mod.ts";
 import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
-import { parseHostPort } from "../util/address.ts";
+import { formatHostPort, parseHostPort } from "../util/address.ts";
 import { ClientError, describeStreamError } from "./errors.ts";
 
 /** A local listener forwarding through the daemon. */
@@ -67,7 +67,7 @@ export async function listenForward(
     });
   });
   return {
-    address: `${listener.hostname}:${listener.port}`,
+    address: formatHostPort(listener.hostname, listener.port),
     stats,
     close: () => listener.close(),
   };

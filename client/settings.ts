@@ -20,7 +20,7 @@
 
 import { hostCwd, nodeBuiltin } from "../util/host.ts";
 import { dirname, resolve } from "node:path";
-import { parseHostPort, unbracketHost } from "../util/address.ts";
+import { parseHostPort, splitHostPort } from "../util/address.ts";
 import { parseJsonc } from "../util/jsonc.ts";
 import type { ExposeOptions, OfferOptions } from "./client.ts";
 
@@ -390,9 +390,9 @@ export function clientSettings(
     const parts = pair(source);
     if (!parts) continue;
     const [remote, local] = parts;
-    const colon = remote.lastIndexOf(":");
-    const bindHost = colon > 0 ? unbracketHost(remote.slice(0, colon)) : undefined;
-    const portText = colon > 0 ? remote.slice(colon + 1) : remote;
+    const split = splitHostPort(remote);
+    const bindHost = split?.host ? split.host : undefined;
+    const portText = bindHost !== undefined ? split!.port : remote;
     const remotePort = Number(portText);
     if (!/^\d+$/.test(portText) || remotePort > 65535) {
       fail(source.where, `bad port in "${source.value}" (0 to 65535)`);

@@ -236,7 +236,7 @@ export class Daemon {
         );
         this.#listeners.push(listener);
         this.#tcpListener = listener;
-        this.#addresses.tcp = `${listener.hostname}:${listener.port}`;
+        this.#addresses.tcp = formatHostPort(listener.hostname, listener.port);
       }
       if (listen.websocket) {
         const websocket = listen.websocket;
@@ -255,7 +255,9 @@ export class Daemon {
             }, (t, request) => this.#accept(t, tls ? "wss" : "ws", this.#bearerClient(request))),
         );
         this.#listeners.push(listener);
-        this.#addresses.websocket = `${listener.hostname}:${listener.port}${listen.websocketPath}`;
+        this.#addresses.websocket = `${
+          formatHostPort(listener.hostname, listener.port)
+        }${listen.websocketPath}`;
       }
       if (listen.http) {
         const http = listen.http;
@@ -267,7 +269,7 @@ export class Daemon {
         );
         this.#listeners.push(listener);
         this.#httpListener = listener;
-        this.#addresses.http = `${listener.hostname}:${listener.port}`;
+        this.#addresses.http = formatHostPort(listener.hostname, listener.port);
       }
       if (listen.https) {
         const https = listen.https;
@@ -280,7 +282,7 @@ export class Daemon {
         );
         this.#listeners.push(listener);
         this.#httpsListener = listener;
-        this.#addresses.https = `${listener.hostname}:${listener.port}`;
+        this.#addresses.https = formatHostPort(listener.hostname, listener.port);
       }
     } catch (error) {
       this.stop();

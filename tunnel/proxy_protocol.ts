@@ -15,7 +15,7 @@
  * @module
  */
 
-import { formatIp, parseIPv4, parseIPv6, unmapIPv4 } from "../util/address.ts";
+import { formatIp, parseIPv4, parseIPv6, splitHostPort, unmapIPv4 } from "../util/address.ts";
 
 /** The 12 bytes every v2 header starts with (spec §2.2). */
 export const PROXY_V2_SIGNATURE: Uint8Array = new Uint8Array([
@@ -67,24 +67,17 @@ export function parseDecimal(text: string, max: number): number | undefined {
  * no room for it, and it names an interface of our host that means nothing to the service.
  */
 function parseEndpoint(address: string): Endpoint | undefined {
-  let host: string;
-  let portText: string;
-  if (address.startsWith("[")) {
-    const close = address.indexOf("]:");
-    if (close < 0) return undefined;
-    host = address.slice(1, close);
-    portText = address.slice(close + 2);
+  const parts = splitHostPort(address);
+  if (!parts) return undefined;
+  let host = parts.host;
+  if (parts.bracketed) {
     const zone = host.indexOf("%");
     if (zone >= 0) host = host.slice(0, zone);
-  } else {
-    const colon = address.lastIndexOf(":");
-    if (colon < 0) return undefined;
-    host = address.slice(0, colon);
-    portText = address.slice(colon + 1);
+  } else if (host.includes(":")) {
     // An unbracketed host with a colon is ambiguous; our transports never produce one.
-    if (host.includes(":")) return undefined;
+    return undefined;
   }
-  const port = parseDecimal(portText, 65535);
+  const port = parseDecimal(parts.port, 65535);
   if (port === undefined) return undefined;
   const ip = address.startsWith("[") ? parseIPv6(host) : parseIPv4(host);
   return ip ? { bytes: ip.bytes, port } : undefined;

@@ -135,6 +135,42 @@ export function parseHostPort(text: string): HostPort {
   return { hostname: match[1] ?? match[2], port };
 }
 
+/** `HOST:PORT` cut in two by {@linkcode splitHostPort}, neither part judged yet. */
+export interface HostPortParts {
+  /** The host, without brackets. */
+  host: string;
+  /** Everything after the colon that ends the host (a port, a range, anything). */
+  port: string;
+  /** Whether the host was written in brackets (`[::1]:80`). */
+  bracketed: boolean;
+}
+
+/**
+ * Cuts `HOST:PORT` or `[IPv6]:PORT` at the colon that ends the host, judging neither part (the
+ * caller parses them as it must: a port, a range of ports, a CIDR): undefined when there is no
+ * such colon or a bracket is not closed right before one. Unbracketed, the host is everything
+ * before the last colon, so `::1:80` gives host `::1`, which callers that need IPv6 in brackets
+ * refuse by `bracketed`.
+ *
+ * @example
+ * ```ts
+ * import { splitHostPort } from "./address.ts";
+ * console.assert(splitHostPort("[::1]:7000-7010")?.host === "::1");
+ * console.assert(splitHostPort("example.com:443")?.port === "443");
+ * console.assert(splitHostPort("example.com") === undefined);
+ * ```
+ */
+export function splitHostPort(text: string): HostPortParts | undefined {
+  if (text.startsWith("[")) {
+    const close = text.indexOf("]");
+    if (close < 0 || text[close + 1] !== ":") return undefined;
+    return { host: text.slice(1, close), port: text.slice(close + 2), bracketed: true };
+  }
+  const colon = text.lastIndexOf(":");
+  if (colon < 0) return undefined;
+  return { host: text.slice(0, colon), port: text.slice(colon + 1), bracketed: false };
+}
+
 /** A host as it goes before `:port` or into a URL: IPv6 literals in brackets, others as they are. */
 export function bracketHost(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;

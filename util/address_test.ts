@@ -10,6 +10,7 @@ import {
   parseIp,
   parseIPv4,
   parseIPv6,
+  splitHostPort,
   unbracketHost,
   unmapIPv4,
 } from "./address.ts";
@@ -149,5 +150,28 @@ describe("address: host and port", () => {
   it("formatIp with hexOnly writes mapped IPv4 in hex groups", () => {
     assert.equal(formatIp(ip("::ffff:1.2.3.4")), "::ffff:1.2.3.4");
     assert.equal(formatIp(ip("::ffff:1.2.3.4"), { hexOnly: true }), "::ffff:102:304");
+  });
+});
+
+describe("splitHostPort", () => {
+  it("cuts at the colon that ends the host, bracketed or not, judging neither part", () => {
+    assert.deepEqual(splitHostPort("example.com:443"), {
+      host: "example.com",
+      port: "443",
+      bracketed: false,
+    });
+    assert.deepEqual(splitHostPort("[fd00::/8]:80-90"), {
+      host: "fd00::/8",
+      port: "80-90",
+      bracketed: true,
+    });
+    assert.deepEqual(splitHostPort("::1:80"), { host: "::1", port: "80", bracketed: false });
+    assert.deepEqual(splitHostPort("memory:a"), { host: "memory", port: "a", bracketed: false });
+  });
+
+  it("gives undefined without a colon after the host, or with a bracket not closed before one", () => {
+    for (const text of ["example.com", "[::1]", "[::1]80", "[::1", ""]) {
+      assert.equal(splitHostPort(text), undefined, text);
+    }
   });
 });

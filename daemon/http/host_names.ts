@@ -13,6 +13,7 @@
  * @module
  */
 
+import { splitHostPort } from "../../util/address.ts";
 /** Why a name was refused. */
 export type HostNameRefusal = "bad_name" | "no_domain" | "not_allowed";
 
@@ -101,11 +102,11 @@ export function claimableHost(
  */
 export function requestHost(value: string): string | undefined {
   let host = value.trim().toLowerCase();
-  const colon = host.lastIndexOf(":");
-  if (colon >= 0) {
-    if (!/^[0-9]{1,5}$/.test(host.slice(colon + 1))) return undefined;
-    host = host.slice(0, colon);
-  }
+  const parts = splitHostPort(host);
+  if (parts) {
+    if (parts.bracketed || !/^[0-9]{1,5}$/.test(parts.port)) return undefined;
+    host = parts.host;
+  } else if (host.includes(":")) return undefined;
   if (host.endsWith(".")) host = host.slice(0, -1);
   return isHostName(host) ? host : undefined;
 }

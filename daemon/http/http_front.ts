@@ -33,6 +33,8 @@ import {
 } from "../../transport/http/framing.ts";
 import type { BodyFraming } from "../../transport/http/framing.ts";
 import { requestHost } from "./host_names.ts";
+import { concat } from "../../util/bytes.ts";
+import { splitHostPort } from "../../util/address.ts";
 
 /** How a request reaches the client holding its host. */
 export interface HttpRoute {
@@ -483,7 +485,7 @@ class HttpConnection {
     let bytes = chunk;
     while (bytes.length > 0 && !this.#responseDone(exchange)) {
       if (exchange.framing === undefined) {
-        const head = exchange.head ? concat(exchange.head, bytes) : bytes;
+        const head = exchange.head ? concat([exchange.head, bytes]) : bytes;
         const end = headEnd(head);
         if (end < 0) {
           if (head.length > MAX_RESPONSE_HEAD) {
@@ -783,16 +785,7 @@ class HttpConnection {
   }
 }
 
-/** The host part of a `host:port` address (brackets removed). */
+/** The host part of a `host:port` address (brackets removed); a descriptive name as it is. */
 function addressHost(address: string): string {
-  const colon = address.lastIndexOf(":");
-  const host = colon > 0 ? address.slice(0, colon) : address;
-  return host.startsWith("[") ? host.slice(1, -1) : host;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
+  return splitHostPort(address)?.host ?? address;
 }

@@ -16,7 +16,14 @@ import {
   parseCidr,
   parseHost,
 } from "./ip_ranges.ts";
-import { formatIp, type IpAddress, ipEquals, parseIp, unbracketHost } from "../../util/address.ts";
+import {
+  formatIp,
+  type IpAddress,
+  ipEquals,
+  parseIp,
+  splitHostPort,
+  unbracketHost,
+} from "../../util/address.ts";
 
 /** An inclusive port range; a single port has `from === to`. */
 export interface PortRange {
@@ -144,19 +151,12 @@ export function mergeRanges(ranges: readonly PortRange[]): PortRange[] {
  */
 export function parseForwardRule(text: string): Parsed<ForwardRule> {
   const fail = (error: string): Parsed<ForwardRule> => ({ ok: false, error });
-  let host: string, portText: string;
-  if (text.startsWith("[")) {
-    const close = text.indexOf("]");
-    if (close < 0 || text[close + 1] !== ":") return fail("expected [IPv6]:PORTS");
-    host = text.slice(1, close);
-    portText = text.slice(close + 2);
-    if (!host.includes(":")) return fail("brackets are only for IPv6 addresses");
-  } else {
-    const colon = text.lastIndexOf(":");
-    if (colon < 0) return fail("expected HOST:PORTS");
-    host = text.slice(0, colon);
-    portText = text.slice(colon + 1);
-    if (host.includes(":")) return fail("IPv6 addresses must be bracketed, as in [fd00::/8]:443");
+  const parts = splitHostPort(text);
+  if (!parts) return fail(text.startsWith("[") ? "expected [IPv6]:PORTS" : "expected HOST:PORTS");
+  const { host, port: portText, bracketed } = parts;
+  if (bracketed && !host.includes(":")) return fail("brackets are only for IPv6 addresses");
+  if (!bracketed && host.includes(":")) {
+    return fail("IPv6 addresses must be bracketed, as in [fd00::/8]:443");
   }
   const ports = parsePortRange(portText, true);
   if (!ports.ok) return fail(ports.error);
