@@ -59,7 +59,7 @@ Options:
                       found in neither are reported as skipped (docs/bench.md builds them)
   --timeout SECONDS   bound on one client or load process (default 60); an implementation that
                       hangs in a protocol scenario is not run in it again
-  --soak MINUTES      M1 also soaks under steady traffic for this long (the issue's soak: 10),
+  --soak MINUTES      M1 also soaks under steady traffic for this long (the soak of the targets: 10),
                       sampling RSS every 10 s; implies the memory suite
   --json FILE         write the full report (environment, samples, summaries, ratios) as JSON
   --svg FILE          write a chart per scenario, implementations side by side, as SVG

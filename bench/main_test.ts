@@ -135,7 +135,7 @@ describe("bench", () => {
         `tunnelmux-${RUNTIME}-ws`,
         `tunnelmux-${RUNTIME}-relay`,
       ];
-      // The HTTP family (issue 16): the same load in HTTP/1.1 through an HTTP tunnel by name.
+      // The HTTP family: the same load in HTTP/1.1 through an HTTP tunnel by name.
       const http = `http-tunnelmux-${RUNTIME}`;
       assert.deepEqual(report.impls, ["direct", ...tunnels, "http-direct", http]);
       assert.deepEqual(report.scenarios.map((s) => s.id), TUNNEL_SCENARIOS.map((s) => s.id));

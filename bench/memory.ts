@@ -3,7 +3,7 @@
  * whose reader stopped holds, and (`--soak`) whether RSS stays flat under steady traffic. Each
  * runtime gets its own pair of fresh processes (`bench/workers/memory_server.ts` and
  * `memory_client.ts`) over real TCP on 127.0.0.1; every memory reading is taken after a forced
- * full GC, on both sides. Numbers are reported, not judged (the issue's target: an idle stream
+ * full GC, on both sides. Numbers are reported, not judged (the target: an idle stream
  * costs at most 2 KiB); the one property checked is the flow-control bound, buffered ≤ window.
  *
  * @module
@@ -156,7 +156,7 @@ export interface MemoryReport {
   title: string;
   quick: boolean;
   workload: MemoryWorkload;
-  /** The issue's goal for an idle stream, in bytes (reported against, not asserted). */
+  /** The goal for an idle stream, in bytes (reported against, not asserted). */
   targetBytesPerStream: number;
   runs: MemoryRun[];
 }

@@ -1,5 +1,5 @@
 /**
- * Turns samples into the result table, the paired-ratio table and the issue's targets, as text
+ * Turns samples into the result table, the paired-ratio table and the targets, as text
  * (stdout) and as a JSON document (`--json`). An `--svg` renderer can take the same
  * {@linkcode BenchReport}. Two suites share it: the protocol scenarios (S1–S5, tunnelmux against
  * other yamux implementations) and the tunnel scenarios (T1–T4, every tunnel against `direct`,
@@ -91,7 +91,7 @@ export interface RatioRow extends Spread {
 /** A figure compared other than the headline value. */
 export type RatioMetric = "cpu" | "rss" | "p99";
 
-/** One of the issue's goals, checked against the measured median ratio. */
+/** One of the goals, checked against the measured median ratio. */
 export interface TargetRow {
   scenario: string;
   baseline: string;
@@ -144,7 +144,7 @@ interface Target {
   metric?: RatioMetric;
 }
 
-/** The issue's protocol targets: tunnelmux vs the `versus` family in `scenario`. */
+/** The protocol targets: tunnelmux vs the `versus` family in `scenario`. */
 const TARGETS: Target[] = [
   { scenario: "S1", versus: "libp2p-yamux", min: 3 },
   { scenario: "S1", versus: "hashicorp-go", min: 1.5 },
@@ -158,7 +158,7 @@ const TARGETS: Target[] = [
 
 /**
  * The name of the synthetic peer that is, in each round, the best foreign tunnel that ran in the
- * scenario (highest rate, lowest latency or cost), for issue 15's targets.
+ * scenario (highest rate, lowest latency or cost), for the targets.
  */
 export const BEST_PEER = "best-peer";
 
@@ -166,7 +166,7 @@ export const BEST_PEER = "best-peer";
 const FOREIGN_TUNNELS = ["frp", "chisel", "bore", "rathole"];
 
 /**
- * The issue's tunnel targets for every tunnelmux tunnel (`tcp` stands for the same runtime's
+ * The tunnel targets for every tunnelmux tunnel (`tcp` stands for the same runtime's
  * TCP tunnel): against direct TCP; WebSocket ≥ 0.8× TCP (latencies: ≤ 1/0.8); CPU per GiB and
  * per 1000 connections at or below bore's; the daemon's RSS after T2 at or below frps's.
  */
@@ -182,7 +182,7 @@ const TUNNEL_TARGETS: Target[] = [
   { scenario: "T1", versus: "bore", max: 1, metric: "cpu" },
   { scenario: "T2", versus: "bore", max: 1, metric: "cpu" },
   { scenario: "T2", versus: "frp", max: 1, metric: "rss" },
-  // Issue 15: against the best foreign tunnel of each round (see `bestPeer`).
+  // Against the best foreign tunnel of each round (see `bestPeer`).
   { scenario: "T1", versus: BEST_PEER, min: 1.1 },
   { scenario: "T2", versus: BEST_PEER, min: 1 },
   { scenario: "T3", versus: BEST_PEER, max: 1 },
@@ -255,7 +255,7 @@ function ratioPairs(suite: Suite, impls: readonly string[]): Pair[] {
     }
     return pairs;
   }
-  // Each family against its own baseline: raw tunnels against `direct`, HTTP ones (issue 16)
+  // Each family against its own baseline: raw tunnels against `direct`, HTTP ones
   // against `http-direct`.
   for (const baseline of impls.filter((i) => i !== "direct" && i !== "http-direct")) {
     const direct = baseline.startsWith("http-") ? "http-direct" : "direct";
@@ -280,12 +280,12 @@ function ratioPairs(suite: Suite, impls: readonly string[]): Pair[] {
     const tcp = relay.replace(/-relay$/, "-tcp");
     if (impls.includes(tcp)) pairs.push([relay, tcp], [relay, tcp, "cpu"]);
   }
-  // Costs only against the foreign tunnel the issue's target names (CPU: bore, RSS: frp).
+  // Costs only against the foreign tunnel the target names (CPU: bore, RSS: frp).
   for (const baseline of impls.filter((i) => i.startsWith("tunnelmux-"))) {
     if (impls.includes("bore")) pairs.push([baseline, "bore", "cpu"]);
     if (impls.includes("frp")) pairs.push([baseline, "frp", "rss"]);
   }
-  // Issue 15: every tunnelmux tunnel against the best foreign tunnel of each round.
+  // Every tunnelmux tunnel against the best foreign tunnel of each round.
   if (impls.some((i) => FOREIGN_TUNNELS.includes(i))) {
     for (const baseline of impls.filter((i) => i.startsWith("tunnelmux-"))) {
       pairs.push([baseline, BEST_PEER], [baseline, BEST_PEER, "cpu"], [baseline, BEST_PEER, "p99"]);

@@ -1,4 +1,4 @@
-// What the packages ship (issue 17.5): the JSR package (deno.json: the client SDK at its root,
+// What the packages ship: the JSR package (deno.json: the client SDK at its root,
 // the engine, transports and tunnel protocol as subpaths) passes `deno publish --dry-run` and
 // `deno doc --lint` and ships no tests, Go sources or results; the npm tarball likewise ships
 // no tests.

@@ -1,4 +1,4 @@
-// Certificates from ACME for HTTP tunnels (issue 16), against pebble, Let's Encrypt's test CA (a
+// Certificates from ACME for HTTP tunnels, against pebble, Let's Encrypt's test CA (a
 // real ACME server, built from the Go module proxy; never a real CA): a name held by a client is
 // ordered, proven over HTTP-01 on the daemon's HTTP port or TLS-ALPN-01 on its HTTPS port, served
 // to visitors who trust pebble's root, stored 0600 in the data dir, served again after a restart

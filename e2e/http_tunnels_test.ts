@@ -1,4 +1,4 @@
-// HTTP tunnels by host name (issue 16), end to end on one node: a daemon with a shared HTTP port
+// HTTP tunnels by host name, end to end on one node: a daemon with a shared HTTP port
 // and a base domain, SDK clients holding names, the client CLI's --http, curl and node:http as
 // visitors. The daemon runs in this process; the local services are node:http servers.
 import { after, before, describe, it } from "node:test";

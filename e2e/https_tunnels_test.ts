@@ -1,4 +1,4 @@
-// HTTPS and TLS tunnels by server name (issue 16), end to end on one node: a daemon with shared
+// HTTPS and TLS tunnels by server name, end to end on one node: a daemon with shared
 // HTTP and HTTPS ports, a wildcard certificate for its base domain, SDK clients and the client CLI
 // holding names, node:https and curl as visitors (--resolve to 127.0.0.1, trusting only the
 // certificate they should see). Terminated names reach plain HTTP apps through the HTTP front;

@@ -2,7 +2,7 @@
  * The host process (arguments, environment, signals, exit, stderr, working directory) without
  * `node:process` on Deno. Importing `node:process`, or touching the `process` global, makes Deno
  * load its Node compatibility layer: about 12 ms of every start of the daemon and of the client,
- * paid before the first tunnel opens (issue 15's start target is 100 ms for both). On Bun and
+ * paid before the first tunnel opens (the start target is 100 ms for both). On Bun and
  * Node the `process` global costs nothing and is used directly.
  *
  * @example

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:scale`: the cost curves of issue 15 — how memory, CPU and latency grow with idle
+ * `npm run bench:scale`: the cost curves — how memory, CPU and latency grow with idle
  * sessions on one daemon (1 → 10,000), reverse tunnels on one daemon (1 → 1,000) and concurrent
  * streams on one session (1 → 100,000), for tunnelmux on Deno and Bun and, where it can run the
  * same load, rathole and frp (see `curves.ts`). Prints a table per curve; with `--out DIR` writes

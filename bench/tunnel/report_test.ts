@@ -93,7 +93,7 @@ describe("tunnel report", () => {
     assert.equal(direct.cpu, undefined);
   });
 
-  it("checks the issue's targets", () => {
+  it("checks the targets", () => {
     const target = (scenario: string, baseline: string, versus: string, metric?: string) =>
       report.targets.find((t) =>
         t.scenario === scenario && t.baseline === baseline && t.versus === versus &&
@@ -107,7 +107,7 @@ describe("tunnel report", () => {
     assert.equal(target("T1", "frp", "direct"), undefined, "targets are tunnelmux's");
   });
 
-  it("compares tunnelmux with the best foreign tunnel of each round (issue 15)", () => {
+  it("compares tunnelmux with the best foreign tunnel of each round", () => {
     // T1 (a rate): best peer per round is bore (500, 500); tunnelmux-deno-tcp 400, 600.
     assert.equal(ratio("T1", "tunnelmux-deno-tcp", "best-peer")?.median, (0.8 + 1.2) / 2);
     // CPU (a cost): the best is the lowest, frp's 1 (bore's is 2).

@@ -33,7 +33,7 @@ export interface ListenConfig {
   https: HostPort | null;
 }
 
-/** HTTP tunnels (issue 16): names under a base domain, served on `listen.http`. */
+/** HTTP tunnels: names under a base domain, served on `listen.http`. */
 export interface HttpConfig {
   /**
    * The base domain: a client asking for a single label `NAME` holds `NAME.<domain>` (a DNS

@@ -1,5 +1,5 @@
 /**
- * Host names for HTTP(S) tunnels (issue 16; see docs/design/http-tunnels.md): what a client may
+ * Host names for HTTP(S) tunnels (see docs/design/http-tunnels.md): what a client may
  * ask for and how a request's `Host` (or a ClientHello's SNI) is matched against the names held.
  *
  * A client asks for a NAME: a single label (`myapp`), which means that label under the daemon's

@@ -1,5 +1,5 @@
 /**
- * The HTTP front of HTTP tunnels (issue 16; docs/design/http-tunnels.md): one visitor connection
+ * The HTTP front of HTTP tunnels (docs/design/http-tunnels.md): one visitor connection
  * on the shared HTTP port, its requests routed one by one by their `Host` to the tunnel holding
  * that name. Each request gets a stream of its own to the tunnel's client (which dials its local
  * service for it, as for a TCP tunnel), carrying the request head, with `X-Forwarded-*` and

@@ -1,5 +1,5 @@
 /**
- * The HTTPS front of HTTP and TLS tunnels (issue 16; docs/design/http-tunnels.md): one visitor
+ * The HTTPS front of HTTP and TLS tunnels (docs/design/http-tunnels.md): one visitor
  * connection on the shared HTTPS port, routed by the server name (SNI) of its ClientHello before
  * any byte reaches a client. A TLS tunnel's name gets the connection as it came (ClientHello
  * included) on a stream to its client, which splices it to its local TLS service; an HTTP

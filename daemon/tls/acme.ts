@@ -1,6 +1,6 @@
 /**
- * Certificates from an ACME CA (RFC 8555, npm `acme-client`) for the names HTTP tunnels hold
- * (issue 16). A name is ordered when a client first holds it and no certificate serves it; the
+ * Certificates from an ACME CA (RFC 8555, npm `acme-client`) for the names HTTP tunnels hold.
+ * A name is ordered when a client first holds it and no certificate serves it; the
  * CA proves it over HTTP-01 (the HTTP front answers `/.well-known/acme-challenge/`) or
  * TLS-ALPN-01 (the HTTPS front answers `acme-tls/1` hellos with the challenge certificate).
  *

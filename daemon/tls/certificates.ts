@@ -1,6 +1,6 @@
 /**
- * The certificates the HTTPS port terminates with, by the names they serve (issue 16): static
- * files from `http.certificates` now, certificates from ACME later. A certificate serves the DNS
+ * The certificates the HTTPS port terminates with, by the names they serve: the files of
+ * `http.certificates` and those ACME issues (`acme.ts`). A certificate serves the DNS
  * names of its subjectAltName; `*.example.com` serves one label under `example.com` (RFC 6125
  * §6.4.3). Where two serve a name, the exact name wins over a wildcard, then the one that
  * expires last (a renewed certificate replaces the old one without a gap).

@@ -1,5 +1,5 @@
 /**
- * The listener under a TLS front that routes by name (the daemon's HTTPS port, issue 16): it
+ * The listener under a TLS front that routes by name (the daemon's HTTPS port): it
  * accepts TCP, reads the ClientHello within a deadline ({@linkcode parseClientHello}), and hands
  * the connection over undecided. Its owner looks at the server name and ALPN and then either
  * passes the raw bytes on (the ClientHello first, untouched), terminates TLS with a certificate it
