@@ -20,17 +20,22 @@ import { CONTROL_VERSION, type DaemonMessage } from "../tunnel/control.ts";
 import { ControlChannel } from "../tunnel/control_channel.ts";
 import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
-import { Backoff, type BackoffOptions } from "./backoff.ts";
-import { dialFailure, sessionFailure } from "./connect_errors.ts";
-import { dialServer, type HostResolver } from "./dial_server.ts";
+import { Backoff, type BackoffOptions } from "./connect/backoff.ts";
+import { dialFailure, sessionFailure } from "./connect/connect_errors.ts";
+import { dialServer, type HostResolver } from "./connect/dial_server.ts";
 import { Emitter } from "./emitter.ts";
 import { ClientError } from "./errors.ts";
-import { type Forward, listenForward } from "./forward_listener.ts";
-import { watchHealth } from "./health_reports.ts";
-import { newOfferRecord, type OfferOptions, type OfferRecord, offerRequest } from "./offers.ts";
-import { type ControlRequest, PendingRequests } from "./requests.ts";
-import { restoreAll, type RestoreContext, restoreOffer, restoreTunnel } from "./restore.ts";
-import { serverUrlProblem } from "./server_url.ts";
+import { type Forward, listenForward } from "./tunnels/forward_listener.ts";
+import { watchHealth } from "./tunnels/health_reports.ts";
+import {
+  newOfferRecord,
+  type OfferOptions,
+  type OfferRecord,
+  offerRequest,
+} from "./tunnels/offers.ts";
+import { type ControlRequest, PendingRequests } from "./connect/requests.ts";
+import { restoreAll, type RestoreContext, restoreOffer, restoreTunnel } from "./tunnels/restore.ts";
+import { serverUrlProblem } from "./connect/server_url.ts";
 import {
   type ExposeOptions,
   exposeRequest,
@@ -40,8 +45,8 @@ import {
   tunnelById,
   type TunnelRecord,
   tunnelView,
-} from "./tunnels.ts";
-import { acceptIncoming, type VisitorRoutes } from "./visitors.ts";
+} from "./tunnels/expose.ts";
+import { acceptIncoming, type VisitorRoutes } from "./tunnels/visitors.ts";
 
 export type { ExposeOptions, Forward, OfferOptions, Tunnel };
 

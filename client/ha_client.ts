@@ -20,7 +20,7 @@
 import { Client, type ConnectOptions, type ExposeOptions, type OfferOptions } from "./client.ts";
 import { ClientError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
-import { type Forward, listenForward } from "./forward_listener.ts";
+import { type Forward, listenForward } from "./tunnels/forward_listener.ts";
 
 /** Options of {@linkcode connectHa}: a client's, plus how many nodes to keep sessions to. */
 export interface HaOptions extends ConnectOptions {

@@ -28,13 +28,13 @@ export type {
   Tunnel,
 } from "./client.ts";
 export { connectHa, HaClient } from "./ha_client.ts";
-export { HealthMonitor, probe } from "./health_check.ts";
-export type { HealthCheck, HealthOptions } from "./health_check.ts";
+export { HealthMonitor, probe } from "./tunnels/health_check.ts";
+export type { HealthCheck, HealthOptions } from "./tunnels/health_check.ts";
 export type { HaEvents, HaOptions, HaSession } from "./ha_client.ts";
-export { Backoff } from "./backoff.ts";
+export { Backoff } from "./connect/backoff.ts";
 export { Emitter } from "./emitter.ts";
-export type { HostResolver } from "./dial_server.ts";
-export type { BackoffOptions } from "./backoff.ts";
+export type { HostResolver } from "./connect/dial_server.ts";
+export type { BackoffOptions } from "./connect/backoff.ts";
 export { ClientError, describeStreamError } from "./errors.ts";
 export type { ClientErrorCode, StreamResetCode } from "./errors.ts";
 export { Stream } from "../protocol/stream.ts";

@@ -28,7 +28,7 @@ import type { ExposeOptions, OfferOptions } from "./client.ts";
 function readTextFile(path: string): string {
   return nodeBuiltin("node:fs").readFileSync(path, "utf8");
 }
-import type { HealthOptions } from "./health_check.ts";
+import type { HealthOptions } from "./tunnels/health_check.ts";
 
 /** The client command's flags, as parsed (each optional). */
 export interface ClientFlags {

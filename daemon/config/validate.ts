@@ -35,7 +35,7 @@ import {
   type PortRange,
 } from "../policy/policy.ts";
 import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "./token_hash.ts";
-import { isHostName } from "../http/host_names.ts";
+import { isHostName } from "../policy/host_names.ts";
 
 const TOP_KEYS = [
   "$schema",

@@ -32,7 +32,7 @@ import {
   responseFraming,
 } from "../../transport/http/framing.ts";
 import type { BodyFraming } from "../../transport/http/framing.ts";
-import { requestHost } from "./host_names.ts";
+import { requestHost } from "../policy/host_names.ts";
 import { concat } from "../../util/bytes.ts";
 import { splitHostPort } from "../../util/address.ts";
 

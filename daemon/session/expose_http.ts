@@ -13,7 +13,7 @@ import type { ClientMessage } from "../../tunnel/control.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import type { DaemonEventType } from "../events.ts";
-import { claimableHost } from "../http/host_names.ts";
+import { claimableHost } from "../policy/host_names.ts";
 import type { Registry } from "../registry/registry.ts";
 import { newTunnelId } from "../tunnels/open_tunnel.ts";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";

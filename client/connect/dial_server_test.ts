@@ -1,7 +1,7 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type Server, type Socket } from "node:net";
-import { closedPort, waitFor } from "../testing/mod.ts";
+import { closedPort, waitFor } from "../../testing/mod.ts";
 import { dialServer, serverAddresses } from "./dial_server.ts";
 
 describe("serverAddresses", () => {

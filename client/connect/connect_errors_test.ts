@@ -1,9 +1,9 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { dialFailure, sessionFailure } from "./connect_errors.ts";
-import { WebSocketConnectError } from "../transport/ws.ts";
-import { Session } from "../protocol/session.ts";
-import { memoryPair } from "../transport/memory.ts";
+import { WebSocketConnectError } from "../../transport/ws.ts";
+import { Session } from "../../protocol/session.ts";
+import { memoryPair } from "../../transport/memory.ts";
 
 const WS_URL = "ws://127.0.0.1:7080/tunnel";
 const TCP_URL = "tcp://127.0.0.1:7080";

@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type HealthHolder, type HealthListener, watchHealth } from "./health_reports.ts";
 import { HealthMonitor } from "./health_check.ts";
-import { listenTcp } from "../transport/mod.ts";
+import { listenTcp } from "../../transport/mod.ts";
 
 /** A listener that records every call. */
 function recorder(): HealthListener & { calls: string[] } {

@@ -6,11 +6,11 @@
  * @module
  */
 
-import type { Stream } from "../protocol/stream.ts";
-import { listenTcp } from "../transport/mod.ts";
-import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
-import { formatHostPort, parseHostPort } from "../util/address.ts";
-import { ClientError, describeStreamError } from "./errors.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { listenTcp } from "../../transport/mod.ts";
+import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
+import { formatHostPort, parseHostPort } from "../../util/address.ts";
+import { ClientError, describeStreamError } from "../errors.ts";
 
 /** A local listener forwarding through the daemon. */
 export interface Forward {

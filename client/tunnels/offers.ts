@@ -5,9 +5,9 @@
  * @module
  */
 
-import { parseHostPort } from "../util/address.ts";
+import { parseHostPort } from "../../util/address.ts";
 import type { HealthMonitor, HealthOptions } from "./health_check.ts";
-import type { ControlRequest } from "./requests.ts";
+import type { ControlRequest } from "../connect/requests.ts";
 
 /** Options of `Client.offer`. */
 export interface OfferOptions {

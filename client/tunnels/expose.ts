@@ -7,10 +7,10 @@
  * @module
  */
 
-import type { DaemonMessage } from "../tunnel/control.ts";
-import { parseHostPort } from "../util/address.ts";
+import type { DaemonMessage } from "../../tunnel/control.ts";
+import { parseHostPort } from "../../util/address.ts";
 import type { HealthMonitor, HealthOptions } from "./health_check.ts";
-import type { ControlRequest } from "./requests.ts";
+import type { ControlRequest } from "../connect/requests.ts";
 
 /** What `Client.expose` asks for. */
 export interface ExposeOptions {

@@ -6,8 +6,8 @@
  * @module
  */
 
-import type { ClientMessage, DaemonMessage } from "../tunnel/control.ts";
-import { ClientError } from "./errors.ts";
+import type { ClientMessage, DaemonMessage } from "../../tunnel/control.ts";
+import { ClientError } from "../errors.ts";
 
 /** A control message the daemon answers, without its `id` (the table numbers it). */
 export type ControlRequest = ClientMessage extends infer M

@@ -10,10 +10,10 @@
  * @module
  */
 
-import type { Transport } from "../protocol/transport.ts";
-import { connectTcp, connectTls } from "../transport/mod.ts";
-import { connectWebSocket } from "../transport/ws.ts";
-import { parseIp, unbracketHost } from "../util/address.ts";
+import type { Transport } from "../../protocol/transport.ts";
+import { connectTcp, connectTls } from "../../transport/mod.ts";
+import { connectWebSocket } from "../../transport/ws.ts";
+import { parseIp, unbracketHost } from "../../util/address.ts";
 
 /** What {@linkcode dialServer} reached. */
 export interface Dialed {

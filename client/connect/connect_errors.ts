@@ -6,8 +6,8 @@
  * @module
  */
 
-import { WebSocketConnectError } from "../transport/ws.ts";
-import { ClientError } from "./errors.ts";
+import { WebSocketConnectError } from "../../transport/ws.ts";
+import { ClientError } from "../errors.ts";
 
 /**
  * What a failed dial of the daemon at `url` means: a refused WebSocket upgrade says the URL or

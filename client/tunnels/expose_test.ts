@@ -8,7 +8,7 @@ import {
   tunnelById,
   type TunnelRecord,
   tunnelView,
-} from "./tunnels.ts";
+} from "./expose.ts";
 import { HealthMonitor } from "./health_check.ts";
 
 const NONE = () => Promise.resolve();

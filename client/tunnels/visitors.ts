@@ -8,16 +8,16 @@
  * @module
  */
 
-import type { Stream } from "../protocol/stream.ts";
-import type { Transport } from "../protocol/transport.ts";
-import { dialTcp, resetReasonForDial } from "../tunnel/dial.ts";
-import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
-import { readStreamHeader } from "../tunnel/read_stream_header.ts";
-import { ResetReason } from "../tunnel/reset_reasons.ts";
-import { splice, streamEnd, transportEnd } from "../tunnel/splice.ts";
-import type { StreamHeader } from "../tunnel/stream_header.ts";
-import { parseHostPort } from "../util/address.ts";
-import { ClientError } from "./errors.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import type { Transport } from "../../protocol/transport.ts";
+import { dialTcp, resetReasonForDial } from "../../tunnel/dial.ts";
+import { encodeProxyV1, encodeProxyV2 } from "../../tunnel/proxy_protocol.ts";
+import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
+import type { StreamHeader } from "../../tunnel/stream_header.ts";
+import { parseHostPort } from "../../util/address.ts";
+import { ClientError } from "../errors.ts";
 
 /** Where incoming streams go, and what to do when their local service cannot be reached. */
 export interface VisitorRoutes {

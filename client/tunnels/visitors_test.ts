@@ -1,17 +1,17 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { acceptIncoming, pipeToLocal, type VisitorRoutes, withProxyHeader } from "./visitors.ts";
-import type { ClientError } from "./errors.ts";
-import { Session } from "../protocol/session.ts";
-import type { Stream } from "../protocol/stream.ts";
-import { YamuxError } from "../protocol/errors.ts";
-import { memoryPair } from "../transport/memory.ts";
-import { listenTcp } from "../transport/mod.ts";
-import type { TransportListener } from "../protocol/transport.ts";
-import { decodeProxyHeader } from "../tunnel/_proxy_protocol_decoder.ts";
-import { ResetReason } from "../tunnel/reset_reasons.ts";
-import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
-import { concat } from "../util/bytes.ts";
+import type { ClientError } from "../errors.ts";
+import { Session } from "../../protocol/session.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { YamuxError } from "../../protocol/errors.ts";
+import { memoryPair } from "../../transport/memory.ts";
+import { listenTcp } from "../../transport/mod.ts";
+import type { TransportListener } from "../../protocol/transport.ts";
+import { decodeProxyHeader } from "../../tunnel/_proxy_protocol_decoder.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
+import { concat } from "../../util/bytes.ts";
 
 const QUIET = { enableKeepAlive: false };
 const text = new TextEncoder();

@@ -7,8 +7,8 @@ import {
   restoreOffer,
   restoreTunnel,
 } from "./restore.ts";
-import { ClientError } from "./errors.ts";
-import { newTunnelRecord, type TunnelRecord } from "./tunnels.ts";
+import { ClientError } from "../errors.ts";
+import { newTunnelRecord, type TunnelRecord } from "./expose.ts";
 import { newOfferRecord, type OfferRecord } from "./offers.ts";
 
 /** What a fake client saw: requests, errors, health watches, pauses. */

@@ -10,9 +10,9 @@
  * @module
  */
 
-import type { ClientError } from "./errors.ts";
+import type { ClientError } from "../errors.ts";
 import type { OfferRecord } from "./offers.ts";
-import type { TunnelRecord } from "./tunnels.ts";
+import type { TunnelRecord } from "./expose.ts";
 
 /** Pause between two attempts to get a tunnel's old port back after a reconnect. */
 export const RESTORE_RETRY_MS = 500;
