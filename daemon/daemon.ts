@@ -13,7 +13,7 @@ import { listenTcp, listenTls } from "../transport/mod.ts";
 import { HttpStats } from "./http/http_stats.ts";
 import { WebFronts } from "./http/web_fronts.ts";
 import { CertificateStore } from "./tls/certificates.ts";
-import { listenWebSocket } from "../transport/ws.ts";
+import { listenWebSocket } from "../transport/ws/mod.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./session/client_session.ts";
 import type { Config } from "./config/mod.ts";
 import type { Logger } from "../util/log.ts";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import type { Duplex } from "node:stream";
-import { listenWebSocket } from "../transport/ws.ts";
+import { listenWebSocket } from "../transport/ws/mod.ts";
 import { acceptFor } from "../transport/ws/handshake.ts";
 import { encodeFrame, MessageDecoder, randomMask } from "../transport/ws/frame.ts";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

@@ -24,6 +24,6 @@ export {
   listenWebSocket,
   WebSocketCloseError,
   WebSocketConnectError,
-} from "./ws.ts";
-export type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws.ts";
+} from "./ws/mod.ts";
+export type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws/mod.ts";
 export type { Transport, TransportHandlers, TransportListener } from "../protocol/transport.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { WebSocketConnectError } from "../../transport/ws.ts";
+import { WebSocketConnectError } from "../../transport/ws/mod.ts";
 import { ClientError } from "../errors.ts";
 
 /**

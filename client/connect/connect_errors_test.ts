@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { dialFailure, sessionFailure } from "./connect_errors.ts";
-import { WebSocketConnectError } from "../../transport/ws.ts";
+import { WebSocketConnectError } from "../../transport/ws/mod.ts";
 import { Session } from "../../protocol/session.ts";
 import { memoryPair } from "../../transport/memory.ts";
 

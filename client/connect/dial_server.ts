@@ -12,7 +12,7 @@
 
 import type { Transport } from "../../protocol/transport.ts";
 import { connectTcp, connectTls } from "../../transport/mod.ts";
-import { connectWebSocket } from "../../transport/ws.ts";
+import { connectWebSocket } from "../../transport/ws/mod.ts";
 import { parseIp, unbracketHost } from "../../util/address.ts";
 
 /** What {@linkcode dialServer} reached. */

@@ -9,7 +9,7 @@ import type { Daemon } from "../daemon.ts";
 import { formatHostPort, type HostPort } from "../../util/address.ts";
 import type { Logger } from "../../util/log.ts";
 import { createAdminApp } from "./app.ts";
-import { type FetchHandler, type HttpServer, serveHttp } from "../../transport/http_server.ts";
+import { type FetchHandler, type HttpServer, serveHttp } from "../../transport/http/serve.ts";
 
 /** A running admin API. */
 export interface AdminServer extends HttpServer {

@@ -14,7 +14,7 @@ import { concat } from "../../util/bytes.ts";
 import { acceptFor } from "./handshake.ts";
 import { headEnd } from "../http/head.ts";
 import { listenTcp } from "../mod.ts";
-import { CloseCode, listenWebSocket, WebSocketCloseError, WebSocketConnectError } from "../ws.ts";
+import { CloseCode, listenWebSocket, WebSocketCloseError, WebSocketConnectError } from "./mod.ts";
 import { connectRawWebSocket } from "./client.ts";
 import { encodeClosePayload, encodeFrame, MessageDecoder, Opcode } from "./frame.ts";
 import { waitFor } from "../../testing/wait.ts";

@@ -12,7 +12,7 @@ import type { Transport, TransportListener } from "../../protocol/transport.ts";
 import { Probe } from "../_test_util.ts";
 import { RawWebSocket } from "./_test_util.ts";
 import { connectTcp } from "../mod.ts";
-import { listenWebSocket, type WebSocketListenOptions } from "../ws.ts";
+import { listenWebSocket, type WebSocketListenOptions } from "./mod.ts";
 import { listenRawWebSocket } from "./server.ts";
 import { waitFor } from "../../testing/wait.ts";
 

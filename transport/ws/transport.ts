@@ -5,7 +5,7 @@
  * This module holds what every runtime shares: options, close codes, message packing and the
  * transport itself. Runtime-specific code lives in `ws/server.ts`, `ws/server_bun.ts` and
  * `ws/client.ts`, each of which drives a {@linkcode WebSocketTransport} through a small
- * {@linkcode SocketDriver}; `ws.ts` picks among them.
+ * {@linkcode SocketDriver}; `mod.ts` picks among them.
  *
  * Semantics the byte-stream contract cannot carry over unchanged:
  * - WebSocket has no half-close. `end()` sends what is queued, then closes with 1000; the peer sees

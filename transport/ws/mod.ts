@@ -1,21 +1,21 @@
 /**
  * WebSocket through the running runtime: the server is our own RFC 6455 server on Deno
- * (`ws/server.ts`) or `Bun.serve` (`ws/server_bun.ts`), the client our own client over the
- * runtime's TCP adapter everywhere (`ws/client.ts`). The one place that picks a WebSocket
- * adapter; what they share is `ws/transport.ts`.
+ * (`server.ts`) or `Bun.serve` (`server_bun.ts`), the client our own client over the
+ * runtime's TCP adapter everywhere (`client.ts`). The one place that picks a WebSocket
+ * adapter; what they share is `transport.ts`.
  *
  * @module
  */
 
-import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { currentRuntime } from "../util/runtime.ts";
-import { connectRawWebSocket } from "./ws/client.ts";
-import { listenBunWebSocket } from "./ws/server_bun.ts";
-import { listenRawWebSocket } from "./ws/server.ts";
-import type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws/transport.ts";
+import type { Transport, TransportListener } from "../../protocol/transport.ts";
+import { currentRuntime } from "../../util/runtime.ts";
+import { connectRawWebSocket } from "./client.ts";
+import { listenBunWebSocket } from "./server_bun.ts";
+import { listenRawWebSocket } from "./server.ts";
+import type { WebSocketConnectOptions, WebSocketListenOptions } from "./transport.ts";
 
-export { CloseCode, WebSocketCloseError, WebSocketConnectError } from "./ws/transport.ts";
-export type { WebSocketConnectOptions, WebSocketListenOptions } from "./ws/transport.ts";
+export { CloseCode, WebSocketCloseError, WebSocketConnectError } from "./transport.ts";
+export type { WebSocketConnectOptions, WebSocketListenOptions } from "./transport.ts";
 
 /**
  * Serves WebSocket upgrades on `options.path` with the runtime's HTTP server and hands each

@@ -6,10 +6,10 @@
  * @module
  */
 
-import type { HostPort } from "../util/address.ts";
-import { currentRuntime } from "../util/runtime.ts";
-import { bunApi } from "./bun/types.ts";
-import { serveHttp1 } from "./http/server.ts";
+import type { HostPort } from "../../util/address.ts";
+import { currentRuntime } from "../../util/runtime.ts";
+import { bunApi } from "../bun/types.ts";
+import { serveHttp1 } from "./server.ts";
 
 /** A bound HTTP server. */
 export interface HttpServer {

@@ -9,14 +9,14 @@
 
 import assert from "node:assert/strict";
 import { before, describe, it } from "node:test";
-import { Session } from "../protocol/mod.ts";
-import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { checkEcho } from "../tools/echo_check.ts";
-import { echoStream } from "../tunnel/echo.ts";
-import { type Pair, transportContract, withPair } from "./_contract.ts";
-import { hasOpenssl, makeTestIdentity } from "./_test_certificate.ts";
-import { echo, isBun, pattern, Probe, sameBytes, tick, writeAll } from "./_test_util.ts";
-import { RawWebSocket } from "./ws/_test_util.ts";
+import { Session } from "../../protocol/mod.ts";
+import type { Transport, TransportListener } from "../../protocol/transport.ts";
+import { checkEcho } from "../../tools/echo_check.ts";
+import { echoStream } from "../../tunnel/echo.ts";
+import { type Pair, transportContract, withPair } from "../_contract.ts";
+import { hasOpenssl, makeTestIdentity } from "../_test_certificate.ts";
+import { echo, isBun, pattern, Probe, sameBytes, tick, writeAll } from "../_test_util.ts";
+import { RawWebSocket } from "./_test_util.ts";
 import {
   CloseCode,
   connectWebSocket,
@@ -24,10 +24,10 @@ import {
   type WebSocketCloseError,
   WebSocketConnectError,
   type WebSocketListenOptions,
-} from "./ws.ts";
-import { MESSAGE_SIZE } from "./ws/transport.ts";
-import { listenBunWebSocket } from "./ws/server_bun.ts";
-import { waitFor } from "../testing/wait.ts";
+} from "./mod.ts";
+import { MESSAGE_SIZE } from "./transport.ts";
+import { listenBunWebSocket } from "./server_bun.ts";
+import { waitFor } from "../../testing/wait.ts";
 
 const KIB = 1024;
 const MIB = 1024 * KIB;
