@@ -1,49 +1,18 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Session } from "../../protocol/session.ts";
-import type { Transport } from "../../protocol/transport.ts";
 import { memoryPair } from "../../transport/memory.ts";
-import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
 import { Logger } from "../../util/log.ts";
 import { chooseRoute } from "../registry/route_choice.ts";
 import { RelayRoute } from "./relay_route.ts";
+import { echoClient, received } from "../tunnels/_echo_client.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
-const QUIET = { enableKeepAlive: false };
 const CLAIM = { tunnel: "t-abc", session: "s7", client: "alice", node: "node-b" };
-
-/** A relay session to "node-b", whose end reads each stream's header and echoes the rest. */
-function relaySession() {
-  const [a, b] = memoryPair();
-  const headers: StreamHeader[] = [];
-  const nodeB = new Session(b, {
-    client: false,
-    config: QUIET,
-    onStream: async (stream) => {
-      const { header, rest } = await readStreamHeader(stream, 5_000);
-      headers.push(header);
-      if (rest.length > 0) stream.write(rest.slice());
-      stream.onData = (chunk) => stream.write(chunk.slice());
-      stream.onEnd = () => stream.end();
-      stream.resume();
-    },
-  });
-  const toB = new Session(a, { client: true, config: QUIET });
-  return { toB, nodeB, headers };
-}
-
-function received(transport: Transport): Promise<string> {
-  const chunks: Uint8Array[] = [];
-  return new Promise((resolve) => {
-    const done = () => resolve(Buffer.concat(chunks).toString());
-    transport.start({ data: (c) => chunks.push(c.slice()), drain() {}, end: done, close: done });
-  });
-}
 
 describe("RelayRoute", () => {
   it("sends a visitor of this node to the holding node under the tunnel's id", async () => {
-    const { toB, nodeB, headers } = relaySession();
+    const { near: toB, far: nodeB, headers } = echoClient();
     const route = new RelayRoute({
       claim: CLAIM,
       opener: toB,

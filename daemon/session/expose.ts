@@ -10,6 +10,7 @@
 
 import type { Session } from "../../protocol/session.ts";
 import type { ClientMessage } from "../../tunnel/control.ts";
+import { formatHostPort } from "../../util/address.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { canExpose } from "../policy/policy.ts";
 import { openTunnel } from "../tunnels/open_tunnel.ts";
@@ -93,15 +94,7 @@ export async function expose(
     context.ports.detach(tunnel);
     return void context.registry.releasePort(context.tunnels.portClaim(tunnel));
   }
-  context.tunnels.add(tunnel);
-  const bind = `${tunnel.bindHost}:${tunnel.port}`;
-  context.log.info("tunnel up", { tunnel: tunnel.id, bind });
-  context.publish("tunnel_up", {
-    tunnel: tunnel.id,
-    client: client.name,
-    session: context.sessionId,
-    bind,
-  });
+  context.tunnels.add(tunnel, formatHostPort(tunnel.bindHost, tunnel.port));
   answer.send({
     type: "exposed",
     id: message.id,

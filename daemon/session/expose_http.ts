@@ -12,7 +12,6 @@ import type { Session } from "../../protocol/session.ts";
 import type { ClientMessage } from "../../tunnel/control.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
-import type { DaemonEventType } from "../events.ts";
 import { claimableHost } from "../policy/host_names.ts";
 import type { Registry } from "../registry/registry.ts";
 import { newTunnelId } from "../tunnels/open_tunnel.ts";
@@ -47,8 +46,6 @@ export interface ExposeHttpContext {
   terminates(host: string): boolean;
   /** A tunnel now holds `host` for HTTP: asks ACME for its certificate if none serves it. */
   wantCertificate(host: string): void;
-  /** Publishes an event to the daemon's feed. */
-  publish(type: DaemonEventType, fields: Record<string, string | number | undefined>): void;
 }
 
 /**
@@ -105,16 +102,8 @@ export async function exposeHttp(
     tunnel.close();
     return void context.registry.releaseHost(context.tunnels.hostClaim(tunnel), tunnel);
   }
-  context.tunnels.add(tunnel);
+  context.tunnels.add(tunnel, passthrough ? `tls://${named.host}:${port}` : url);
   if (!passthrough && httpsPort !== undefined) context.wantCertificate(named.host);
-  const bind = passthrough ? `tls://${named.host}:${port}` : url;
-  context.log.info("tunnel up", { tunnel: tunnel.id, bind });
-  context.publish("tunnel_up", {
-    tunnel: tunnel.id,
-    client: client.name,
-    session: context.sessionId,
-    bind,
-  });
   answer.send({
     type: "exposed",
     id: message.id,

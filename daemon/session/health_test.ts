@@ -27,7 +27,8 @@ function tunnel(): ReverseTunnel {
     port: 20001,
     log: f.context.log,
   });
-  f.tunnels.add(added);
+  f.tunnels.add(added, "test");
+  f.events.length = 0; // its tunnel_up is add()'s own test
   return added;
 }
 

@@ -51,10 +51,16 @@ export class SessionTunnels {
     return [...this.#tunnels.keys()];
   }
 
-  /** Adds `tunnel`, whose port or name is already claimed, here and to the registry. */
-  add(tunnel: ReverseTunnel): void {
+  /**
+   * Adds `tunnel`, whose port or name is already claimed, here and to the registry, and tells
+   * the log and the daemon's feed that it is up at `bind` (as the client's reply shows it).
+   */
+  add(tunnel: ReverseTunnel, bind: string): void {
+    const { sessionId, log, publish } = this.#context;
     this.#tunnels.set(tunnel.id, tunnel);
-    this.#context.registry.addTunnel(tunnel, this.#context.sessionId);
+    this.#context.registry.addTunnel(tunnel, sessionId);
+    log.info("tunnel up", { tunnel: tunnel.id, bind });
+    publish("tunnel_up", { tunnel: tunnel.id, client: tunnel.client, session: sessionId, bind });
   }
 
   /**

@@ -39,10 +39,19 @@ async function hostTunnel(host: string): Promise<ReverseTunnel> {
 describe("SessionTunnels", () => {
   afterEach(() => f.close());
 
-  it("lists an added tunnel here and in the registry, under the session", async () => {
+  it("lists an added tunnel here and in the registry, under the session, and says it is up", async () => {
     f = new Fixture();
     const tunnel = await portTunnel();
-    f.tunnels.add(tunnel);
+    f.tunnels.add(tunnel, `127.0.0.1:${tunnel.port}`);
+    assert.deepEqual(f.events, [{
+      type: "tunnel_up",
+      fields: {
+        tunnel: tunnel.id,
+        client: "alice",
+        session: f.context.sessionId,
+        bind: `127.0.0.1:${tunnel.port}`,
+      },
+    }]);
     assert.equal(f.tunnels.size, 1);
     assert.equal(f.tunnels.get(tunnel.id), tunnel);
     assert.deepEqual(f.tunnels.ids(), [tunnel.id]);
@@ -75,7 +84,8 @@ describe("SessionTunnels", () => {
   it("takes a port tunnel down: closed, forgotten, its port released and unbound, then told", async () => {
     f = new Fixture();
     const tunnel = await portTunnel();
-    f.tunnels.add(tunnel);
+    f.tunnels.add(tunnel, "test");
+    f.events.length = 0; // its tunnel_up is add()'s own test
     tunnel.stats.connections = 3;
     tunnel.stats.aToB = 10;
     tunnel.stats.bToA = 20;
@@ -104,7 +114,8 @@ describe("SessionTunnels", () => {
   it("takes a tunnel by host name down, releasing its name", async () => {
     f = new Fixture();
     const tunnel = await hostTunnel("app.tunnels.example.com");
-    f.tunnels.add(tunnel);
+    f.tunnels.add(tunnel, "test");
+    f.events.length = 0; // its tunnel_up is add()'s own test
     assert.equal(f.registry.hostRoute("app.tunnels.example.com"), tunnel);
     await f.tunnels.remove(tunnel);
     assert.equal(f.registry.hostRoute("app.tunnels.example.com"), undefined);
@@ -115,7 +126,8 @@ describe("SessionTunnels", () => {
   it("settles even when the registry fails to release", async () => {
     f = new Fixture();
     const tunnel = await portTunnel();
-    f.tunnels.add(tunnel);
+    f.tunnels.add(tunnel, "test");
+    f.events.length = 0; // its tunnel_up is add()'s own test
     f.registry.releasePort = () => Promise.reject(new Error("registry away"));
     await f.tunnels.remove(tunnel);
     assert.equal(f.tunnels.size, 0);
@@ -125,8 +137,10 @@ describe("SessionTunnels", () => {
     f = new Fixture();
     const first = await portTunnel();
     const second = await hostTunnel("two.tunnels.example.com");
-    f.tunnels.add(first);
-    f.tunnels.add(second);
+    f.tunnels.add(first, "test");
+    f.events.length = 0; // its tunnel_up is add()'s own test
+    f.tunnels.add(second, "test");
+    f.events.length = 0; // its tunnel_up is add()'s own test
     f.tunnels.removeAll();
     assert.equal(f.tunnels.size, 0);
     assert.deepEqual(f.registry.tunnels(), []);

@@ -1,7 +1,7 @@
 /**
  * Reverse tunnels: a client's tunnel on this node, for a public port or (an HTTP or TLS tunnel)
  * a host name. Every visitor its port's listener (`port_listener.ts`) or the HTTP(S) front gives
- * it becomes a new stream to the client, piped both ways (`visitor_streams.ts`). A port may have
+ * it becomes a new stream to the client, piped both ways (`stream_route.ts`). A port may have
  * several routes (sessions of one client on several nodes, members of a group, relays to other
  * nodes); each client tunnel is one of them, with its own id and counters.
  *
@@ -10,10 +10,9 @@
 
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
-import type { Transport } from "../../protocol/transport.ts";
 import type { Logger } from "../../util/log.ts";
 import type { TunnelHandle, TunnelStats } from "../registry/registry.ts";
-import { VisitorStreams } from "./visitor_streams.ts";
+import { StreamRoute } from "./stream_route.ts";
 
 export type { TunnelStats };
 
@@ -51,9 +50,7 @@ export interface ReverseTunnelOptions {
 }
 
 /** A client's tunnel on this node. */
-export class ReverseTunnel implements TunnelHandle {
-  /** Unique id. */
-  readonly id: string;
+export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   /** Owning client. */
   readonly client: string;
   /** Who holds the port (`client:NAME` or `group:NAME`). */
@@ -68,18 +65,14 @@ export class ReverseTunnel implements TunnelHandle {
   readonly host: string | undefined;
   /** A TLS tunnel: the host's HTTPS connections are passed through, not terminated. */
   readonly passthrough: boolean;
-  /** Always true: a client tunnel is a route of this node (no relay hop). */
-  readonly local = true;
   /** When it was opened (ms since the epoch). */
   readonly createdAt = Date.now();
   /** False while the client reports its local service failing its health check. */
   reportedHealthy = true;
 
-  readonly #visitors: VisitorStreams;
-
   /** A tunnel through `options.session`; its port listener or the HTTP(S) front hands it visitors. */
   constructor(options: ReverseTunnelOptions) {
-    this.id = options.id;
+    super(options.id, options.session, true, options.log.child({ tunnel: options.id }));
     this.client = options.client;
     this.owner = options.owner ?? `client:${options.client}`;
     this.bindHost = options.bindHost;
@@ -87,51 +80,11 @@ export class ReverseTunnel implements TunnelHandle {
     this.label = options.label;
     this.host = options.host;
     this.passthrough = options.passthrough ?? false;
-    this.#visitors = new VisitorStreams(
-      options.id,
-      options.session,
-      options.log.child({ tunnel: options.id }),
-    );
-  }
-
-  /** Live counters. Byte counts move while visitors are connected. */
-  get stats(): TunnelStats {
-    return this.#visitors.stats;
   }
 
   /** Whether it takes visitors: open, and its client's service healthy. */
-  get healthy(): boolean {
-    return this.reportedHealthy && !this.#visitors.closed;
-  }
-
-  /** Visitors in flight now (for balancing). */
-  get active(): number {
-    return this.#visitors.stats.active;
-  }
-
-  /** Takes no more visitors; those connected finish normally (a drain). Idempotent. */
-  stopAccepting(): void {
-    this.#visitors.stopAccepting();
-  }
-
-  /** Takes no more visitors and disconnects current ones. Idempotent. */
-  close(): void {
-    this.#visitors.close();
-  }
-
-  /** A visitor of the public port (or a passed-through TLS connection): a new stream to the client. */
-  visitor(visitor: Transport): void {
-    this.#visitors.visitor(visitor);
-  }
-
-  /**
-   * A stream to the client for one visitor that the caller pipes itself (an HTTP request on the
-   * daemon's HTTP port, see `http_front.ts`), or undefined when the tunnel takes no visitors or
-   * the client cannot be reached (counted).
-   */
-  open(remote: string, local: string): Stream | undefined {
-    if (!this.healthy) return undefined;
-    return this.#visitors.open(remote, local);
+  override get healthy(): boolean {
+    return this.reportedHealthy && super.healthy;
   }
 
   /**
@@ -139,7 +92,7 @@ export class ReverseTunnel implements TunnelHandle {
    * `stream` (its `remote` and `local` addresses as that node saw them; `rest`: bytes read with
    * the stream's header). It goes on to the client like a visitor of our own port.
    */
-  relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
-    this.#visitors.relayed(stream, remote, local, rest);
+  override relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
+    super.relayed(stream, remote, local, rest);
   }
 }

@@ -2,49 +2,22 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
-import type { Transport } from "../../protocol/transport.ts";
 import { memoryPair } from "../../transport/memory.ts";
-import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
 import { Logger } from "../../util/log.ts";
-import { VisitorStreams } from "./visitor_streams.ts";
+import type { Stream as YamuxStream } from "../../protocol/stream.ts";
+import { StreamRoute } from "./stream_route.ts";
+import { echoClient, QUIET, received } from "./_echo_client.ts";
+
+/** A route that takes relayed visitors, as a client's own tunnel does. */
+class Relaying extends StreamRoute {
+  override relayed(stream: YamuxStream, remote: string, local: string, rest: Uint8Array): void {
+    super.relayed(stream, remote, local, rest);
+  }
+}
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
-const QUIET = { enableKeepAlive: false };
-
-/**
- * A yamux session pair: the daemon's end (which the visitors' streams are opened on) and a
- * client that reads each stream's header, then echoes the stream's bytes back and ends it.
- */
-function clientPair() {
-  const [a, b] = memoryPair();
-  const headers: StreamHeader[] = [];
-  const client = new Session(b, {
-    client: true,
-    config: QUIET,
-    onStream: async (stream) => {
-      const { header, rest } = await readStreamHeader(stream, 5_000);
-      headers.push(header);
-      if (rest.length > 0) stream.write(rest.slice());
-      stream.onData = (chunk) => stream.write(chunk.slice());
-      stream.onEnd = () => stream.end();
-      stream.resume();
-    },
-  });
-  const daemon = new Session(a, { client: false, config: QUIET });
-  return { daemon, client, headers };
-}
-
-/** Collects what `transport` receives until it ends or closes. */
-function received(transport: Transport): Promise<string> {
-  const chunks: Uint8Array[] = [];
-  return new Promise((resolve) => {
-    const done = () => resolve(Buffer.concat(chunks).toString());
-    transport.start({ data: (c) => chunks.push(c.slice()), drain() {}, end: done, close: done });
-  });
-}
-
 /** Collects what `stream` receives until it ends. */
 function streamText(stream: Stream): Promise<string> {
   const chunks: Uint8Array[] = [];
@@ -55,10 +28,10 @@ function streamText(stream: Stream): Promise<string> {
   });
 }
 
-describe("VisitorStreams", () => {
+describe("StreamRoute", () => {
   it("sends a visitor as a stream with its header, pipes both ways and counts it", async () => {
-    const { daemon, client, headers } = clientPair();
-    const visitors = new VisitorStreams("t-1", daemon, log);
+    const { near: daemon, far: client, headers } = echoClient();
+    const visitors = new StreamRoute("t-1", daemon, true, log);
     const [outside, inside] = memoryPair();
     const echoed = received(outside);
     visitors.visitor(inside);
@@ -80,8 +53,8 @@ describe("VisitorStreams", () => {
   });
 
   it("open() gives the caller a stream to pipe itself, counted as a connection", async () => {
-    const { daemon, client, headers } = clientPair();
-    const visitors = new VisitorStreams("t-2", daemon, log);
+    const { near: daemon, far: client, headers } = echoClient();
+    const visitors = new StreamRoute("t-2", daemon, true, log);
     const stream = visitors.open("192.0.2.1:5000", "127.0.0.1:80");
     assert.ok(stream);
     const text = streamText(stream);
@@ -95,13 +68,13 @@ describe("VisitorStreams", () => {
   });
 
   it("takes no visitors once stopped, and close() disconnects the connected ones", async () => {
-    const { daemon, client } = clientPair();
-    const visitors = new VisitorStreams("t-3", daemon, log);
+    const { near: daemon, far: client } = echoClient();
+    const visitors = new StreamRoute("t-3", daemon, true, log);
     const [outside, inside] = memoryPair();
     const ended = received(outside);
     visitors.visitor(inside);
     visitors.stopAccepting();
-    assert.equal(visitors.closed, true);
+    assert.equal(visitors.healthy, false);
     assert.equal(visitors.open("a", "b"), undefined);
     const [late, lateInside] = memoryPair();
     const refused = received(late);
@@ -120,7 +93,7 @@ describe("VisitorStreams", () => {
         throw new Error("session closed");
       },
     };
-    const visitors = new VisitorStreams("t-4", broken, log);
+    const visitors = new StreamRoute("t-4", broken, true, log);
     const [outside, inside] = memoryPair();
     const closed = received(outside);
     visitors.visitor(inside);
@@ -130,8 +103,8 @@ describe("VisitorStreams", () => {
   });
 
   it("passes a relayed stream on to the client with the bytes read with its header", async () => {
-    const { daemon, client, headers } = clientPair();
-    const visitors = new VisitorStreams("t-5", daemon, log);
+    const { near: daemon, far: client, headers } = echoClient();
+    const visitors = new Relaying("t-5", daemon, true, log);
     // The relayed stream comes from another node's session: a second pair stands for it.
     const [x, y] = memoryPair();
     const otherNode = new Session(x, { client: true, config: QUIET });
@@ -165,7 +138,7 @@ describe("VisitorStreams", () => {
     const fromOtherNode = otherNode.open();
     fromOtherNode.write(new Uint8Array([1]));
     const reset = new Promise<Error | undefined>((resolve) => fromOtherNode.onClose = resolve);
-    const visitors = new VisitorStreams("t-6", { open: () => assert.fail("not opened") }, log);
+    const visitors = new Relaying("t-6", { open: () => assert.fail("not opened") }, true, log);
     visitors.stopAccepting();
     visitors.relayed(await relayed, "a", "b", new Uint8Array(0));
     const error = await reset as Error & { resetCode?: number };

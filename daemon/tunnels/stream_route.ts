@@ -1,9 +1,9 @@
 /**
- * Visitors sent to a client as streams: what every route to a client does with a visitor,
- * whether the route is a client's own tunnel on this node (`reverse_tunnel.ts`) or, in a
- * cluster, a relay to a tunnel held on another node (`cluster/relay_route.ts`). Each visitor
- * becomes a new stream that starts with a `visitor` header (tunnel id, the visitor's addresses)
- * and is spliced to the visitor both ways, with the route's counters kept.
+ * A route that sends each visitor to its client as a new stream: what every route does with a
+ * visitor, whether it is a client's own tunnel on this node (`reverse_tunnel.ts`) or, in a
+ * cluster, a relay to a tunnel held on another node (`cluster/relay_route.ts`), both of which
+ * extend it. Each visitor's stream starts with a `visitor` header (tunnel id, the visitor's
+ * addresses) and is spliced to the visitor both ways, with the route's counters kept.
  *
  * @module
  */
@@ -17,29 +17,38 @@ import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
 import type { Logger } from "../../util/log.ts";
 import type { TunnelStats } from "../registry/registry.ts";
 
-/** The streams of one route's visitors, and their counters. */
-export class VisitorStreams {
-  /** Live counters. */
+/** A route whose visitors go to its client as streams, with their counters. */
+export class StreamRoute {
+  /** The tunnel's id in the node that holds it (what the client knows it by). */
+  readonly id: string;
+  /** True for a route of this node; false for a relay to another node (one more hop). */
+  readonly local: boolean;
+  /** Live counters. Byte counts move while visitors are connected. */
   readonly stats: TunnelStats = { connections: 0, active: 0, errors: 0, aToB: 0, bToA: 0 };
-  readonly #tunnel: string;
   readonly #session: Pick<Session, "open">;
   readonly #log: Logger;
   readonly #visitors = new Set<Transport>();
   #closed = false;
 
   /**
-   * Visitors of tunnel `tunnel` (the id the client knows it by), sent through `session`: the
-   * client's yamux session, or the relay session to the node holding the tunnel.
+   * A route to tunnel `id`, sending visitors through `session`: the client's yamux session, or
+   * the relay session to the node holding the tunnel (then `local` is false).
    */
-  constructor(tunnel: string, session: Pick<Session, "open">, log: Logger) {
-    this.#tunnel = tunnel;
+  constructor(id: string, session: Pick<Session, "open">, local: boolean, log: Logger) {
+    this.id = id;
+    this.local = local;
     this.#session = session;
     this.#log = log;
   }
 
-  /** Whether visitors are no longer taken. */
-  get closed(): boolean {
-    return this.#closed;
+  /** Whether it takes visitors now: not stopped (routes add their own conditions). */
+  get healthy(): boolean {
+    return !this.#closed;
+  }
+
+  /** Visitors in flight now (for balancing, and to know when a stopped route has drained). */
+  get active(): number {
+    return this.stats.active;
   }
 
   /** Takes no more visitors; those connected finish normally (a drain). Idempotent. */
@@ -65,10 +74,10 @@ export class VisitorStreams {
 
   /**
    * A stream to the client for one visitor that the caller pipes itself (an HTTP request), or
-   * undefined when visitors are no longer taken or the client cannot be reached (counted).
+   * undefined when the route is not healthy or the client cannot be reached (counted).
    */
   open(remote: string, local: string): Stream | undefined {
-    if (this.#closed) return undefined;
+    if (!this.healthy) return undefined;
     const stream = this.#open(remote, local);
     if (stream) this.stats.connections++;
     return stream;
@@ -76,9 +85,10 @@ export class VisitorStreams {
 
   /**
    * A visitor that another node took and relays here as `stream` (`remote` and `local` as that
-   * node saw them; `rest`: bytes read with the stream's header): it goes on to the client.
+   * node saw them; `rest`: bytes read with the stream's header): it goes on to the client. For a
+   * client's own tunnel only (a relayed stream is never relayed again), which makes it public.
    */
-  relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
+  protected relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
     if (this.#closed) return stream.reset(ResetReason.UnknownTunnel);
     const toClient = this.#open(remote, local);
     if (!toClient) return stream.reset(ResetReason.LimitReached);
@@ -101,7 +111,7 @@ export class VisitorStreams {
       });
       return undefined;
     }
-    stream.write(encodeStreamHeader({ kind: "visitor", tunnel: this.#tunnel, remote, local }));
+    stream.write(encodeStreamHeader({ kind: "visitor", tunnel: this.id, remote, local }));
     return stream;
   }
 
