@@ -16,7 +16,7 @@ import type { Cluster } from "../../cluster/cluster.ts";
 import type { Daemon } from "../../daemon.ts";
 import { ApiError } from "./errors.ts";
 import { sessionId, tunnelId } from "./params.ts";
-import { sessionSummary, tunnelView } from "./views.ts";
+import { OPERATOR_CLOSE, sessionSummary, tunnelView } from "./views.ts";
 
 /** How long a cluster-wide admin query waits for the nodes' answers. */
 export const QUERY_TIMEOUT_MS = 2_000;
@@ -30,17 +30,6 @@ export function scopeOf(c: Context, daemon: Daemon): Cluster | undefined {
   if (scope === "node") return undefined;
   if (!daemon.cluster) throw new ApiError(400, "bad_request", "this daemon is not in a cluster");
   return daemon.cluster;
-}
-
-/** Closes tunnel `id` of this node through its owning session; false if it is not here. */
-export function closeLocalTunnel(daemon: Daemon, id: string): boolean {
-  const tunnel = daemon.registry.tunnel(id);
-  if (!tunnel) return false;
-  if (!daemon.registry.tunnelOwner(id)?.closeTunnel(id, "closed by an operator")) {
-    tunnel.close(); // orphaned: no session claims it any more; at least stop it listening
-    daemon.registry.removeTunnel(id);
-  }
-  return true;
 }
 
 /** This node's tunnels as listed. */
@@ -72,7 +61,7 @@ function answerQueries(daemon: Daemon, cluster: Cluster): void {
     return { found: session !== undefined };
   });
   cluster.answer("close-tunnel", (data: { id?: unknown }) => ({
-    found: typeof data?.id === "string" && closeLocalTunnel(daemon, data.id),
+    found: typeof data?.id === "string" && daemon.registry.closeTunnel(data.id, OPERATOR_CLOSE),
   }));
 }
 

@@ -9,14 +9,8 @@ import { Hono } from "hono";
 import type { Daemon } from "../../daemon.ts";
 import { ApiError } from "./errors.ts";
 import { tunnelId } from "./params.ts";
-import { certificateView, serviceView, tunnelView } from "./views.ts";
-import {
-  closeLocalTunnel,
-  closeRemoteTunnel,
-  clusterListing,
-  scopeOf,
-  tunnelList,
-} from "./cluster.ts";
+import { certificateView, OPERATOR_CLOSE, serviceView, tunnelView } from "./views.ts";
+import { closeRemoteTunnel, clusterListing, scopeOf, tunnelList } from "./cluster.ts";
 
 /** `/v1/tunnels` and below. */
 export function tunnelRoutes(daemon: Daemon): Hono {
@@ -79,7 +73,7 @@ export function tunnelRoutes(daemon: Daemon): Hono {
   // client with `tunnel_closed`. In a cluster, a tunnel held on another node is closed there.
   app.delete("/v1/tunnels/:id", async (c) => {
     const id = tunnelId(c.req.param("id"));
-    if (closeLocalTunnel(daemon, id)) return c.body(null, 204);
+    if (daemon.registry.closeTunnel(id, OPERATOR_CLOSE)) return c.body(null, 204);
     if (!daemon.cluster) throw new ApiError(404, "not_found", `no tunnel ${id}`);
     await closeRemoteTunnel(daemon.cluster, id);
     return c.body(null, 204);

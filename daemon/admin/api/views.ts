@@ -13,6 +13,9 @@ import type { ServiceOffer } from "../../registry/registry.ts";
 import type { Stream } from "../../../protocol/stream.ts";
 import { formatHostPort } from "../../../util/address.ts";
 
+/** What a client is told when an operator closes its tunnel, from this node or another. */
+export const OPERATOR_CLOSE = "closed by an operator";
+
 /** One stream of a session, with its flow-control state. */
 export function streamView(stream: Readonly<Stream>, now: number) {
   return {
