@@ -1,8 +1,9 @@
 /**
  * The cluster in the admin API: `GET /v1/cluster` (nodes, their health and version, NATS, relay
- * sessions, cluster ports), and what lets the other routes reach across nodes: the answers this
- * node gives to other nodes' queries (its sessions and tunnels, kicks and tunnel closes), asked
- * and answered over NATS request/reply, signed with the cluster key.
+ * sessions, cluster ports), and what lets the other endpoints reach across nodes: queries to the
+ * other nodes (their sessions and tunnels, kicks and tunnel closes), asked over NATS
+ * request/reply and signed with the cluster key. This node's own answers are
+ * `cluster/answers.ts`'s.
  *
  * A query has a deadline; nodes that do not answer in time are named in `missing`, never silently
  * left out.
@@ -16,7 +17,6 @@ import type { Cluster } from "../../cluster/cluster.ts";
 import type { Daemon } from "../../daemon.ts";
 import { ApiError } from "./errors.ts";
 import { sessionId, tunnelId } from "./params.ts";
-import { OPERATOR_CLOSE, sessionSummary, tunnelView } from "./views.ts";
 
 /** How long a cluster-wide admin query waits for the nodes' answers. */
 export const QUERY_TIMEOUT_MS = 2_000;
@@ -32,44 +32,10 @@ export function scopeOf(c: Context, daemon: Daemon): Cluster | undefined {
   return daemon.cluster;
 }
 
-/** This node's tunnels as listed. */
-export function tunnelList(daemon: Daemon) {
-  const { registry } = daemon;
-  return registry.tunnels().sort((a, b) => a.createdAt - b.createdAt)
-    .map((t) =>
-      tunnelView(
-        t,
-        registry.tunnelOwner(t.id)?.id ?? null,
-        t.host === undefined ? undefined : daemon.certificates.find(t.host),
-      )
-    );
-}
-
-/** Answers other nodes' admin queries about this node. */
-function answerQueries(daemon: Daemon, cluster: Cluster): void {
-  cluster.answer("sessions", () => daemon.registry.sessions().map(sessionSummary));
-  cluster.answer("tunnels", () => tunnelList(daemon));
-  cluster.answer("health", () => ({
-    state: daemon.state,
-    uptimeSeconds: Math.round((Date.now() - daemon.startedAt) / 1000),
-    sessions: daemon.registry.sessionCount,
-    tunnels: daemon.registry.tunnels().length,
-  }));
-  cluster.answer("kick", (data: { id?: unknown }) => {
-    const session = typeof data?.id === "string" ? daemon.registry.session(data.id) : undefined;
-    session?.close();
-    return { found: session !== undefined };
-  });
-  cluster.answer("close-tunnel", (data: { id?: unknown }) => ({
-    found: typeof data?.id === "string" && daemon.registry.closeTunnel(data.id, OPERATOR_CLOSE),
-  }));
-}
-
-/** `/v1/cluster`, and this node's answers to the others (when the daemon is in a cluster). */
+/** `/v1/cluster`. */
 export function clusterRoutes(daemon: Daemon): Hono {
   const app = new Hono();
   const cluster = daemon.cluster;
-  if (cluster) answerQueries(daemon, cluster);
 
   app.get("/v1/cluster", async (c) => {
     if (!cluster) return c.json({ cluster: null });

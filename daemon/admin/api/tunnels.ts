@@ -9,8 +9,8 @@ import { Hono } from "hono";
 import type { Daemon } from "../../daemon.ts";
 import { ApiError } from "./errors.ts";
 import { tunnelId } from "./params.ts";
-import { certificateView, OPERATOR_CLOSE, serviceView, tunnelView } from "./views.ts";
-import { closeRemoteTunnel, clusterListing, scopeOf, tunnelList } from "./cluster.ts";
+import { certificateView, OPERATOR_CLOSE, serviceView, tunnelList, tunnelView } from "./views.ts";
+import { closeRemoteTunnel, clusterListing, scopeOf } from "./cluster.ts";
 
 /** `/v1/tunnels` and below. */
 export function tunnelRoutes(daemon: Daemon): Hono {
@@ -24,7 +24,7 @@ export function tunnelRoutes(daemon: Daemon): Hono {
       const { items, missing } = await clusterListing(cluster, "tunnels");
       return c.json({ tunnels: items, services, missing });
     }
-    return c.json({ tunnels: tunnelList(daemon), services });
+    return c.json({ tunnels: tunnelList(daemon.registry, daemon.certificates), services });
   });
 
   // A tunnel with every route of its port: in a cluster from the ports bucket (any node), else

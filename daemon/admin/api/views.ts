@@ -9,7 +9,7 @@
 import type { ServedCertificate } from "../../tls/certificates.ts";
 import type { SessionHandle } from "../../registry/registry.ts";
 import type { TunnelHandle } from "../../registry/registry.ts";
-import type { ServiceOffer } from "../../registry/registry.ts";
+import type { Registry, ServiceOffer } from "../../registry/registry.ts";
 import type { Stream } from "../../../protocol/stream.ts";
 import { formatHostPort } from "../../../util/address.ts";
 
@@ -100,6 +100,24 @@ export function tunnelView(
     errors: tunnel.stats.errors,
     healthy: tunnel.healthy,
   };
+}
+
+/**
+ * This node's tunnels as listed, oldest first, each with its owning session and the certificate
+ * `certificates` has for its host name.
+ */
+export function tunnelList(
+  registry: Registry,
+  certificates: { find(host: string): ServedCertificate | undefined },
+) {
+  return registry.tunnels().sort((a, b) => a.createdAt - b.createdAt)
+    .map((t) =>
+      tunnelView(
+        t,
+        registry.tunnelOwner(t.id)?.id ?? null,
+        t.host === undefined ? undefined : certificates.find(t.host),
+      )
+    );
 }
 
 /** A named service offer with its counters. */
