@@ -14,7 +14,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { secureHeaders } from "hono/secure-headers";
-import type { Daemon } from "../daemon.ts";
+import type { AdminDeps } from "./api/deps.ts";
 import type { Logger } from "../../util/log.ts";
 import { errorResponse, onApiError, onNotFound } from "./api/errors.ts";
 import { allowedHosts, bearerAuth, hostAllowlist } from "./guards.ts";
@@ -46,8 +46,8 @@ export interface AdminAppOptions {
   tokenHash?: () => string | null;
 }
 
-/** Builds the admin API for `daemon`. */
-export function createAdminApp(daemon: Daemon, options: AdminAppOptions): Hono {
+/** Builds the admin API for `daemon` (the daemon itself, or anything shaped like it). */
+export function createAdminApp(daemon: AdminDeps, options: AdminAppOptions): Hono {
   const app = new Hono();
   const admin = formatHostPort(options.hostname, options.port);
   app.onError(onApiError(options.log));

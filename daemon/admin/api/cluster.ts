@@ -13,8 +13,7 @@
 
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { Cluster } from "../../cluster/cluster.ts";
-import type { Daemon } from "../../daemon.ts";
+import type { AdminCluster, ClusterApiDeps } from "./deps.ts";
 import { ApiError } from "./errors.ts";
 import { sessionId, tunnelId } from "./params.ts";
 
@@ -22,20 +21,20 @@ import { sessionId, tunnelId } from "./params.ts";
 export const QUERY_TIMEOUT_MS = 2_000;
 
 /** `scope` of a listing: this node (default) or the whole cluster; 400 for anything else. */
-export function scopeOf(c: Context, daemon: Daemon): Cluster | undefined {
+export function scopeOf(c: Context, deps: ClusterApiDeps): AdminCluster | undefined {
   const scope = c.req.query("scope") ?? "node";
   if (scope !== "node" && scope !== "cluster") {
     throw new ApiError(400, "bad_request", `scope must be "node" or "cluster"`);
   }
   if (scope === "node") return undefined;
-  if (!daemon.cluster) throw new ApiError(400, "bad_request", "this daemon is not in a cluster");
-  return daemon.cluster;
+  if (!deps.cluster) throw new ApiError(400, "bad_request", "this daemon is not in a cluster");
+  return deps.cluster;
 }
 
 /** `/v1/cluster`. */
-export function clusterRoutes(daemon: Daemon): Hono {
+export function clusterRoutes(deps: ClusterApiDeps): Hono {
   const app = new Hono();
-  const cluster = daemon.cluster;
+  const cluster = deps.cluster;
 
   app.get("/v1/cluster", async (c) => {
     if (!cluster) return c.json({ cluster: null });
@@ -84,7 +83,7 @@ export function clusterRoutes(daemon: Daemon): Hono {
 }
 
 /** Lists `kind` (sessions or tunnels) of every node, each item with its `node`. */
-export async function clusterListing(cluster: Cluster, kind: "sessions" | "tunnels") {
+export async function clusterListing(cluster: AdminCluster, kind: "sessions" | "tunnels") {
   const { answers, missing } = await cluster.ask(kind, null, { timeoutMs: QUERY_TIMEOUT_MS });
   const items = answers.sort((a, b) => a.node.localeCompare(b.node)).flatMap((a) =>
     Array.isArray(a.data) ? a.data.map((item: object) => ({ node: a.node, ...item })) : []
@@ -93,7 +92,7 @@ export async function clusterListing(cluster: Cluster, kind: "sessions" | "tunne
 }
 
 /** Kicks session `id` on node `node` (another node of the cluster). */
-export async function kickRemote(cluster: Cluster, node: string, id: string): Promise<void> {
+export async function kickRemote(cluster: AdminCluster, node: string, id: string): Promise<void> {
   const { answers } = await cluster.ask("kick", { id: sessionId(id) }, {
     node,
     timeoutMs: QUERY_TIMEOUT_MS,
@@ -105,7 +104,7 @@ export async function kickRemote(cluster: Cluster, node: string, id: string): Pr
 }
 
 /** Closes tunnel `id` wherever in the cluster it is held; 404 naming silent nodes if nowhere. */
-export async function closeRemoteTunnel(cluster: Cluster, id: string): Promise<void> {
+export async function closeRemoteTunnel(cluster: AdminCluster, id: string): Promise<void> {
   const { answers, missing } = await cluster.ask("close-tunnel", { id: tunnelId(id) }, {
     timeoutMs: QUERY_TIMEOUT_MS,
   });
