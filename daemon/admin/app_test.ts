@@ -51,7 +51,7 @@ describe("admin API safety", () => {
       assert.equal(response.headers.get("x-content-type-options"), "nosniff");
       assert.equal(await errorCode(response), "unauthorized");
     }
-    // Every protected route, not just one: sessions, tunnels, drain and metrics.
+    // Every protected endpoint, not just one: sessions, tunnels, drain and metrics.
     for (
       const [method, path] of [
         ["GET", "/v1/sessions"],
@@ -227,7 +227,7 @@ describe("admin API safety", () => {
     assert.equal(f.daemon.state, "running", "no bad request started a drain");
   });
 
-  it("answers unknown routes 404, unknown ids 404 and wrong methods 405, all as JSON", async () => {
+  it("answers unknown paths 404, unknown ids 404 and wrong methods 405, all as JSON", async () => {
     const cases: [string, string, number, string][] = [
       ["GET", "/nope", 404, "not_found"],
       ["GET", "/v1", 404, "not_found"],

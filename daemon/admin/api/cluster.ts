@@ -32,7 +32,7 @@ export function scopeOf(c: Context, deps: ClusterApiDeps): AdminCluster | undefi
 }
 
 /** `/v1/cluster`. */
-export function clusterRoutes(deps: ClusterApiDeps): Hono {
+export function clusterApi(deps: ClusterApiDeps): Hono {
   const app = new Hono();
   const cluster = deps.cluster;
 

@@ -20,8 +20,8 @@ import { Hono } from "hono";
 import { DEFAULT_RING_CAPACITY, EventRing, type SequencedEvent } from "./event_ring.ts";
 import type { EventsApiDeps } from "./deps.ts";
 
-/** Options of the feed route. */
-export interface EventRoutesOptions {
+/** Options of the feed endpoint. */
+export interface EventsApiOptions {
   /** Events kept for resuming (used when the daemon's ring is created). Default 1000. */
   ringCapacity?: number;
   /** How far (in events) a reader may fall behind before it is disconnected. Default 256. */
@@ -30,9 +30,9 @@ export interface EventRoutesOptions {
   heartbeatMs?: number;
 }
 
-/** Default of {@linkcode EventRoutesOptions.maxLag}. */
+/** Default of {@linkcode EventsApiOptions.maxLag}. */
 export const DEFAULT_MAX_LAG = 256;
-/** Default of {@linkcode EventRoutesOptions.heartbeatMs}. */
+/** Default of {@linkcode EventsApiOptions.heartbeatMs}. */
 export const DEFAULT_HEARTBEAT_MS = 15_000;
 /** At most this many events go into one chunk, so that a replay does not build one huge string. */
 const BATCH = 64;
@@ -199,10 +199,10 @@ export function parseLastEventId(value: string | null | undefined): number | und
 }
 
 /**
- * The `GET /v1/events` route, as a sub-app for the admin API to mount (it applies auth). Creating
+ * The `GET /v1/events` endpoint, as a sub-app for the admin API to mount (it applies auth). Creating
  * it starts the daemon's event history, so create it when the daemon starts.
  */
-export function eventRoutes(deps: EventsApiDeps, options: EventRoutesOptions = {}): Hono {
+export function eventsApi(deps: EventsApiDeps, options: EventsApiOptions = {}): Hono {
   const ring = eventRing(deps, options.ringCapacity);
   // `?scope=cluster` follows every node's events (each with its `node`), from its own history.
   let clusterRing: EventRing | undefined;

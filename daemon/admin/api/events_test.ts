@@ -8,7 +8,7 @@ import { Logger } from "../../../util/log.ts";
 import { connect } from "../../../client/client.ts";
 import { listenTcp } from "../../../transport/mod.ts";
 import type { TransportListener } from "../../../protocol/transport.ts";
-import { eventRing, eventRoutes, type EventRoutesOptions } from "./events.ts";
+import { eventRing, eventsApi, type EventsApiOptions } from "./events.ts";
 
 const TOKEN = "events-test-token-0123456789abcdef";
 
@@ -89,16 +89,16 @@ function idleDaemon(): Daemon {
   return new Daemon(result.config!, { log });
 }
 
-function withRoutes(options: EventRoutesOptions = {}) {
+function withApi(options: EventsApiOptions = {}) {
   const daemon = idleDaemon();
-  const app = eventRoutes(daemon, options);
+  const app = eventsApi(daemon, options);
   return { daemon, app, ring: eventRing(daemon) };
 }
 
 describe("GET /v1/events (daemon in process)", () => {
   let local: TransportListener;
   let daemon: Daemon;
-  let app: ReturnType<typeof eventRoutes>;
+  let app: ReturnType<typeof eventsApi>;
 
   before(async () => {
     local = await listenTcp({ hostname: "127.0.0.1", port: 0 }, (t) => t.close());
@@ -109,7 +109,7 @@ describe("GET /v1/events (daemon in process)", () => {
     assert.deepEqual(result.errors, []);
     const log = new Logger({ level: "error", format: "json", sink: () => {} });
     daemon = new Daemon(result.config!, { log });
-    app = eventRoutes(daemon);
+    app = eventsApi(daemon);
     await daemon.start();
   });
   after(() => {
@@ -176,7 +176,7 @@ describe("GET /v1/events (daemon in process)", () => {
 
 describe("GET /v1/events (event history)", () => {
   it("starts with event: reset when the asked-for id fell out of the ring", async () => {
-    const { daemon, app } = withRoutes({ ringCapacity: 5 });
+    const { daemon, app } = withApi({ ringCapacity: 5 });
     for (let n = 1; n <= 12; n++) daemon.events.publish("drain", { n });
     const reader = new SseReader(
       await app.request("/v1/events", { headers: { "Last-Event-ID": "2" } }),
@@ -197,7 +197,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("resets for an id this daemon never issued, and replays all for lastEventId=0", async () => {
-    const { daemon, app } = withRoutes({ ringCapacity: 5 });
+    const { daemon, app } = withApi({ ringCapacity: 5 });
     daemon.events.publish("drain", {});
     const future = new SseReader(await app.request("/v1/events?lastEventId=99"));
     const all = new SseReader(await app.request("/v1/events?lastEventId=0"));
@@ -215,7 +215,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("answers 400 to a Last-Event-ID that is not a number", async () => {
-    const { daemon, app, ring } = withRoutes();
+    const { daemon, app, ring } = withApi();
     const response = await app.request("/v1/events", { headers: { "Last-Event-ID": "abc" } });
     assert.equal(response.status, 400);
     assert.equal((await response.json()).error.code, "bad_request");
@@ -224,7 +224,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("disconnects a reader that falls more than maxLag events behind", async () => {
-    const { daemon, app, ring } = withRoutes({ maxLag: 3 });
+    const { daemon, app, ring } = withApi({ maxLag: 3 });
     const response = await app.request("/v1/events");
     assert.equal(ring.subscriberCount, 1);
     for (let n = 0; n < 4; n++) daemon.events.publish("drain", { n });
@@ -237,7 +237,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("sends heartbeat comments on an idle stream", async () => {
-    const { daemon, app, ring } = withRoutes({ heartbeatMs: 10 });
+    const { daemon, app, ring } = withApi({ heartbeatMs: 10 });
     const reader = new SseReader(await app.request("/v1/events"));
     try {
       assert.equal((await reader.next())?.comment, "tunnelmux events");
@@ -250,7 +250,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("ends open streams when the daemon stops", async () => {
-    const { daemon, app, ring } = withRoutes();
+    const { daemon, app, ring } = withApi();
     const reader = new SseReader(await app.request("/v1/events"));
     daemon.events.publish("drain", {});
     assert.equal((await reader.event()).event, "drain");

@@ -509,10 +509,10 @@ function writeDaemonCounters(w: PrometheusWriter, daemon: MetricsApiDeps): void 
 }
 
 /**
- * The `GET /metrics` route, as a sub-app for the admin API to mount (it applies auth). Creating it
+ * The `GET /metrics` endpoint, as a sub-app for the admin API to mount (it applies auth). Creating it
  * starts tracking session totals, so create it when the daemon starts.
  */
-export function metricsRoutes(daemon: MetricsApiDeps): Hono {
+export function metricsApi(daemon: MetricsApiDeps): Hono {
   sessionTotals(daemon);
   const app = new Hono();
   app.get("/metrics", (c) => {

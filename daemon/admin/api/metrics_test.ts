@@ -10,7 +10,7 @@ import { connect } from "../../../client/client.ts";
 import { connectTcp, listenTcp } from "../../../transport/mod.ts";
 import type { Transport, TransportListener } from "../../../protocol/transport.ts";
 import { pattern, roundTrip } from "../../../tools/echo_check.ts";
-import { metricsRoutes, sessionTotals } from "./metrics.ts";
+import { metricsApi, sessionTotals } from "./metrics.ts";
 import { waitFor } from "../../../testing/wait.ts";
 
 const TOKEN = "metrics-test-token-0123456789abcdef";
@@ -167,7 +167,7 @@ function bounded<T>(promise: Promise<T>, what: string): Promise<T> {
 describe("GET /metrics (daemon in process)", () => {
   let echo: TransportListener;
   let daemon: Daemon;
-  let app: ReturnType<typeof metricsRoutes>;
+  let app: ReturnType<typeof metricsApi>;
   const scrape = async (): Promise<Exposition> => {
     const response = await app.request("/metrics");
     assert.equal(response.status, 200);
@@ -190,7 +190,7 @@ describe("GET /metrics (daemon in process)", () => {
     assert.deepEqual(result.errors, []);
     const log = new Logger({ level: "error", format: "json", sink: () => {} });
     daemon = new Daemon(result.config!, { log });
-    app = metricsRoutes(daemon);
+    app = metricsApi(daemon);
     await daemon.start();
   });
   after(() => {

@@ -1,5 +1,5 @@
 /**
- * Session routes: list (paged), inspect, kick, and reset one stream.
+ * Session endpoints: list (paged), inspect, kick, and reset one stream.
  *
  * @module
  */
@@ -20,7 +20,7 @@ function findSession(deps: SessionsApiDeps, id: string | undefined): SessionHand
 }
 
 /** `/v1/sessions` and below. */
-export function sessionRoutes(deps: SessionsApiDeps): Hono {
+export function sessionsApi(deps: SessionsApiDeps): Hono {
   const app = new Hono();
 
   // Ordered by the number in the id (creation order), so paging is stable while sessions come

@@ -1,4 +1,4 @@
-// Session routes over real HTTP against real SDK sessions: listings and paging, counters that
+// Session endpoints over real HTTP against real SDK sessions: listings and paging, counters that
 // move, kicking a session (with and without reconnect), and resetting one stream of two.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";

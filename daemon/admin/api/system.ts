@@ -1,5 +1,5 @@
 /**
- * Daemon-wide routes: liveness and readiness probes, `/v1/info`, and `POST /v1/drain`.
+ * Daemon-wide endpoints: liveness and readiness probes, `/v1/info`, and `POST /v1/drain`.
  *
  * @module
  */
@@ -18,7 +18,7 @@ export interface InfoOptions {
 }
 
 /** `/healthz`, `/readyz`, `/v1/info` and `/v1/drain`. */
-export function systemRoutes(deps: SystemApiDeps, options: InfoOptions): Hono {
+export function systemApi(deps: SystemApiDeps, options: InfoOptions): Hono {
   const app = new Hono();
 
   // Liveness: the process answers, whatever the lifecycle state.

@@ -1,5 +1,5 @@
 /**
- * Token routes: mint a scoped, expiring client token, list the minted ones, revoke one. The
+ * Token endpoints: mint a scoped, expiring client token, list the minted ones, revoke one. The
  * secret leaves the daemon exactly once, in the mint response; listings never carry a token or
  * its hash.
  *
@@ -52,7 +52,7 @@ function invalid(c: Context, issues: FieldIssue[]): Response {
 }
 
 /** `/v1/tokens` and below. */
-export function tokenRoutes(deps: TokensApiDeps): Hono {
+export function tokensApi(deps: TokensApiDeps): Hono {
   const app = new Hono();
 
   app.get(

@@ -1,5 +1,5 @@
 /**
- * Reverse tunnel and named service routes: list them, and close a tunnel; and the HTTPS port's
+ * Reverse tunnel and named service endpoints: list them, and close a tunnel; and the HTTPS port's
  * certificates.
  *
  * @module
@@ -13,7 +13,7 @@ import { closeRemoteTunnel, clusterListing, scopeOf } from "./cluster.ts";
 import type { TunnelsApiDeps } from "./deps.ts";
 
 /** `/v1/tunnels` and below. */
-export function tunnelRoutes(deps: TunnelsApiDeps): Hono {
+export function tunnelsApi(deps: TunnelsApiDeps): Hono {
   const app = new Hono();
 
   // `?scope=cluster`: every node's tunnels, each with its node, and the nodes that did not answer.

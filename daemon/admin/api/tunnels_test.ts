@@ -1,4 +1,4 @@
-// Tunnel routes and drain over real HTTP: reverse tunnels and services listed with counters that
+// Tunnel endpoints and drain over real HTTP: reverse tunnels and services listed with counters that
 // move, an operator closing a tunnel, and a drain that turns /readyz to 503 and sends GoAway.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";

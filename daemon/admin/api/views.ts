@@ -1,6 +1,6 @@
 /**
  * The JSON shapes of the admin API: plain objects built from live daemon objects at request time.
- * Kept apart from the routes so the shapes are reviewed in one place, and so that nothing secret
+ * Kept apart from the endpoints so the shapes are reviewed in one place, and so that nothing secret
  * (tokens, hashes) can reach a response by passing a config object through whole.
  *
  * @module

@@ -26,7 +26,7 @@ export const DASHBOARD_CSP = [
 ].join("; ");
 
 /** `GET /`, `GET /dashboard.js` and `GET /dashboard.css`. */
-export function dashboardRoutes(): Hono {
+export function dashboardPages(): Hono {
   const app = new Hono();
   // no-cache, not no-store: revalidation is cheap and these never contain secrets.
   app.get("/", (c) =>
