@@ -7,7 +7,7 @@
  * @module
  */
 
-import { createSessionStats } from "../../protocol/stats.ts";
+import { createSessionStats, type SessionStats } from "../../protocol/stats.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { TokenStore } from "../tokens/store.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
@@ -57,6 +57,8 @@ export interface FakeSessionOptions {
   controlStreamId?: number;
   /** Ids of its tunnels; `closeTunnel` takes one out. */
   tunnels?: string[];
+  /** Its counters; default all zero. */
+  stats?: Partial<SessionStats>;
 }
 
 /** A session `id` that does what it is told and remembers it. */
@@ -77,7 +79,7 @@ export function fakeSession(id: string, options: FakeSessionOptions = {}): FakeS
     remoteAddress: options.remoteAddress ?? "127.0.0.1:40000",
     since: options.since ?? 0,
     closed,
-    stats: createSessionStats(),
+    stats: { ...createSessionStats(), ...options.stats },
     rtt: options.rtt ?? 0,
     ha: options.ha ?? 1,
     streamCount: streams.length,

@@ -9,6 +9,8 @@ import { connect } from "../../../client/client.ts";
 import { listenTcp } from "../../../transport/mod.ts";
 import type { TransportListener } from "../../../protocol/transport.ts";
 import { eventRing, eventsApi, type EventsApiOptions } from "./events.ts";
+import { EventFeed } from "../../events.ts";
+import { assertError, fakeCluster, served } from "./_fake_deps.ts";
 
 const TOKEN = "events-test-token-0123456789abcdef";
 
@@ -259,5 +261,49 @@ describe("GET /v1/events (event history)", () => {
     for (let i = 0; i < 10 && end !== undefined; i++) end = await reader.next();
     assert.equal(end, undefined);
     assert.equal(ring.subscriberCount, 0);
+  });
+});
+
+describe("GET /v1/events (over fakes)", () => {
+  /** The feed over bare event feeds: this daemon's, and the cluster's when `clustered`. */
+  function feedOver(clustered: boolean) {
+    const events = new EventFeed();
+    const cluster = clustered ? fakeCluster() : undefined;
+    let stop!: () => void;
+    const stopped = new Promise<void>((resolve) => stop = resolve);
+    const app = served(eventsApi({ events, stopped, cluster }));
+    return { events, cluster, stop, app };
+  }
+
+  it("answers 400 to a bad resume id or scope, and to scope=cluster on a single node", async () => {
+    const { app, stop } = feedOver(false);
+    await assertError(app, "/v1/events?lastEventId=-1", 400, "bad_request");
+    await assertError(app, "/v1/events?lastEventId=1e3", 400, "bad_request");
+    await assertError(app, "/v1/events?scope=everything", 400, "bad_request");
+    const message = await assertError(app, "/v1/events?scope=cluster", 400, "bad_request");
+    assert.match(message, /not in a cluster/);
+    stop();
+  });
+
+  it("follows every node's events with scope=cluster, and only this node's without", async () => {
+    const { events, cluster, stop, app } = feedOver(true);
+    cluster!.events.publish("tunnel_up", { tunnel: "t-1", node: "n2" });
+    events.publish("drain", { sessions: 0 });
+    const everyNode = new SseReader(await app.request("/v1/events?scope=cluster&lastEventId=0"));
+    const thisNode = new SseReader(await app.request("/v1/events?lastEventId=0"));
+    try {
+      const remote = await everyNode.event();
+      assert.deepEqual([remote.event, remote.id, remote.data?.node], ["tunnel_up", "1", "n2"]);
+      const local = await thisNode.event();
+      assert.deepEqual([local.event, local.id], ["drain", "1"]);
+    } finally {
+      stop();
+    }
+    // The daemon stopping ends both streams.
+    for (const reader of [everyNode, thisNode]) {
+      let end: Message | undefined = { comment: "" };
+      for (let i = 0; i < 10 && end !== undefined; i++) end = await reader.next();
+      assert.equal(end, undefined);
+    }
   });
 });
