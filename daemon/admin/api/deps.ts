@@ -9,8 +9,8 @@
  * a reload.
  *
  * The cluster is described here too, by what the admin asks of it, rather than imported:
- * `cluster/answers.ts` builds on this folder's views, so this folder does not import the
- * cluster's.
+ * `cluster/answers.ts` builds on this folder's views, and importing the cluster's types here
+ * would make the two folders import each other.
  *
  * @module
  */

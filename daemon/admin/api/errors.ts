@@ -1,7 +1,7 @@
 /**
- * Errors of the admin API. Every failure, whether raised by an endpoint, a middleware or hono itself,
- * leaves as `{ "error": { "code", "message" } }` with a matching status: operators script against
- * the API, and an HTML page or a stack trace would be useless to them (and a leak).
+ * Errors of the admin API. Every failure, whether raised by an endpoint, a middleware or hono
+ * itself, leaves as `{ "error": { "code", "message" } }` with a matching status: operators script
+ * against the API, and an HTML page or a stack trace would be useless to them (and a leak).
  *
  * @module
  */

@@ -199,8 +199,8 @@ export function parseLastEventId(value: string | null | undefined): number | und
 }
 
 /**
- * The `GET /v1/events` endpoint, as a sub-app for the admin API to mount (it applies auth). Creating
- * it starts the daemon's event history, so create it when the daemon starts.
+ * The `GET /v1/events` endpoint, as a sub-app for the admin API to mount (it applies auth).
+ * Creating it starts the daemon's event history, so create it when the daemon starts.
  */
 export function eventsApi(deps: EventsApiDeps, options: EventsApiOptions = {}): Hono {
   const ring = eventRing(deps, options.ringCapacity);

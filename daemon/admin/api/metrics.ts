@@ -509,8 +509,8 @@ function writeDaemonCounters(w: PrometheusWriter, daemon: MetricsApiDeps): void 
 }
 
 /**
- * The `GET /metrics` endpoint, as a sub-app for the admin API to mount (it applies auth). Creating it
- * starts tracking session totals, so create it when the daemon starts.
+ * The `GET /metrics` endpoint, as a sub-app for the admin API to mount (it applies auth).
+ * Creating it starts tracking session totals, so create it when the daemon starts.
  */
 export function metricsApi(daemon: MetricsApiDeps): Hono {
   sessionTotals(daemon);
