@@ -220,6 +220,11 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       daemon.stop();
       throw e;
     });
+    // Only a node whose admin API is on answers the other nodes' admin queries about itself.
+    if (daemon.cluster) {
+      const { answerQueries } = await import("./cluster/answers.ts");
+      answerQueries(daemon.cluster, daemon);
+    }
     console.log(`admin API on ${admin.url}`);
     if (loaded.generated.adminToken) {
       console.log(`admin token (generated; set TUNNELMUX_ADMIN_TOKEN to choose one):`);

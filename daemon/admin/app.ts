@@ -1,5 +1,5 @@
 /**
- * The admin API as a hono app, the same on Deno and Bun (serving it is `serve.ts`'s job).
+ * The admin API as a hono app, the same on Deno and Bun (serving it is `start.ts`'s job).
  *
  * Every request passes, in this order: secure response headers (outermost, so even refusals get
  * them), the 405 check, the `Host` allowlist (421), the bearer token (401; not for the probes),
@@ -14,19 +14,19 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { secureHeaders } from "hono/secure-headers";
-import type { Daemon } from "../daemon.ts";
+import type { AdminDeps } from "./api/deps.ts";
 import type { Logger } from "../../util/log.ts";
 import { errorResponse, onApiError, onNotFound } from "./api/errors.ts";
 import { allowedHosts, bearerAuth, hostAllowlist } from "./guards.ts";
-import { sessionRoutes } from "./api/sessions.ts";
-import { systemRoutes } from "./api/system.ts";
-import { tunnelRoutes } from "./api/tunnels.ts";
-import { tokenRoutes } from "./api/tokens.ts";
-import { metricsRoutes } from "./api/metrics.ts";
-import { eventRoutes } from "./api/events.ts";
-import { dashboardRoutes } from "./dashboard/routes.ts";
-import { clusterRoutes } from "./api/cluster.ts";
-import { openapiRoutes } from "./openapi.ts";
+import { sessionsApi } from "./api/sessions.ts";
+import { systemApi } from "./api/system.ts";
+import { tunnelsApi } from "./api/tunnels.ts";
+import { tokensApi } from "./api/tokens.ts";
+import { metricsApi } from "./api/metrics.ts";
+import { eventsApi } from "./api/events.ts";
+import { dashboardPages } from "./dashboard/pages.ts";
+import { clusterApi } from "./api/cluster.ts";
+import { openapiApi } from "./openapi.ts";
 import { formatHostPort } from "../../util/address.ts";
 
 /** Largest request body accepted; the biggest real one (a drain request) is a few bytes. */
@@ -46,8 +46,8 @@ export interface AdminAppOptions {
   tokenHash?: () => string | null;
 }
 
-/** Builds the admin API for `daemon`. */
-export function createAdminApp(daemon: Daemon, options: AdminAppOptions): Hono {
+/** Builds the admin API for `daemon` (the daemon itself, or anything shaped like it). */
+export function createAdminApp(daemon: AdminDeps, options: AdminAppOptions): Hono {
   const app = new Hono();
   const admin = formatHostPort(options.hostname, options.port);
   app.onError(onApiError(options.log));
@@ -64,7 +64,7 @@ export function createAdminApp(daemon: Daemon, options: AdminAppOptions): Hono {
   // The dashboard's page and static files: after the Host check, before the token check (hono
   // runs handlers in registration order, and these answer without calling next), because a
   // browser cannot send a bearer token for a page load. The page sends it on its API calls.
-  app.route("/", dashboardRoutes());
+  app.route("/", dashboardPages());
   app.use(bearerAuth(options.tokenHash ?? (() => daemon.config.adminTokenHash)));
   app.use(bodyLimit({
     maxSize: MAX_BODY_BYTES,
@@ -76,14 +76,14 @@ export function createAdminApp(daemon: Daemon, options: AdminAppOptions): Hono {
         `request bodies are limited to ${MAX_BODY_BYTES} bytes`,
       ),
   }));
-  app.route("/", systemRoutes(daemon, { admin }));
-  app.route("/", sessionRoutes(daemon));
-  app.route("/", tunnelRoutes(daemon));
-  app.route("/", tokenRoutes(daemon));
-  app.route("/", clusterRoutes(daemon));
+  app.route("/", systemApi(daemon, { admin }));
+  app.route("/", sessionsApi(daemon));
+  app.route("/", tunnelsApi(daemon));
+  app.route("/", tokensApi(daemon));
+  app.route("/", clusterApi(daemon));
   // Metrics and the event feed (their own modules), behind the same guards.
-  app.route("/", metricsRoutes(daemon));
-  app.route("/", eventRoutes(daemon));
-  app.route("/", openapiRoutes());
+  app.route("/", metricsApi(daemon));
+  app.route("/", eventsApi(daemon));
+  app.route("/", openapiApi());
   return app;
 }

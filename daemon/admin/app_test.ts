@@ -1,11 +1,18 @@
 // The admin API's safety layer over real HTTP: Host allowlist, bearer token, body limits (also
 // chunked and Content-Length + Transfer-Encoding, sent raw over node:net), secure headers, and
-// JSON errors for every failure.
+// JSON errors for every failure; and the whole app built over small fakes, not a daemon.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createAdminApp } from "./app.ts";
 import { Logger } from "../../util/log.ts";
 import { ADMIN_TOKEN, errorCode, type Fixture, rawHttp, startFixture } from "./_admin_fixture.ts";
+import { Counters } from "../counters.ts";
+import { EventFeed } from "../events.ts";
+import { HttpStats } from "../http/http_stats.ts";
+import { hashToken } from "../config/token_hash.ts";
+import { fakeSession, memoryRegistry } from "../registry/_fake_handles.ts";
+import type { AdminDeps } from "./api/deps.ts";
+import { call, fakeCertificates, testConfig } from "./api/_fake_deps.ts";
 
 /** The status code of a raw HTTP response. */
 function statusOf(response: string): number {
@@ -51,7 +58,7 @@ describe("admin API safety", () => {
       assert.equal(response.headers.get("x-content-type-options"), "nosniff");
       assert.equal(await errorCode(response), "unauthorized");
     }
-    // Every protected route, not just one: sessions, tunnels, drain and metrics.
+    // Every protected endpoint, not just one: sessions, tunnels, drain and metrics.
     for (
       const [method, path] of [
         ["GET", "/v1/sessions"],
@@ -227,7 +234,7 @@ describe("admin API safety", () => {
     assert.equal(f.daemon.state, "running", "no bad request started a drain");
   });
 
-  it("answers unknown routes 404, unknown ids 404 and wrong methods 405, all as JSON", async () => {
+  it("answers unknown paths 404, unknown ids 404 and wrong methods 405, all as JSON", async () => {
     const cases: [string, string, number, string][] = [
       ["GET", "/nope", 404, "not_found"],
       ["GET", "/v1", 404, "not_found"],
@@ -245,5 +252,52 @@ describe("admin API safety", () => {
       if (status === 405) assert.ok(response.headers.get("allow"), "Allow header");
       assert.equal(await errorCode(response), code, `${method} ${path}`);
     }
+  });
+});
+
+describe("admin app (over fakes)", () => {
+  it("serves every endpoint module from a plain object shaped like the daemon", async () => {
+    const registry = memoryRegistry();
+    registry.addSession(fakeSession("s1"));
+    const drains: number[] = [];
+    const deps: AdminDeps = {
+      state: "running",
+      startedAt: Date.UTC(2020, 0, 1),
+      config: testConfig(),
+      addresses: {},
+      registry,
+      events: new EventFeed(),
+      stopped: new Promise(() => {}),
+      counters: new Counters(),
+      httpStats: new HttpStats(),
+      certificates: fakeCertificates(),
+      drain(graceMs) {
+        drains.push(graceMs);
+        return Promise.resolve();
+      },
+    };
+    const token = "fake-admin-token-0123456789abcdef";
+    const app = createAdminApp(deps, {
+      hostname: "127.0.0.1",
+      port: 7081,
+      log: new Logger({ level: "error", format: "json", sink: () => {} }),
+      tokenHash: () => hashToken(token),
+    });
+    const headers = { host: "127.0.0.1:7081", authorization: `Bearer ${token}` };
+    const sessions = await call(app, "/v1/sessions", { headers });
+    assert.equal(sessions.status, 200);
+    assert.deepEqual(sessions.body.sessions.map((s: { id: string }) => s.id), ["s1"]);
+    for (const path of ["/v1/info", "/v1/tunnels", "/v1/tokens", "/v1/cluster", "/metrics"]) {
+      const response = await app.request(path, { headers });
+      assert.equal(response.status, 200, path);
+      await response.body?.cancel();
+    }
+    assert.equal((await call(app, "/v1/drain", { method: "POST", headers })).status, 202);
+    assert.deepEqual(drains, [deps.config.shutdownGraceMs]);
+    // The guards stand in front of it as in front of a daemon.
+    const noToken = await call(app, "/v1/sessions", { headers: { host: "127.0.0.1:7081" } });
+    assert.equal(noToken.status, 401);
+    const wrongHost = await call(app, "/v1/sessions", { headers: { ...headers, host: "evil" } });
+    assert.equal(wrongHost.status, 421);
   });
 });

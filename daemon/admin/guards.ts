@@ -1,6 +1,6 @@
 /**
- * The admin API's gatekeepers, run before any route: the `Host` allowlist (DNS rebinding) and the
- * bearer token. Both answer in the API's JSON error shape.
+ * The admin API's gatekeepers, run before any endpoint: the `Host` allowlist (DNS rebinding) and
+ * the bearer token. Both answer in the API's JSON error shape.
  *
  * @module
  */

@@ -1,11 +1,11 @@
 /**
  * The admin API described as an OpenAPI 3.1 document, served at `GET /v1/openapi.json`.
  *
- * Written by hand rather than generated from the routes: the routes validate with small
+ * Written by hand rather than generated from the endpoints: the endpoints validate with small
  * functions of their own (`params.ts`), not with a schema library, and adding one for the sake of
  * the document would be the bigger change. `openapi_test.ts` keeps the two in step: the set of
- * registered routes must equal the set of documented operations, and real responses of the GET
- * routes must validate against their schemas.
+ * registered endpoints must equal the set of documented operations, and real responses of the GET
+ * endpoints must validate against their schemas.
  *
  * The schemas use only the JSON Schema subset that test checks (`type`, `required`,
  * `properties`, `items`, `enum`, `$ref`, plus `pattern`/`minimum`/`maximum` as documentation), so
@@ -49,14 +49,14 @@ function pathParam(name: string, pattern: string, description: string): Json {
 
 const sessionIdParam = pathParam("id", PARAM_PATTERNS.session, "A session id, e.g. `s12`.");
 
-/** Responses every guarded route can give besides its own: bad token, wrong Host, a failure. */
+/** Responses every guarded endpoint can give besides its own: bad token, wrong Host, a failure. */
 const guarded: Json = {
   "401": response("Unauthorized"),
   "421": response("Misdirected"),
   "500": response("Internal"),
 };
 
-/** Responses of routes that take an id in the path: malformed (400) or unknown (404). */
+/** Responses of endpoints that take an id in the path: malformed (400) or unknown (404). */
 const byId: Json = { "400": response("BadRequest"), "404": response("NotFound") };
 
 /** An operation that requires the admin token (the document's default security). */
@@ -930,7 +930,7 @@ for (const [path, item] of Object.entries(OPENAPI_DOCUMENT.paths as Record<strin
 const BODY = JSON.stringify(OPENAPI_DOCUMENT);
 
 /** `GET /v1/openapi.json`, as a sub-app for the admin API to mount behind its guards. */
-export function openapiRoutes(): Hono {
+export function openapiApi(): Hono {
   const app = new Hono();
   app.get(
     "/v1/openapi.json",

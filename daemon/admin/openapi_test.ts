@@ -1,4 +1,4 @@
-// The OpenAPI document stays true to the app: its operations are exactly the registered routes
+// The OpenAPI document stays true to the app: its operations are exactly the registered endpoints
 // (both ways), every path parameter is declared with a pattern, and real responses validate
 // against the documented schemas (with a small JSON Schema subset checker: no new dependency).
 import { after, before, describe, it } from "node:test";
@@ -22,7 +22,7 @@ type Doc = {
 const METHODS = ["get", "put", "post", "delete", "patch", "head", "options", "trace"];
 
 /**
- * The tokens routes were written by someone else at the same time as the document. Should
+ * The token endpoints were written by someone else at the same time as the document. Should
  * `api/tokens.ts` be missing (a partial checkout or a revert), the document still describes
  * them; only then are they tolerated as documented-but-unregistered.
  */
@@ -154,7 +154,7 @@ describe("OpenAPI document", () => {
     ]);
   });
 
-  it("documents exactly the routes the app registers", () => {
+  it("documents exactly the endpoints the app registers", () => {
     const log = new Logger({ level: "error", format: "json", sink: () => {} });
     const app = createAdminApp(f.daemon, { hostname: "127.0.0.1", port: 1, log });
     const registered = new Set(
@@ -192,7 +192,7 @@ describe("OpenAPI document", () => {
     assert.equal(servers[0].url, "http://127.0.0.1:7081");
   });
 
-  it("declares every path parameter with a pattern, and every guarded route's errors", () => {
+  it("declares every path parameter with a pattern, and every guarded endpoint's errors", () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       const names = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
       for (const method of Object.keys(item).filter((m) => METHODS.includes(m))) {
@@ -224,7 +224,7 @@ describe("OpenAPI document", () => {
     }
   });
 
-  it("documents request bodies for POST routes", () => {
+  it("documents request bodies for POST endpoints", () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       if (!item.post) continue;
       const body = item.post.requestBody as Json | undefined;

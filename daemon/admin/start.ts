@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Daemon } from "../daemon.ts";
+import type { AdminDeps } from "./api/deps.ts";
 import { formatHostPort, type HostPort } from "../../util/address.ts";
 import type { Logger } from "../../util/log.ts";
 import { createAdminApp } from "./app.ts";
@@ -28,7 +28,10 @@ export interface StartAdminOptions {
 }
 
 /** Binds the admin listener and serves the admin app on it. */
-export async function startAdmin(daemon: Daemon, options: StartAdminOptions): Promise<AdminServer> {
+export async function startAdmin(
+  daemon: AdminDeps,
+  options: StartAdminOptions,
+): Promise<AdminServer> {
   // The app is built after binding; until then (no request can be handled before the listener
   // resolves in practice) the handler answers 503 rather than guess at the allowlist.
   let handler: FetchHandler = () =>

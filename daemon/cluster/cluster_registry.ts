@@ -286,6 +286,9 @@ export class ClusterRegistry implements Registry {
   tunnels(): TunnelHandle[] {
     return this.#local.tunnels();
   }
+  closeTunnel(id: string, reason: string): boolean {
+    return this.#local.closeTunnel(id, reason);
+  }
 
   // ---- host names: cluster-wide, one route each ----
 

@@ -159,6 +159,18 @@ export class LocalRegistry implements Registry {
     return [...this.#tunnels.values()].map((entry) => entry.tunnel);
   }
 
+  closeTunnel(id: string, reason: string): boolean {
+    const tunnel = this.tunnel(id);
+    if (!tunnel) return false;
+    // The owning session removes it (and releases its port) and tells its client; an orphan,
+    // whose session no longer claims it, must at least stop listening and leave the registry.
+    if (!this.tunnelOwner(id)?.closeTunnel(id, reason)) {
+      tunnel.close();
+      this.removeTunnel(id);
+    }
+    return true;
+  }
+
   // ---- host names of HTTP tunnels ----
 
   readonly #hosts = new Map<string, TunnelHandle>();

@@ -7,6 +7,7 @@ import { serviceOffer } from "../session/services.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import { LocalRegistry } from "./local_registry.ts";
 import type { PortClaim, RegistryChange, SessionHandle } from "./registry.ts";
+import { fakeSession, fakeTunnel } from "./_fake_handles.ts";
 
 /** The registry does not look into tokens; a stand-in that is never called. */
 const NO_TOKENS = {} as TokenRegistry;
@@ -86,6 +87,54 @@ describe("LocalRegistry: sessions and tunnels", () => {
     assert.equal(r.removeTunnel("t1")?.id, "t1");
     assert.equal(r.removeTunnel("t1"), undefined);
     assert.equal(r.tunnel("t1"), undefined);
+  });
+});
+
+describe("LocalRegistry: closeTunnel", () => {
+  it("closes a tunnel through its owning session, which tells the client the reason", () => {
+    const r = registry();
+    const owner = fakeSession("s1", { tunnels: ["t-1"] });
+    const tunnel = fakeTunnel("t-1");
+    r.addSession(owner);
+    r.addTunnel(tunnel, "s1");
+    assert.equal(r.closeTunnel("t-1", "closed by an operator"), true);
+    assert.deepEqual(owner.calls, ["closeTunnel t-1 closed by an operator"]);
+    // The session's own teardown closes and removes it, not the registry behind its back.
+    assert.deepEqual(tunnel.calls, []);
+    assert.equal(r.tunnel("t-1"), tunnel);
+  });
+
+  it("closes and forgets an orphan: a tunnel whose session is gone or disowns it", () => {
+    const r = registry();
+    const seen: string[] = [];
+    r.watch((change) => seen.push(`${change.kind}:${change.op}`));
+    const gone = fakeTunnel("t-1");
+    r.addTunnel(gone, "s9"); // its session already removed
+    const disowned = fakeTunnel("t-2");
+    const session = fakeSession("s1", { tunnels: [] });
+    r.addSession(session);
+    r.addTunnel(disowned, "s1"); // the session no longer lists it
+    assert.equal(r.closeTunnel("t-1", "why"), true);
+    assert.equal(r.closeTunnel("t-2", "why"), true);
+    assert.deepEqual(gone.calls, ["close"]);
+    assert.deepEqual(disowned.calls, ["close"]);
+    assert.deepEqual(session.calls, ["closeTunnel t-2 why"]);
+    assert.equal(r.tunnel("t-1"), undefined);
+    assert.equal(r.tunnel("t-2"), undefined);
+    assert.deepEqual(seen.filter((c) => c.startsWith("tunnel:")), [
+      "tunnel:added",
+      "tunnel:added",
+      "tunnel:removed",
+      "tunnel:removed",
+    ]);
+  });
+
+  it("answers false for a tunnel it does not have, and changes nothing", () => {
+    const r = registry();
+    const session = fakeSession("s1", { tunnels: ["t-1"] });
+    r.addSession(session);
+    assert.equal(r.closeTunnel("t-1", "why"), false);
+    assert.deepEqual(session.calls, []);
   });
 });
 

@@ -287,6 +287,12 @@ export interface Registry {
   tunnelOwner(id: string): SessionHandle | undefined;
   /** This node's tunnels, oldest first. */
   tunnels(): TunnelHandle[];
+  /**
+   * Closes this node's tunnel `id`: through its owning session, which tells the client `reason`;
+   * a tunnel whose session is gone is closed and forgotten here. False when there is no such
+   * tunnel on this node.
+   */
+  closeTunnel(id: string, reason: string): boolean;
 
   /**
    * Registers an offer (a route of the service): refused (`taken`) when another owner offers

@@ -1,8 +1,9 @@
 /**
  * The cluster in the admin API: `GET /v1/cluster` (nodes, their health and version, NATS, relay
- * sessions, cluster ports), and what lets the other routes reach across nodes: the answers this
- * node gives to other nodes' queries (its sessions and tunnels, kicks and tunnel closes), asked
- * and answered over NATS request/reply, signed with the cluster key.
+ * sessions, cluster ports), and what lets the other endpoints reach across nodes: queries to the
+ * other nodes (their sessions and tunnels, kicks and tunnel closes), asked over NATS
+ * request/reply and signed with the cluster key. This node's own answers are
+ * `cluster/answers.ts`'s.
  *
  * A query has a deadline; nodes that do not answer in time are named in `missing`, never silently
  * left out.
@@ -12,75 +13,28 @@
 
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { Cluster } from "../../cluster/cluster.ts";
-import type { Daemon } from "../../daemon.ts";
+import type { AdminCluster, ClusterApiDeps } from "./deps.ts";
 import { ApiError } from "./errors.ts";
 import { sessionId, tunnelId } from "./params.ts";
-import { sessionSummary, tunnelView } from "./views.ts";
 
 /** How long a cluster-wide admin query waits for the nodes' answers. */
 export const QUERY_TIMEOUT_MS = 2_000;
 
 /** `scope` of a listing: this node (default) or the whole cluster; 400 for anything else. */
-export function scopeOf(c: Context, daemon: Daemon): Cluster | undefined {
+export function scopeOf(c: Context, deps: ClusterApiDeps): AdminCluster | undefined {
   const scope = c.req.query("scope") ?? "node";
   if (scope !== "node" && scope !== "cluster") {
     throw new ApiError(400, "bad_request", `scope must be "node" or "cluster"`);
   }
   if (scope === "node") return undefined;
-  if (!daemon.cluster) throw new ApiError(400, "bad_request", "this daemon is not in a cluster");
-  return daemon.cluster;
+  if (!deps.cluster) throw new ApiError(400, "bad_request", "this daemon is not in a cluster");
+  return deps.cluster;
 }
 
-/** Closes tunnel `id` of this node through its owning session; false if it is not here. */
-export function closeLocalTunnel(daemon: Daemon, id: string): boolean {
-  const tunnel = daemon.registry.tunnel(id);
-  if (!tunnel) return false;
-  if (!daemon.registry.tunnelOwner(id)?.closeTunnel(id, "closed by an operator")) {
-    tunnel.close(); // orphaned: no session claims it any more; at least stop it listening
-    daemon.registry.removeTunnel(id);
-  }
-  return true;
-}
-
-/** This node's tunnels as listed. */
-export function tunnelList(daemon: Daemon) {
-  const { registry } = daemon;
-  return registry.tunnels().sort((a, b) => a.createdAt - b.createdAt)
-    .map((t) =>
-      tunnelView(
-        t,
-        registry.tunnelOwner(t.id)?.id ?? null,
-        t.host === undefined ? undefined : daemon.certificates.find(t.host),
-      )
-    );
-}
-
-/** Answers other nodes' admin queries about this node. */
-function answerQueries(daemon: Daemon, cluster: Cluster): void {
-  cluster.answer("sessions", () => daemon.registry.sessions().map(sessionSummary));
-  cluster.answer("tunnels", () => tunnelList(daemon));
-  cluster.answer("health", () => ({
-    state: daemon.state,
-    uptimeSeconds: Math.round((Date.now() - daemon.startedAt) / 1000),
-    sessions: daemon.registry.sessionCount,
-    tunnels: daemon.registry.tunnels().length,
-  }));
-  cluster.answer("kick", (data: { id?: unknown }) => {
-    const session = typeof data?.id === "string" ? daemon.registry.session(data.id) : undefined;
-    session?.close();
-    return { found: session !== undefined };
-  });
-  cluster.answer("close-tunnel", (data: { id?: unknown }) => ({
-    found: typeof data?.id === "string" && closeLocalTunnel(daemon, data.id),
-  }));
-}
-
-/** `/v1/cluster`, and this node's answers to the others (when the daemon is in a cluster). */
-export function clusterRoutes(daemon: Daemon): Hono {
+/** `/v1/cluster`. */
+export function clusterApi(deps: ClusterApiDeps): Hono {
   const app = new Hono();
-  const cluster = daemon.cluster;
-  if (cluster) answerQueries(daemon, cluster);
+  const cluster = deps.cluster;
 
   app.get("/v1/cluster", async (c) => {
     if (!cluster) return c.json({ cluster: null });
@@ -129,7 +83,7 @@ export function clusterRoutes(daemon: Daemon): Hono {
 }
 
 /** Lists `kind` (sessions or tunnels) of every node, each item with its `node`. */
-export async function clusterListing(cluster: Cluster, kind: "sessions" | "tunnels") {
+export async function clusterListing(cluster: AdminCluster, kind: "sessions" | "tunnels") {
   const { answers, missing } = await cluster.ask(kind, null, { timeoutMs: QUERY_TIMEOUT_MS });
   const items = answers.sort((a, b) => a.node.localeCompare(b.node)).flatMap((a) =>
     Array.isArray(a.data) ? a.data.map((item: object) => ({ node: a.node, ...item })) : []
@@ -138,7 +92,7 @@ export async function clusterListing(cluster: Cluster, kind: "sessions" | "tunne
 }
 
 /** Kicks session `id` on node `node` (another node of the cluster). */
-export async function kickRemote(cluster: Cluster, node: string, id: string): Promise<void> {
+export async function kickRemote(cluster: AdminCluster, node: string, id: string): Promise<void> {
   const { answers } = await cluster.ask("kick", { id: sessionId(id) }, {
     node,
     timeoutMs: QUERY_TIMEOUT_MS,
@@ -150,7 +104,7 @@ export async function kickRemote(cluster: Cluster, node: string, id: string): Pr
 }
 
 /** Closes tunnel `id` wherever in the cluster it is held; 404 naming silent nodes if nowhere. */
-export async function closeRemoteTunnel(cluster: Cluster, id: string): Promise<void> {
+export async function closeRemoteTunnel(cluster: AdminCluster, id: string): Promise<void> {
   const { answers, missing } = await cluster.ask("close-tunnel", { id: tunnelId(id) }, {
     timeoutMs: QUERY_TIMEOUT_MS,
   });

@@ -1,7 +1,7 @@
 /**
- * Errors of the admin API. Every failure, whether raised by a route, a middleware or hono itself,
- * leaves as `{ "error": { "code", "message" } }` with a matching status: operators script against
- * the API, and an HTML page or a stack trace would be useless to them (and a leak).
+ * Errors of the admin API. Every failure, whether raised by an endpoint, a middleware or hono
+ * itself, leaves as `{ "error": { "code", "message" } }` with a matching status: operators script
+ * against the API, and an HTML page or a stack trace would be useless to them (and a leak).
  *
  * @module
  */
@@ -38,7 +38,7 @@ const CODE_BY_STATUS: Record<number, ApiErrorCode> = {
   503: "not_ready",
 };
 
-/** An error a route throws on purpose; its message is safe to show to the caller. */
+/** An error an endpoint throws on purpose; its message is safe to show to the caller. */
 export class ApiError extends Error {
   /** HTTP status. */
   readonly status: ContentfulStatusCode;
@@ -84,6 +84,6 @@ export function onApiError(log: Logger): ErrorHandler {
   };
 }
 
-/** The app's `notFound`: unknown routes answer 404 in the same JSON shape. */
+/** The app's `notFound`: unknown paths answer 404 in the same JSON shape. */
 export const onNotFound: NotFoundHandler = (c) =>
   errorResponse(c, 404, "not_found", `no route ${c.req.method} ${c.req.path}`);

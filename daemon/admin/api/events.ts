@@ -17,11 +17,11 @@
  */
 
 import { Hono } from "hono";
-import type { Daemon } from "../../daemon.ts";
 import { DEFAULT_RING_CAPACITY, EventRing, type SequencedEvent } from "./event_ring.ts";
+import type { EventsApiDeps } from "./deps.ts";
 
-/** Options of the feed route. */
-export interface EventRoutesOptions {
+/** Options of the feed endpoint. */
+export interface EventsApiOptions {
   /** Events kept for resuming (used when the daemon's ring is created). Default 1000. */
   ringCapacity?: number;
   /** How far (in events) a reader may fall behind before it is disconnected. Default 256. */
@@ -30,20 +30,23 @@ export interface EventRoutesOptions {
   heartbeatMs?: number;
 }
 
-/** Default of {@linkcode EventRoutesOptions.maxLag}. */
+/** Default of {@linkcode EventsApiOptions.maxLag}. */
 export const DEFAULT_MAX_LAG = 256;
-/** Default of {@linkcode EventRoutesOptions.heartbeatMs}. */
+/** Default of {@linkcode EventsApiOptions.heartbeatMs}. */
 export const DEFAULT_HEARTBEAT_MS = 15_000;
 /** At most this many events go into one chunk, so that a replay does not build one huge string. */
 const BATCH = 64;
 
-const rings = new WeakMap<Daemon, EventRing>();
+const rings = new WeakMap<object, EventRing>();
 
 /**
- * The event history of `daemon`: created, and subscribed to the daemon's feed, once per daemon.
+ * The event history of `daemon`: created, and subscribed to its feed, once per daemon.
  * `capacity` applies only to that first call.
  */
-export function eventRing(daemon: Daemon, capacity: number = DEFAULT_RING_CAPACITY): EventRing {
+export function eventRing(
+  daemon: Pick<EventsApiDeps, "events">,
+  capacity: number = DEFAULT_RING_CAPACITY,
+): EventRing {
   let ring = rings.get(daemon);
   if (!ring) {
     ring = new EventRing(capacity);
@@ -196,16 +199,16 @@ export function parseLastEventId(value: string | null | undefined): number | und
 }
 
 /**
- * The `GET /v1/events` route, as a sub-app for the admin API to mount (it applies auth). Creating
- * it starts the daemon's event history, so create it when the daemon starts.
+ * The `GET /v1/events` endpoint, as a sub-app for the admin API to mount (it applies auth).
+ * Creating it starts the daemon's event history, so create it when the daemon starts.
  */
-export function eventRoutes(daemon: Daemon, options: EventRoutesOptions = {}): Hono {
-  const ring = eventRing(daemon, options.ringCapacity);
+export function eventsApi(deps: EventsApiDeps, options: EventsApiOptions = {}): Hono {
+  const ring = eventRing(deps, options.ringCapacity);
   // `?scope=cluster` follows every node's events (each with its `node`), from its own history.
   let clusterRing: EventRing | undefined;
-  if (daemon.cluster) {
+  if (deps.cluster) {
     clusterRing = new EventRing(options.ringCapacity ?? DEFAULT_RING_CAPACITY);
-    clusterRing.follow(daemon.cluster.events);
+    clusterRing.follow(deps.cluster.events);
   }
   const maxLag = options.maxLag ?? DEFAULT_MAX_LAG;
   const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
@@ -229,7 +232,7 @@ export function eventRoutes(daemon: Daemon, options: EventRoutesOptions = {}): H
     const body = eventStream(source, startOf(source, lastId), {
       maxLag,
       heartbeatMs,
-      stop: daemon.stopped,
+      stop: deps.stopped,
       // No `signal: c.req.raw.signal`: Deno.serve and Bun.serve both cancel the body when the
       // client goes away (checked on both), while Deno's legacy request.signal also aborts after
       // successful responses and prints a warning when something listens to it.

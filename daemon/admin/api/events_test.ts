@@ -8,7 +8,9 @@ import { Logger } from "../../../util/log.ts";
 import { connect } from "../../../client/client.ts";
 import { listenTcp } from "../../../transport/mod.ts";
 import type { TransportListener } from "../../../protocol/transport.ts";
-import { eventRing, eventRoutes, type EventRoutesOptions } from "./events.ts";
+import { eventRing, eventsApi, type EventsApiOptions } from "./events.ts";
+import { EventFeed } from "../../events.ts";
+import { assertError, fakeCluster, served } from "./_fake_deps.ts";
 
 const TOKEN = "events-test-token-0123456789abcdef";
 
@@ -89,16 +91,16 @@ function idleDaemon(): Daemon {
   return new Daemon(result.config!, { log });
 }
 
-function withRoutes(options: EventRoutesOptions = {}) {
+function withApi(options: EventsApiOptions = {}) {
   const daemon = idleDaemon();
-  const app = eventRoutes(daemon, options);
+  const app = eventsApi(daemon, options);
   return { daemon, app, ring: eventRing(daemon) };
 }
 
 describe("GET /v1/events (daemon in process)", () => {
   let local: TransportListener;
   let daemon: Daemon;
-  let app: ReturnType<typeof eventRoutes>;
+  let app: ReturnType<typeof eventsApi>;
 
   before(async () => {
     local = await listenTcp({ hostname: "127.0.0.1", port: 0 }, (t) => t.close());
@@ -109,7 +111,7 @@ describe("GET /v1/events (daemon in process)", () => {
     assert.deepEqual(result.errors, []);
     const log = new Logger({ level: "error", format: "json", sink: () => {} });
     daemon = new Daemon(result.config!, { log });
-    app = eventRoutes(daemon);
+    app = eventsApi(daemon);
     await daemon.start();
   });
   after(() => {
@@ -176,7 +178,7 @@ describe("GET /v1/events (daemon in process)", () => {
 
 describe("GET /v1/events (event history)", () => {
   it("starts with event: reset when the asked-for id fell out of the ring", async () => {
-    const { daemon, app } = withRoutes({ ringCapacity: 5 });
+    const { daemon, app } = withApi({ ringCapacity: 5 });
     for (let n = 1; n <= 12; n++) daemon.events.publish("drain", { n });
     const reader = new SseReader(
       await app.request("/v1/events", { headers: { "Last-Event-ID": "2" } }),
@@ -197,7 +199,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("resets for an id this daemon never issued, and replays all for lastEventId=0", async () => {
-    const { daemon, app } = withRoutes({ ringCapacity: 5 });
+    const { daemon, app } = withApi({ ringCapacity: 5 });
     daemon.events.publish("drain", {});
     const future = new SseReader(await app.request("/v1/events?lastEventId=99"));
     const all = new SseReader(await app.request("/v1/events?lastEventId=0"));
@@ -215,7 +217,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("answers 400 to a Last-Event-ID that is not a number", async () => {
-    const { daemon, app, ring } = withRoutes();
+    const { daemon, app, ring } = withApi();
     const response = await app.request("/v1/events", { headers: { "Last-Event-ID": "abc" } });
     assert.equal(response.status, 400);
     assert.equal((await response.json()).error.code, "bad_request");
@@ -224,7 +226,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("disconnects a reader that falls more than maxLag events behind", async () => {
-    const { daemon, app, ring } = withRoutes({ maxLag: 3 });
+    const { daemon, app, ring } = withApi({ maxLag: 3 });
     const response = await app.request("/v1/events");
     assert.equal(ring.subscriberCount, 1);
     for (let n = 0; n < 4; n++) daemon.events.publish("drain", { n });
@@ -237,7 +239,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("sends heartbeat comments on an idle stream", async () => {
-    const { daemon, app, ring } = withRoutes({ heartbeatMs: 10 });
+    const { daemon, app, ring } = withApi({ heartbeatMs: 10 });
     const reader = new SseReader(await app.request("/v1/events"));
     try {
       assert.equal((await reader.next())?.comment, "tunnelmux events");
@@ -250,7 +252,7 @@ describe("GET /v1/events (event history)", () => {
   });
 
   it("ends open streams when the daemon stops", async () => {
-    const { daemon, app, ring } = withRoutes();
+    const { daemon, app, ring } = withApi();
     const reader = new SseReader(await app.request("/v1/events"));
     daemon.events.publish("drain", {});
     assert.equal((await reader.event()).event, "drain");
@@ -259,5 +261,49 @@ describe("GET /v1/events (event history)", () => {
     for (let i = 0; i < 10 && end !== undefined; i++) end = await reader.next();
     assert.equal(end, undefined);
     assert.equal(ring.subscriberCount, 0);
+  });
+});
+
+describe("GET /v1/events (over fakes)", () => {
+  /** The feed over bare event feeds: this daemon's, and the cluster's when `clustered`. */
+  function feedOver(clustered: boolean) {
+    const events = new EventFeed();
+    const cluster = clustered ? fakeCluster() : undefined;
+    let stop!: () => void;
+    const stopped = new Promise<void>((resolve) => stop = resolve);
+    const app = served(eventsApi({ events, stopped, cluster }));
+    return { events, cluster, stop, app };
+  }
+
+  it("answers 400 to a bad resume id or scope, and to scope=cluster on a single node", async () => {
+    const { app, stop } = feedOver(false);
+    await assertError(app, "/v1/events?lastEventId=-1", 400, "bad_request");
+    await assertError(app, "/v1/events?lastEventId=1e3", 400, "bad_request");
+    await assertError(app, "/v1/events?scope=everything", 400, "bad_request");
+    const message = await assertError(app, "/v1/events?scope=cluster", 400, "bad_request");
+    assert.match(message, /not in a cluster/);
+    stop();
+  });
+
+  it("follows every node's events with scope=cluster, and only this node's without", async () => {
+    const { events, cluster, stop, app } = feedOver(true);
+    cluster!.events.publish("tunnel_up", { tunnel: "t-1", node: "n2" });
+    events.publish("drain", { sessions: 0 });
+    const everyNode = new SseReader(await app.request("/v1/events?scope=cluster&lastEventId=0"));
+    const thisNode = new SseReader(await app.request("/v1/events?lastEventId=0"));
+    try {
+      const remote = await everyNode.event();
+      assert.deepEqual([remote.event, remote.id, remote.data?.node], ["tunnel_up", "1", "n2"]);
+      const local = await thisNode.event();
+      assert.deepEqual([local.event, local.id], ["drain", "1"]);
+    } finally {
+      stop();
+    }
+    // The daemon stopping ends both streams.
+    for (const reader of [everyNode, thisNode]) {
+      let end: Message | undefined = { comment: "" };
+      for (let i = 0; i < 10 && end !== undefined; i++) end = await reader.next();
+      assert.equal(end, undefined);
+    }
   });
 });

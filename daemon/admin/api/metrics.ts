@@ -17,7 +17,7 @@
 import { Hono } from "hono";
 import process from "node:process";
 import type { SessionHandle, TransportKind } from "../../registry/registry.ts";
-import type { Daemon, DaemonState } from "../../daemon.ts";
+import type { DaemonState, MetricsApiDeps } from "./deps.ts";
 import type { FrameCounts } from "../../../protocol/stats.ts";
 import { PROMETHEUS_CONTENT_TYPE, PrometheusWriter, type Sample } from "./prometheus.ts";
 import { bulkBuffers, relayBuffers } from "../../../util/buffer_pool.ts";
@@ -112,13 +112,13 @@ const KNOWN_EVENTS = ["handshake_timeout", "session_limit", "stream_limit", "idl
 export class SessionTotals {
   /** Counters of sessions that have closed. */
   readonly closed: SessionCounterTotals = zeroTotals();
-  readonly #daemon: Daemon;
+  readonly #daemon: Pick<MetricsApiDeps, "registry">;
   readonly #tracked = new Set<SessionHandle>();
   /** Ids folded into `closed`, in case a scrape still finds them in `daemon.sessions`. */
   readonly #folded = new Set<string>();
 
   /** Starts following `daemon`'s sessions. Use {@linkcode sessionTotals} to get the shared one. */
-  constructor(daemon: Daemon) {
+  constructor(daemon: Pick<MetricsApiDeps, "registry" | "events">) {
     this.#daemon = daemon;
     daemon.events.subscribe((event) => {
       if (event.type !== "session_opened" && event.type !== "session_closed") return;
@@ -167,10 +167,10 @@ export class SessionTotals {
   }
 }
 
-const totalsByDaemon = new WeakMap<Daemon, SessionTotals>();
+const totalsByDaemon = new WeakMap<object, SessionTotals>();
 
 /** The one {@linkcode SessionTotals} of `daemon`, created on first use. */
-export function sessionTotals(daemon: Daemon): SessionTotals {
+export function sessionTotals(daemon: Pick<MetricsApiDeps, "registry" | "events">): SessionTotals {
   let totals = totalsByDaemon.get(daemon);
   if (!totals) totalsByDaemon.set(daemon, totals = new SessionTotals(daemon));
   return totals;
@@ -180,7 +180,7 @@ export function sessionTotals(daemon: Daemon): SessionTotals {
  * Renders every metric family of `daemon` as a text exposition. `now` (ms since the epoch) is for
  * uptime.
  */
-export function renderMetrics(daemon: Daemon, now: number = Date.now()): string {
+export function renderMetrics(daemon: MetricsApiDeps, now: number = Date.now()): string {
   const totals = sessionTotals(daemon);
   const live = [...totals.live()];
   const sum = totals.snapshot();
@@ -327,7 +327,7 @@ export function renderMetrics(daemon: Daemon, now: number = Date.now()): string 
   return w.toString();
 }
 
-function writeTunnels(w: PrometheusWriter, daemon: Daemon): void {
+function writeTunnels(w: PrometheusWriter, daemon: MetricsApiDeps): void {
   const tunnels = daemon.registry.tunnels();
   const id = (t: typeof tunnels[number]) => ({ tunnel: t.id, client: t.client });
   w.single("tunnelmux_tunnels", "gauge", "Reverse tunnels listening now.", tunnels.length);
@@ -366,7 +366,7 @@ function writeTunnels(w: PrometheusWriter, daemon: Daemon): void {
   );
 }
 
-function writeHttp(w: PrometheusWriter, daemon: Daemon): void {
+function writeHttp(w: PrometheusWriter, daemon: MetricsApiDeps): void {
   const hosts = [...daemon.httpStats.entries()];
   w.family(
     "tunnelmux_http_requests_total",
@@ -393,7 +393,7 @@ function writeHttp(w: PrometheusWriter, daemon: Daemon): void {
   );
 }
 
-function writeServices(w: PrometheusWriter, daemon: Daemon): void {
+function writeServices(w: PrometheusWriter, daemon: MetricsApiDeps): void {
   const offers = daemon.registry.services();
   const id = (o: typeof offers[number]) => ({ service: o.name, client: o.client, node: o.node });
   w.single("tunnelmux_services", "gauge", "Named service offers known now.", offers.length);
@@ -418,7 +418,7 @@ function writeServices(w: PrometheusWriter, daemon: Daemon): void {
 }
 
 /** The cluster's families (only in a cluster): NATS, nodes, relays by peer, registry operations. */
-function writeCluster(w: PrometheusWriter, daemon: Daemon): void {
+function writeCluster(w: PrometheusWriter, daemon: MetricsApiDeps): void {
   const cluster = daemon.cluster;
   if (!cluster) return;
   const view = cluster.view();
@@ -470,7 +470,7 @@ function writeCluster(w: PrometheusWriter, daemon: Daemon): void {
 }
 
 /** Splits `daemon.counters` into auth failures, forward refusals, dial errors and the rest. */
-function writeDaemonCounters(w: PrometheusWriter, daemon: Daemon): void {
+function writeDaemonCounters(w: PrometheusWriter, daemon: MetricsApiDeps): void {
   const refusals: Sample[] = [];
   const dialErrors: Sample[] = [];
   const others = new Map(KNOWN_EVENTS.map((event) => [event, 0]));
@@ -509,10 +509,10 @@ function writeDaemonCounters(w: PrometheusWriter, daemon: Daemon): void {
 }
 
 /**
- * The `GET /metrics` route, as a sub-app for the admin API to mount (it applies auth). Creating it
- * starts tracking session totals, so create it when the daemon starts.
+ * The `GET /metrics` endpoint, as a sub-app for the admin API to mount (it applies auth).
+ * Creating it starts tracking session totals, so create it when the daemon starts.
  */
-export function metricsRoutes(daemon: Daemon): Hono {
+export function metricsApi(daemon: MetricsApiDeps): Hono {
   sessionTotals(daemon);
   const app = new Hono();
   app.get("/metrics", (c) => {

@@ -1,6 +1,8 @@
-// GET /metrics against a daemon in this process with real SDK clients: the exposition parses
-// strictly, every family is there, and counters move while a tunnel connection is still open and
-// do not go down when its session closes.
+// GET /metrics: first over small fakes (app.request on the sub-app: the daemon's counters, the
+// cluster's families, session totals that outlive their sessions), then against a daemon in this
+// process with real SDK clients: the exposition parses strictly, every family is there, and
+// counters move while a tunnel connection is still open and do not go down when its session
+// closes.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Daemon } from "../../daemon.ts";
@@ -10,8 +12,14 @@ import { connect } from "../../../client/client.ts";
 import { connectTcp, listenTcp } from "../../../transport/mod.ts";
 import type { Transport, TransportListener } from "../../../protocol/transport.ts";
 import { pattern, roundTrip } from "../../../tools/echo_check.ts";
-import { metricsRoutes, sessionTotals } from "./metrics.ts";
+import { metricsApi, sessionTotals } from "./metrics.ts";
 import { waitFor } from "../../../testing/wait.ts";
+import { Counters } from "../../counters.ts";
+import { EventFeed } from "../../events.ts";
+import { HttpStats } from "../../http/http_stats.ts";
+import { fakeSession, fakeTunnel, memoryRegistry } from "../../registry/_fake_handles.ts";
+import { fakeCluster, served } from "./_fake_deps.ts";
+import type { MetricsApiDeps } from "./deps.ts";
 
 const TOKEN = "metrics-test-token-0123456789abcdef";
 
@@ -164,10 +172,105 @@ function bounded<T>(promise: Promise<T>, what: string): Promise<T> {
   return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
 }
 
+describe("GET /metrics (over fakes)", () => {
+  /** A daemon of fakes, and its metrics endpoint. */
+  function metricsOver(cluster = fakeCluster()) {
+    const daemon = {
+      state: "draining" as const,
+      startedAt: Date.UTC(2020, 0, 1),
+      registry: memoryRegistry(),
+      events: new EventFeed(),
+      counters: new Counters(),
+      httpStats: new HttpStats(),
+      cluster,
+    } satisfies MetricsApiDeps;
+    const app = served(metricsApi(daemon));
+    const scrape = async () => {
+      const response = await app.request("/metrics");
+      assert.equal(response.status, 200);
+      assert.match(response.headers.get("content-type") ?? "", /^text\/plain; version=0\.0\.4/);
+      return parseExposition(await response.text());
+    };
+    return { daemon, scrape };
+  }
+
+  it("reports the lifecycle state, sessions, tunnels and the daemon's counters", async () => {
+    const { daemon, scrape } = metricsOver();
+    daemon.registry.addSession(fakeSession("s1", { rtt: 250, stats: { bytesIn: 700 } }));
+    daemon.registry.addTunnel(fakeTunnel("t-1", { stats: { aToB: 5, connections: 2 } }), "s1");
+    daemon.counters.count("auth_failure");
+    daemon.counters.count("forward_denied");
+    daemon.counters.count("forward_dial_refused");
+    const m = await scrape();
+    assert.equal(value(m, "tunnelmux_daemon_state", { state: "draining" }), 1);
+    assert.equal(value(m, "tunnelmux_daemon_state", { state: "running" }), 0);
+    assert.equal(value(m, "tunnelmux_start_time_seconds"), Date.UTC(2020, 0, 1) / 1000);
+    assert.equal(value(m, "tunnelmux_sessions", { transport: "tcp", state: "ready" }), 1);
+    assert.equal(value(m, "tunnelmux_session_bytes_total", { direction: "in" }), 700);
+    assert.equal(value(m, "tunnelmux_session_rtt_seconds", { session: "s1" }), 0.25);
+    assert.equal(value(m, "tunnelmux_tunnels"), 1);
+    const id = { tunnel: "t-1", client: "alice" };
+    assert.equal(value(m, "tunnelmux_tunnel_bytes_total", { ...id, direction: "to_client" }), 5);
+    assert.equal(value(m, "tunnelmux_tunnel_connections_total", id), 2);
+    assert.equal(value(m, "tunnelmux_auth_failures_total"), 1);
+    assert.equal(value(m, "tunnelmux_forward_refusals_total", { reason: "denied" }), 1);
+    assert.equal(value(m, "tunnelmux_forward_dial_errors_total", { reason: "refused" }), 1);
+  });
+
+  it("keeps a closed session's counters in the totals", async () => {
+    const { daemon, scrape } = metricsOver();
+    const session = fakeSession("s1", { stats: { bytesIn: 300, bytesOut: 40 } });
+    daemon.registry.addSession(session);
+    daemon.events.publish("session_opened", { session: "s1" });
+    assert.equal(sessionTotals(daemon).trackedCount, 1, "followed from its session_opened");
+    daemon.registry.removeSession("s1");
+    session.close();
+    await session.closed;
+    await waitFor(() => sessionTotals(daemon).trackedCount === 0, "its counters to be folded");
+    const m = await scrape();
+    assert.equal(value(m, "tunnelmux_session_bytes_total", { direction: "in" }), 300);
+    assert.equal(value(m, "tunnelmux_session_bytes_total", { direction: "out" }), 40);
+    assert.equal(value(m, "tunnelmux_sessions", { transport: "tcp", state: "ready" }), 0);
+  });
+
+  it("reports the cluster: NATS, nodes, peers, relayed bytes by peer, registry operations", async () => {
+    const node = { run: "r", advertise: "", version: "", startedAt: 0, at: 0, sessions: 0 };
+    const cluster = fakeCluster({
+      view: {
+        nodes: [{ node: "n1", tunnels: 0, ...node }, { node: "n2", tunnels: 1, ...node }],
+        peers: [{ node: "n2", connected: true, streamsOut: 3, streamsIn: 4 }],
+        relays: [
+          { node: "n2", bytesToOwner: 10, bytesFromOwner: 1 },
+          { node: "n2", bytesToOwner: 5, bytesFromOwner: 2 },
+        ],
+      },
+    });
+    const { daemon, scrape } = metricsOver(cluster);
+    daemon.counters.count("registry_port_claimed");
+    const m = await scrape();
+    assert.equal(value(m, "tunnelmux_cluster_nats_connected"), 1);
+    assert.equal(value(m, "tunnelmux_cluster_nodes"), 2);
+    assert.equal(value(m, "tunnelmux_cluster_peer_connected", { peer: "n2" }), 1);
+    assert.equal(
+      value(m, "tunnelmux_cluster_relay_streams_total", { peer: "n2", direction: "in" }),
+      4,
+    );
+    const relayed = { peer: "n2", direction: "to_owner" };
+    assert.equal(value(m, "tunnelmux_cluster_relay_bytes_total", relayed), 15);
+    assert.equal(
+      value(m, "tunnelmux_cluster_registry_operations_total", { op: "port_claimed" }),
+      1,
+    );
+    // Registry operations are the cluster's family, not "other daemon events".
+    const others = m.get("tunnelmux_daemon_events_total")!.samples;
+    assert.ok(others.every((s) => !s.labels.event.startsWith("registry_")));
+  });
+});
+
 describe("GET /metrics (daemon in process)", () => {
   let echo: TransportListener;
   let daemon: Daemon;
-  let app: ReturnType<typeof metricsRoutes>;
+  let app: ReturnType<typeof metricsApi>;
   const scrape = async (): Promise<Exposition> => {
     const response = await app.request("/metrics");
     assert.equal(response.status, 200);
@@ -190,7 +293,7 @@ describe("GET /metrics (daemon in process)", () => {
     assert.deepEqual(result.errors, []);
     const log = new Logger({ level: "error", format: "json", sink: () => {} });
     daemon = new Daemon(result.config!, { log });
-    app = metricsRoutes(daemon);
+    app = metricsApi(daemon);
     await daemon.start();
   });
   after(() => {

@@ -1,13 +1,13 @@
 /**
- * Daemon-wide routes: liveness and readiness probes, `/v1/info`, and `POST /v1/drain`.
+ * Daemon-wide endpoints: liveness and readiness probes, `/v1/info`, and `POST /v1/drain`.
  *
  * @module
  */
 
 import { Hono } from "hono";
-import type { Daemon } from "../../daemon.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { drainRequest } from "./params.ts";
+import type { SystemApiDeps } from "./deps.ts";
 import { runtimeVersion } from "../../../util/runtime.ts";
 import { VERSION } from "../../../util/version.ts";
 
@@ -18,7 +18,7 @@ export interface InfoOptions {
 }
 
 /** `/healthz`, `/readyz`, `/v1/info` and `/v1/drain`. */
-export function systemRoutes(daemon: Daemon, options: InfoOptions): Hono {
+export function systemApi(deps: SystemApiDeps, options: InfoOptions): Hono {
   const app = new Hono();
 
   // Liveness: the process answers, whatever the lifecycle state.
@@ -26,21 +26,21 @@ export function systemRoutes(daemon: Daemon, options: InfoOptions): Hono {
 
   // Readiness: only a running daemon takes new sessions; a draining one must leave the pool.
   app.get("/readyz", (c) => {
-    if (daemon.state === "running") return c.json({ status: "ready" });
-    return errorResponse(c, 503, "not_ready", `the daemon is ${daemon.state}`);
+    if (deps.state === "running") return c.json({ status: "ready" });
+    return errorResponse(c, 503, "not_ready", `the daemon is ${deps.state}`);
   });
 
   app.get("/v1/info", (c) => {
-    const { config, registry } = daemon;
+    const { config, registry } = deps;
     const tunnels = registry.tunnels();
     const sessions = registry.sessions();
     return c.json({
       version: VERSION,
       runtime: runtimeVersion(),
-      state: daemon.state,
-      startedAt: new Date(daemon.startedAt).toISOString(),
-      uptimeMs: Date.now() - daemon.startedAt,
-      listeners: { ...daemon.addresses, admin: options.admin },
+      state: deps.state,
+      startedAt: new Date(deps.startedAt).toISOString(),
+      uptimeMs: Date.now() - deps.startedAt,
+      listeners: { ...deps.addresses, admin: options.admin },
       tls: config.tls !== null,
       limits: config.limits,
       shutdownGraceMs: config.shutdownGraceMs,
@@ -74,13 +74,13 @@ export function systemRoutes(daemon: Daemon, options: InfoOptions): Hono {
       }
     }
     const { graceMs } = drainRequest(body);
-    if (daemon.state !== "running") {
-      throw new ApiError(409, "conflict", `the daemon is already ${daemon.state}`);
+    if (deps.state !== "running") {
+      throw new ApiError(409, "conflict", `the daemon is already ${deps.state}`);
     }
     // Not awaited: the drain lasts up to the grace period, and /readyz reports it meanwhile.
-    const effective = graceMs ?? daemon.config.shutdownGraceMs;
-    void daemon.drain(effective);
-    return c.json({ state: daemon.state, graceMs: effective }, 202);
+    const effective = graceMs ?? deps.config.shutdownGraceMs;
+    void deps.drain(effective);
+    return c.json({ state: deps.state, graceMs: effective }, 202);
   });
 
   return app;

@@ -1,5 +1,5 @@
 /**
- * Token routes: mint a scoped, expiring client token, list the minted ones, revoke one. The
+ * Token endpoints: mint a scoped, expiring client token, list the minted ones, revoke one. The
  * secret leaves the daemon exactly once, in the mint response; listings never carry a token or
  * its hash.
  *
@@ -8,12 +8,12 @@
 
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { Daemon } from "../../daemon.ts";
 import type { TokenRecord } from "../../tokens/file.ts";
 import { TOKEN_ID } from "../../tokens/file.ts";
 import { type FieldIssue, parseMintRequest, scopedClient } from "../../tokens/scopes.ts";
 import { TokenNameConflict } from "../../tokens/store.ts";
 import { ApiError } from "./errors.ts";
+import type { TokensApiDeps } from "./deps.ts";
 
 /** Checks a token id (`tok_` and 16 hex digits); throws a 400 ApiError otherwise. */
 export function tokenId(value: string | undefined): string {
@@ -27,8 +27,8 @@ export function tokenId(value: string | undefined): string {
  * A minted token as shown: who, what it may do, when, whether it works now, and the ready
  * sessions using it. Built field by field so that the hash can never slip into a response.
  */
-export function tokenView(daemon: Daemon, record: TokenRecord) {
-  const problem = daemon.registry.tokens.problem(record.id);
+export function tokenView(deps: Pick<TokensApiDeps, "registry">, record: TokenRecord) {
+  const problem = deps.registry.tokens.problem(record.id);
   return {
     id: record.id,
     name: record.name,
@@ -38,7 +38,7 @@ export function tokenView(daemon: Daemon, record: TokenRecord) {
     active: problem === undefined,
     problem: problem ?? null,
     // The name is unique to the token, so the sessions of that client are the token's sessions.
-    sessions: daemon.registry.sessions()
+    sessions: deps.registry.sessions()
       .filter((s) => s.client === record.name && s.state === "ready")
       .map((s) => s.id),
   };
@@ -52,20 +52,19 @@ function invalid(c: Context, issues: FieldIssue[]): Response {
 }
 
 /** `/v1/tokens` and below. */
-export function tokenRoutes(daemon: Daemon): Hono {
+export function tokensApi(deps: TokensApiDeps): Hono {
   const app = new Hono();
 
   app.get(
     "/v1/tokens",
-    (c) =>
-      c.json({ tokens: daemon.registry.tokens.list().map((record) => tokenView(daemon, record)) }),
+    (c) => c.json({ tokens: deps.registry.tokens.list().map((record) => tokenView(deps, record)) }),
   );
 
   app.get("/v1/tokens/:id", (c) => {
     const id = tokenId(c.req.param("id"));
-    const record = daemon.registry.tokens.get(id);
+    const record = deps.registry.tokens.get(id);
     if (!record) throw new ApiError(404, "not_found", `no token ${id}`);
-    return c.json(tokenView(daemon, record));
+    return c.json(tokenView(deps, record));
   });
 
   app.post("/v1/tokens", async (c) => {
@@ -79,24 +78,24 @@ export function tokenRoutes(daemon: Daemon): Hono {
     if (!parsed.request) return invalid(c, parsed.errors);
     const { name, scopes, expiresAt } = parsed.request;
     // Validated against the limits in force now; the store re-checks them on every reload.
-    const scoped = scopedClient(name, scopes, daemon.config.limits);
+    const scoped = scopedClient(name, scopes, deps.config.limits);
     if (!scoped.client) return invalid(c, scoped.errors);
     let minted;
     try {
-      minted = await daemon.registry.tokens.mint(
+      minted = await deps.registry.tokens.mint(
         scoped.client.name,
         scopes,
         expiresAt,
-        daemon.config,
+        deps.config,
       );
     } catch (error) {
       if (error instanceof TokenNameConflict) throw new ApiError(409, "conflict", error.message);
       throw error;
     }
-    daemon.events.publish("token_minted", { token: minted.record.id, client: minted.record.name });
+    deps.events.publish("token_minted", { token: minted.record.id, client: minted.record.name });
     return c.json(
       {
-        ...tokenView(daemon, minted.record),
+        ...tokenView(deps, minted.record),
         token: minted.token,
         limits: scoped.client.limits,
         warnings: scoped.warnings,
@@ -110,11 +109,11 @@ export function tokenRoutes(daemon: Daemon): Hono {
   // the answer is sent (the file is rewritten after that).
   app.delete("/v1/tokens/:id", async (c) => {
     const id = tokenId(c.req.param("id"));
-    const record = daemon.registry.tokens.get(id);
+    const record = deps.registry.tokens.get(id);
     if (!record) throw new ApiError(404, "not_found", `no token ${id}`);
-    const sessions = tokenView(daemon, record).sessions;
-    await daemon.registry.tokens.revoke(id);
-    daemon.events.publish("token_revoked", { token: id, client: record.name });
+    const sessions = tokenView(deps, record).sessions;
+    await deps.registry.tokens.revoke(id);
+    deps.events.publish("token_revoked", { token: id, client: record.name });
     return c.json({ id, name: record.name, revoked: true, sessionsClosed: sessions });
   });
 

@@ -1,6 +1,8 @@
-// Minted tokens over real HTTP against a daemon in this process, with real SDK clients: scopes
-// enforced, revocation and expiry ending sessions, persistence across restarts, validation,
-// name conflicts, reloads, and listings that never carry a secret.
+// Minted tokens: first the endpoints over small fakes (app.request on the sub-app, with a real
+// token store kept in memory: every answer and error code), then over real HTTP against a daemon
+// in this process, with real SDK clients: scopes enforced, revocation and expiry ending
+// sessions, persistence across restarts, validation, name conflicts, reloads, and listings that
+// never carry a secret.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
@@ -21,6 +23,10 @@ import { hashToken } from "../../config/token_hash.ts";
 import { type AdminServer, startAdmin } from "../start.ts";
 import { errorCode } from "../_admin_fixture.ts";
 import { waitFor } from "../../../testing/wait.ts";
+import { type DaemonEvent, EventFeed } from "../../events.ts";
+import { fakeSession, memoryRegistry } from "../../registry/_fake_handles.ts";
+import { assertError, call, json, served, testConfig } from "./_fake_deps.ts";
+import { tokensApi } from "./tokens.ts";
 
 const ADMIN_TOKEN = "tokens-admin-token-0123456789abcdef";
 const ALICE_TOKEN = "tokens-alice-token-0123456789abcdef";
@@ -109,6 +115,98 @@ async function startDaemon(dataDir: string) {
 }
 
 type Daemonish = Awaited<ReturnType<typeof startDaemon>>;
+
+/** The token endpoints over an in-memory registry and token store, with what they publish. */
+function tokensOver() {
+  const registry = memoryRegistry();
+  const events = new EventFeed();
+  const published: DaemonEvent[] = [];
+  events.subscribe((event) => published.push(event));
+  const app = served(tokensApi({ registry, events, config: testConfig() }));
+  return { registry, app, published };
+}
+
+describe("token endpoints (over fakes)", () => {
+  it("mints a token (201, no-store), shown once, and publishes it", async () => {
+    const { registry, app, published } = tokensOver();
+    try {
+      const { status, headers, body } = await call(
+        app,
+        "/v1/tokens",
+        json("POST", { name: "ci", services: { use: ["box"] }, expiresIn: 60 }),
+      );
+      assert.equal(status, 201, JSON.stringify(body));
+      assert.equal(headers.get("cache-control"), "no-store");
+      assert.match(body.id, /^tok_[0-9a-f]{16}$/);
+      assert.equal(body.name, "ci");
+      assert.equal(typeof body.token, "string");
+      assert.deepEqual(body.scopes, { services: { use: ["box"] } });
+      assert.ok(Date.parse(body.expiresAt) > Date.now());
+      assert.equal(body.active, true);
+      assert.deepEqual(body.sessions, []);
+      assert.deepEqual(body.warnings, []);
+      assert.equal(typeof body.limits, "object");
+      assert.deepEqual(
+        published.map((e) => [e.type, e.fields]),
+        [["token_minted", { token: body.id, client: "ci" }]],
+      );
+      // Listed and shown afterwards, never with the token or its hash.
+      const list = await call(app, "/v1/tokens");
+      assert.deepEqual(list.body.tokens.map((t: { id: string }) => t.id), [body.id]);
+      const shown = await call(app, `/v1/tokens/${body.id}`);
+      assert.equal(shown.status, 200);
+      for (const view of [list.body.tokens[0], shown.body]) {
+        assert.equal(view.token, undefined);
+        assert.equal(view.hash, undefined);
+      }
+    } finally {
+      registry.tokens.close(); // its expiry timer
+    }
+  });
+
+  it("answers 400 to a body that is not JSON or has a bad field, naming the field", async () => {
+    const { app, published } = tokensOver();
+    await assertError(app, "/v1/tokens", 400, "bad_request", json("POST", "{ nope"));
+    const bad = await call(app, "/v1/tokens", json("POST", { name: "x1", expiresIn: 0 }));
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.error.code, "bad_request");
+    assert.equal(bad.body.error.field, "expiresIn");
+    assert.deepEqual(bad.body.error.issues.map((i: { field: string }) => i.field), ["expiresIn"]);
+    const scopes = await call(app, "/v1/tokens", json("POST", { name: "x1", limits: { x: 1 } }));
+    assert.equal(scopes.status, 400);
+    assert.equal(scopes.body.error.field, "limits.x");
+    assert.deepEqual(published, []);
+  });
+
+  it("answers 409 for a name a config client or another minted token has", async () => {
+    const { app } = tokensOver();
+    await assertError(app, "/v1/tokens", 409, "conflict", json("POST", { name: "alice" }));
+    assert.equal((await call(app, "/v1/tokens", json("POST", { name: "twice" }))).status, 201);
+    await assertError(app, "/v1/tokens", 409, "conflict", json("POST", { name: "twice" }));
+  });
+
+  it("revokes a token, naming its client's ready sessions; 404 afterwards, 400 for a bad id", async () => {
+    const { registry, app, published } = tokensOver();
+    const minted = (await call(app, "/v1/tokens", json("POST", { name: "ci" }))).body;
+    registry.addSession(fakeSession("s1", { client: "ci" }));
+    registry.addSession(fakeSession("s2", { client: "ci", state: "handshake" }));
+    registry.addSession(fakeSession("s3", { client: "alice" }));
+    assert.deepEqual((await call(app, `/v1/tokens/${minted.id}`)).body.sessions, ["s1"]);
+    const revoked = await call(app, `/v1/tokens/${minted.id}`, { method: "DELETE" });
+    assert.equal(revoked.status, 200);
+    assert.deepEqual(revoked.body, {
+      id: minted.id,
+      name: "ci",
+      revoked: true,
+      sessionsClosed: ["s1"],
+    });
+    assert.deepEqual(published.map((e) => e.type), ["token_minted", "token_revoked"]);
+    await assertError(app, `/v1/tokens/${minted.id}`, 404, "not_found");
+    await assertError(app, `/v1/tokens/${minted.id}`, 404, "not_found", { method: "DELETE" });
+    await assertError(app, "/v1/tokens/tok_123", 400, "bad_request");
+    await assertError(app, "/v1/tokens/ci", 400, "bad_request", { method: "DELETE" });
+  });
+});
 
 async function minted(response: Response): Promise<TokenJson & { token: string }> {
   assert.equal(response.status, 201, await response.clone().text());

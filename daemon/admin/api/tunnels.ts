@@ -1,46 +1,39 @@
 /**
- * Reverse tunnel and named service routes: list them, and close a tunnel; and the HTTPS port's
+ * Reverse tunnel and named service endpoints: list them, and close a tunnel; and the HTTPS port's
  * certificates.
  *
  * @module
  */
 
 import { Hono } from "hono";
-import type { Daemon } from "../../daemon.ts";
 import { ApiError } from "./errors.ts";
 import { tunnelId } from "./params.ts";
-import { certificateView, serviceView, tunnelView } from "./views.ts";
-import {
-  closeLocalTunnel,
-  closeRemoteTunnel,
-  clusterListing,
-  scopeOf,
-  tunnelList,
-} from "./cluster.ts";
+import { certificateView, OPERATOR_CLOSE, serviceView, tunnelList, tunnelView } from "./views.ts";
+import { closeRemoteTunnel, clusterListing, scopeOf } from "./cluster.ts";
+import type { TunnelsApiDeps } from "./deps.ts";
 
 /** `/v1/tunnels` and below. */
-export function tunnelRoutes(daemon: Daemon): Hono {
+export function tunnelsApi(deps: TunnelsApiDeps): Hono {
   const app = new Hono();
 
   // `?scope=cluster`: every node's tunnels, each with its node, and the nodes that did not answer.
   app.get("/v1/tunnels", async (c) => {
-    const cluster = scopeOf(c, daemon);
-    const services = daemon.registry.services().map(serviceView);
+    const cluster = scopeOf(c, deps);
+    const services = deps.registry.services().map(serviceView);
     if (cluster) {
       const { items, missing } = await clusterListing(cluster, "tunnels");
       return c.json({ tunnels: items, services, missing });
     }
-    return c.json({ tunnels: tunnelList(daemon), services });
+    return c.json({ tunnels: tunnelList(deps.registry, deps.certificates), services });
   });
 
   // A tunnel with every route of its port: in a cluster from the ports bucket (any node), else
   // this node's tunnels on the same address.
   app.get("/v1/tunnels/:id", (c) => {
     const id = tunnelId(c.req.param("id"));
-    const { registry } = daemon;
+    const { registry, cluster } = deps;
     const tunnel = registry.tunnel(id);
     if (!tunnel) throw new ApiError(404, "not_found", `no tunnel ${id} on this node`);
-    const cluster = daemon.cluster;
     const routes = cluster
       ? cluster.registry.claims().filter((claim) => claim.port === tunnel.port).map((claim) => ({
         node: claim.node,
@@ -63,7 +56,7 @@ export function tunnelRoutes(daemon: Daemon): Hono {
       ...tunnelView(
         tunnel,
         registry.tunnelOwner(id)?.id ?? null,
-        tunnel.host === undefined ? undefined : daemon.certificates.find(tunnel.host),
+        tunnel.host === undefined ? undefined : deps.certificates.find(tunnel.host),
       ),
       owner: tunnel.owner,
       routes,
@@ -72,16 +65,16 @@ export function tunnelRoutes(daemon: Daemon): Hono {
 
   app.get(
     "/v1/certificates",
-    (c) => c.json({ certificates: daemon.certificates.list().map(certificateView) }),
+    (c) => c.json({ certificates: deps.certificates.list().map(certificateView) }),
   );
 
   // The owning session closes it (so its bookkeeping and events stay right) and tells the
   // client with `tunnel_closed`. In a cluster, a tunnel held on another node is closed there.
   app.delete("/v1/tunnels/:id", async (c) => {
     const id = tunnelId(c.req.param("id"));
-    if (closeLocalTunnel(daemon, id)) return c.body(null, 204);
-    if (!daemon.cluster) throw new ApiError(404, "not_found", `no tunnel ${id}`);
-    await closeRemoteTunnel(daemon.cluster, id);
+    if (deps.registry.closeTunnel(id, OPERATOR_CLOSE)) return c.body(null, 204);
+    if (!deps.cluster) throw new ApiError(404, "not_found", `no tunnel ${id}`);
+    await closeRemoteTunnel(deps.cluster, id);
     return c.body(null, 204);
   });
 

@@ -1,6 +1,6 @@
 /**
  * The JSON shapes of the admin API: plain objects built from live daemon objects at request time.
- * Kept apart from the routes so the shapes are reviewed in one place, and so that nothing secret
+ * Kept apart from the endpoints so the shapes are reviewed in one place, and so that nothing secret
  * (tokens, hashes) can reach a response by passing a config object through whole.
  *
  * @module
@@ -9,9 +9,12 @@
 import type { ServedCertificate } from "../../tls/certificates.ts";
 import type { SessionHandle } from "../../registry/registry.ts";
 import type { TunnelHandle } from "../../registry/registry.ts";
-import type { ServiceOffer } from "../../registry/registry.ts";
+import type { Registry, ServiceOffer } from "../../registry/registry.ts";
 import type { Stream } from "../../../protocol/stream.ts";
 import { formatHostPort } from "../../../util/address.ts";
+
+/** What a client is told when an operator closes its tunnel, from this node or another. */
+export const OPERATOR_CLOSE = "closed by an operator";
 
 /** One stream of a session, with its flow-control state. */
 export function streamView(stream: Readonly<Stream>, now: number) {
@@ -97,6 +100,24 @@ export function tunnelView(
     errors: tunnel.stats.errors,
     healthy: tunnel.healthy,
   };
+}
+
+/**
+ * This node's tunnels as listed, oldest first, each with its owning session and the certificate
+ * `certificates` has for its host name.
+ */
+export function tunnelList(
+  registry: Registry,
+  certificates: { find(host: string): ServedCertificate | undefined },
+) {
+  return registry.tunnels().sort((a, b) => a.createdAt - b.createdAt)
+    .map((t) =>
+      tunnelView(
+        t,
+        registry.tunnelOwner(t.id)?.id ?? null,
+        t.host === undefined ? undefined : certificates.find(t.host),
+      )
+    );
 }
 
 /** A named service offer with its counters. */

@@ -1,7 +1,7 @@
 // @ts-check
 /// <reference lib="dom" />
 /**
- * The admin dashboard's script, served as-is at GET /dashboard.js by routes.ts: plain ES2020 in
+ * The admin dashboard's script, served as-is at GET /dashboard.js by pages.ts: plain ES2020 in
  * one IIFE, no build step, type-checked by `deno check` through the JSDoc types below. It polls
  * `/v1/sessions`, `/v1/tunnels` and `/v1/tokens` (throughput is the difference of the byte
  * counters between polls), `/v1/info` for the header's facts, and reads `/v1/events` through

@@ -2,7 +2,7 @@
 // chromium driven by playwright-core, which runs under both Deno and Bun): log in with the admin
 // token, see the sessions and the tunnel, kick a session and watch it go, all under the page's
 // strict CSP. Also checks, through the whole admin app, that the page and its files are public
-// but still behind the Host allowlist (routes_test.ts checks the routes alone).
+// but still behind the Host allowlist (pages_test.ts checks the pages alone).
 import { hasOpenssl } from "../../../transport/_test_certificate.ts";
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";

@@ -2,7 +2,7 @@
  * The dashboard: `GET /` and its two static files, served without the admin token (a browser
  * cannot send one for a page load; the page asks for the token and sends it on every API call).
  *
- * The admin app mounts these routes after the `Host` allowlist and before the bearer check, so a
+ * The admin app mounts these pages after the `Host` allowlist and before the bearer check, so a
  * rebinding page still cannot load them under its own name, and nothing else becomes public.
  * The page gets a strict Content-Security-Policy: scripts, styles and fetches from this origin
  * only, no inline code, no framing; a page holding the admin token must not run anything else.
@@ -35,7 +35,7 @@ export const DASHBOARD_CSP = [
 ].join("; ");
 
 /** `GET /`, `GET /dashboard.js` and `GET /dashboard.css`: the files beside this module. */
-export function dashboardRoutes(): Hono {
+export function dashboardPages(): Hono {
   const app = new Hono();
   // no-cache, not no-store: revalidation is cheap and these never contain secrets.
   app.get("/", (c) =>

@@ -1,10 +1,10 @@
-// What the dashboard's routes answer, without a daemon or a socket: hono's `app.request` runs the
+// What the dashboard's pages answer, without a daemon or a socket: hono's `app.request` runs the
 // sub-app in memory. The files served must be the files on disk, byte for byte, whatever the
 // runtime; the headers are the contract the browser test (dashboard_test.ts) relies on.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { DASHBOARD_CSP, dashboardRoutes } from "./routes.ts";
+import { DASHBOARD_CSP, dashboardPages } from "./pages.ts";
 
 /** A file beside this test, as text. */
 function onDisk(name: string): string {
@@ -18,8 +18,8 @@ const ASSETS = [
   { path: "/dashboard.css", file: "dashboard.css", type: "text/css; charset=utf-8" },
 ] as const;
 
-describe("dashboardRoutes", () => {
-  const app = dashboardRoutes();
+describe("dashboardPages", () => {
+  const app = dashboardPages();
 
   for (const asset of ASSETS) {
     it(`GET ${asset.path} answers ${asset.file} as it is on disk, as ${asset.type}`, async () => {
@@ -67,8 +67,8 @@ describe("dashboardRoutes", () => {
       const path of [
         "/index.html",
         "/dashboard.ts",
-        "/routes.ts",
-        "/routes_test.ts",
+        "/pages.ts",
+        "/pages_test.ts",
         "/dashboard.js/",
         "/dashboard.css.map",
         "/dashboard.mjs",
