@@ -3,7 +3,7 @@
  * {@linkcode Cluster.answer}: its sessions and tunnels, its health, and the actions an operator
  * on another node asks of it (kick a session, close a tunnel).
  *
- * Sessions and tunnels go out in the admin API's own shapes (`admin/api/views.ts`), which the
+ * Sessions and tunnels go out in the admin API's own shapes (`registry/views.ts`), which the
  * asking node's admin API passes on as they are: those shapes are the wire between nodes, which
  * may run different versions.
  *
@@ -15,7 +15,7 @@
 
 import type { Registry } from "../registry/registry.ts";
 import type { ServedCertificate } from "../tls/certificates.ts";
-import { OPERATOR_CLOSE, sessionSummary, tunnelList } from "../admin/api/views.ts";
+import { OPERATOR_CLOSE, sessionSummary, tunnelList } from "../registry/views.ts";
 import type { Cluster } from "./cluster.ts";
 
 /** What the answers read of this node and act on. */

@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import type { SessionHandle } from "../../registry/registry.ts";
 import { ApiError } from "./errors.ts";
 import { sessionId, sessionNumber, sessionPage, streamId } from "./params.ts";
-import { sessionDetail, sessionSummary } from "./views.ts";
+import { sessionDetail, sessionSummary } from "../../registry/views.ts";
 import { clusterListing, kickRemote, scopeOf } from "./cluster.ts";
 import type { SessionsApiDeps } from "./deps.ts";
 

@@ -8,7 +8,13 @@
 import { Hono } from "hono";
 import { ApiError } from "./errors.ts";
 import { tunnelId } from "./params.ts";
-import { certificateView, OPERATOR_CLOSE, serviceView, tunnelList, tunnelView } from "./views.ts";
+import {
+  certificateView,
+  OPERATOR_CLOSE,
+  serviceView,
+  tunnelList,
+  tunnelView,
+} from "../../registry/views.ts";
 import { closeRemoteTunnel, clusterListing, scopeOf } from "./cluster.ts";
 import type { TunnelsApiDeps } from "./deps.ts";
 

@@ -1,17 +1,19 @@
 /**
- * The JSON shapes of the admin API: plain objects built from live daemon objects at request time.
- * Kept apart from the endpoints so the shapes are reviewed in one place, and so that nothing secret
- * (tokens, hashes) can reach a response by passing a config object through whole.
+ * The registry's handles as JSON: plain objects built from live sessions, tunnels and offers when
+ * asked, which the admin API answers with and cluster nodes send each other (`cluster/answers.ts`;
+ * nodes of different versions read them, so a shape only grows). Kept in one place so the shapes
+ * are reviewed together, and so that nothing secret (tokens, hashes) can reach a response by
+ * passing a config object through whole.
  *
  * @module
  */
 
-import type { ServedCertificate } from "../../tls/certificates.ts";
-import type { SessionHandle } from "../../registry/registry.ts";
-import type { TunnelHandle } from "../../registry/registry.ts";
-import type { Registry, ServiceOffer } from "../../registry/registry.ts";
-import type { Stream } from "../../../protocol/stream.ts";
-import { formatHostPort } from "../../../util/address.ts";
+import type { ServedCertificate } from "../tls/certificates.ts";
+import type { SessionHandle } from "./registry.ts";
+import type { TunnelHandle } from "./registry.ts";
+import type { Registry, ServiceOffer } from "./registry.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { formatHostPort } from "../../util/address.ts";
 
 /** What a client is told when an operator closes its tunnel, from this node or another. */
 export const OPERATOR_CLOSE = "closed by an operator";
