@@ -1,0 +1,486 @@
+// ClusterClaims over a real nats-server's KV bucket. Each ClusterClaims instance stands for one
+// node (its name and run); which node runs are alive is a set the test controls, as presence
+// would. Every test uses its own keys, so the tests share one server and one bucket.
+import { after, afterEach, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { cleanup } from "../../testing/cleanup.ts";
+import { startNats } from "../../testing/nats.ts";
+import { waitFor } from "../../testing/wait.ts";
+import { Logger } from "../../util/log.ts";
+import type { ClusterConfig } from "../config/mod.ts";
+import type { RouteClaim } from "../registry/registry.ts";
+import { type ClaimRecord, ClusterClaims, routeClaim, type RouteKind } from "./claims.ts";
+import { connectNats, type KvBucket, type KvEntry, type NatsLink } from "./nats.ts";
+
+const log = new Logger({ level: "error", format: "json", sink: () => {} });
+
+/** A claim on a name (the shape of a service's), enough to drive the common machinery. */
+type NameClaim = RouteClaim & { readonly name: string };
+
+const KIND: RouteKind<NameClaim> = {
+  keyOf: (claim) => `name-${claim.name}`,
+  subjectOf: (claim) => ({ name: claim.name }),
+  claimOf: (record, route) => ({ ...routeClaim(record, route), name: record.name as string }),
+};
+
+let link: NatsLink;
+let bucket: KvBucket;
+let serial = 0;
+const stops: (() => void)[] = [];
+
+/** A name no other test uses. */
+function unique(): string {
+  return `n${++serial}-${crypto.randomUUID().slice(0, 8)}`;
+}
+
+/** Node runs alive, as `node/run`: the presence view every node of a test shares. */
+type Alive = Set<string>;
+
+interface NodeOptions {
+  run?: string;
+  alive?: Alive;
+  ttlMs?: number;
+  settled?: boolean;
+  connected?: boolean;
+  bucket?: KvBucket;
+}
+
+/** One node's view of the bucket, with its counters and the route events it reported. */
+function node(name: string, options: NodeOptions = {}) {
+  const run = options.run ?? "r1";
+  const alive = options.alive ?? new Set<string>();
+  const counts = new Map<string, number>();
+  const events: string[] = [];
+  const claims = new ClusterClaims<NameClaim>({
+    bucket: options.bucket ?? bucket,
+    kind: KIND,
+    node: name,
+    run: () => run,
+    alive: (n, r) => alive.has(`${n}/${r}`),
+    settled: () => options.settled ?? true,
+    connected: () => options.connected ?? true,
+    ttlMs: options.ttlMs ?? 60_000,
+    onRoute: (op, claim) => events.push(`${op} ${claim.node}/${claim.tunnel}`),
+    count: (event) => counts.set(event, (counts.get(event) ?? 0) + 1),
+    noun: "name",
+    log,
+  });
+  stops.push(() => claims.stop());
+  alive.add(`${name}/${run}`);
+  /** A claim of `key` by this node's route `tunnel`. */
+  const claim = (key: string, tunnel: string, more: Partial<NameClaim> = {}): NameClaim => ({
+    name: key,
+    tunnel,
+    session: `s-${tunnel}`,
+    client: `client-${name}`,
+    node: name,
+    ...more,
+  });
+  return { claims, counts, events, claim, name, run };
+}
+
+/** The routes of `name`'s record in the bucket, as `node/tunnel`, or undefined without one. */
+async function routesOf(name: string): Promise<string[] | undefined> {
+  const entry = await bucket.get(`name-${name}`);
+  if (entry?.operation !== "PUT") return undefined;
+  const record = JSON.parse(entry.string()) as ClaimRecord;
+  return record.routes.map((r) => `${r.node}/${r.tunnel}`);
+}
+
+async function entryOf(name: string): Promise<KvEntry> {
+  const entry = await bucket.get(`name-${name}`);
+  assert.ok(entry, `an entry for ${name}`);
+  return entry;
+}
+
+/** What connectNats reads of a node's cluster settings. */
+function clusterConfig(url: string): ClusterConfig {
+  return {
+    servers: [url],
+    auth: {},
+    node: "claims-test",
+    listen: { hostname: "127.0.0.1", port: 0 },
+    advertise: "127.0.0.1:0",
+    key: "a-cluster-key-for-the-claims-test",
+    presenceTtlMs: 2_000,
+    bucketPrefix: "claims-test",
+    replicas: 1,
+    tunnelHost: null,
+    visitors: "all",
+    tls: null,
+  };
+}
+
+describe("ClusterClaims", () => {
+  before(async () => {
+    const nats = await startNats();
+    link = await connectNats(clusterConfig(nats.url), log);
+    bucket = link.ports;
+  });
+  afterEach(() => {
+    for (const stop of stops.splice(0)) stop();
+  });
+  after(async () => {
+    await link?.close();
+    await cleanup();
+  });
+
+  it("gives a free key to exactly one of many routes claiming it at once from two nodes", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const name = unique();
+    const claims = [
+      ...[0, 1, 2, 3].map((i) => ({ at: a, claim: a.claim(name, `ta${i}`) })),
+      ...[0, 1, 2, 3].map((i) => ({ at: b, claim: b.claim(name, `tb${i}`) })),
+    ];
+    const results = await Promise.all(claims.map(({ at, claim }) => at.claims.claim(claim)));
+    const won = results.flatMap((result, i) => result.ok ? [claims[i].claim] : []);
+    assert.equal(won.length, 1);
+    const winner = won[0];
+    for (const result of results) {
+      if (result.ok) continue;
+      assert.equal(result.reason, "taken");
+      assert.equal(result.holder?.tunnel, winner.tunnel);
+      assert.equal(result.holder?.node, winner.node);
+    }
+    assert.deepEqual(await routesOf(name), [`${winner.node}/${winner.tunnel}`]);
+    const total = (event: string) => (a.counts.get(event) ?? 0) + (b.counts.get(event) ?? 0);
+    assert.equal(total("registry_name_claimed"), 1);
+    assert.equal(total("registry_name_taken"), 7);
+  });
+
+  it("lets shared routes of one owner hold a key together, from any node, and no other owner", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const c = node("n3", { alive });
+    const name = unique();
+    const owner = `group:${name}`;
+    // Two routes on each node at once: every compare-and-set that loses is tried again.
+    const results = await Promise.all([
+      a.claims.claim(a.claim(name, "ta1", { owner, shared: true })),
+      b.claims.claim(b.claim(name, "tb1", { owner, shared: true })),
+      a.claims.claim(a.claim(name, "ta2", { owner, shared: true })),
+      b.claims.claim(b.claim(name, "tb2", { owner, shared: true })),
+    ]);
+    assert.deepEqual(results, [{ ok: true }, { ok: true }, { ok: true }, { ok: true }]);
+    assert.deepEqual((await routesOf(name))?.sort(), ["n1/ta1", "n1/ta2", "n2/tb1", "n2/tb2"]);
+
+    const other = await c.claims.claim(c.claim(name, "tc", { owner: "group:other", shared: true }));
+    assert.equal(other.ok, false);
+    assert.equal(!other.ok && other.reason, "taken");
+    assert.equal(!other.ok && other.holder?.owner, owner);
+    // The same owner, but a route that does not share: refused too.
+    const alone = await c.claims.claim(c.claim(name, "tc2", { owner }));
+    assert.equal(alone.ok, false);
+    assert.equal((await routesOf(name))?.length, 4);
+  });
+
+  it("takes a non-shared claim of the holding owner as taken, not as a second route", async () => {
+    const a = node("n1");
+    const name = unique();
+    assert.ok((await a.claims.claim(a.claim(name, "t1"))).ok);
+    const second = await a.claims.claim(a.claim(name, "t2"));
+    assert.equal(second.ok, false);
+    assert.equal(!second.ok && second.holder?.tunnel, "t1");
+    assert.deepEqual(await routesOf(name), ["n1/t1"]);
+  });
+
+  it("releases only the releasing node's own route, and the record with its last route", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const name = unique();
+    const owner = `group:${name}`;
+    const ta = a.claim(name, "ta", { owner, shared: true });
+    const tb = b.claim(name, "tb", { owner, shared: true });
+    assert.ok((await a.claims.claim(ta)).ok);
+    assert.ok((await b.claims.claim(tb)).ok);
+    await b.claims.release(ta); // not b's route
+    assert.deepEqual(await routesOf(name), ["n1/ta", "n2/tb"]);
+    await b.claims.release(tb);
+    assert.deepEqual(await routesOf(name), ["n1/ta"]);
+    await a.claims.release(ta);
+    assert.equal(await routesOf(name), undefined);
+    assert.equal(await a.claims.read(`name-${name}`), undefined);
+  });
+
+  it("releases a route by its node and id: the same id on another node, or another run's, stays", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const name = unique();
+    const owner = `group:${name}`;
+    // Tunnel ids are unique in their node only.
+    const onA = a.claim(name, "t1", { owner, shared: true });
+    const onB = b.claim(name, "t1", { owner, shared: true });
+    assert.ok((await a.claims.claim(onA)).ok);
+    assert.ok((await b.claims.claim(onB)).ok);
+    // n1 restarted under the same name: the new run never claimed t1, so does not release it.
+    const restarted = node("n1", { alive, run: "r2" });
+    await restarted.claims.release(onA);
+    assert.deepEqual(await routesOf(name), ["n1/t1", "n2/t1"]);
+    await b.claims.release(onB);
+    assert.deepEqual(await routesOf(name), ["n1/t1"]);
+  });
+
+  it("never loses a route added between a release's read and its write", async () => {
+    const alive: Alive = new Set();
+    const name = unique();
+    const owner = `group:${name}`;
+    const b = node("n2", { alive });
+    const tb = b.claim(name, "tb", { owner, shared: true });
+    // n1's reads of the record are followed, once, by n2 adding its route.
+    let interleave: (() => Promise<unknown>) | undefined;
+    const hooked: KvBucket = {
+      ...bucket,
+      async get(key) {
+        const entry = await bucket.get(key);
+        const step = interleave;
+        interleave = undefined;
+        await step?.();
+        return entry;
+      },
+    };
+    const a = node("n1", { alive, bucket: hooked });
+    const ta = a.claim(name, "ta", { owner, shared: true });
+    assert.ok((await a.claims.claim(ta)).ok);
+    interleave = () => b.claims.claim(tb);
+    await a.claims.release(ta);
+    assert.equal(interleave, undefined, "n2 added its route during the release");
+    assert.deepEqual(await routesOf(name), ["n2/tb"]);
+  });
+
+  it("takes over a record whose routes are all of dead node runs once it is older than the TTL", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const name = unique();
+    assert.ok((await a.claims.claim(a.claim(name, "ta"))).ok);
+
+    // n1 is alive: its route is never stale, however old.
+    const whileAlive = node("n2", { alive, ttlMs: 0 });
+    assert.equal((await whileAlive.claims.claim(whileAlive.claim(name, "tb"))).ok, false);
+
+    alive.delete("n1/r1");
+    // Dead, but younger than the TTL (n1 may have just started and not be seen yet): kept.
+    const young = node("n2", { alive, ttlMs: 60_000 });
+    const refused = await young.claims.claim(young.claim(name, "tb"));
+    assert.equal(refused.ok, false);
+    assert.equal(!refused.ok && refused.holder?.tunnel, "ta");
+    // Dead and old, but NATS has just come back (not settled): kept.
+    const unsettled = node("n2", { alive, ttlMs: 0, settled: false });
+    assert.equal((await unsettled.claims.claim(unsettled.claim(name, "tb"))).ok, false);
+    assert.deepEqual(await routesOf(name), ["n1/ta"]);
+
+    const b = node("n2", { alive, ttlMs: 0 });
+    await waitFor(async () => (await b.claims.claim(b.claim(name, "tb"))).ok, "a take-over");
+    assert.deepEqual(await routesOf(name), ["n2/tb"]);
+    assert.equal((await b.claims.read(`name-${name}`))?.record.owner, "client:client-n2");
+  });
+
+  it("lets exactly one of two nodes take over the same stale record at once", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const name = unique();
+    assert.ok((await a.claims.claim(a.claim(name, "ta"))).ok);
+    alive.delete("n1/r1");
+    const b = node("n2", { alive, ttlMs: 0 });
+    const c = node("n3", { alive, ttlMs: 0 });
+    await waitFor(async () => {
+      const read = await b.claims.read(`name-${name}`);
+      return read && b.claims.isStale(read.record, read.created) &&
+        c.claims.isStale(read.record, read.created);
+    }, "the record to be stale");
+    const [fromB, fromC] = await Promise.all([
+      b.claims.claim(b.claim(name, "tb")),
+      c.claims.claim(c.claim(name, "tc")),
+    ]);
+    assert.equal([fromB, fromC].filter((r) => r.ok).length, 1);
+    assert.deepEqual(await routesOf(name), [fromB.ok ? "n2/tb" : "n3/tc"]);
+  });
+
+  it("takes the routes of this node's previous run for dead: a restarted node takes them over", async () => {
+    const name = unique();
+    const before = node("n1", { run: "old" });
+    assert.ok((await before.claims.claim(before.claim(name, "t1"))).ok);
+    const restarted = node("n1", { run: "new", ttlMs: 0 });
+    assert.equal(restarted.claims.isLive({ ...route("n1", "old"), tunnel: "t1" }), false);
+    assert.equal(restarted.claims.isLive({ ...route("n1", "new"), tunnel: "t1" }), true);
+    await waitFor(
+      async () => (await restarted.claims.claim(restarted.claim(name, "t2"))).ok,
+      "the new run's claim",
+    );
+    assert.deepEqual(await routesOf(name), ["n1/t2"]);
+  });
+
+  it("refuses a claim as unavailable while NATS is not connected, writing nothing", async () => {
+    const a = node("n1", { connected: false });
+    const name = unique();
+    assert.deepEqual(await a.claims.claim(a.claim(name, "t1")), {
+      ok: false,
+      reason: "unavailable",
+    });
+    assert.equal(a.counts.get("registry_failure"), 1);
+    assert.equal(a.counts.get("registry_name_unavailable"), 1);
+    assert.equal(await routesOf(name), undefined);
+  });
+
+  it("writes each route's health into its record, and reads it back from the records applied", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const observer = node("n3", { alive });
+    const name = unique();
+    const key = `name-${name}`;
+    const owner = `group:${name}`;
+    const ta = a.claim(name, "ta", { owner, shared: true });
+    assert.ok((await a.claims.claim(ta)).ok);
+    assert.ok((await b.claims.claim(b.claim(name, "tb", { owner, shared: true }))).ok);
+
+    await a.claims.setHealth(ta, false);
+    observer.claims.apply(await entryOf(name));
+    assert.equal(observer.claims.routeHealthy(key, "n1", "ta"), false);
+    assert.equal(observer.claims.routeHealthy(key, "n2", "tb"), true);
+    assert.equal(observer.claims.routeHealthy(key, "n9", "unknown"), true);
+    assert.deepEqual(
+      observer.claims.liveRoutes(key).map((r) => `${r.claim.tunnel} ${r.healthy}`),
+      ["ta false", "tb true"],
+    );
+
+    await a.claims.setHealth(ta, true);
+    observer.claims.apply(await entryOf(name));
+    assert.equal(observer.claims.routeHealthy(key, "n1", "ta"), true);
+
+    // A route's health on a record that is gone writes nothing back.
+    const gone = unique();
+    await a.claims.setHealth(a.claim(gone, "tx"), false);
+    assert.equal(await routesOf(gone), undefined);
+  });
+
+  it("reports each route that comes or goes as records are applied, ignoring older revisions", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const observer = node("n3", { alive });
+    const name = unique();
+    const owner = `group:${name}`;
+    const ta = a.claim(name, "ta", { owner, shared: true });
+    const tb = b.claim(name, "tb", { owner, shared: true });
+
+    await a.claims.claim(ta);
+    const first = await entryOf(name);
+    observer.claims.apply(first);
+    await b.claims.claim(tb);
+    observer.claims.apply(await entryOf(name));
+    observer.claims.apply(first); // late: changes nothing
+    assert.deepEqual(observer.events, ["added n1/ta", "added n2/tb"]);
+    assert.deepEqual(observer.claims.claims().map((c) => c.tunnel), ["ta", "tb"]);
+
+    await a.claims.release(ta);
+    observer.claims.apply(await entryOf(name));
+    assert.deepEqual(observer.events.slice(2), ["removed n1/ta"]);
+
+    // The deletion of the record arrives as a DEL entry.
+    await b.claims.release(tb);
+    const deleted = await entryOf(name);
+    assert.equal(deleted.operation, "DEL");
+    observer.claims.apply(deleted);
+    assert.deepEqual(observer.events.slice(3), ["removed n2/tb"]);
+    assert.equal(observer.claims.record(`name-${name}`), undefined);
+    assert.deepEqual([...observer.claims.keys()], []);
+  });
+
+  it("forgets a record gone from the bucket, reporting each of its routes removed", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const observer = node("n3", { alive });
+    const name = unique();
+    const owner = `group:${name}`;
+    await a.claims.claim(a.claim(name, "ta", { owner, shared: true }));
+    await b.claims.claim(b.claim(name, "tb", { owner, shared: true }));
+    observer.claims.apply(await entryOf(name));
+    observer.claims.forget(`name-${name}`);
+    observer.claims.forget("name-never-seen");
+    assert.deepEqual(observer.events, [
+      "added n1/ta",
+      "added n2/tb",
+      "removed n1/ta",
+      "removed n2/tb",
+    ]);
+    assert.deepEqual(observer.claims.claims(), []);
+  });
+
+  it("removes a gone node run's routes from the records it has seen, and records left empty", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const observer = node("n3", { alive });
+    const shared = unique();
+    const alone = unique();
+    const owner = `group:${shared}`;
+    await a.claims.claim(a.claim(shared, "ta", { owner, shared: true }));
+    await b.claims.claim(b.claim(shared, "tb", { owner, shared: true }));
+    await a.claims.claim(a.claim(alone, "ta2"));
+    observer.claims.apply(await entryOf(shared));
+    observer.claims.apply(await entryOf(alone));
+
+    // Still alive (it came back before this node acted): nothing is removed.
+    await observer.claims.nodeGone("n1", "r1");
+    assert.deepEqual(await routesOf(shared), ["n1/ta", "n2/tb"]);
+    assert.deepEqual(await routesOf(alone), ["n1/ta2"]);
+
+    alive.delete("n1/r1");
+    await observer.claims.nodeGone("n1", "r1");
+    assert.deepEqual(await routesOf(shared), ["n2/tb"]);
+    assert.equal(await routesOf(alone), undefined);
+  });
+
+  it("deletes a record it applied whose routes are all dead, once the record is stale", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const name = unique();
+    assert.ok((await a.claims.claim(a.claim(name, "ta"))).ok);
+    alive.delete("n1/r1");
+    const observer = node("n3", { alive, ttlMs: 0 });
+    observer.claims.apply(await entryOf(name));
+    await waitFor(async () => (await routesOf(name)) === undefined, "the stale record's removal");
+  });
+
+  it("writes this node's routes again where they went missing, and gives up those another owner took", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const missing = unique();
+    const taken = unique();
+    const kept = unique();
+    const lost = a.claim(taken, "t2");
+    const sick = a.claim(kept, "t3");
+    await a.claims.claim(a.claim(missing, "t1"));
+    await a.claims.claim(lost);
+    await a.claims.claim(sick);
+    await a.claims.setHealth(sick, false);
+    const keptBefore = (await entryOf(kept)).revision;
+
+    await bucket.delete(`name-${missing}`);
+    await bucket.delete(`name-${taken}`);
+    assert.ok((await b.claims.claim(b.claim(taken, "tb"))).ok);
+
+    assert.deepEqual((await a.claims.reassert()).map((c) => c.tunnel), ["t2"]);
+    assert.deepEqual(await routesOf(missing), ["n1/t1"]);
+    assert.deepEqual(await routesOf(taken), ["n2/tb"]);
+    // A route still there is written again (its revision moves), its health kept.
+    const keptAfter = await entryOf(kept);
+    assert.ok(keptAfter.revision > keptBefore);
+    assert.equal((JSON.parse(keptAfter.string()) as ClaimRecord).routes[0].healthy, false);
+    // The lost route is no longer this node's: the next check leaves it to its new owner.
+    assert.deepEqual(await a.claims.reassert(), []);
+    assert.deepEqual(await routesOf(taken), ["n2/tb"]);
+  });
+});
+
+/** A stored route of `node` in run `run`. */
+function route(node: string, run: string) {
+  return { node, run, session: "s", tunnel: "t", client: "c" };
+}

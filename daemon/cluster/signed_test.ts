@@ -1,0 +1,93 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { MAX_AGE_MS, openSigned, seal } from "./signed.ts";
+
+const KEY = "a-shared-cluster-key-of-24+chars";
+const SUBJECT = "tunnelmux.admin.sessions";
+
+/** Runs `body` with the clock stopped at `time` (seal and openSigned read Date.now). */
+function at<T>(time: number, body: () => T): T {
+  const now = Date.now;
+  Date.now = () => time;
+  try {
+    return body();
+  } finally {
+    Date.now = now;
+  }
+}
+
+/** `text` with its JSON fields changed by `change`. */
+function altered(text: string, change: (message: Record<string, unknown>) => void): string {
+  const message = JSON.parse(text);
+  change(message);
+  return JSON.stringify(message);
+}
+
+describe("signed messages", () => {
+  it("open to their data under the same key and subject", () => {
+    const data = { kind: "kick", session: "s7", nested: [1, "two", null] };
+    assert.deepEqual(openSigned(KEY, SUBJECT, seal(KEY, SUBJECT, data)), data);
+    assert.equal(openSigned(KEY, SUBJECT, seal(KEY, SUBJECT, undefined)), null);
+  });
+
+  it("are refused under another key", () => {
+    const text = seal(KEY, SUBJECT, { kind: "kick" });
+    assert.equal(openSigned("another-cluster-key-of-24+chars", SUBJECT, text), undefined);
+  });
+
+  it("are refused on another subject: a query is not its reply, nor another node's query", () => {
+    const text = seal(KEY, SUBJECT, { kind: "kick" });
+    assert.equal(openSigned(KEY, `${SUBJECT}.reply`, text), undefined);
+    assert.equal(openSigned(KEY, `${SUBJECT}.n2`, text), undefined);
+  });
+
+  it("are taken up to MAX_AGE_MS old, and refused when replayed later or dated in the future", () => {
+    const sealedAt = Date.now();
+    const text = at(sealedAt, () => seal(KEY, SUBJECT, { n: 1 }));
+    const openAt = (ms: number) => at(sealedAt + ms, () => openSigned(KEY, SUBJECT, text));
+    assert.deepEqual(openAt(MAX_AGE_MS), { n: 1 });
+    assert.equal(openAt(MAX_AGE_MS + 1), undefined);
+    assert.deepEqual(openAt(-MAX_AGE_MS), { n: 1 });
+    assert.equal(openAt(-MAX_AGE_MS - 1), undefined);
+  });
+
+  it("are refused when their body, time or MAC was changed", () => {
+    const text = seal(KEY, SUBJECT, { kind: "list" });
+    assert.equal(
+      openSigned(KEY, SUBJECT, altered(text, (m) => m.body = '{"kind":"kick"}')),
+      undefined,
+    );
+    assert.equal(
+      openSigned(KEY, SUBJECT, altered(text, (m) => m.at = Number(m.at) - 1)),
+      undefined,
+    );
+    assert.equal(
+      openSigned(
+        KEY,
+        SUBJECT,
+        altered(text, (m) => m.mac = String(m.mac).replace(/^./, (c) => c === "0" ? "1" : "0")),
+      ),
+      undefined,
+    );
+    assert.equal(openSigned(KEY, SUBJECT, altered(text, (m) => m.mac = "")), undefined);
+    assert.equal(openSigned(KEY, SUBJECT, altered(text, (m) => delete m.mac)), undefined);
+  });
+
+  it("are refused when the text is not a sealed message", () => {
+    for (
+      const text of [
+        "",
+        "not json",
+        "null",
+        "{}",
+        JSON.stringify({ at: String(Date.now()), body: "{}", mac: "00" }),
+        JSON.stringify({ at: Date.now(), body: { kind: "kick" }, mac: "00" }),
+      ]
+    ) {
+      assert.equal(openSigned(KEY, SUBJECT, text), undefined, text);
+    }
+    // Its MAC still matches (the time is signed as text), but the time must be a number.
+    const genuine = seal(KEY, SUBJECT, { n: 1 });
+    assert.equal(openSigned(KEY, SUBJECT, altered(genuine, (m) => m.at = String(m.at))), undefined);
+  });
+});
