@@ -30,6 +30,9 @@ export { goAwayCodeName } from "./stats.ts";
 export type { FrameCounts, SessionStats } from "./stats.ts";
 export { Stream } from "./stream.ts";
 export type { DataHandler } from "./stream.ts";
+// The two sides Session plays for its decoder and its streams; named so its type is complete.
+export type { FrameSink } from "./frame_decoder.ts";
+export type { StreamHost } from "./stream.ts";
 export { STREAM_TRANSITIONS } from "./stream_state.ts";
 export type { StreamEvent, StreamState } from "./stream_state.ts";
 export type { Transport, TransportHandlers, TransportListener } from "./transport.ts";

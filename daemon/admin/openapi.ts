@@ -553,7 +553,7 @@ const schemas: Record<string, Json> = {
   },
   FieldError: {
     type: "object",
-    description: "A 400 of the token routes: the Error shape plus the fields at fault.",
+    description: "A 400 of the token endpoints: the Error shape plus the fields at fault.",
     required: ["error"],
     properties: {
       error: {

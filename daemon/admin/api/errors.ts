@@ -86,4 +86,4 @@ export function onApiError(log: Logger): ErrorHandler {
 
 /** The app's `notFound`: unknown paths answer 404 in the same JSON shape. */
 export const onNotFound: NotFoundHandler = (c) =>
-  errorResponse(c, 404, "not_found", `no route ${c.req.method} ${c.req.path}`);
+  errorResponse(c, 404, "not_found", `no endpoint ${c.req.method} ${c.req.path}`);
