@@ -54,6 +54,11 @@ export interface DaemonAddresses {
   https?: string;
 }
 
+/** A listener's bound address as `host:port` (IPv6 in brackets). */
+function addressOf(listener: TransportListener): string {
+  return formatHostPort(listener.hostname, listener.port);
+}
+
 /**
  * Binds a listener, naming it and its address in the error when it cannot ("tunnels over TCP on
  * 127.0.0.1:7000: address already in use (another daemon?); choose another with --listen-tcp").
@@ -225,7 +230,7 @@ export class Daemon {
         : undefined;
       if (listen.tcp) {
         const tcp = listen.tcp;
-        const listener = await named(
+        this.#tcpListener = await this.#listen(
           `tunnels over ${tls ? "TLS" : "TCP"}`,
           tcp,
           "--listen-tcp",
@@ -234,13 +239,11 @@ export class Daemon {
               ? listenTls({ ...tcp, ...tls }, (t) => this.#accept(t, "tls"))
               : listenTcp(tcp, (t) => this.#accept(t, "tcp")),
         );
-        this.#listeners.push(listener);
-        this.#tcpListener = listener;
-        this.#addresses.tcp = formatHostPort(listener.hostname, listener.port);
+        this.#addresses.tcp = addressOf(this.#tcpListener);
       }
       if (listen.websocket) {
         const websocket = listen.websocket;
-        const listener = await named(
+        const listener = await this.#listen(
           "tunnels over WebSocket",
           websocket,
           "--listen-ws",
@@ -254,35 +257,28 @@ export class Daemon {
               authorize: (request) => this.#authorizeUpgrade(request),
             }, (t, request) => this.#accept(t, tls ? "wss" : "ws", this.#bearerClient(request))),
         );
-        this.#listeners.push(listener);
-        this.#addresses.websocket = `${
-          formatHostPort(listener.hostname, listener.port)
-        }${listen.websocketPath}`;
+        this.#addresses.websocket = addressOf(listener) + listen.websocketPath;
       }
       if (listen.http) {
         const http = listen.http;
-        const listener = await named(
+        this.#httpListener = await this.#listen(
           "HTTP tunnels",
           http,
           "--listen-http",
           () => this.#web.listenHttp(http),
         );
-        this.#listeners.push(listener);
-        this.#httpListener = listener;
-        this.#addresses.http = formatHostPort(listener.hostname, listener.port);
+        this.#addresses.http = addressOf(this.#httpListener);
       }
       if (listen.https) {
         const https = listen.https;
         await this.#web.loadCertificates();
-        const listener = await named(
+        this.#httpsListener = await this.#listen(
           "HTTPS tunnels",
           https,
           "--listen-https",
           () => this.#web.listenHttps(https),
         );
-        this.#listeners.push(listener);
-        this.#httpsListener = listener;
-        this.#addresses.https = formatHostPort(listener.hostname, listener.port);
+        this.#addresses.https = addressOf(this.#httpsListener);
       }
     } catch (error) {
       this.stop();
@@ -290,6 +286,18 @@ export class Daemon {
     }
     this.#lifecycle.fire("started");
     this.#log.info("daemon running", { ...this.#addresses });
+  }
+
+  /** Binds one of the daemon's listeners (see {@linkcode named}); `stop()` closes it. */
+  async #listen(
+    what: string,
+    address: HostPort,
+    flag: string,
+    bind: () => Promise<TransportListener>,
+  ): Promise<TransportListener> {
+    const listener = await named(what, address, flag, bind);
+    this.#listeners.push(listener);
+    return listener;
   }
 
   /**
