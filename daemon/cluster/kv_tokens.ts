@@ -60,7 +60,15 @@ export function kvTokenBackend(bucket: KvBucket): TokenBackend {
       const key = tokenKeyOf(record.name);
       if (known.get(key)?.id !== record.id) return;
       known.delete(key);
-      await bucket.delete(key);
+      // This node's view may be behind: the name may have been revoked and minted anew on another
+      // node. Delete only the record meant, at the revision it was read at.
+      const entry = await bucket.get(key);
+      if (entry?.operation !== "PUT" || parse(entry)?.id !== record.id) return;
+      try {
+        await bucket.delete(key, { previousSeq: entry.revision });
+      } catch (error) {
+        if (!isRevisionConflict(error)) throw error;
+      }
     },
     follow(changed) {
       bucket.watch({ include: "updates" }).then(async (watch) => {

@@ -138,6 +138,24 @@ describe("kvTokenBackend", () => {
     assert.notEqual((await bucket.get(tokenKeyOf(name)))?.operation, "PUT");
   });
 
+  it("keeps a token minted anew on another node when a node behind revokes the old one", async () => {
+    const name = unique("stale");
+    const first = record(name);
+    const behind = kvTokenBackend(bucket); // loads the first record, then follows nothing
+    await behind.add(first, [first]);
+    // Elsewhere: the first token revoked, and the name minted again.
+    const elsewhere = kvTokenBackend(bucket);
+    await elsewhere.load();
+    await elsewhere.remove(first, []);
+    const second = record(name);
+    await elsewhere.add(second, [second]);
+    // The node behind still knows the first record and is asked to revoke it.
+    await behind.remove(first, []);
+    const entry = await bucket.get(tokenKeyOf(name));
+    assert.equal(entry?.operation, "PUT");
+    assert.equal(JSON.parse(entry!.string()).id, second.id);
+  });
+
   it("reports tokens minted and revoked on other nodes, but not its own mints", async () => {
     const { backend, changes } = await follower();
     const other = kvTokenBackend(bucket);
