@@ -4,13 +4,12 @@
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { cleanup } from "../../testing/cleanup.ts";
-import { startNats } from "../../testing/nats.ts";
 import { waitFor } from "../../testing/wait.ts";
 import { Logger } from "../../util/log.ts";
-import type { ClusterConfig } from "../config/mod.ts";
 import type { RouteClaim } from "../registry/registry.ts";
 import { type ClaimRecord, ClusterClaims, routeClaim, type RouteKind } from "./claims.ts";
-import { connectNats, type KvBucket, type KvEntry, type NatsLink } from "./nats.ts";
+import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
+import { testNatsLink } from "./_nats_link.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
 
@@ -93,28 +92,9 @@ async function entryOf(name: string): Promise<KvEntry> {
   return entry;
 }
 
-/** What connectNats reads of a node's cluster settings. */
-function clusterConfig(url: string): ClusterConfig {
-  return {
-    servers: [url],
-    auth: {},
-    node: "claims-test",
-    listen: { hostname: "127.0.0.1", port: 0 },
-    advertise: "127.0.0.1:0",
-    key: "a-cluster-key-for-the-claims-test",
-    presenceTtlMs: 2_000,
-    bucketPrefix: "claims-test",
-    replicas: 1,
-    tunnelHost: null,
-    visitors: "all",
-    tls: null,
-  };
-}
-
 describe("ClusterClaims", () => {
   before(async () => {
-    const nats = await startNats();
-    link = await connectNats(clusterConfig(nats.url), log);
+    link = await testNatsLink("claims-test");
     bucket = link.ports;
   });
   afterEach(() => {

@@ -5,13 +5,12 @@
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { cleanup } from "../../testing/cleanup.ts";
-import { startNats } from "../../testing/nats.ts";
 import { waitFor } from "../../testing/wait.ts";
 import { Logger } from "../../util/log.ts";
-import type { ClusterConfig } from "../config/mod.ts";
 import type { PortClaim, RegistryChange } from "../registry/registry.ts";
 import { ClusterPorts, ownerKeyOf, portKeyOf } from "./cluster_ports.ts";
-import { connectNats, type KvBucket, type KvEntry, type NatsLink } from "./nats.ts";
+import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
+import { testNatsLink } from "./_nats_link.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
 
@@ -83,28 +82,9 @@ async function entryOf(port: number): Promise<KvEntry> {
   return entry;
 }
 
-/** What connectNats reads of a node's cluster settings. */
-function clusterConfig(url: string): ClusterConfig {
-  return {
-    servers: [url],
-    auth: {},
-    node: "ports-test",
-    listen: { hostname: "127.0.0.1", port: 0 },
-    advertise: "127.0.0.1:0",
-    key: "a-cluster-key-for-the-ports-test",
-    presenceTtlMs: 2_000,
-    bucketPrefix: "ports-test",
-    replicas: 1,
-    tunnelHost: null,
-    visitors: "all",
-    tls: null,
-  };
-}
-
 describe("ClusterPorts", () => {
   before(async () => {
-    const nats = await startNats();
-    link = await connectNats(clusterConfig(nats.url), log);
+    link = await testNatsLink("ports-test");
     bucket = link.ports;
   });
   afterEach(() => {

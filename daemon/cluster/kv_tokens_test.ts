@@ -4,17 +4,13 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { cleanup } from "../../testing/cleanup.ts";
-import { startNats } from "../../testing/nats.ts";
 import { waitFor } from "../../testing/wait.ts";
-import { Logger } from "../../util/log.ts";
-import type { ClusterConfig } from "../config/mod.ts";
 import { hashToken } from "../config/token_hash.ts";
 import type { TokenRecord } from "../tokens/file.ts";
 import { TokenNameConflict } from "../tokens/store.ts";
 import { kvTokenBackend, tokenKeyOf } from "./kv_tokens.ts";
-import { connectNats, type KvBucket, type NatsLink } from "./nats.ts";
-
-const log = new Logger({ level: "error", format: "json", sink: () => {} });
+import type { KvBucket, NatsLink } from "./nats.ts";
+import { testNatsLink } from "./_nats_link.ts";
 
 let link: NatsLink;
 let bucket: KvBucket;
@@ -56,28 +52,9 @@ async function follower() {
   return { backend, changes };
 }
 
-/** What connectNats reads of a node's cluster settings. */
-function clusterConfig(url: string): ClusterConfig {
-  return {
-    servers: [url],
-    auth: {},
-    node: "tokens-test",
-    listen: { hostname: "127.0.0.1", port: 0 },
-    advertise: "127.0.0.1:0",
-    key: "a-cluster-key-for-the-tokens-test",
-    presenceTtlMs: 2_000,
-    bucketPrefix: "tokens-test",
-    replicas: 1,
-    tunnelHost: null,
-    visitors: "all",
-    tls: null,
-  };
-}
-
 describe("kvTokenBackend", () => {
   before(async () => {
-    const nats = await startNats();
-    link = await connectNats(clusterConfig(nats.url), log);
+    link = await testNatsLink("tokens-test");
     bucket = link.tokens;
   });
   after(async () => {

@@ -5,12 +5,11 @@
 import { after, afterEach, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { cleanup } from "../../testing/cleanup.ts";
-import { startNats } from "../../testing/nats.ts";
 import { waitFor } from "../../testing/wait.ts";
 import { Logger } from "../../util/log.ts";
-import type { ClusterConfig } from "../config/mod.ts";
-import { connectNats, type KvBucket, type NatsLink } from "./nats.ts";
+import type { KvBucket, NatsLink } from "./nats.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
+import { testNatsLink } from "./_nats_link.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
 /** Short, so that an entry nobody rewrites expires within the test (heartbeats every third). */
@@ -80,28 +79,9 @@ function entry(node: string, run: string): string {
   return JSON.stringify(info);
 }
 
-/** What connectNats reads of a node's cluster settings. */
-function clusterConfig(url: string): ClusterConfig {
-  return {
-    servers: [url],
-    auth: {},
-    node: "presence-test",
-    listen: { hostname: "127.0.0.1", port: 0 },
-    advertise: "127.0.0.1:0",
-    key: "a-cluster-key-for-the-presence-test",
-    presenceTtlMs: TTL_MS,
-    bucketPrefix: "presence-test",
-    replicas: 1,
-    tunnelHost: null,
-    visitors: "all",
-    tls: null,
-  };
-}
-
 describe("Presence", () => {
   before(async () => {
-    const nats = await startNats();
-    link = await connectNats(clusterConfig(nats.url), log);
+    link = await testNatsLink("presence-test", TTL_MS);
     bucket = link.nodes;
   });
   afterEach(async () => {
