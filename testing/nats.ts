@@ -44,6 +44,12 @@ export interface NatsServer {
   start(): Promise<void>;
   /** SIGKILLs it and waits for the exit. */
   stop(): Promise<void>;
+  /**
+   * Resolves once its monitoring `/healthz` answers 200: JetStream is up, and in a NATS cluster
+   * the servers have elected a meta leader (before that, JetStream refuses: "jetstream is not
+   * enabled"). Rejects after `timeoutMs`.
+   */
+  ready(timeoutMs?: number): Promise<void>;
 }
 
 /** Options for {@linkcode startNats}. */
@@ -79,11 +85,13 @@ function portOpen(port: number): Promise<boolean> {
 export async function startNats(options: NatsOptions = {}): Promise<NatsServer> {
   const bin = await natsServerBinary();
   const port = await closedPort();
+  const monitorPort = await closedPort();
   const dir = mkdtempSync(join(tmpdir(), "tunnelmux-nats-"));
   const name = options.name ?? "n1";
   const lines = [
     `server_name: ${name}`,
     `listen: "127.0.0.1:${port}"`,
+    `http: "127.0.0.1:${monitorPort}"`,
     `jetstream: { store_dir: ${JSON.stringify(join(dir, "js"))} }`,
   ];
   if (options.token) lines.push(`authorization: { token: ${JSON.stringify(options.token)} }`);
@@ -131,17 +139,29 @@ export async function startNats(options: NatsOptions = {}): Promise<NatsServer> 
     output: () => output,
     start,
     stop,
+    ready: (timeoutMs = 30_000) =>
+      waitFor(async () => {
+        const response = await fetch(`http://127.0.0.1:${monitorPort}/healthz`).catch(() => null);
+        await response?.body?.cancel();
+        return response?.status === 200;
+      }, { timeoutMs, intervalMs: 100, message: `nats-server ${name}'s JetStream ready` })
+        .then(() => {}),
   };
 }
 
-/** Starts a NATS cluster of `size` servers (routes between all), JetStream on each. */
+/**
+ * Starts a NATS cluster of `size` servers (routes between all), JetStream on each, and resolves
+ * once every server's JetStream is ready (the servers have elected a meta leader).
+ */
 export async function startNatsCluster(size = 3): Promise<NatsServer[]> {
   const routePorts: number[] = [];
   for (let i = 0; i < size; i++) routePorts.push(await closedPort());
-  return await Promise.all(routePorts.map((port, i) =>
+  const servers = await Promise.all(routePorts.map((port, i) =>
     startNats({
       name: `n${i + 1}`,
       cluster: { name: "tunnelmux", port, routes: routePorts.filter((p) => p !== port) },
     })
   ));
+  await Promise.all(servers.map((server) => server.ready()));
+  return servers;
 }
