@@ -78,13 +78,16 @@ export class PortListener {
 
   /** Stops accepting visitors (a drain); those connected go on. */
   stopAccepting(): void {
-    this.#accepting = false;
-    this.#listener?.close();
+    void this.close();
   }
 
-  /** Stops listening. Idempotent. */
-  close(): void {
-    this.stopAccepting();
+  /**
+   * Stops listening; resolves once the port can be bound again (on Deno a turn after the close).
+   * Idempotent.
+   */
+  close(): Promise<void> {
+    this.#accepting = false;
+    return this.#listener?.close() ?? Promise.resolve();
   }
 
   /** The route the next visitor goes to, or undefined when none can take it. */

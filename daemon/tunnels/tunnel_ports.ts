@@ -15,6 +15,8 @@ import { type Balance, PortListener, type Route } from "./port_listener.ts";
 export class TunnelPorts {
   readonly #listeners = new Map<string, PortListener>();
   readonly #binding = new Map<string, Promise<PortListener>>();
+  /** Listeners closed with their last route, until their port can be bound again. */
+  readonly #closing = new Map<string, Promise<void>>();
   readonly #routes = new Map<Route, PortListener>();
   readonly #log: Logger;
   #accepting = true;
@@ -34,7 +36,12 @@ export class TunnelPorts {
     if (existing) return existing;
     const binding = port !== 0 ? this.#binding.get(key) : undefined;
     if (binding) return await binding;
-    const bound = PortListener.bind(bindHost, port, this.#log);
+    // A route that replaces the port's last one (its owner went, another claimed it) binds the
+    // port again at once: wait until the old listener has let go of it.
+    const closing = port !== 0 ? this.#closing.get(key) : undefined;
+    const bound = closing
+      ? closing.then(() => PortListener.bind(bindHost, port, this.#log))
+      : PortListener.bind(bindHost, port, this.#log);
     if (port !== 0) this.#binding.set(key, bound);
     try {
       const listener = await bound;
@@ -59,9 +66,14 @@ export class TunnelPorts {
     if (!listener) return;
     this.#routes.delete(route);
     if (listener.detach(route) > 0) return;
-    listener.close();
     const key = formatHostPort(listener.bindHost, listener.port);
     if (this.#listeners.get(key) === listener) this.#listeners.delete(key);
+    const closed = listener.close();
+    this.#closing.set(key, closed);
+    const settled = () => {
+      if (this.#closing.get(key) === closed) this.#closing.delete(key);
+    };
+    closed.then(settled, settled);
   }
 
   /** The listener of `bindHost:port`, if bound. */

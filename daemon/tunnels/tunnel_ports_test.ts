@@ -2,7 +2,7 @@
 // closed with its last. Fixed ports are taken from 20000-32767 where they can be bound now.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createServer, type Server } from "node:net";
+import { createConnection, createServer, type Server } from "node:net";
 import { waitFor } from "../../testing/wait.ts";
 import { Logger } from "../../util/log.ts";
 import type { Route } from "./port_listener.ts";
@@ -101,6 +101,34 @@ describe("TunnelPorts", () => {
       again.close();
     } finally {
       listener.close();
+    }
+  });
+
+  it("binds a port again at once when a new route comes right after its last one went", async () => {
+    const ports = new TunnelPorts(log);
+    const port = await freePort();
+    const first = await ports.open("127.0.0.1", port);
+    const old = route("t-old");
+    ports.attach(first, old);
+    // The route is replaced in one step (its owner gone, another claims the port): on Deno the
+    // port is free only a turn of the event loop after the old listener's close.
+    ports.detach(old);
+    const second = await ports.open("127.0.0.1", port);
+    try {
+      assert.notEqual(second, first);
+      assert.equal(second.port, port);
+      const visitors: string[] = [];
+      ports.attach(second, {
+        ...route("t-new"),
+        visitor: (v) => (visitors.push("t-new"), v.close()),
+      });
+      const socket = createConnection({ host: "127.0.0.1", port });
+      await new Promise<void>((resolve, reject) =>
+        socket.once("close", () => resolve()).once("error", reject)
+      );
+      await waitFor(() => visitors.length === 1, "the visitor reached the new route");
+    } finally {
+      await second.close();
     }
   });
 
