@@ -12,6 +12,7 @@ import { readFile } from "node:fs/promises";
 import { listenTcp, listenTls } from "../transport/mod.ts";
 import { HttpStats } from "./http/http_stats.ts";
 import { WebFronts } from "./http/web_fronts.ts";
+import { VisitorAccounts } from "./tunnels/visitor_limit.ts";
 import { CertificateStore } from "./tls/certificates.ts";
 import { listenWebSocket } from "../transport/ws/mod.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./session/client_session.ts";
@@ -122,6 +123,8 @@ export class Daemon {
   #httpsListener: TransportListener | undefined;
   /** The shared HTTP and HTTPS ports of HTTP(S) tunnels. */
   readonly #web: WebFronts;
+  /** Each client's visitors on this node, across its tunnels (`limits.visitors`). */
+  readonly #visitors: VisitorAccounts;
   readonly #context: DaemonContext;
   #addresses: DaemonAddresses = {};
   #resolveStopped!: () => void;
@@ -143,6 +146,8 @@ export class Daemon {
       config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })),
     );
     this.stopped = new Promise((resolve) => this.#resolveStopped = resolve);
+    this.#visitors = new VisitorAccounts(() => this.#effective.limits.visitorsPerClient);
+    this.#visitors.setCaps(config.clients);
     this.#web = new WebFronts({
       config: () => this.#effective,
       route: (host) => this.#context.registry.hostRoute(host),
@@ -168,6 +173,11 @@ export class Daemon {
       lookup: options.lookup,
       admit: () => this.#readySessions() < this.#config.limits.sessions,
       settled: (session) => this.#pending.settle(session),
+      visitorLimit: (client) => ({
+        perTunnel: () => this.#effective.limits.visitorsPerTunnel,
+        client: this.#visitors.of(client),
+        refused: (reason) => this.counters.count(reason),
+      }),
     };
   }
 
@@ -366,6 +376,7 @@ export class Daemon {
       clients: [...config.clients, ...this.registry.tokens.clients(config)],
     };
     this.#verifier.replace(effective.clients.map((c) => ({ name: c.name, hash: c.tokenHash })));
+    this.#visitors.setCaps(effective.clients);
     const previous = new Map(this.#effective.clients.map((c) => [c.name, c.tokenHash]));
     this.#config = config;
     this.#effective = effective;

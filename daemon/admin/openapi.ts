@@ -164,6 +164,8 @@ const schemas: Record<string, Json> = {
           "sessions",
           "streamsPerSession",
           "tunnelsPerClient",
+          "visitorsPerTunnel",
+          "visitorsPerClient",
           "dialTimeoutMs",
           "handshakeTimeoutMs",
           "pendingHandshakes",
@@ -178,6 +180,8 @@ const schemas: Record<string, Json> = {
           sessions: count,
           streamsPerSession: count,
           tunnelsPerClient: count,
+          visitorsPerTunnel: count,
+          visitorsPerClient: count,
           dialTimeoutMs: count,
           handshakeTimeoutMs: count,
           pendingHandshakes: count,
@@ -528,8 +532,8 @@ const schemas: Record<string, Json> = {
       token: { type: "string" },
       limits: {
         type: "object",
-        required: ["tunnels", "streams"],
-        properties: { tunnels: count, streams: count },
+        required: ["tunnels", "streams", "visitors"],
+        properties: { tunnels: count, streams: count, visitors: count },
       },
       warnings: {
         type: "array",

@@ -159,6 +159,8 @@ describe("config: validateConfig", () => {
       sessions: 1000,
       streamsPerSession: 1024,
       tunnelsPerClient: 16,
+      visitorsPerTunnel: 10000,
+      visitorsPerClient: 10000,
       dialTimeoutMs: 10000,
       handshakeTimeoutMs: 10000,
       pendingHandshakes: 1024,
@@ -176,7 +178,7 @@ describe("config: validateConfig", () => {
     assert.deepEqual(client.forward, []);
     assert.deepEqual(client.expose, { ports: [], anyPort: false, bindHosts: [], hosts: [] });
     assert.deepEqual(client.services, { offer: [], use: [] });
-    assert.deepEqual(client.limits, { tunnels: 16, streams: 1024 });
+    assert.deepEqual(client.limits, { tunnels: 16, streams: 1024, visitors: 10000 });
   });
 
   it("the full example shape validates and drives the policy", () => {
@@ -191,7 +193,7 @@ describe("config: validateConfig", () => {
         expose: { ports: ["8000-8100", 9000, 0, "8050-8200"], bindHosts: ["127.0.0.1", "::1"] },
         forward: ["db.internal:5432", "10.0.0.0/8:*", "*.svc.local:443", "127.0.0.1:5000-5010"],
         services: { offer: ["ssh-box"], use: ["ssh-*"] },
-        limits: { tunnels: 10, streams: 256 },
+        limits: { tunnels: 10, streams: 256, visitors: 50 },
       }],
     });
     assert.deepEqual(errors, []);
@@ -200,7 +202,7 @@ describe("config: validateConfig", () => {
     assert.equal(laptop.tokenHash, hashToken(TOKEN_A));
     assert.deepEqual(laptop.expose.ports, [{ from: 8000, to: 8200 }, { from: 9000, to: 9000 }]);
     assert.equal(laptop.expose.anyPort, true);
-    assert.deepEqual(laptop.limits, { tunnels: 10, streams: 256 });
+    assert.deepEqual(laptop.limits, { tunnels: 10, streams: 256, visitors: 50 });
     assert.ok(canExpose(laptop, "::1", 8150).ok);
     assert.ok(!canExpose(laptop, "0.0.0.0", 8150).ok);
     const m = matchForward(laptop, "x.svc.local", 443);
@@ -362,6 +364,19 @@ describe("config: validateConfig", () => {
         clients: [{ name: "a", token: TOKEN_A, limits: { streams: 101 } }],
       }),
       "clients[0].limits.streams: 101 exceeds limits.streamsPerSession (100)",
+    ],
+    [
+      "client visitors above the daemon's",
+      doc({
+        limits: { visitorsPerClient: 500 },
+        clients: [{ name: "a", token: TOKEN_A, limits: { visitors: 501 } }],
+      }),
+      "clients[0].limits.visitors: 501 exceeds limits.visitorsPerClient (500)",
+    ],
+    [
+      "a tunnel's visitor cap of 0",
+      doc({ limits: { visitorsPerTunnel: 0 } }),
+      "limits.visitorsPerTunnel: 0 must be an integer from 1 to 1000000",
     ],
     [
       "unknown client key typo",

@@ -27,6 +27,8 @@ export function embeddedDefaults(): Record<string, unknown> {
       sessions: 1000,
       streamsPerSession: 1024,
       tunnelsPerClient: 16,
+      visitorsPerTunnel: 10000,
+      visitorsPerClient: 10000,
       dialTimeoutMs: 10000,
       handshakeTimeoutMs: 10000,
       pendingHandshakes: 1024,

@@ -82,6 +82,16 @@ export interface Limits {
   streamsPerSession: number;
   /** Reverse tunnels per client; a client's `limits.tunnels` may only lower it. */
   tunnelsPerClient: number;
+  /**
+   * Visitors connected at once to one tunnel (on this node, relayed ones included); past it a
+   * newcomer is refused at once and counted (`tunnel_visitor_limit`).
+   */
+  visitorsPerTunnel: number;
+  /**
+   * Visitors connected at once to one client's tunnels together, on this node; a client's
+   * `limits.visitors` may only lower it. Past it a newcomer is refused (`client_visitor_limit`).
+   */
+  visitorsPerClient: number;
   /** Give up dialling a forward target after this long (also bounds its DNS lookup). */
   dialTimeoutMs: number;
   /** A new connection must authenticate within this long. */
@@ -127,6 +137,8 @@ export interface ClientLimits {
   tunnels: number;
   /** Streams per session. */
   streams: number;
+  /** Visitors connected at once to its tunnels together, on one node. */
+  visitors: number;
 }
 
 /** One client: its credential, its permissions and its limits. */

@@ -56,6 +56,8 @@ const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   sessions: [1, 1_000_000],
   streamsPerSession: [1, 1_000_000],
   tunnelsPerClient: [0, 65535],
+  visitorsPerTunnel: [1, 1_000_000],
+  visitorsPerClient: [1, 1_000_000],
   dialTimeoutMs: [1, 600_000],
   handshakeTimeoutMs: [1, 600_000],
   pendingHandshakes: [1, 1_000_000],
@@ -421,8 +423,12 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
   const expose = checkExpose(w, raw.expose, `${path}.expose`);
   const forward = checkForward(w, raw.forward, `${path}.forward`);
   const services = checkServices(w, raw.services, `${path}.services`);
-  const rawLimits = w.object(raw.limits ?? {}, `${path}.limits`, ["tunnels", "streams"]);
-  const cap = (key: "tunnels" | "streams", global: keyof Limits) => {
+  const rawLimits = w.object(raw.limits ?? {}, `${path}.limits`, [
+    "tunnels",
+    "streams",
+    "visitors",
+  ]);
+  const cap = (key: "tunnels" | "streams" | "visitors", global: keyof Limits) => {
     const max = limits?.[global] ?? LIMIT_BOUNDS[global][1];
     const v = rawLimits?.[key];
     if (v === undefined) return max;
@@ -436,6 +442,7 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
     return n;
   };
   const tunnels = cap("tunnels", "tunnelsPerClient"), streams = cap("streams", "streamsPerSession");
+  const visitors = cap("visitors", "visitorsPerClient");
   const groups = w.array(raw.groups ?? [], `${path}.groups`)?.map((g, i) =>
     typeof g === "string" && CLIENT_NAME.test(g)
       ? g
@@ -443,7 +450,7 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
   );
   if (
     !name || !hash || !expose || !forward || !services || tunnels === undefined ||
-    streams === undefined || !groups || groups.includes(undefined)
+    streams === undefined || visitors === undefined || !groups || groups.includes(undefined)
   ) {
     return undefined;
   }
@@ -453,7 +460,7 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
     expose,
     forward,
     services,
-    limits: { tunnels, streams },
+    limits: { tunnels, streams, visitors },
     groups: groups as string[],
   };
   return client;

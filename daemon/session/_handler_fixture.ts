@@ -26,6 +26,7 @@ import type {
 import type { TokenRegistry } from "../tokens/store.ts";
 import type { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import { TunnelPorts } from "../tunnels/tunnel_ports.ts";
+import { VisitorAccounts } from "../tunnels/visitor_limit.ts";
 import { type Answer, answerTo } from "./answer.ts";
 import type { ExposeContext } from "./expose.ts";
 import type { HealthContext } from "./health.ts";
@@ -103,6 +104,8 @@ export class Fixture {
   config: Config;
   /** The registry behind `context`. */
   readonly registry: LocalRegistry;
+  /** Visitor accounts of the clients (as the daemon keeps them). */
+  readonly visitors: VisitorAccounts;
   /** This node's port listeners. */
   readonly ports: TunnelPorts;
   /** The session's tunnels. */
@@ -139,6 +142,7 @@ export class Fixture {
     this.config = options.config ?? testConfig();
     this.#log = new Logger({ level: "debug", format: "json", sink: (l) => this.lines.push(l) });
     this.registry = options.registry ?? new LocalRegistry({ node: "n1", tokens: NO_TOKENS });
+    this.visitors = new VisitorAccounts(() => this.config.limits.visitorsPerClient);
     this.ports = new TunnelPorts(this.#log);
     const [daemonEnd, clientEnd] = memoryPair();
     this.#yamux = new Session(daemonEnd, { client: false, config: { enableKeepAlive: false } });
@@ -166,6 +170,11 @@ export class Fixture {
       wantCertificate: (host) => void this.certificatesWanted.push(host),
       count: (event) => void this.counted.push(event),
       publish: (type, fields) => void this.events.push({ type, fields }),
+      visitorLimit: (client) => ({
+        perTunnel: () => this.config.limits.visitorsPerTunnel,
+        client: this.visitors.of(client),
+        refused: (reason) => void this.counted.push(reason),
+      }),
     };
     this.tunnels = new SessionTunnels(this.context);
   }

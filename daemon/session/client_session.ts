@@ -40,6 +40,7 @@ import { expose, type ExposeContext, unexpose } from "./expose.ts";
 import { type HealthContext, reportHealth } from "./health.ts";
 import { offer, type OfferContext, withdraw } from "./offer.ts";
 import { SessionTunnels, type SessionTunnelsContext } from "./session_tunnels.ts";
+import type { VisitorLimit } from "../tunnels/visitor_limit.ts";
 
 /** The daemon's side of things that every client session shares. */
 export interface DaemonContext {
@@ -76,6 +77,8 @@ export interface DaemonContext {
   admit(): boolean;
   /** The session left its handshake (authenticated or closed): it no longer holds a pending place. */
   settled(session: ClientSession): void;
+  /** What a tunnel of `client` checks its visitors against. */
+  visitorLimit(client: string): VisitorLimit;
 }
 
 export type { ClientSessionState, TransportKind };
@@ -479,6 +482,7 @@ export class ClientSession implements SessionHandle {
       wantCertificate: (host) => daemon.wantCertificate(host),
       count: (event) => daemon.count(event),
       publish: (type, fields) => daemon.publish(type, fields),
+      visitorLimit: (client) => daemon.visitorLimit(client),
     };
   }
 

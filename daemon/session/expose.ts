@@ -85,6 +85,7 @@ export async function expose(
     owner,
     shared,
     balance,
+    visitorLimit: context.visitorLimit(client.name),
   });
   if (!opened.ok) return answer.fail(opened.code, opened.message);
   const tunnel = opened.tunnel;

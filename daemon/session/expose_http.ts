@@ -17,6 +17,7 @@ import type { Registry } from "../registry/registry.ts";
 import { newTunnelId } from "../tunnels/open_tunnel.ts";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import type { Answer } from "./answer.ts";
+import type { VisitorLimit } from "../tunnels/visitor_limit.ts";
 import type { SessionTunnels } from "./session_tunnels.ts";
 
 /** An `expose` request. */
@@ -34,6 +35,8 @@ export interface ExposeHttpContext {
   readonly tunnels: Pick<SessionTunnels, "add" | "hostClaim">;
   /** The session's logger. */
   readonly log: Logger;
+  /** What a tunnel of `client` checks its visitors against (see `tunnels/visitor_limit.ts`). */
+  visitorLimit(client: string): VisitorLimit;
   /** Whether the session has ended (it may while the name is being claimed). */
   ended(): boolean;
   /** The configuration in force now: its base domain. */
@@ -89,6 +92,7 @@ export async function exposeHttp(
     host: named.host,
     passthrough,
     label: message.label,
+    visitorLimit: context.visitorLimit(client.name),
     log: context.log,
   });
   const claimed = await context.registry.claimHost(context.tunnels.hostClaim(tunnel), tunnel);

@@ -19,7 +19,10 @@ export interface TokenScopes {
   forward?: unknown;
   /** As a config client's `services`. */
   services?: unknown;
-  /** As a config client's `limits` (`tunnels`, `streams`), capped by the daemon-wide limits. */
+  /**
+   * As a config client's `limits` (`tunnels`, `streams`, `visitors`), capped by the daemon-wide
+   * limits.
+   */
   limits?: unknown;
 }
 

@@ -50,6 +50,7 @@ describe("scopedClient", () => {
     assert.deepEqual(client?.limits, {
       tunnels: limits.tunnelsPerClient,
       streams: limits.streamsPerSession,
+      visitors: limits.visitorsPerClient,
     });
   });
 

@@ -16,6 +16,7 @@ import type { PortClaim, Registry } from "../registry/registry.ts";
 import { ReverseTunnel } from "./reverse_tunnel.ts";
 import type { Balance } from "./port_listener.ts";
 import type { TunnelPorts } from "./tunnel_ports.ts";
+import type { VisitorLimit } from "./visitor_limit.ts";
 
 /** Ports tried for a port-0 request before giving up. */
 const MAX_ATTEMPTS = 64;
@@ -47,6 +48,8 @@ export interface OpenTunnelOptions {
   shared?: boolean;
   /** How a shared port spreads its visitors. */
   balance?: Balance;
+  /** How many visitors the tunnel takes at once; default no limit. */
+  visitorLimit?: VisitorLimit;
 }
 
 /** A fresh tunnel id (`t-` and 12 hex digits), for port tunnels and HTTP tunnels alike. */

@@ -13,6 +13,7 @@ import type { Stream } from "../../protocol/stream.ts";
 import type { Logger } from "../../util/log.ts";
 import type { TunnelHandle, TunnelStats } from "../registry/registry.ts";
 import { StreamRoute } from "./stream_route.ts";
+import type { VisitorLimit } from "./visitor_limit.ts";
 
 export type { TunnelStats };
 
@@ -45,6 +46,8 @@ export interface ReverseTunnelOptions {
    * undecrypted (see `visitor`), never HTTP requests.
    */
   passthrough?: boolean;
+  /** How many visitors it takes at once, with its client's other tunnels; default no limit. */
+  visitorLimit?: VisitorLimit;
   /** Logger with the session's context. */
   log: Logger;
 }
@@ -69,6 +72,7 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   readonly createdAt = Date.now();
   /** False while the client reports its local service failing its health check. */
   reportedHealthy = true;
+  readonly #limit: VisitorLimit | undefined;
 
   /** A tunnel through `options.session`; its port listener or the HTTP(S) front hands it visitors. */
   constructor(options: ReverseTunnelOptions) {
@@ -80,11 +84,31 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     this.label = options.label;
     this.host = options.host;
     this.passthrough = options.passthrough ?? false;
+    this.#limit = options.visitorLimit;
   }
 
   /** Whether it takes visitors: open, and its client's service healthy. */
   override get healthy(): boolean {
     return this.reportedHealthy && super.healthy;
+  }
+
+  /** A visitor past its own cap or its client's is refused at once, and counted. */
+  protected override admit(): boolean {
+    const limit = this.#limit;
+    if (!limit) return true;
+    if (this.stats.active >= limit.perTunnel()) {
+      limit.refused("tunnel_visitor_limit");
+      return false;
+    }
+    if (!limit.client.take()) {
+      limit.refused("client_visitor_limit");
+      return false;
+    }
+    return true;
+  }
+
+  protected override left(): void {
+    this.#limit?.client.give();
   }
 
   /**

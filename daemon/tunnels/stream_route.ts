@@ -62,11 +62,17 @@ export class StreamRoute {
     for (const visitor of this.#visitors) visitor.close();
   }
 
-  /** A visitor connection: it goes to the client as a new stream, spliced both ways. */
+  /**
+   * A visitor connection: it goes to the client as a new stream, spliced both ways; refused
+   * (closed at once) when the route is stopped or {@linkcode admit} says no.
+   */
   visitor(visitor: Transport): void {
-    if (this.#closed) return visitor.close();
+    if (this.#closed || !this.admit()) return visitor.close();
     const stream = this.#open(visitor.remoteAddress, visitor.localAddress);
-    if (!stream) return visitor.close();
+    if (!stream) {
+      this.left();
+      return visitor.close();
+    }
     this.#visitors.add(visitor);
     this.#count(splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats }), visitor)
       .then(() => this.#visitors.delete(visitor));
@@ -90,13 +96,28 @@ export class StreamRoute {
    */
   protected relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
     if (this.#closed) return stream.reset(ResetReason.UnknownTunnel);
+    if (!this.admit()) return stream.reset(ResetReason.LimitReached);
     const toClient = this.#open(remote, local);
-    if (!toClient) return stream.reset(ResetReason.LimitReached);
+    if (!toClient) {
+      this.left();
+      return stream.reset(ResetReason.LimitReached);
+    }
     this.#count(
       splice(streamEnd(stream), streamEnd(toClient), { aFirst: rest, counters: this.stats }),
       remote,
     );
   }
+
+  /**
+   * Whether one more visitor connection may come in now (a route's limits); each one admitted is
+   * matched by one {@linkcode left} when it goes. Default: always.
+   */
+  protected admit(): boolean {
+    return true;
+  }
+
+  /** A visitor {@linkcode admit} let in has gone. */
+  protected left(): void {}
 
   /** Opens the stream to the client with its `visitor` header; undefined (counted) if it cannot. */
   #open(remote: string, local: string): Stream | undefined {
@@ -121,6 +142,7 @@ export class StreamRoute {
     this.stats.active++;
     const result = await spliced;
     this.stats.active--;
+    this.left();
     if (result.error) {
       this.stats.errors++;
       this.#log.debug("visitor ended with an error", {

@@ -1,0 +1,148 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { Session } from "../../protocol/session.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { memoryPair } from "../../transport/memory.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { Logger } from "../../util/log.ts";
+import { echoClient, QUIET, received } from "./_echo_client.ts";
+import { ReverseTunnel } from "./reverse_tunnel.ts";
+import { ClientVisitors, type VisitorLimit, type VisitorRefusal } from "./visitor_limit.ts";
+
+const log = new Logger({ level: "error", format: "json", sink: () => {} });
+
+/** A visitor that stays connected until the test ends it: its outside end, and its text. */
+function visitor(tunnel: ReverseTunnel) {
+  const [outside, inside] = memoryPair();
+  const text = received(outside);
+  tunnel.visitor(inside);
+  return { outside, text };
+}
+
+function limited(perTunnel: number, client: ClientVisitors, refusals: VisitorRefusal[]) {
+  const limit: VisitorLimit = {
+    perTunnel: () => perTunnel,
+    client,
+    refused: (r) => refusals.push(r),
+  };
+  return limit;
+}
+
+function tunnel(id: string, session: Session, visitorLimit?: VisitorLimit): ReverseTunnel {
+  return new ReverseTunnel({
+    id,
+    client: "alice",
+    session,
+    bindHost: "127.0.0.1",
+    port: 20100,
+    visitorLimit,
+    log,
+  });
+}
+
+/** Waits until `condition` holds, a bounded number of turns. */
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((r) => setTimeout(r, 5));
+  assert.ok(condition());
+}
+
+describe("ReverseTunnel", () => {
+  it("is a local route owned by its client unless a group owns it", () => {
+    const { near, far } = echoClient();
+    const own = tunnel("t-1", near);
+    assert.equal(own.owner, "client:alice");
+    assert.equal(own.local, true);
+    assert.equal(own.healthy, true);
+    own.reportedHealthy = false;
+    assert.equal(own.healthy, false);
+    assert.equal(own.open("a", "b"), undefined, "no request streams while unhealthy");
+    near.close();
+    far.close();
+  });
+
+  it("refuses a visitor past its own cap at once, counted, and takes one again when one left", async () => {
+    const { near, far } = echoClient();
+    const refusals: VisitorRefusal[] = [];
+    const t = tunnel("t-2", near, limited(2, new ClientVisitors(() => 100), refusals));
+    const first = visitor(t), second = visitor(t);
+    assert.equal(t.stats.active, 2);
+    const third = visitor(t);
+    assert.equal(await third.text, "", "closed at once");
+    assert.deepEqual(refusals, ["tunnel_visitor_limit"]);
+    assert.equal(t.stats.connections, 2);
+    first.outside.end();
+    await first.text;
+    await until(() => t.stats.active === 1);
+    const fourth = visitor(t);
+    assert.equal(t.stats.active, 2);
+    for (const v of [second, fourth]) v.outside.end();
+    await Promise.all([second.text, fourth.text]);
+    near.close();
+    far.close();
+  });
+
+  it("counts a client's visitors across its tunnels against the client's cap", async () => {
+    const { near, far } = echoClient();
+    const refusals: VisitorRefusal[] = [];
+    const account = new ClientVisitors(() => 2);
+    const a = tunnel("t-a", near, limited(10, account, refusals));
+    const b = tunnel("t-b", near, limited(10, account, refusals));
+    const onA = visitor(a), onB = visitor(b);
+    assert.equal(account.active, 2);
+    const refused = visitor(b);
+    assert.equal(await refused.text, "");
+    assert.deepEqual(refusals, ["client_visitor_limit"]);
+    onA.outside.end();
+    await onA.text;
+    await until(() => account.active === 1);
+    const again = visitor(b);
+    assert.equal(account.active, 2);
+    for (const v of [onB, again]) v.outside.end();
+    await Promise.all([onB.text, again.text]);
+    await until(() => account.active === 0);
+    near.close();
+    far.close();
+  });
+
+  it("gives a client's place back when the client cannot be reached", async () => {
+    const account = new ClientVisitors(() => 1);
+    const t = new ReverseTunnel({
+      id: "t-3",
+      client: "alice",
+      session: {
+        open(): Stream {
+          throw new Error("session closed");
+        },
+      },
+      bindHost: "127.0.0.1",
+      port: 20101,
+      visitorLimit: limited(5, account, []),
+      log,
+    });
+    assert.equal(await visitor(t).text, "");
+    assert.equal(account.active, 0);
+    assert.equal(t.stats.errors, 1);
+  });
+
+  it("resets a relayed visitor past the cap with LimitReached", async () => {
+    const { near, far } = echoClient();
+    const t = tunnel("t-4", near, limited(1, new ClientVisitors(() => 100), []));
+    const held = visitor(t);
+    const [x, y] = memoryPair();
+    const otherNode = new Session(x, { client: true, config: QUIET });
+    const arriving: Promise<Stream> = new Promise((resolve) => {
+      new Session(y, { client: false, config: QUIET, onStream: resolve });
+    });
+    const fromOtherNode = otherNode.open();
+    fromOtherNode.write(new Uint8Array([1]));
+    const reset = new Promise<Error | undefined>((resolve) => fromOtherNode.onClose = resolve);
+    t.relayed(await arriving, "198.51.100.7:4000", "127.0.0.1:20101", new Uint8Array(0));
+    const error = await reset as Error & { resetCode?: number };
+    assert.equal(error?.resetCode, ResetReason.LimitReached);
+    held.outside.end();
+    await held.text;
+    near.close();
+    far.close();
+    otherNode.close();
+  });
+});

@@ -1,0 +1,52 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { ClientVisitors, VisitorAccounts } from "./visitor_limit.ts";
+
+describe("ClientVisitors", () => {
+  it("takes visitors up to its cap, reading the cap at each take, and gives them back", () => {
+    let cap = 2;
+    const account = new ClientVisitors(() => cap);
+    assert.equal(account.take(), true);
+    assert.equal(account.take(), true);
+    assert.equal(account.take(), false);
+    assert.equal(account.active, 2);
+    account.give();
+    assert.equal(account.take(), true);
+    assert.equal(account.take(), false);
+    cap = 3;
+    assert.equal(account.take(), true);
+    assert.equal(account.active, 3);
+  });
+
+  it("never counts below zero", () => {
+    const account = new ClientVisitors(() => 1);
+    account.give();
+    assert.equal(account.active, 0);
+    assert.equal(account.take(), true);
+  });
+});
+
+describe("VisitorAccounts", () => {
+  it("keeps one account per client, its cap from setCaps, the fallback for a client not set", () => {
+    let fallback = 1;
+    const accounts = new VisitorAccounts(() => fallback);
+    accounts.setCaps([{ name: "alice", limits: { visitors: 3 } }]);
+    const alice = accounts.of("alice");
+    assert.equal(accounts.of("alice"), alice);
+    assert.deepEqual([alice.take(), alice.take(), alice.take(), alice.take()], [
+      true,
+      true,
+      true,
+      false,
+    ]);
+    const bob = accounts.of("bob");
+    assert.deepEqual([bob.take(), bob.take()], [true, false]);
+    fallback = 2;
+    assert.equal(bob.take(), true);
+    // A reload that lowers alice's cap applies to her next visitor; those connected stay.
+    accounts.setCaps([{ name: "alice", limits: { visitors: 1 } }]);
+    alice.give();
+    assert.equal(alice.take(), false);
+    assert.equal(alice.active, 2);
+  });
+});
