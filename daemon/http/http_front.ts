@@ -9,7 +9,7 @@
  * to that stream until either side closes.
  *
  * Strict and bounded: request heads at most `maxHeadBytes` within `headerTimeoutMs` (431, 408),
- * one `Host`, framing that two parsers could read differently refused before any byte goes to a
+ * their lines ended by CRLF (a bare LF: 400 at once), one `Host`, framing that two parsers could read differently refused before any byte goes to a
  * client (400, 501: see `transport/http/framing.ts`), pipelined input held up to one head,
  * `maxRequests` per connection. Unknown host: 404 without touching any client; a route that
  * cannot be reached or a response that breaks off before its head: 502.
@@ -22,7 +22,7 @@
 
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import { headEnd, plainResponse, responseHead } from "../../transport/http/head.ts";
+import { bareLineFeed, headEnd, plainResponse, responseHead } from "../../transport/http/head.ts";
 import {
   ChunkedScanner,
   fieldValues,
@@ -317,6 +317,9 @@ class HttpConnection {
   #readHead(): void {
     const end = headEnd(this.#pending);
     if (end < 0) {
+      // A line ended by LF alone: the head can never parse (lines end in CRLF here), so it is
+      // refused now rather than when its deadline runs out.
+      if (bareLineFeed(this.#pending) >= 0) return this.#refuse(400, "malformed request head");
       if (this.#pending.length > this.#maxHead) this.#refuse(431, "request head too large");
       return;
     }

@@ -10,10 +10,11 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { Agent, createServer, request, type Server } from "node:http";
-import { connect as netConnect } from "node:net";
+import { connect as netConnect, type Socket } from "node:net";
 import { Session } from "../../protocol/session.ts";
 import { connectTcp, listenTcp, memoryPair, type TransportListener } from "../../transport/mod.ts";
 import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
+import { DEFAULT_TIMEOUT_MS, withTimeout } from "../../testing/wait.ts";
 import {
   type HttpExchange,
   type HttpFrontOptions,
@@ -156,19 +157,22 @@ describe("http_front", () => {
     });
   }
 
-  /** Raw bytes in, everything the front answers until it closes. */
-  function raw(bytes: string | Uint8Array): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const socket = netConnect({ host: "127.0.0.1", port }, () => socket.write(bytes));
+  /** Raw bytes in, everything the front answers until it closes (bounded). */
+  function raw(bytes: string | Uint8Array, to = port): Promise<string> {
+    let socket: Socket | undefined;
+    const answer = new Promise<string>((resolve, reject) => {
+      socket = netConnect({ host: "127.0.0.1", port: to }, () => socket!.write(bytes));
       let out = "";
       socket.setEncoding("latin1");
       socket.on("data", (d: string) => (out += d));
       socket.on("end", () => {
-        socket.end();
+        socket!.end();
         resolve(out);
       });
       socket.on("error", reject);
     });
+    return withTimeout(answer, DEFAULT_TIMEOUT_MS, "the front's answer and close")
+      .finally(() => socket?.destroy());
   }
 
   it("routes each request of one kept-alive connection by its Host", async () => {
@@ -428,6 +432,20 @@ describe("http_front", () => {
       "POST / HTTP/1.1\r\nHost: silent.tunnels.test\r\nContent-Length: 10\r\n\r\nhalf",
     );
     assert.match(stalled, /^(HTTP\/1\.1 504 |$)/);
+  });
+
+  it("answers a head whose lines end in a bare LF with 400 at once, not 408 at its deadline", async () => {
+    const before = hits.a.count;
+    const answers = await Promise.all([
+      raw("GET / HTTP/1.1\n\n"),
+      raw("GET / HTTP/1.1\r\nHost: a.tunnels.test\n\n"),
+      // The same head with CRLFs is served.
+      raw("GET / HTTP/1.1\r\nHost: a.tunnels.test\r\nConnection: close\r\n\r\n"),
+    ]);
+    const statuses = answers.map((a) => Number(/^HTTP\/1\.1 (\d{3})/.exec(a)?.[1]));
+    assert.deepEqual(statuses, [400, 400, 200]);
+    assert.match(answers[0], /\r\n\r\nmalformed request head\n$/);
+    assert.equal(hits.a.count, before + 1, "only the well-formed one reached a service");
   });
 
   it("answers a head that never completes with 408", async () => {
