@@ -12,7 +12,7 @@
  * their lines ended by CRLF (a bare LF: 400 at once), one `Host`, framing that two parsers could read differently refused before any byte goes to a
  * client (400, 501: see `transport/http/framing.ts`), pipelined input held up to one head,
  * `maxRequests` per connection. Unknown host: 404 without touching any client; a route that
- * cannot be reached or a response that breaks off before its head: 502.
+ * cannot be reached, a response that breaks off before its head, or a head over 64 KiB: 502.
  *
  * The daemon serves its `listen.http` connections here, and its `listen.https` connections once
  * TLS is terminated (`https_front.ts`); ACME HTTP-01 challenges are answered before routing.
@@ -89,7 +89,7 @@ export interface HttpFrontOptions {
   acmeAnswer?(token: string): string | undefined;
 }
 
-/** Largest response head we read from a client's service. */
+/** Largest response head we read from a client's service; a larger one gets the visitor 502. */
 const MAX_RESPONSE_HEAD = 64 * 1024;
 const FORWARDED_FIELDS = new Set([
   "x-forwarded-for",
@@ -490,10 +490,12 @@ class HttpConnection {
       if (exchange.framing === undefined) {
         const head = exchange.head ? concat([exchange.head, bytes]) : bytes;
         const end = headEnd(head);
+        // The cap holds however the head arrives: unfinished past it, or whole but over it (in
+        // one read, or its end in the read that crossed it).
+        if (end < 0 ? head.length > MAX_RESPONSE_HEAD : end > MAX_RESPONSE_HEAD) {
+          return this.#badGateway(exchange, "response head too large");
+        }
         if (end < 0) {
-          if (head.length > MAX_RESPONSE_HEAD) {
-            return this.#badGateway(exchange, "response head too large");
-          }
           exchange.head = head;
           return;
         }

@@ -78,6 +78,37 @@ function tunnelTo(port: number): { route: HttpRoute; close(): void } {
   };
 }
 
+/**
+ * A "client" that answers every request with `response`, written at once to its stream (as one
+ * Data frame up to `maxDataFrameSize`), then ends the stream.
+ */
+function answering(
+  response: string,
+  maxDataFrameSize?: number,
+): { route: HttpRoute; close(): void } {
+  const [near, far] = memoryPair();
+  const config = { enableKeepAlive: false, ...(maxDataFrameSize ? { maxDataFrameSize } : {}) };
+  const daemonSide = new Session(near, { client: false, config });
+  const clientSide = new Session(far, {
+    client: true,
+    config,
+    onStream: (stream) => {
+      stream.onData = () => {
+        stream.onData = null;
+        stream.write(new TextEncoder().encode(response));
+        stream.end();
+      };
+    },
+  });
+  return {
+    route: { open: () => daemonSide.open() },
+    close: () => {
+      daemonSide.close();
+      clientSide.close();
+    },
+  };
+}
+
 describe("http_front", () => {
   const hits = { a: { count: 0 }, b: { count: 0 } };
   const services = [service("A", hits.a), service("B", hits.b)];
@@ -446,6 +477,39 @@ describe("http_front", () => {
     assert.deepEqual(statuses, [400, 400, 200]);
     assert.match(answers[0], /\r\n\r\nmalformed request head\n$/);
     assert.equal(hits.a.count, before + 1, "only the well-formed one reached a service");
+  });
+
+  it("answers 502 to a response head over 64 KiB, whether it comes in one read or several, and counts it", async () => {
+    const head = (size: number) =>
+      `HTTP/1.1 200 OK\r\nX-Big: ${"a".repeat(size)}\r\nContent-Length: 2\r\n\r\nhi`;
+    const made = {
+      // 100 KB in one Data frame: one read on the front's side.
+      "one-read.tunnels.test": answering(head(100_000), 256 * 1024),
+      // The same in 64 KiB frames: the head's end arrives in the second read.
+      "two-reads.tunnels.test": answering(head(100_000)),
+      // Under the cap: served.
+      "fits.tunnels.test": answering(head(60_000)),
+    };
+    for (const [host, tunnel] of Object.entries(made)) routes.set(host, tunnel.route);
+    try {
+      const answers = await Promise.all(
+        Object.keys(made).map((host) =>
+          raw(`GET / HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`)
+        ),
+      );
+      const statuses = answers.map((a) => Number(/^HTTP\/1\.1 (\d{3})/.exec(a)?.[1]));
+      assert.deepEqual(statuses, [502, 502, 200]);
+      assert.match(answers[0], /\r\n\r\nresponse head too large\n$/);
+      assert.ok(answers[2].endsWith("\r\n\r\nhi"));
+      for (const host of ["one-read.tunnels.test", "two-reads.tunnels.test"]) {
+        assert.ok(exchanges.some((e) => e.host === host && e.status === 502), `${host} counted`);
+      }
+    } finally {
+      for (const [host, tunnel] of Object.entries(made)) {
+        tunnel.close();
+        routes.delete(host);
+      }
+    }
   });
 
   it("answers a head that never completes with 408", async () => {
