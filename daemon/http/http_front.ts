@@ -9,10 +9,13 @@
  * to that stream until either side closes.
  *
  * Strict and bounded: request heads at most `maxHeadBytes` within `headerTimeoutMs` (431, 408),
- * their lines ended by CRLF (a bare LF: 400 at once), one `Host`, framing that two parsers could read differently refused before any byte goes to a
- * client (400, 501: see `transport/http/framing.ts`), pipelined input held up to one head,
- * `maxRequests` per connection. Unknown host: 404 without touching any client; a route that
- * cannot be reached, a response that breaks off before its head, or a head over 64 KiB: 502.
+ * their lines ended by CRLF (a bare LF: 400 at once), one `Host`, framing that two parsers could
+ * read differently refused before any byte goes to a client (400, 501: see
+ * `transport/http/framing.ts`), pipelined input held up to one head, `maxRequests` per connection.
+ * Unknown host: 404 without touching any client; a route that cannot be reached, a response that
+ * breaks off before its head, or a head over 64 KiB: 502. After a 404 or 502 of ours the
+ * connection takes the next request when nothing of this one is left unread (no body, or all of
+ * it sent on) and the visitor did not ask to close; other refusals close it.
  *
  * The daemon serves its `listen.http` connections here, and its `listen.https` connections once
  * TLS is terminated (`https_front.ts`); ACME HTTP-01 challenges are answered before routing.
@@ -116,6 +119,21 @@ function withConnectionClose(startLine: string, fields: [string, string][]): Uin
     if (lower !== "connection" && lower !== "keep-alive") text += `${name}: ${value}\r\n`;
   }
   return encoder.encode(`${text}connection: close\r\n\r\n`);
+}
+
+/**
+ * Our own short plain-text answer (as `plainResponse`) on a connection that stays open: it says
+ * `connection: keep-alive` (an HTTP/1.0 visitor needs that said), and to a HEAD request it is the
+ * head alone (a body would be read as the next response).
+ */
+function keptResponse(status: number, message: string, headOnly: boolean): Uint8Array {
+  const body = encoder.encode(`${message}\n`);
+  const head = responseHead(status, [
+    ["content-type", "text/plain; charset=utf-8"],
+    ["content-length", String(body.length)],
+    ["connection", "keep-alive"],
+  ]);
+  return headOnly ? head : concat([head, body]);
 }
 
 /** The connection's phases (a state machine for its lifecycle, not for its bytes). */
@@ -297,7 +315,8 @@ class HttpConnection {
       const exchange = this.#exchange;
       if (exchange && exchange.framing === undefined && exchange.bytesOut === 0) {
         this.#drop(exchange);
-        return this.#refuse(504, "no response in time");
+        this.#refuse(504, "no response in time");
+        return;
       }
       if (exchange) this.#drop(exchange);
       this.#phase = "closing";
@@ -314,14 +333,25 @@ class HttpConnection {
     this.#readHead();
   }
 
+  /**
+   * Reads the pending heads. A request answered here with the connection kept (404, 502) leaves
+   * it reading heads: a pipelined next one is read in this loop, not by recursion.
+   */
   #readHead(): void {
+    while (this.#readOneHead() && this.#pending.length > 0) {
+      this.#armTimer(this.#options.headerTimeoutMs ?? 10_000, 408);
+    }
+  }
+
+  /** Reads one head if it is all there; true when it was answered here and the connection kept. */
+  #readOneHead(): boolean {
     const end = headEnd(this.#pending);
     if (end < 0) {
       // A line ended by LF alone: the head can never parse (lines end in CRLF here), so it is
       // refused now rather than when its deadline runs out.
       if (bareLineFeed(this.#pending) >= 0) return this.#refuse(400, "malformed request head");
       if (this.#pending.length > this.#maxHead) this.#refuse(431, "request head too large");
-      return;
+      return false;
     }
     if (end > this.#maxHead) return this.#refuse(431, "request head too large");
     clearTimeout(this.#timer);
@@ -347,7 +377,10 @@ class HttpConnection {
     }
     if (method === "GET" && target.startsWith(ACME_CHALLENGE) && this.#options.acmeAnswer) {
       const answer = this.#options.acmeAnswer(target.slice(ACME_CHALLENGE.length));
-      if (answer !== undefined) return this.#answer(answer);
+      if (answer !== undefined) {
+        this.#answer(answer);
+        return false;
+      }
     }
     let body: BodyFraming;
     try {
@@ -359,22 +392,31 @@ class HttpConnection {
     const hosts = fieldValues(head.fields, "host");
     if (hosts.length !== 1) return this.#refuse(400, "a request needs exactly one Host");
     const hostValue = authority ?? hosts[0];
+    this.#requests++;
+    const connection = fieldValues(head.fields, "connection").join(",").toLowerCase();
+    const keepAlive = minor === "1"
+      ? !/\bclose\b/.test(connection)
+      : /\bkeep-alive\b/.test(connection);
+    const closeAfter = !keepAlive || this.#requests >= (this.#options.maxRequests ?? 1000);
+    // Refused before any byte reached a client: with no body left unread, and nobody asking to
+    // close, the connection's framing is intact and it can take the next request (in `rest`).
+    const keepFor = !closeAfter && body.kind === "none" && !this.#visitorEnded ? method : undefined;
     const host = requestHost(hostValue);
     const route = host === undefined ? undefined : this.#options.route(host);
-    if (!route) return this.#refuse(404, `no tunnel for ${hostValue}`, hostValue);
+    if (!route) {
+      this.#pending = rest;
+      return this.#refuse(404, `no tunnel for ${hostValue}`, hostValue, keepFor);
+    }
     // On a terminated TLS connection: only names its certificate serves (RFC 9110 §7.4).
     if (this.#options.authority && !this.#options.authority(host!)) {
       return this.#refuse(421, `this connection's certificate does not serve ${host}`, host!);
     }
     const kept = this.#takeKept(host!, route);
     const stream = kept ?? route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
-    if (!stream) return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host!);
-
-    this.#requests++;
-    const connection = fieldValues(head.fields, "connection").join(",").toLowerCase();
-    const keepAlive = minor === "1"
-      ? !/\bclose\b/.test(connection)
-      : /\bkeep-alive\b/.test(connection);
+    if (!stream) {
+      this.#pending = rest;
+      return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host!, keepFor);
+    }
     const exchange: Exchange = {
       host: host!,
       route,
@@ -391,7 +433,7 @@ class HttpConnection {
       framing: undefined,
       left: 0,
       scanner: undefined,
-      closeAfter: !keepAlive || this.#requests >= (this.#options.maxRequests ?? 1000),
+      closeAfter,
       started: performance.now(),
       bytesIn: 0,
       bytesOut: 0,
@@ -419,6 +461,7 @@ class HttpConnection {
       if (exchange.bodyDone) this.#hold(rest);
       else this.#forwardBody(exchange, rest);
     }
+    return false;
   }
 
   /**
@@ -710,12 +753,26 @@ class HttpConnection {
 
   // ---- refusals and endings -----------------------------------------------------------------
 
-  /** Answers `status` ourselves (nothing of this request reached a client) and closes. */
-  #refuse(status: number, message: string, host = ""): void {
+  /**
+   * Answers `status` ourselves (nothing of this request reached a client's service, or it gave no
+   * response) and closes; or, given `keepFor` (the request's method: the caller found its framing
+   * intact and no reason to close), keeps the connection for the next request, whose bytes are
+   * then in `#pending`. Returns whether it kept it.
+   */
+  #refuse(status: number, message: string, host = "", keepFor?: string): boolean {
     this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0 });
-    this.#phase = "closing";
-    this.#visitor.write(plainResponse(status, message));
-    this.#finish();
+    if (keepFor === undefined) {
+      this.#phase = "closing";
+      this.#visitor.write(plainResponse(status, message));
+      this.#finish();
+      return false;
+    }
+    this.#visitor.write(keptResponse(status, message, keepFor === "HEAD"));
+    this.#phase = "head";
+    this.#visitor.resume();
+    // Idle until the next head starts (or at once, with pipelined bytes: see the callers).
+    this.#armTimer(this.#options.idleTimeoutMs ?? 60_000, 0);
+    return true;
   }
 
   /** Answers 200 with `text` exactly (an ACME key authorization) and closes. */
@@ -736,17 +793,24 @@ class HttpConnection {
   #badRequestBody(exchange: Exchange, message: string): void {
     if (exchange.framing === undefined && exchange.bytesOut === 0) {
       this.#drop(exchange);
-      return this.#refuse(400, message, exchange.host);
+      this.#refuse(400, message, exchange.host);
+      return;
     }
     this.#breakOff(exchange, message);
   }
 
-  /** The client's side failed: 502 if no response began, else the visitor's connection is cut. */
+  /**
+   * The client's side failed: 502 if no response began, and the connection kept when the request
+   * was all read and nobody asked to close; else the visitor's connection is cut.
+   */
   #badGateway(exchange: Exchange, message: string): void {
     if (exchange.bytesOut === 0) {
       exchange.status = 502;
       this.#drop(exchange);
-      return this.#refuse(502, message, exchange.host);
+      const keep = exchange.bodyDone && !exchange.closeAfter && !this.#visitorEnded;
+      const kept = this.#refuse(502, message, exchange.host, keep ? exchange.method : undefined);
+      if (kept && this.#pending.length > 0) this.#startHead();
+      return;
     }
     this.#breakOff(exchange, message);
   }

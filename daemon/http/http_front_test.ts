@@ -14,7 +14,8 @@ import { connect as netConnect, type Socket } from "node:net";
 import { Session } from "../../protocol/session.ts";
 import { connectTcp, listenTcp, memoryPair, type TransportListener } from "../../transport/mod.ts";
 import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
-import { DEFAULT_TIMEOUT_MS, withTimeout } from "../../testing/wait.ts";
+import { DEFAULT_TIMEOUT_MS, waitFor, withTimeout } from "../../testing/wait.ts";
+import { tcpConnect } from "../../testing/visitors.ts";
 import {
   type HttpExchange,
   type HttpFrontOptions,
@@ -206,6 +207,34 @@ describe("http_front", () => {
       .finally(() => socket?.destroy());
   }
 
+  /** A raw visitor connection whose answers are read one response at a time (bounded waits). */
+  async function visitorConnection() {
+    const socket = await tcpConnect(port);
+    let text = "";
+    socket.setEncoding("latin1");
+    socket.on("data", (d: string) => (text += d));
+    /** The length of the first whole response in `text` (by its Content-Length), or 0. */
+    const whole = (headOnly: boolean) => {
+      const end = text.indexOf("\r\n\r\n");
+      if (end < 0) return 0;
+      const length = headOnly ? 0 : Number(/content-length: (\d+)/i.exec(text.slice(0, end))?.[1]);
+      return text.length >= end + 4 + length ? end + 4 + length : 0;
+    };
+    return {
+      send: (bytes: string) => void socket.write(bytes),
+      /** The next response, taken off what came: its head alone when `headOnly` (a HEAD's). */
+      async next(headOnly = false): Promise<string> {
+        const size = await waitFor(() => whole(headOnly), "a whole response");
+        const response = text.slice(0, size);
+        text = text.slice(size);
+        return response;
+      },
+      /** What came and was not taken as a response yet. */
+      unread: () => text,
+      destroy: () => socket.destroy(),
+    };
+  }
+
   it("routes each request of one kept-alive connection by its Host", async () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     try {
@@ -299,8 +328,9 @@ describe("http_front", () => {
   it("refuses what it cannot route or trust before any client sees it", async () => {
     const before = hits.a.count + hits.b.count;
     const answers = await Promise.all([
-      raw("GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\n\r\n"),
-      raw("GET / HTTP/1.1\r\nHost: gone.tunnels.test\r\n\r\n"),
+      // (These two would keep the connection for another request, unless asked to close.)
+      raw("GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\nConnection: close\r\n\r\n"),
+      raw("GET / HTTP/1.1\r\nHost: gone.tunnels.test\r\nConnection: close\r\n\r\n"),
       raw("GET / HTTP/1.1\r\n\r\n"),
       raw("GET / HTTP/1.1\r\nHost: a.tunnels.test\r\nHost: b.tunnels.test\r\n\r\n"),
       raw(
@@ -321,6 +351,67 @@ describe("http_front", () => {
     assert.deepEqual(statuses, [404, 502, 400, 400, 400, 400, 400, 501, 431, 400, 400, 405]);
     assert.equal(hits.a.count + hits.b.count, before, "no service saw any of them");
     assert.ok(exchanges.some((e) => e.host === "nobody.tunnels.test" && e.status === 404));
+  });
+
+  it("keeps a kept-alive connection after a 404 or a 502 it answers itself, for the next request", async () => {
+    const visitor = await visitorConnection();
+    try {
+      visitor.send("GET /first HTTP/1.1\r\nHost: nobody.tunnels.test\r\n\r\n");
+      const notFound = await visitor.next();
+      assert.match(notFound, /^HTTP\/1\.1 404 /);
+      assert.doesNotMatch(notFound, /connection: close/i);
+      assert.ok(notFound.endsWith("\r\n\r\nno tunnel for nobody.tunnels.test\n"));
+      visitor.send("GET /second HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n");
+      const served = await visitor.next();
+      assert.match(served, /^HTTP\/1\.1 200 /);
+      assert.equal(JSON.parse(served.slice(served.indexOf("\r\n\r\n") + 4)).url, "/second");
+      // Pipelined: a 502 (the route opens nothing), a HEAD's 404 (its head alone), then a 200.
+      visitor.send(
+        "GET /third HTTP/1.1\r\nHost: gone.tunnels.test\r\n\r\n" +
+          "HEAD /fourth HTTP/1.1\r\nHost: nobody.tunnels.test\r\n\r\n" +
+          "GET /fifth HTTP/1.1\r\nHost: b.tunnels.test\r\n\r\n",
+      );
+      assert.match(await visitor.next(), /^HTTP\/1\.1 502 /);
+      assert.match(await visitor.next(true), /^HTTP\/1\.1 404 [^]*content-length: \d+\r\n/i);
+      const fifth = await visitor.next();
+      assert.match(fifth, /^HTTP\/1\.1 200 /, "the HEAD's answer had no body to misread");
+      assert.equal(JSON.parse(fifth.slice(fifth.indexOf("\r\n\r\n") + 4)).name, "B");
+      assert.equal(visitor.unread(), "");
+    } finally {
+      visitor.destroy();
+    }
+  });
+
+  it("keeps the connection after a 502 for a service that closed without answering, the request all sent", async () => {
+    const closer = answering("");
+    routes.set("closer.tunnels.test", closer.route);
+    const visitor = await visitorConnection();
+    try {
+      visitor.send(
+        "POST /p HTTP/1.1\r\nHost: closer.tunnels.test\r\nContent-Length: 3\r\n\r\nabc",
+      );
+      const bad = await visitor.next();
+      assert.match(bad, /^HTTP\/1\.1 502 /);
+      assert.ok(bad.endsWith("\r\n\r\nthe service closed without a response\n"));
+      visitor.send("GET /next HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n");
+      assert.match(await visitor.next(), /^HTTP\/1\.1 200 /);
+    } finally {
+      visitor.destroy();
+      closer.close();
+      routes.delete("closer.tunnels.test");
+    }
+  });
+
+  it("still closes after a 404 when the visitor said close, or left a body unread", async () => {
+    const answers = await Promise.all([
+      raw("GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\nConnection: close\r\n\r\n"),
+      raw("GET / HTTP/1.0\r\nHost: nobody.tunnels.test\r\n\r\n"),
+      raw("POST / HTTP/1.1\r\nHost: nobody.tunnels.test\r\nContent-Length: 3\r\n\r\nabc"),
+      raw("POST / HTTP/1.1\r\nHost: nobody.tunnels.test\r\nTransfer-Encoding: chunked\r\n\r\n"),
+    ]);
+    for (const answer of answers) {
+      assert.match(answer, /^HTTP\/1\.1 404 [^]*connection: close\r\n/);
+    }
   });
 
   it("says connection: close on the last response a connection takes, so keep-alive moves on", async () => {
