@@ -13,7 +13,8 @@
  * read differently refused before any byte goes to a client (400, 501: see
  * `transport/http/framing.ts`), pipelined input held up to one head, `maxRequests` per connection.
  * Unknown host: 404 without touching any client; a route that cannot be reached, a response that
- * breaks off before its head, or a head over 64 KiB: 502. After a 404 or 502 of ours the
+ * breaks off before its head, or a head over 64 KiB: 502; no response head within
+ * `responseTimeoutMs` of the request's last byte sent: 504. After a 404 or 502 of ours the
  * connection takes the next request when nothing of this one is left unread (no body, or all of
  * it sent on) and the visitor did not ask to close; other refusals close it.
  *
@@ -71,8 +72,18 @@ export interface HttpFrontOptions {
   maxHeadBytes?: number;
   /** A request head must be complete this long after it starts (default 10 s). */
   headerTimeoutMs?: number;
-  /** A kept-alive connection may wait this long for its next request (default 60 s). */
+  /**
+   * A kept-alive connection may wait this long for its next request, and a request in flight this
+   * long without a byte moving either way, except while it waits for its response head
+   * (default 60 s).
+   */
   idleTimeoutMs?: number;
+  /**
+   * How long a request, once all sent to the client, waits for its response head before the
+   * visitor gets 504; asked at each request, so a reload applies to open connections (default
+   * 60 s).
+   */
+  responseTimeoutMs?(): number;
   /** Requests per connection; the last is answered with the connection closed (default 1000). */
   maxRequests?: number;
   /** Told about every finished request. */
@@ -199,6 +210,8 @@ class HttpConnection {
   #kept: KeptStream | undefined;
   #requests = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** Runs from a request's last byte sent until its response head comes (`responseTimeoutMs`). */
+  #responseTimer: ReturnType<typeof setTimeout> | undefined;
   /** When bytes last moved either way while a request was in flight (or tunneled). */
   #lastActivity = 0;
   #visitorEnded = false;
@@ -276,6 +289,7 @@ class HttpConnection {
     this.#closed = true;
     this.#options.onClose?.();
     clearTimeout(this.#timer);
+    clearTimeout(this.#responseTimer);
     this.#dropKept();
     const exchange = this.#exchange;
     if (exchange && !this.#responseDone(exchange)) this.#drop(exchange);
@@ -298,8 +312,9 @@ class HttpConnection {
 
   /**
    * While a request is in flight: cut it when no byte moved either way for `idleTimeoutMs` (a
-   * visitor that stops mid-body; a service that never answers gets the visitor a 504). Checked by
-   * one timer at half that period, not a timer per chunk. An upgraded connection (a WebSocket) may
+   * visitor that stops mid-body, a response body that stops). Checked by one timer at half that
+   * period, not a timer per chunk. Not while a request all sent waits for its response head: the
+   * response deadline is for that (`#awaitResponse`). An upgraded connection (a WebSocket) may
    * stay silent, as a TCP tunnel's visitor may.
    */
   #watchActivity(): void {
@@ -308,14 +323,15 @@ class HttpConnection {
     clearTimeout(this.#timer);
     const check = () => {
       if (this.#closed || this.#phase !== "request") return;
-      if (performance.now() - this.#lastActivity < limit) {
+      const exchange = this.#exchange;
+      const awaitingHead = exchange?.bodyDone && exchange.framing === undefined;
+      if (awaitingHead || performance.now() - this.#lastActivity < limit) {
         this.#timer = setTimeout(check, limit / 2);
         return;
       }
-      const exchange = this.#exchange;
       if (exchange && exchange.framing === undefined && exchange.bytesOut === 0) {
         this.#drop(exchange);
-        this.#refuse(504, "no response in time");
+        this.#refuse(504, "no response in time", exchange.host);
         return;
       }
       if (exchange) this.#drop(exchange);
@@ -324,6 +340,25 @@ class HttpConnection {
     };
     this.#timer = setTimeout(check, limit / 2);
   }
+
+  /**
+   * The request in flight is all sent: its response head must come within `responseTimeoutMs`,
+   * read now (so a reload applies to the next request of an open connection).
+   */
+  #awaitResponse(): void {
+    clearTimeout(this.#responseTimer);
+    const ms = this.#options.responseTimeoutMs?.() ?? 60_000;
+    this.#responseTimer = setTimeout(this.#responseTimedOut, ms);
+  }
+
+  /** The response deadline ran out: 504, if the request in flight has no response head yet. */
+  readonly #responseTimedOut = (): void => {
+    this.#responseTimer = undefined;
+    const exchange = this.#exchange;
+    if (this.#closed || !exchange || exchange.framing !== undefined) return;
+    this.#drop(exchange);
+    this.#refuse(504, "no response in time", exchange.host);
+  };
 
   // ---- request head -------------------------------------------------------------------------
 
@@ -457,6 +492,7 @@ class HttpConnection {
     if (kept && body.kind === "none" && SAFE_METHODS.has(method)) exchange.replay = out;
     exchange.bytesIn += out.length;
     stream.write(out);
+    if (exchange.bodyDone) this.#awaitResponse();
     if (rest.length > 0) {
       if (exchange.bodyDone) this.#hold(rest);
       else this.#forwardBody(exchange, rest);
@@ -514,6 +550,8 @@ class HttpConnection {
     }
     if (exchange.bodyScanner ? exchange.bodyScanner.done : exchange.bodyLeft === 0) {
       exchange.bodyDone = true;
+      // Unless the service answered before the body was all sent (it may: a 413, a 401).
+      if (exchange.framing === undefined) this.#awaitResponse();
       if (take < bytes.length) this.#hold(bytes.subarray(take));
     }
   }
@@ -575,11 +613,12 @@ class HttpConnection {
       return false;
     }
     if (status >= 100 && status < 200 && status !== 101) {
-      // Interim: the real one follows.
+      // Interim: the real one follows (and the response deadline runs on for it).
       exchange.bytesOut += headBytes.length;
       this.#visitor.write(headBytes);
       return true;
     }
+    clearTimeout(this.#responseTimer);
     const saysClose = /\bclose\b/i.test(fieldValues(head.fields, "connection").join(","));
     // Closing after this one for a reason of ours (the request limit), or the visitor's: say so,
     // or a kept-alive visitor would send its next request into a closing connection.
@@ -686,6 +725,7 @@ class HttpConnection {
     stream.onEnd = () => this.#onResponseEnd(exchange);
     stream.onClose = () => this.#onResponseEnd(exchange);
     stream.write(head);
+    this.#awaitResponse();
   }
 
   /**
@@ -832,12 +872,14 @@ class HttpConnection {
     exchange.stream.onClose = null;
     exchange.stream.onDrain = null;
     if (this.#exchange === exchange) this.#exchange = undefined;
+    clearTimeout(this.#responseTimer);
     exchange.stream.reset();
   }
 
   #finish(): void {
     if (this.#phase !== "closing") this.#phase = "closing";
     clearTimeout(this.#timer);
+    clearTimeout(this.#responseTimer);
     this.#dropKept();
     this.#visitor.end();
   }

@@ -81,11 +81,12 @@ function tunnelTo(port: number): { route: HttpRoute; close(): void } {
 
 /**
  * A "client" that answers every request with `response`, written at once to its stream (as one
- * Data frame up to `maxDataFrameSize`), then ends the stream.
+ * Data frame up to `maxDataFrameSize`), `delayMs` after the request's first bytes came, then ends
+ * the stream.
  */
 function answering(
   response: string,
-  maxDataFrameSize?: number,
+  { maxDataFrameSize, delayMs = 0 }: { maxDataFrameSize?: number; delayMs?: number } = {},
 ): { route: HttpRoute; close(): void } {
   const [near, far] = memoryPair();
   const config = { enableKeepAlive: false, ...(maxDataFrameSize ? { maxDataFrameSize } : {}) };
@@ -96,8 +97,10 @@ function answering(
     onStream: (stream) => {
       stream.onData = () => {
         stream.onData = null;
-        stream.write(new TextEncoder().encode(response));
-        stream.end();
+        setTimeout(() => {
+          stream.write(new TextEncoder().encode(response));
+          stream.end();
+        }, delayMs);
       };
     },
   });
@@ -144,6 +147,7 @@ describe("http_front", () => {
     listener = await front({
       headerTimeoutMs: 500,
       idleTimeoutMs: 600,
+      responseTimeoutMs: () => 300,
       onExchange: (e) => exchanges.push(e),
       acmeAnswer: (token) => token === "tok-1" ? "tok-1.thumbprint" : undefined,
     });
@@ -208,8 +212,8 @@ describe("http_front", () => {
   }
 
   /** A raw visitor connection whose answers are read one response at a time (bounded waits). */
-  async function visitorConnection() {
-    const socket = await tcpConnect(port);
+  async function visitorConnection(to = port) {
+    const socket = await tcpConnect(to);
     let text = "";
     socket.setEncoding("latin1");
     socket.on("data", (d: string) => (text += d));
@@ -546,6 +550,54 @@ describe("http_front", () => {
     agent.destroy();
   });
 
+  it("answers 504 when no response head comes within the response deadline, read at each request", async () => {
+    let deadline = 60_000;
+    const seen: HttpExchange[] = [];
+    // The idle timeout stays long: only the response deadline can answer in time.
+    const timed = await front({
+      idleTimeoutMs: 60_000,
+      responseTimeoutMs: () => deadline,
+      onExchange: (e) => seen.push(e),
+    });
+    const visitor = await visitorConnection(timed.port);
+    try {
+      visitor.send("GET /first HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n");
+      assert.match(await visitor.next(), /^HTTP\/1\.1 200 /);
+      // As a reload would: the connection's next request waits this long.
+      deadline = 200;
+      visitor.send("GET /frozen HTTP/1.1\r\nHost: silent.tunnels.test\r\n\r\n");
+      const timedOut = await visitor.next();
+      assert.match(timedOut, /^HTTP\/1\.1 504 /);
+      assert.match(timedOut, /\r\ncontent-type: text\/plain; charset=utf-8\r\n/);
+      assert.ok(timedOut.endsWith("\r\n\r\nno response in time\n"));
+      assert.deepEqual(seen.map((e) => [e.host, e.status]), [
+        ["a.tunnels.test", 200],
+        ["silent.tunnels.test", 504],
+      ]);
+    } finally {
+      visitor.destroy();
+      timed.close();
+    }
+  });
+
+  it("lets a request wait for its response head past the idle timeout, within the response deadline", async () => {
+    const slow = answering("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate", { delayMs: 400 });
+    routes.set("slow.tunnels.test", slow.route);
+    const patient = await front({ idleTimeoutMs: 50, responseTimeoutMs: () => 60_000 });
+    try {
+      const answer = await raw(
+        "GET / HTTP/1.1\r\nHost: slow.tunnels.test\r\nConnection: close\r\n\r\n",
+        patient.port,
+      );
+      assert.match(answer, /^HTTP\/1\.1 200 /);
+      assert.ok(answer.endsWith("\r\n\r\nlate"));
+    } finally {
+      patient.close();
+      slow.close();
+      routes.delete("slow.tunnels.test");
+    }
+  });
+
   it("answers 504 when the service never answers, and cuts a request body that stops", async () => {
     const silent = await raw("GET / HTTP/1.1\r\nHost: silent.tunnels.test\r\n\r\n");
     assert.match(silent, /^HTTP\/1\.1 504 /);
@@ -575,7 +627,7 @@ describe("http_front", () => {
       `HTTP/1.1 200 OK\r\nX-Big: ${"a".repeat(size)}\r\nContent-Length: 2\r\n\r\nhi`;
     const made = {
       // 100 KB in one Data frame: one read on the front's side.
-      "one-read.tunnels.test": answering(head(100_000), 256 * 1024),
+      "one-read.tunnels.test": answering(head(100_000), { maxDataFrameSize: 256 * 1024 }),
       // The same in 64 KiB frames: the head's end arrives in the second read.
       "two-reads.tunnels.test": answering(head(100_000)),
       // Under the cap: served.
