@@ -56,6 +56,10 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
                              TUNNELMUX_KEEPALIVE_INTERVAL_MS)
   --keepalive-timeout-ms MS  close a session whose ping is unanswered for MS (default 30000;
                              TUNNELMUX_KEEPALIVE_TIMEOUT_MS)
+  --http-response-timeout-ms MS
+                             answer an HTTP tunnel's visitor 504 when no response head came MS
+                             after its request was all sent (default 60000;
+                             TUNNELMUX_HTTP_RESPONSE_TIMEOUT_MS)
   --cluster-servers URLS     join a cluster through these NATS servers, comma-separated
                              (TUNNELMUX_CLUSTER_SERVERS; the cluster key comes from
                              TUNNELMUX_CLUSTER_KEY or the file, see docs/cluster.md)
@@ -103,6 +107,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
         "tls-key": { type: "string" },
         "keepalive-interval-ms": { type: "string" },
         "keepalive-timeout-ms": { type: "string" },
+        "http-response-timeout-ms": { type: "string" },
         "cluster-servers": { type: "string" },
         "cluster-node": { type: "string" },
         "cluster-listen": { type: "string" },
@@ -143,6 +148,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     tlsKey: values["tls-key"],
     keepaliveIntervalMs: values["keepalive-interval-ms"],
     keepaliveTimeoutMs: values["keepalive-timeout-ms"],
+    httpResponseTimeoutMs: values["http-response-timeout-ms"],
     clusterServers: values["cluster-servers"],
     clusterNode: values["cluster-node"],
     clusterListen: values["cluster-listen"],

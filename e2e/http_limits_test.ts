@@ -7,6 +7,9 @@ import type { Daemon } from "../daemon/daemon.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import { waitFor } from "../testing/wait.ts";
 
+/** A request nobody holds the name of: 404, and the connection closed as asked. */
+const NOT_FOUND = "GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\nConnection: close\r\n\r\n";
+
 /** A connection to `port`: resolves once connected. */
 function open(port: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
@@ -57,7 +60,7 @@ describe("HTTP and HTTPS ports: a limit on open visitor connections", () => {
     // Give the daemon the moment it needs to accept them.
     await waitFor(async () => {
       const probe = await open(http);
-      const text = await answer(probe, "GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\n\r\n");
+      const text = await answer(probe, NOT_FOUND);
       return text === "";
     }, { message: "a third connection closed without an answer" });
     const over = await open(https);
@@ -67,7 +70,7 @@ describe("HTTP and HTTPS ports: a limit on open visitor connections", () => {
     heldHttp.destroy();
     await waitFor(async () => {
       const probe = await open(http);
-      const text = await answer(probe, "GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\n\r\n");
+      const text = await answer(probe, NOT_FOUND);
       return /^HTTP\/1\.1 404 /.test(text);
     }, { message: "a connection served again" });
     heldHttps.destroy();

@@ -5,11 +5,14 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { Agent, createServer, request, type Server } from "node:http";
+import { createServer as createTcpServer, type Socket } from "node:net";
 import { type Client, type ClientError, connect } from "../client/mod.ts";
+import { validateConfig } from "../daemon/config/mod.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import { renderMetrics } from "../daemon/admin/api/metrics.ts";
 import { startClient } from "../testing/mod.ts";
+import { DEFAULT_TIMEOUT_MS, withTimeout } from "../testing/wait.ts";
 
 const ALICE = "http-test-alice-0123456789abcdef";
 const BOB = "http-test-bob-0123456789abcdefgh";
@@ -38,15 +41,17 @@ describe("HTTP tunnels by host name", () => {
   const clients: Client[] = [];
   const apps: { server: Server; address: string }[] = [];
 
+  const config = {
+    listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
+    http: { domain: DOMAIN },
+    clients: [
+      { name: "alice", token: ALICE, expose: { hosts: ["*", "shop.example.org"] } },
+      { name: "bob", token: BOB, expose: { hosts: ["bob"] } },
+    ],
+  };
+
   before(async () => {
-    daemon = await startDaemonInProcess({
-      listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
-      http: { domain: DOMAIN },
-      clients: [
-        { name: "alice", token: ALICE, expose: { hosts: ["*", "shop.example.org"] } },
-        { name: "bob", token: BOB, expose: { hosts: ["bob"] } },
-      ],
-    });
+    daemon = await startDaemonInProcess(config);
     url = `tcp://${daemon.addresses.tcp}`;
     httpPort = portOf(daemon.addresses.http);
     apps.push(await app("one"), await app("two"));
@@ -62,14 +67,18 @@ describe("HTTP tunnels by host name", () => {
     for (const a of apps) a.server.close();
   });
 
-  function get(agent: Agent, host: string, path = "/"): Promise<{ status: number; body: string }> {
+  function get(
+    agent: Agent,
+    host: string,
+    path = "/",
+  ): Promise<{ status: number; body: string; reused: boolean }> {
     return new Promise((resolve, reject) => {
       const req = request(
         { host: "127.0.0.1", port: httpPort, path, agent, headers: { host } },
         (res) => {
           let body = "";
           res.setEncoding("utf8").on("data", (d: string) => (body += d));
-          res.on("end", () => resolve({ status: res.statusCode!, body }));
+          res.on("end", () => resolve({ status: res.statusCode!, body, reused: req.reusedSocket }));
         },
       );
       req.on("error", reject).end();
@@ -163,6 +172,32 @@ describe("HTTP tunnels by host name", () => {
       });
     } finally {
       await cli.stop();
+    }
+  });
+
+  it("answers 504 for a service that never answers, after limits.httpResponseTimeoutMs as reloaded", async () => {
+    // A local service that takes the connection and never says a word.
+    const held: Socket[] = [];
+    const frozen = createTcpServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => frozen.listen(0, "127.0.0.1", resolve));
+    const address = `127.0.0.1:${(frozen.address() as { port: number }).port}`;
+    const [alice] = clients;
+    const one = await alice.expose({ local: apps[0].address, http: "one" });
+    const stuck = await alice.expose({ local: address, http: "stuck" });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      assert.equal((await get(agent, `one.${DOMAIN}`)).status, 200);
+      // A reload shortens the wait, for the next request of the connection already open.
+      const short = validateConfig({ ...config, limits: { httpResponseTimeoutMs: 300 } });
+      daemon.reload(short.config!);
+      const answer = await withTimeout(get(agent, `stuck.${DOMAIN}`), DEFAULT_TIMEOUT_MS, "504");
+      assert.deepEqual(answer, { status: 504, body: "no response in time\n", reused: true });
+    } finally {
+      daemon.reload(validateConfig(config).config!);
+      agent.destroy();
+      await Promise.all([one.close(), stuck.close()]);
+      for (const socket of held) socket.destroy();
+      frozen.close();
     }
   });
 });

@@ -166,6 +166,7 @@ describe("config: validateConfig", () => {
       pendingHandshakes: 1024,
       pendingHandshakesPerSource: 256,
       httpConnections: 10000,
+      httpResponseTimeoutMs: 60000,
       idleTimeoutMs: 0,
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,
@@ -574,6 +575,25 @@ describe("config: loadConfig", () => {
     assert.equal(r.errors[0].source, "TUNNELMUX_KEEPALIVE_INTERVAL_MS");
     const low = await loadConfig({ flags: { keepaliveTimeoutMs: "5" } });
     assert.equal(low.errors[0].source, "--keepalive-timeout-ms");
+  });
+
+  it("limits.httpResponseTimeoutMs: from the file, the environment or a flag, and validated", async () => {
+    const readFile = () => Promise.resolve(`{"limits": {"httpResponseTimeoutMs": 5000}}`);
+    const file = await loadConfig({ flags: { config: "f.json" }, readFile });
+    assert.equal(file.config!.limits.httpResponseTimeoutMs, 5000);
+    const env = { TUNNELMUX_HTTP_RESPONSE_TIMEOUT_MS: "7000" };
+    assert.equal((await loadConfig({ env })).config!.limits.httpResponseTimeoutMs, 7000);
+    const flag = await loadConfig({ env, flags: { httpResponseTimeoutMs: "9000" } });
+    assert.equal(flag.config!.limits.httpResponseTimeoutMs, 9000);
+    const word = await loadConfig({ env: { TUNNELMUX_HTTP_RESPONSE_TIMEOUT_MS: "60s" } });
+    assert.equal(word.config, undefined);
+    assert.deepEqual(
+      [word.errors[0].path, word.errors[0].source],
+      ["limits.httpResponseTimeoutMs", "TUNNELMUX_HTTP_RESPONSE_TIMEOUT_MS"],
+    );
+    assert.deepEqual(errors(doc({ limits: { httpResponseTimeoutMs: 0 } })), [
+      "limits.httpResponseTimeoutMs: 0 must be an integer from 1 to 3600000",
+    ]);
   });
 
   it("empty env values are unset", async () => {

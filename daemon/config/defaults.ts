@@ -34,6 +34,7 @@ export function embeddedDefaults(): Record<string, unknown> {
       pendingHandshakes: 1024,
       pendingHandshakesPerSource: 256,
       httpConnections: 10000,
+      httpResponseTimeoutMs: 60000,
       idleTimeoutMs: 0,
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,

@@ -50,6 +50,8 @@ export interface ConfigFlags {
   keepaliveIntervalMs?: string;
   /** `limits.keepAliveTimeoutMs`, as typed. */
   keepaliveTimeoutMs?: string;
+  /** `limits.httpResponseTimeoutMs`, as typed. */
+  httpResponseTimeoutMs?: string;
   /** `cluster.servers`: NATS URLs, comma-separated. */
   clusterServers?: string;
   /** `cluster.node`. */
@@ -96,6 +98,11 @@ const OVERRIDES: [string, keyof ConfigFlags, string[]][] = [
   ["TUNNELMUX_TLS_KEY", "tlsKey", ["tls", "key"]],
   ["TUNNELMUX_KEEPALIVE_INTERVAL_MS", "keepaliveIntervalMs", ["limits", "keepAliveIntervalMs"]],
   ["TUNNELMUX_KEEPALIVE_TIMEOUT_MS", "keepaliveTimeoutMs", ["limits", "keepAliveTimeoutMs"]],
+  [
+    "TUNNELMUX_HTTP_RESPONSE_TIMEOUT_MS",
+    "httpResponseTimeoutMs",
+    ["limits", "httpResponseTimeoutMs"],
+  ],
   ["TUNNELMUX_CLUSTER_SERVERS", "clusterServers", ["cluster", "servers"]],
   ["TUNNELMUX_CLUSTER_NODE", "clusterNode", ["cluster", "node"]],
   ["TUNNELMUX_CLUSTER_LISTEN", "clusterListen", ["cluster", "listen"]],

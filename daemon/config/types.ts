@@ -108,6 +108,11 @@ export interface Limits {
    * closed at once (each is also bounded in time: head, hello and idle deadlines).
    */
   httpConnections: number;
+  /**
+   * How long the HTTP front waits for a response head once a request is all sent to its tunnel's
+   * client; then the visitor gets 504. Read at each request: a reload applies at once.
+   */
+  httpResponseTimeoutMs: number;
   /** Close sessions idle this long; 0 disables. */
   idleTimeoutMs: number;
   /** Largest WebSocket message accepted. */

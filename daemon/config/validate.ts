@@ -63,6 +63,7 @@ const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   pendingHandshakes: [1, 1_000_000],
   pendingHandshakesPerSource: [1, 1_000_000],
   httpConnections: [1, 1_000_000],
+  httpResponseTimeoutMs: [1, 3_600_000],
   idleTimeoutMs: [0, 2 ** 31 - 1],
   maxWebSocketMessage: [1024, 256 * 1024 * 1024],
   keepAliveIntervalMs: [100, 3_600_000],

@@ -9,10 +9,14 @@
  * to that stream until either side closes.
  *
  * Strict and bounded: request heads at most `maxHeadBytes` within `headerTimeoutMs` (431, 408),
- * one `Host`, framing that two parsers could read differently refused before any byte goes to a
- * client (400, 501: see `transport/http/framing.ts`), pipelined input held up to one head,
- * `maxRequests` per connection. Unknown host: 404 without touching any client; a route that
- * cannot be reached or a response that breaks off before its head: 502.
+ * their lines ended by CRLF (a bare LF: 400 at once), one `Host`, framing that two parsers could
+ * read differently refused before any byte goes to a client (400, 501: see
+ * `transport/http/framing.ts`), pipelined input held up to one head, `maxRequests` per connection.
+ * Unknown host: 404 without touching any client; a route that cannot be reached, a response that
+ * breaks off before its head, or a head over 64 KiB: 502; no response head within
+ * `responseTimeoutMs` of the request's last byte sent: 504. After a 404 or 502 of ours the
+ * connection takes the next request when nothing of this one is left unread (no body, or all of
+ * it sent on) and the visitor did not ask to close; other refusals close it.
  *
  * The daemon serves its `listen.http` connections here, and its `listen.https` connections once
  * TLS is terminated (`https_front.ts`); ACME HTTP-01 challenges are answered before routing.
@@ -22,7 +26,7 @@
 
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import { headEnd, plainResponse, responseHead } from "../../transport/http/head.ts";
+import { bareLineFeed, headEnd, plainResponse, responseHead } from "../../transport/http/head.ts";
 import {
   ChunkedScanner,
   fieldValues,
@@ -68,8 +72,18 @@ export interface HttpFrontOptions {
   maxHeadBytes?: number;
   /** A request head must be complete this long after it starts (default 10 s). */
   headerTimeoutMs?: number;
-  /** A kept-alive connection may wait this long for its next request (default 60 s). */
+  /**
+   * A kept-alive connection may wait this long for its next request, and a request in flight this
+   * long without a byte moving either way, except while it waits for its response head
+   * (default 60 s).
+   */
   idleTimeoutMs?: number;
+  /**
+   * How long a request, once all sent to the client, waits for its response head before the
+   * visitor gets 504; asked at each request, so a reload applies to open connections (default
+   * 60 s).
+   */
+  responseTimeoutMs?(): number;
   /** Requests per connection; the last is answered with the connection closed (default 1000). */
   maxRequests?: number;
   /** Told about every finished request. */
@@ -89,7 +103,7 @@ export interface HttpFrontOptions {
   acmeAnswer?(token: string): string | undefined;
 }
 
-/** Largest response head we read from a client's service. */
+/** Largest response head we read from a client's service; a larger one gets the visitor 502. */
 const MAX_RESPONSE_HEAD = 64 * 1024;
 const FORWARDED_FIELDS = new Set([
   "x-forwarded-for",
@@ -116,6 +130,21 @@ function withConnectionClose(startLine: string, fields: [string, string][]): Uin
     if (lower !== "connection" && lower !== "keep-alive") text += `${name}: ${value}\r\n`;
   }
   return encoder.encode(`${text}connection: close\r\n\r\n`);
+}
+
+/**
+ * Our own short plain-text answer (as `plainResponse`) on a connection that stays open: it says
+ * `connection: keep-alive` (an HTTP/1.0 visitor needs that said), and to a HEAD request it is the
+ * head alone (a body would be read as the next response).
+ */
+function keptResponse(status: number, message: string, headOnly: boolean): Uint8Array {
+  const body = encoder.encode(`${message}\n`);
+  const head = responseHead(status, [
+    ["content-type", "text/plain; charset=utf-8"],
+    ["content-length", String(body.length)],
+    ["connection", "keep-alive"],
+  ]);
+  return headOnly ? head : concat([head, body]);
 }
 
 /** The connection's phases (a state machine for its lifecycle, not for its bytes). */
@@ -181,6 +210,8 @@ class HttpConnection {
   #kept: KeptStream | undefined;
   #requests = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** Runs from a request's last byte sent until its response head comes (`responseTimeoutMs`). */
+  #responseTimer: ReturnType<typeof setTimeout> | undefined;
   /** When bytes last moved either way while a request was in flight (or tunneled). */
   #lastActivity = 0;
   #visitorEnded = false;
@@ -258,6 +289,7 @@ class HttpConnection {
     this.#closed = true;
     this.#options.onClose?.();
     clearTimeout(this.#timer);
+    clearTimeout(this.#responseTimer);
     this.#dropKept();
     const exchange = this.#exchange;
     if (exchange && !this.#responseDone(exchange)) this.#drop(exchange);
@@ -280,8 +312,9 @@ class HttpConnection {
 
   /**
    * While a request is in flight: cut it when no byte moved either way for `idleTimeoutMs` (a
-   * visitor that stops mid-body; a service that never answers gets the visitor a 504). Checked by
-   * one timer at half that period, not a timer per chunk. An upgraded connection (a WebSocket) may
+   * visitor that stops mid-body, a response body that stops). Checked by one timer at half that
+   * period, not a timer per chunk. Not while a request all sent waits for its response head: the
+   * response deadline is for that (`#awaitResponse`). An upgraded connection (a WebSocket) may
    * stay silent, as a TCP tunnel's visitor may.
    */
   #watchActivity(): void {
@@ -290,14 +323,16 @@ class HttpConnection {
     clearTimeout(this.#timer);
     const check = () => {
       if (this.#closed || this.#phase !== "request") return;
-      if (performance.now() - this.#lastActivity < limit) {
+      const exchange = this.#exchange;
+      const awaitingHead = exchange?.bodyDone && exchange.framing === undefined;
+      if (awaitingHead || performance.now() - this.#lastActivity < limit) {
         this.#timer = setTimeout(check, limit / 2);
         return;
       }
-      const exchange = this.#exchange;
       if (exchange && exchange.framing === undefined && exchange.bytesOut === 0) {
         this.#drop(exchange);
-        return this.#refuse(504, "no response in time");
+        this.#refuse(504, "no response in time", exchange.host);
+        return;
       }
       if (exchange) this.#drop(exchange);
       this.#phase = "closing";
@@ -305,6 +340,25 @@ class HttpConnection {
     };
     this.#timer = setTimeout(check, limit / 2);
   }
+
+  /**
+   * The request in flight is all sent: its response head must come within `responseTimeoutMs`,
+   * read now (so a reload applies to the next request of an open connection).
+   */
+  #awaitResponse(): void {
+    clearTimeout(this.#responseTimer);
+    const ms = this.#options.responseTimeoutMs?.() ?? 60_000;
+    this.#responseTimer = setTimeout(this.#responseTimedOut, ms);
+  }
+
+  /** The response deadline ran out: 504, if the request in flight has no response head yet. */
+  readonly #responseTimedOut = (): void => {
+    this.#responseTimer = undefined;
+    const exchange = this.#exchange;
+    if (this.#closed || !exchange || exchange.framing !== undefined) return;
+    this.#drop(exchange);
+    this.#refuse(504, "no response in time", exchange.host);
+  };
 
   // ---- request head -------------------------------------------------------------------------
 
@@ -314,11 +368,25 @@ class HttpConnection {
     this.#readHead();
   }
 
+  /**
+   * Reads the pending heads. A request answered here with the connection kept (404, 502) leaves
+   * it reading heads: a pipelined next one is read in this loop, not by recursion.
+   */
   #readHead(): void {
+    while (this.#readOneHead() && this.#pending.length > 0) {
+      this.#armTimer(this.#options.headerTimeoutMs ?? 10_000, 408);
+    }
+  }
+
+  /** Reads one head if it is all there; true when it was answered here and the connection kept. */
+  #readOneHead(): boolean {
     const end = headEnd(this.#pending);
     if (end < 0) {
+      // A line ended by LF alone: the head can never parse (lines end in CRLF here), so it is
+      // refused now rather than when its deadline runs out.
+      if (bareLineFeed(this.#pending) >= 0) return this.#refuse(400, "malformed request head");
       if (this.#pending.length > this.#maxHead) this.#refuse(431, "request head too large");
-      return;
+      return false;
     }
     if (end > this.#maxHead) return this.#refuse(431, "request head too large");
     clearTimeout(this.#timer);
@@ -344,7 +412,10 @@ class HttpConnection {
     }
     if (method === "GET" && target.startsWith(ACME_CHALLENGE) && this.#options.acmeAnswer) {
       const answer = this.#options.acmeAnswer(target.slice(ACME_CHALLENGE.length));
-      if (answer !== undefined) return this.#answer(answer);
+      if (answer !== undefined) {
+        this.#answer(answer);
+        return false;
+      }
     }
     let body: BodyFraming;
     try {
@@ -356,22 +427,31 @@ class HttpConnection {
     const hosts = fieldValues(head.fields, "host");
     if (hosts.length !== 1) return this.#refuse(400, "a request needs exactly one Host");
     const hostValue = authority ?? hosts[0];
+    this.#requests++;
+    const connection = fieldValues(head.fields, "connection").join(",").toLowerCase();
+    const keepAlive = minor === "1"
+      ? !/\bclose\b/.test(connection)
+      : /\bkeep-alive\b/.test(connection);
+    const closeAfter = !keepAlive || this.#requests >= (this.#options.maxRequests ?? 1000);
+    // Refused before any byte reached a client: with no body left unread, and nobody asking to
+    // close, the connection's framing is intact and it can take the next request (in `rest`).
+    const keepFor = !closeAfter && body.kind === "none" && !this.#visitorEnded ? method : undefined;
     const host = requestHost(hostValue);
     const route = host === undefined ? undefined : this.#options.route(host);
-    if (!route) return this.#refuse(404, `no tunnel for ${hostValue}`, hostValue);
+    if (!route) {
+      this.#pending = rest;
+      return this.#refuse(404, `no tunnel for ${hostValue}`, hostValue, keepFor);
+    }
     // On a terminated TLS connection: only names its certificate serves (RFC 9110 §7.4).
     if (this.#options.authority && !this.#options.authority(host!)) {
       return this.#refuse(421, `this connection's certificate does not serve ${host}`, host!);
     }
     const kept = this.#takeKept(host!, route);
     const stream = kept ?? route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
-    if (!stream) return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host!);
-
-    this.#requests++;
-    const connection = fieldValues(head.fields, "connection").join(",").toLowerCase();
-    const keepAlive = minor === "1"
-      ? !/\bclose\b/.test(connection)
-      : /\bkeep-alive\b/.test(connection);
+    if (!stream) {
+      this.#pending = rest;
+      return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host!, keepFor);
+    }
     const exchange: Exchange = {
       host: host!,
       route,
@@ -388,7 +468,7 @@ class HttpConnection {
       framing: undefined,
       left: 0,
       scanner: undefined,
-      closeAfter: !keepAlive || this.#requests >= (this.#options.maxRequests ?? 1000),
+      closeAfter,
       started: performance.now(),
       bytesIn: 0,
       bytesOut: 0,
@@ -412,10 +492,12 @@ class HttpConnection {
     if (kept && body.kind === "none" && SAFE_METHODS.has(method)) exchange.replay = out;
     exchange.bytesIn += out.length;
     stream.write(out);
+    if (exchange.bodyDone) this.#awaitResponse();
     if (rest.length > 0) {
       if (exchange.bodyDone) this.#hold(rest);
       else this.#forwardBody(exchange, rest);
     }
+    return false;
   }
 
   /**
@@ -468,6 +550,8 @@ class HttpConnection {
     }
     if (exchange.bodyScanner ? exchange.bodyScanner.done : exchange.bodyLeft === 0) {
       exchange.bodyDone = true;
+      // Unless the service answered before the body was all sent (it may: a 413, a 401).
+      if (exchange.framing === undefined) this.#awaitResponse();
       if (take < bytes.length) this.#hold(bytes.subarray(take));
     }
   }
@@ -487,10 +571,12 @@ class HttpConnection {
       if (exchange.framing === undefined) {
         const head = exchange.head ? concat([exchange.head, bytes]) : bytes;
         const end = headEnd(head);
+        // The cap holds however the head arrives: unfinished past it, or whole but over it (in
+        // one read, or its end in the read that crossed it).
+        if (end < 0 ? head.length > MAX_RESPONSE_HEAD : end > MAX_RESPONSE_HEAD) {
+          return this.#badGateway(exchange, "response head too large");
+        }
         if (end < 0) {
-          if (head.length > MAX_RESPONSE_HEAD) {
-            return this.#badGateway(exchange, "response head too large");
-          }
           exchange.head = head;
           return;
         }
@@ -527,11 +613,12 @@ class HttpConnection {
       return false;
     }
     if (status >= 100 && status < 200 && status !== 101) {
-      // Interim: the real one follows.
+      // Interim: the real one follows (and the response deadline runs on for it).
       exchange.bytesOut += headBytes.length;
       this.#visitor.write(headBytes);
       return true;
     }
+    clearTimeout(this.#responseTimer);
     const saysClose = /\bclose\b/i.test(fieldValues(head.fields, "connection").join(","));
     // Closing after this one for a reason of ours (the request limit), or the visitor's: say so,
     // or a kept-alive visitor would send its next request into a closing connection.
@@ -638,6 +725,7 @@ class HttpConnection {
     stream.onEnd = () => this.#onResponseEnd(exchange);
     stream.onClose = () => this.#onResponseEnd(exchange);
     stream.write(head);
+    this.#awaitResponse();
   }
 
   /**
@@ -705,12 +793,26 @@ class HttpConnection {
 
   // ---- refusals and endings -----------------------------------------------------------------
 
-  /** Answers `status` ourselves (nothing of this request reached a client) and closes. */
-  #refuse(status: number, message: string, host = ""): void {
+  /**
+   * Answers `status` ourselves (nothing of this request reached a client's service, or it gave no
+   * response) and closes; or, given `keepFor` (the request's method: the caller found its framing
+   * intact and no reason to close), keeps the connection for the next request, whose bytes are
+   * then in `#pending`. Returns whether it kept it.
+   */
+  #refuse(status: number, message: string, host = "", keepFor?: string): boolean {
     this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0 });
-    this.#phase = "closing";
-    this.#visitor.write(plainResponse(status, message));
-    this.#finish();
+    if (keepFor === undefined) {
+      this.#phase = "closing";
+      this.#visitor.write(plainResponse(status, message));
+      this.#finish();
+      return false;
+    }
+    this.#visitor.write(keptResponse(status, message, keepFor === "HEAD"));
+    this.#phase = "head";
+    this.#visitor.resume();
+    // Idle until the next head starts (or at once, with pipelined bytes: see the callers).
+    this.#armTimer(this.#options.idleTimeoutMs ?? 60_000, 0);
+    return true;
   }
 
   /** Answers 200 with `text` exactly (an ACME key authorization) and closes. */
@@ -731,17 +833,24 @@ class HttpConnection {
   #badRequestBody(exchange: Exchange, message: string): void {
     if (exchange.framing === undefined && exchange.bytesOut === 0) {
       this.#drop(exchange);
-      return this.#refuse(400, message, exchange.host);
+      this.#refuse(400, message, exchange.host);
+      return;
     }
     this.#breakOff(exchange, message);
   }
 
-  /** The client's side failed: 502 if no response began, else the visitor's connection is cut. */
+  /**
+   * The client's side failed: 502 if no response began, and the connection kept when the request
+   * was all read and nobody asked to close; else the visitor's connection is cut.
+   */
   #badGateway(exchange: Exchange, message: string): void {
     if (exchange.bytesOut === 0) {
       exchange.status = 502;
       this.#drop(exchange);
-      return this.#refuse(502, message, exchange.host);
+      const keep = exchange.bodyDone && !exchange.closeAfter && !this.#visitorEnded;
+      const kept = this.#refuse(502, message, exchange.host, keep ? exchange.method : undefined);
+      if (kept && this.#pending.length > 0) this.#startHead();
+      return;
     }
     this.#breakOff(exchange, message);
   }
@@ -763,12 +872,14 @@ class HttpConnection {
     exchange.stream.onClose = null;
     exchange.stream.onDrain = null;
     if (this.#exchange === exchange) this.#exchange = undefined;
+    clearTimeout(this.#responseTimer);
     exchange.stream.reset();
   }
 
   #finish(): void {
     if (this.#phase !== "closing") this.#phase = "closing";
     clearTimeout(this.#timer);
+    clearTimeout(this.#responseTimer);
     this.#dropKept();
     this.#visitor.end();
   }

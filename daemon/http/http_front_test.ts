@@ -10,10 +10,12 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { Agent, createServer, request, type Server } from "node:http";
-import { connect as netConnect } from "node:net";
+import { connect as netConnect, type Socket } from "node:net";
 import { Session } from "../../protocol/session.ts";
 import { connectTcp, listenTcp, memoryPair, type TransportListener } from "../../transport/mod.ts";
 import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
+import { DEFAULT_TIMEOUT_MS, waitFor, withTimeout } from "../../testing/wait.ts";
+import { tcpConnect } from "../../testing/visitors.ts";
 import {
   type HttpExchange,
   type HttpFrontOptions,
@@ -77,6 +79,40 @@ function tunnelTo(port: number): { route: HttpRoute; close(): void } {
   };
 }
 
+/**
+ * A "client" that answers every request with `response`, written at once to its stream (as one
+ * Data frame up to `maxDataFrameSize`), `delayMs` after the request's first bytes came, then ends
+ * the stream.
+ */
+function answering(
+  response: string,
+  { maxDataFrameSize, delayMs = 0 }: { maxDataFrameSize?: number; delayMs?: number } = {},
+): { route: HttpRoute; close(): void } {
+  const [near, far] = memoryPair();
+  const config = { enableKeepAlive: false, ...(maxDataFrameSize ? { maxDataFrameSize } : {}) };
+  const daemonSide = new Session(near, { client: false, config });
+  const clientSide = new Session(far, {
+    client: true,
+    config,
+    onStream: (stream) => {
+      stream.onData = () => {
+        stream.onData = null;
+        setTimeout(() => {
+          stream.write(new TextEncoder().encode(response));
+          stream.end();
+        }, delayMs);
+      };
+    },
+  });
+  return {
+    route: { open: () => daemonSide.open() },
+    close: () => {
+      daemonSide.close();
+      clientSide.close();
+    },
+  };
+}
+
 describe("http_front", () => {
   const hits = { a: { count: 0 }, b: { count: 0 } };
   const services = [service("A", hits.a), service("B", hits.b)];
@@ -111,6 +147,7 @@ describe("http_front", () => {
     listener = await front({
       headerTimeoutMs: 500,
       idleTimeoutMs: 600,
+      responseTimeoutMs: () => 300,
       onExchange: (e) => exchanges.push(e),
       acmeAnswer: (token) => token === "tok-1" ? "tok-1.thumbprint" : undefined,
     });
@@ -156,19 +193,50 @@ describe("http_front", () => {
     });
   }
 
-  /** Raw bytes in, everything the front answers until it closes. */
-  function raw(bytes: string | Uint8Array): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const socket = netConnect({ host: "127.0.0.1", port }, () => socket.write(bytes));
+  /** Raw bytes in, everything the front answers until it closes (bounded). */
+  function raw(bytes: string | Uint8Array, to = port): Promise<string> {
+    let socket: Socket | undefined;
+    const answer = new Promise<string>((resolve, reject) => {
+      socket = netConnect({ host: "127.0.0.1", port: to }, () => socket!.write(bytes));
       let out = "";
       socket.setEncoding("latin1");
       socket.on("data", (d: string) => (out += d));
       socket.on("end", () => {
-        socket.end();
+        socket!.end();
         resolve(out);
       });
       socket.on("error", reject);
     });
+    return withTimeout(answer, DEFAULT_TIMEOUT_MS, "the front's answer and close")
+      .finally(() => socket?.destroy());
+  }
+
+  /** A raw visitor connection whose answers are read one response at a time (bounded waits). */
+  async function visitorConnection(to = port) {
+    const socket = await tcpConnect(to);
+    let text = "";
+    socket.setEncoding("latin1");
+    socket.on("data", (d: string) => (text += d));
+    /** The length of the first whole response in `text` (by its Content-Length), or 0. */
+    const whole = (headOnly: boolean) => {
+      const end = text.indexOf("\r\n\r\n");
+      if (end < 0) return 0;
+      const length = headOnly ? 0 : Number(/content-length: (\d+)/i.exec(text.slice(0, end))?.[1]);
+      return text.length >= end + 4 + length ? end + 4 + length : 0;
+    };
+    return {
+      send: (bytes: string) => void socket.write(bytes),
+      /** The next response, taken off what came: its head alone when `headOnly` (a HEAD's). */
+      async next(headOnly = false): Promise<string> {
+        const size = await waitFor(() => whole(headOnly), "a whole response");
+        const response = text.slice(0, size);
+        text = text.slice(size);
+        return response;
+      },
+      /** What came and was not taken as a response yet. */
+      unread: () => text,
+      destroy: () => socket.destroy(),
+    };
   }
 
   it("routes each request of one kept-alive connection by its Host", async () => {
@@ -264,8 +332,9 @@ describe("http_front", () => {
   it("refuses what it cannot route or trust before any client sees it", async () => {
     const before = hits.a.count + hits.b.count;
     const answers = await Promise.all([
-      raw("GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\n\r\n"),
-      raw("GET / HTTP/1.1\r\nHost: gone.tunnels.test\r\n\r\n"),
+      // (These two would keep the connection for another request, unless asked to close.)
+      raw("GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\nConnection: close\r\n\r\n"),
+      raw("GET / HTTP/1.1\r\nHost: gone.tunnels.test\r\nConnection: close\r\n\r\n"),
       raw("GET / HTTP/1.1\r\n\r\n"),
       raw("GET / HTTP/1.1\r\nHost: a.tunnels.test\r\nHost: b.tunnels.test\r\n\r\n"),
       raw(
@@ -286,6 +355,67 @@ describe("http_front", () => {
     assert.deepEqual(statuses, [404, 502, 400, 400, 400, 400, 400, 501, 431, 400, 400, 405]);
     assert.equal(hits.a.count + hits.b.count, before, "no service saw any of them");
     assert.ok(exchanges.some((e) => e.host === "nobody.tunnels.test" && e.status === 404));
+  });
+
+  it("keeps a kept-alive connection after a 404 or a 502 it answers itself, for the next request", async () => {
+    const visitor = await visitorConnection();
+    try {
+      visitor.send("GET /first HTTP/1.1\r\nHost: nobody.tunnels.test\r\n\r\n");
+      const notFound = await visitor.next();
+      assert.match(notFound, /^HTTP\/1\.1 404 /);
+      assert.doesNotMatch(notFound, /connection: close/i);
+      assert.ok(notFound.endsWith("\r\n\r\nno tunnel for nobody.tunnels.test\n"));
+      visitor.send("GET /second HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n");
+      const served = await visitor.next();
+      assert.match(served, /^HTTP\/1\.1 200 /);
+      assert.equal(JSON.parse(served.slice(served.indexOf("\r\n\r\n") + 4)).url, "/second");
+      // Pipelined: a 502 (the route opens nothing), a HEAD's 404 (its head alone), then a 200.
+      visitor.send(
+        "GET /third HTTP/1.1\r\nHost: gone.tunnels.test\r\n\r\n" +
+          "HEAD /fourth HTTP/1.1\r\nHost: nobody.tunnels.test\r\n\r\n" +
+          "GET /fifth HTTP/1.1\r\nHost: b.tunnels.test\r\n\r\n",
+      );
+      assert.match(await visitor.next(), /^HTTP\/1\.1 502 /);
+      assert.match(await visitor.next(true), /^HTTP\/1\.1 404 [^]*content-length: \d+\r\n/i);
+      const fifth = await visitor.next();
+      assert.match(fifth, /^HTTP\/1\.1 200 /, "the HEAD's answer had no body to misread");
+      assert.equal(JSON.parse(fifth.slice(fifth.indexOf("\r\n\r\n") + 4)).name, "B");
+      assert.equal(visitor.unread(), "");
+    } finally {
+      visitor.destroy();
+    }
+  });
+
+  it("keeps the connection after a 502 for a service that closed without answering, the request all sent", async () => {
+    const closer = answering("");
+    routes.set("closer.tunnels.test", closer.route);
+    const visitor = await visitorConnection();
+    try {
+      visitor.send(
+        "POST /p HTTP/1.1\r\nHost: closer.tunnels.test\r\nContent-Length: 3\r\n\r\nabc",
+      );
+      const bad = await visitor.next();
+      assert.match(bad, /^HTTP\/1\.1 502 /);
+      assert.ok(bad.endsWith("\r\n\r\nthe service closed without a response\n"));
+      visitor.send("GET /next HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n");
+      assert.match(await visitor.next(), /^HTTP\/1\.1 200 /);
+    } finally {
+      visitor.destroy();
+      closer.close();
+      routes.delete("closer.tunnels.test");
+    }
+  });
+
+  it("still closes after a 404 when the visitor said close, or left a body unread", async () => {
+    const answers = await Promise.all([
+      raw("GET / HTTP/1.1\r\nHost: nobody.tunnels.test\r\nConnection: close\r\n\r\n"),
+      raw("GET / HTTP/1.0\r\nHost: nobody.tunnels.test\r\n\r\n"),
+      raw("POST / HTTP/1.1\r\nHost: nobody.tunnels.test\r\nContent-Length: 3\r\n\r\nabc"),
+      raw("POST / HTTP/1.1\r\nHost: nobody.tunnels.test\r\nTransfer-Encoding: chunked\r\n\r\n"),
+    ]);
+    for (const answer of answers) {
+      assert.match(answer, /^HTTP\/1\.1 404 [^]*connection: close\r\n/);
+    }
   });
 
   it("says connection: close on the last response a connection takes, so keep-alive moves on", async () => {
@@ -420,6 +550,54 @@ describe("http_front", () => {
     agent.destroy();
   });
 
+  it("answers 504 when no response head comes within the response deadline, read at each request", async () => {
+    let deadline = 60_000;
+    const seen: HttpExchange[] = [];
+    // The idle timeout stays long: only the response deadline can answer in time.
+    const timed = await front({
+      idleTimeoutMs: 60_000,
+      responseTimeoutMs: () => deadline,
+      onExchange: (e) => seen.push(e),
+    });
+    const visitor = await visitorConnection(timed.port);
+    try {
+      visitor.send("GET /first HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n");
+      assert.match(await visitor.next(), /^HTTP\/1\.1 200 /);
+      // As a reload would: the connection's next request waits this long.
+      deadline = 200;
+      visitor.send("GET /frozen HTTP/1.1\r\nHost: silent.tunnels.test\r\n\r\n");
+      const timedOut = await visitor.next();
+      assert.match(timedOut, /^HTTP\/1\.1 504 /);
+      assert.match(timedOut, /\r\ncontent-type: text\/plain; charset=utf-8\r\n/);
+      assert.ok(timedOut.endsWith("\r\n\r\nno response in time\n"));
+      assert.deepEqual(seen.map((e) => [e.host, e.status]), [
+        ["a.tunnels.test", 200],
+        ["silent.tunnels.test", 504],
+      ]);
+    } finally {
+      visitor.destroy();
+      timed.close();
+    }
+  });
+
+  it("lets a request wait for its response head past the idle timeout, within the response deadline", async () => {
+    const slow = answering("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate", { delayMs: 400 });
+    routes.set("slow.tunnels.test", slow.route);
+    const patient = await front({ idleTimeoutMs: 50, responseTimeoutMs: () => 60_000 });
+    try {
+      const answer = await raw(
+        "GET / HTTP/1.1\r\nHost: slow.tunnels.test\r\nConnection: close\r\n\r\n",
+        patient.port,
+      );
+      assert.match(answer, /^HTTP\/1\.1 200 /);
+      assert.ok(answer.endsWith("\r\n\r\nlate"));
+    } finally {
+      patient.close();
+      slow.close();
+      routes.delete("slow.tunnels.test");
+    }
+  });
+
   it("answers 504 when the service never answers, and cuts a request body that stops", async () => {
     const silent = await raw("GET / HTTP/1.1\r\nHost: silent.tunnels.test\r\n\r\n");
     assert.match(silent, /^HTTP\/1\.1 504 /);
@@ -428,6 +606,53 @@ describe("http_front", () => {
       "POST / HTTP/1.1\r\nHost: silent.tunnels.test\r\nContent-Length: 10\r\n\r\nhalf",
     );
     assert.match(stalled, /^(HTTP\/1\.1 504 |$)/);
+  });
+
+  it("answers a head whose lines end in a bare LF with 400 at once, not 408 at its deadline", async () => {
+    const before = hits.a.count;
+    const answers = await Promise.all([
+      raw("GET / HTTP/1.1\n\n"),
+      raw("GET / HTTP/1.1\r\nHost: a.tunnels.test\n\n"),
+      // The same head with CRLFs is served.
+      raw("GET / HTTP/1.1\r\nHost: a.tunnels.test\r\nConnection: close\r\n\r\n"),
+    ]);
+    const statuses = answers.map((a) => Number(/^HTTP\/1\.1 (\d{3})/.exec(a)?.[1]));
+    assert.deepEqual(statuses, [400, 400, 200]);
+    assert.match(answers[0], /\r\n\r\nmalformed request head\n$/);
+    assert.equal(hits.a.count, before + 1, "only the well-formed one reached a service");
+  });
+
+  it("answers 502 to a response head over 64 KiB, whether it comes in one read or several, and counts it", async () => {
+    const head = (size: number) =>
+      `HTTP/1.1 200 OK\r\nX-Big: ${"a".repeat(size)}\r\nContent-Length: 2\r\n\r\nhi`;
+    const made = {
+      // 100 KB in one Data frame: one read on the front's side.
+      "one-read.tunnels.test": answering(head(100_000), { maxDataFrameSize: 256 * 1024 }),
+      // The same in 64 KiB frames: the head's end arrives in the second read.
+      "two-reads.tunnels.test": answering(head(100_000)),
+      // Under the cap: served.
+      "fits.tunnels.test": answering(head(60_000)),
+    };
+    for (const [host, tunnel] of Object.entries(made)) routes.set(host, tunnel.route);
+    try {
+      const answers = await Promise.all(
+        Object.keys(made).map((host) =>
+          raw(`GET / HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`)
+        ),
+      );
+      const statuses = answers.map((a) => Number(/^HTTP\/1\.1 (\d{3})/.exec(a)?.[1]));
+      assert.deepEqual(statuses, [502, 502, 200]);
+      assert.match(answers[0], /\r\n\r\nresponse head too large\n$/);
+      assert.ok(answers[2].endsWith("\r\n\r\nhi"));
+      for (const host of ["one-read.tunnels.test", "two-reads.tunnels.test"]) {
+        assert.ok(exchanges.some((e) => e.host === host && e.status === 502), `${host} counted`);
+      }
+    } finally {
+      for (const [host, tunnel] of Object.entries(made)) {
+        tunnel.close();
+        routes.delete(host);
+      }
+    }
   });
 
   it("answers a head that never completes with 408", async () => {

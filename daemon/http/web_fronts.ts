@@ -176,6 +176,8 @@ export class WebFronts {
       proto,
       trustForwarded: config.http.trustForwarded,
       headerTimeoutMs: config.limits.handshakeTimeoutMs,
+      // Asked at each request: a reload applies to connections already open.
+      responseTimeoutMs: () => this.#options.config().limits.httpResponseTimeoutMs,
       onExchange: (exchange) =>
         this.#options.httpStats.record(exchange, route(exchange.host) !== undefined),
       acmeAnswer: this.#acme && ((token) => this.#acme?.httpAnswer(token)),

@@ -63,6 +63,27 @@ export function headEnd(bytes: Uint8Array, from = 0): number {
   return -1;
 }
 
+/**
+ * Index of the first LF in `bytes` that no CR precedes, or -1. RFC 9112 §2.2 lets a recipient
+ * take a bare LF as a line's end; our parsers do not (they split lines on CRLF), so a head with
+ * one can never be accepted and a server can refuse it at once instead of waiting for a CRLF CRLF
+ * that may never come (`GET / HTTP/1.1\n\n`).
+ *
+ * @example
+ * ```ts
+ * import { bareLineFeed } from "./head.ts";
+ * const bytes = (text: string) => new TextEncoder().encode(text);
+ * console.assert(bareLineFeed(bytes("GET / HTTP/1.1\n\n")) === 14);
+ * console.assert(bareLineFeed(bytes("GET / HTTP/1.1\r\nHost: a\r\n\r\n")) === -1);
+ * ```
+ */
+export function bareLineFeed(bytes: Uint8Array): number {
+  for (let i = bytes.indexOf(10); i >= 0; i = bytes.indexOf(10, i + 1)) {
+    if (i === 0 || bytes[i - 1] !== 13) return i;
+  }
+  return -1;
+}
+
 /** The longest method we wait for; real ones are at most 7 letters. */
 const MAX_METHOD = 16;
 

@@ -1,7 +1,7 @@
 // Unit tests for the HTTP/1.1 head helpers the raw servers share.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { headEnd, notHttpRequest, parseRequestHead } from "./head.ts";
+import { bareLineFeed, headEnd, notHttpRequest, parseRequestHead } from "./head.ts";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
@@ -44,5 +44,16 @@ describe("parseRequestHead", () => {
   it("headEnd finds the blank line, and -1 before it", () => {
     assert.equal(headEnd(bytes("GET / HTTP/1.1\r\n\r\nbody")), 18);
     assert.equal(headEnd(bytes("GET / HTTP/1.1\r\n")), -1);
+  });
+});
+
+describe("bareLineFeed", () => {
+  it("finds an LF without its CR, wherever it is, and nothing in a head of CRLFs", () => {
+    assert.equal(bareLineFeed(bytes("GET / HTTP/1.1\n\n")), 14);
+    assert.equal(bareLineFeed(bytes("\nGET")), 0);
+    assert.equal(bareLineFeed(bytes("GET / HTTP/1.1\r\nHost: a\n\r\n")), 23);
+    assert.equal(bareLineFeed(bytes("GET / HTTP/1.1\r\nHost: a\r\n\r\n")), -1);
+    // A CR at the end of what has arrived: its LF may be next.
+    assert.equal(bareLineFeed(bytes("GET / HTTP/1.1\r")), -1);
   });
 });
