@@ -11,7 +11,11 @@
  *   or chunked, never both (400, the request-smuggling shape), and a Content-Length listed twice is
  *   refused (400).
  * - Responses stream (chunked when their length is unknown: server-sent events), with
- *   backpressure; a client that goes away aborts the request's `signal` and cancels the body.
+ *   backpressure: the body is pulled only while less than `highWaterMark` bytes wait to reach the
+ *   client, so a client that does not read costs that much here, and the body (an event feed)
+ *   sees it fall behind. A client that goes away aborts the request's `signal` and cancels the
+ *   body; a body that fails ends the connection at once, even while it waits for the client to
+ *   read (nothing can follow a response cut short, and the client learns of it by the close).
  * - `close()` stops accepting, lets responses in flight finish for a bounded time, then destroys
  *   every connection.
  *
@@ -47,7 +51,19 @@ export interface Http1ServerOptions {
   maxRequests?: number;
   /** How long `close()` lets responses in flight finish. Default 2 s. */
   closeGraceMs?: number;
+  /**
+   * Bytes of a response waiting to reach its client at which the server stops pulling the body,
+   * until the client reads. Default {@linkcode RESPONSE_HIGH_WATER_MARK}.
+   */
+  highWaterMark?: number;
 }
+
+/**
+ * Default of {@linkcode Http1ServerOptions.highWaterMark}: what a response may have queued toward a
+ * client that does not read. The data path's 1 MiB is meant for throughput; admin answers are
+ * small, and an event stream's reader that stalls should fall behind in its feed, not here.
+ */
+export const RESPONSE_HIGH_WATER_MARK = 64 * 1024;
 
 /** A handler, as `app.fetch` of a hono app. */
 export type Http1Handler = (request: Request) => Response | Promise<Response>;
@@ -64,7 +80,6 @@ export interface Http1Server {
   close(): Promise<void>;
 }
 
-const CRLF = new Uint8Array([13, 10]);
 const LAST_CHUNK = new TextEncoder().encode("0\r\n\r\n");
 const NO_BODY_STATUS = new Set([204, 304]);
 
@@ -147,6 +162,19 @@ function decodeChunked(
     parts.push(bytes.subarray(at, at + n));
     at += n + 2;
   }
+}
+
+/** One chunk of a chunked body, framed in a single buffer: one write and one allocation each. */
+function framedChunk(value: Uint8Array): Uint8Array {
+  const size = value.length.toString(16);
+  const out = new Uint8Array(size.length + value.length + 4);
+  for (let i = 0; i < size.length; i++) out[i] = size.charCodeAt(i);
+  out[size.length] = 13;
+  out[size.length + 1] = 10;
+  out.set(value, size.length + 2);
+  out[out.length - 2] = 13;
+  out[out.length - 1] = 10;
+  return out;
 }
 
 function indexOfCrlf(bytes: Uint8Array, from: number): number {
@@ -301,14 +329,19 @@ class Connection implements TransportHandlers {
         { status: 500 },
       );
     }
+    let written = false;
     try {
       await this.#write(response, head.method === "HEAD", keepAlive);
+      written = true;
     } catch {
-      // The client went away while we wrote; nothing more to do.
+      // The client went away, or the body failed; handled below.
     }
     this.#abort = undefined;
     this.#busy = false;
     if (this.#gone) return;
+    // A response cut short (its body failed): the client can tell only by the connection closing,
+    // and no response can follow it on this connection. Queued bytes are dropped with it.
+    if (!written) return this.destroy();
     if (!keepAlive) {
       this.#tcp.end();
       // The client should close in answer; if it does not, close anyway.
@@ -343,33 +376,39 @@ class Connection implements TransportHandlers {
     const abort = this.#abort;
     const cancel = () => void reader.cancel().catch(() => {});
     abort?.signal.addEventListener("abort", cancel, { once: true });
+    // The body may fail while we wait for a drain that a client that does not read never brings
+    // (an event feed cutting off a reader that fell behind): that ends the wait, and the response.
+    let failure: { error: unknown } | undefined;
+    reader.closed.catch((error) => {
+      failure = { error };
+      this.drain();
+    });
+    const failed = () => failure;
     try {
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
         if (this.#gone) throw new Error("client went away");
         if (value.length === 0) continue;
-        if (chunked) {
-          await this.#send(new TextEncoder().encode(value.length.toString(16)));
-          await this.#send(CRLF);
-          await this.#send(value);
-          await this.#send(CRLF);
-        } else {
-          await this.#send(value);
-        }
+        await this.#send(chunked ? framedChunk(value) : value, failed);
       }
-      if (chunked) await this.#send(LAST_CHUNK);
+      if (chunked) await this.#send(LAST_CHUNK, failed);
     } finally {
       abort?.signal.removeEventListener("abort", cancel);
     }
   }
 
-  /** Writes `bytes`; waits for a drain when the transport pushes back. */
-  async #send(bytes: Uint8Array): Promise<void> {
+  /**
+   * Writes `bytes`; when the transport pushes back, waits for a drain before the caller pulls
+   * more, unless `failed` (the body's failure) cuts the wait short.
+   */
+  async #send(bytes: Uint8Array, failed?: () => { error: unknown } | undefined): Promise<void> {
     if (this.#gone) throw new Error("client went away");
     if (this.#tcp.write(bytes)) return;
     await new Promise<void>((resolve) => this.#drainWaiter = resolve);
     if (this.#gone) throw new Error("client went away");
+    const failure = failed?.();
+    if (failure) throw failure.error;
   }
 
   /** Answers with a plain-text error and closes, without running the handler. */
@@ -397,9 +436,14 @@ export async function serveHttp1(
     maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
     maxRequests: options.maxRequests ?? 1000,
     closeGraceMs: options.closeGraceMs ?? 2_000,
+    highWaterMark: options.highWaterMark ?? RESPONSE_HIGH_WATER_MARK,
   };
   const connections = new Set<Connection>();
-  const listener = await listenTcp({ hostname: address.hostname, port: address.port }, (tcp) => {
+  const listener = await listenTcp({
+    hostname: address.hostname,
+    port: address.port,
+    highWaterMark: settings.highWaterMark,
+  }, (tcp) => {
     const connection: Connection = new Connection(
       tcp,
       handler,
