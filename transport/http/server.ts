@@ -76,6 +76,8 @@ export interface Http1Server {
   readonly port: number;
   /** Connections open now. */
   readonly connections: number;
+  /** Requests whose response is not finished: being produced, or written to a slow client. */
+  readonly pendingRequests: number;
   /** Stops accepting, waits (bounded) for responses in flight, then closes every connection. */
   close(): Promise<void>;
 }
@@ -457,6 +459,11 @@ export async function serveHttp1(
     port: listener.port,
     get connections() {
       return connections.size;
+    },
+    get pendingRequests() {
+      let busy = 0;
+      for (const connection of connections) if (connection.busy) busy++;
+      return busy;
     },
     async close() {
       listener.close();
