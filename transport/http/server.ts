@@ -9,7 +9,8 @@
  * - The head is parsed strictly (`http/head.ts`) and bounded (16 KiB, 431); the body by
  *   `maxBodyBytes` (413), read whole before the handler runs. Bodies are framed by Content-Length
  *   or chunked, never both (400, the request-smuggling shape), and a Content-Length listed twice is
- *   refused (400).
+ *   refused (400). While a response is in progress, at most one more request's worth is read
+ *   ahead; then reading stops until the response is done.
  * - Responses stream (chunked when their length is unknown: server-sent events), with
  *   backpressure: the body is pulled only while less than `highWaterMark` bytes wait to reach the
  *   client, so a client that does not read costs that much here, and the body (an event feed)
@@ -199,6 +200,7 @@ class Connection implements TransportHandlers {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #drainWaiter: (() => void) | undefined;
   #abort: AbortController | undefined;
+  #readingPaused = false;
 
   constructor(
     tcp: Transport,
@@ -223,6 +225,15 @@ class Connection implements TransportHandlers {
     if (this.#gone) return;
     this.#buffer = this.#buffer.length === 0 ? chunk : concat([this.#buffer, chunk]);
     if (!this.#busy) this.#next();
+    else if (
+      !this.#readingPaused &&
+      this.#buffer.length > MAX_REQUEST_HEAD + this.#options.maxBodyBytes
+    ) {
+      // While a response is in progress, the next request waits here: one request's worth at
+      // most. Beyond that, stop reading until the response is done, and TCP pushes back.
+      this.#readingPaused = true;
+      this.#tcp.pause();
+    }
   }
 
   drain(): void {
@@ -351,7 +362,12 @@ class Connection implements TransportHandlers {
       return;
     }
     this.#arm(this.#options.keepAliveTimeoutMs, false);
-    if (this.#buffer.length > 0) this.#next();
+    if (this.#readingPaused) {
+      this.#readingPaused = false;
+      // Held bytes may arrive now, and start the next request.
+      this.#tcp.resume();
+    }
+    if (!this.#busy && this.#buffer.length > 0) this.#next();
   }
 
   async #write(response: Response, isHead: boolean, keepAlive: boolean): Promise<void> {

@@ -278,6 +278,37 @@ describe("serveHttp1", () => {
     client.socket.destroy();
   });
 
+  it("stops reading while a response is in progress, past one request's worth, then answers the rest", async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => release = resolve);
+    const server = await serve(async (request) => {
+      if (new URL(request.url).pathname === "/0") await held;
+      return new Response(new URL(request.url).pathname);
+    }, { maxBodyBytes: 1000, maxRequests: 10_000 });
+    const client = rawClient(server.port);
+    client.socket.write("GET /0 HTTP/1.1\r\nHost: x\r\n\r\n");
+    await waitFor(() => server.pendingRequests === 1, "/0 in progress");
+    // 32 MiB of pipelined requests: far more than the kernel's buffers on both sides hold, so
+    // what they cannot take stays in the client's own buffer once the server stops reading (it
+    // would all be read, and kept, if the server did not).
+    const pad = "p".repeat(14_000);
+    const count = 2400;
+    for (let n = 1; n <= count; n++) {
+      const close = n === count ? "Connection: close\r\n" : "";
+      client.socket.write(`GET /${n} HTTP/1.1\r\nHost: x\r\nX-Pad: ${pad}\r\n${close}\r\n`);
+    }
+    const unsent = await plateau(() => client.socket.writableLength);
+    assert.ok(unsent > 0, "the server stopped reading");
+    release();
+    await waitFor(client.ended, "every request answered, then the connection closed");
+    const answered = [...client.text().matchAll(/\r\n\r\n[0-9a-f]+\r\n(\/\d+)\r\n/g)].map((m) =>
+      m[1]
+    );
+    assert.equal(answered.length, count + 1);
+    assert.deepEqual(answered.slice(0, 3), ["/0", "/1", "/2"]);
+    assert.equal(answered.at(-1), `/${count}`);
+  });
+
   it("close() lets a response in flight finish within the grace, then destroys what is left", async () => {
     const server = await serve(() => new Response(new ReadableStream({ pull() {} })), {
       closeGraceMs: 100,
