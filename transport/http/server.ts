@@ -9,9 +9,14 @@
  * - The head is parsed strictly (`http/head.ts`) and bounded (16 KiB, 431); the body by
  *   `maxBodyBytes` (413), read whole before the handler runs. Bodies are framed by Content-Length
  *   or chunked, never both (400, the request-smuggling shape), and a Content-Length listed twice is
- *   refused (400).
+ *   refused (400). While a response is in progress, at most one more request's worth is read
+ *   ahead; then reading stops until the response is done.
  * - Responses stream (chunked when their length is unknown: server-sent events), with
- *   backpressure; a client that goes away aborts the request's `signal` and cancels the body.
+ *   backpressure: the body is pulled only while less than `highWaterMark` bytes wait to reach the
+ *   client, so a client that does not read costs that much here, and the body (an event feed)
+ *   sees it fall behind. A client that goes away aborts the request's `signal` and cancels the
+ *   body; a body that fails ends the connection at once, even while it waits for the client to
+ *   read (nothing can follow a response cut short, and the client learns of it by the close).
  * - `close()` stops accepting, lets responses in flight finish for a bounded time, then destroys
  *   every connection.
  *
@@ -47,7 +52,19 @@ export interface Http1ServerOptions {
   maxRequests?: number;
   /** How long `close()` lets responses in flight finish. Default 2 s. */
   closeGraceMs?: number;
+  /**
+   * Bytes of a response waiting to reach its client at which the server stops pulling the body,
+   * until the client reads. Default {@linkcode RESPONSE_HIGH_WATER_MARK}.
+   */
+  highWaterMark?: number;
 }
+
+/**
+ * Default of {@linkcode Http1ServerOptions.highWaterMark}: what a response may have queued toward a
+ * client that does not read. The data path's 1 MiB is meant for throughput; admin answers are
+ * small, and an event stream's reader that stalls should fall behind in its feed, not here.
+ */
+export const RESPONSE_HIGH_WATER_MARK = 64 * 1024;
 
 /** A handler, as `app.fetch` of a hono app. */
 export type Http1Handler = (request: Request) => Response | Promise<Response>;
@@ -60,11 +77,12 @@ export interface Http1Server {
   readonly port: number;
   /** Connections open now. */
   readonly connections: number;
+  /** Requests whose response is not finished: being produced, or written to a slow client. */
+  readonly pendingRequests: number;
   /** Stops accepting, waits (bounded) for responses in flight, then closes every connection. */
   close(): Promise<void>;
 }
 
-const CRLF = new Uint8Array([13, 10]);
 const LAST_CHUNK = new TextEncoder().encode("0\r\n\r\n");
 const NO_BODY_STATUS = new Set([204, 304]);
 
@@ -149,6 +167,19 @@ function decodeChunked(
   }
 }
 
+/** One chunk of a chunked body, framed in a single buffer: one write and one allocation each. */
+function framedChunk(value: Uint8Array): Uint8Array {
+  const size = value.length.toString(16);
+  const out = new Uint8Array(size.length + value.length + 4);
+  for (let i = 0; i < size.length; i++) out[i] = size.charCodeAt(i);
+  out[size.length] = 13;
+  out[size.length + 1] = 10;
+  out.set(value, size.length + 2);
+  out[out.length - 2] = 13;
+  out[out.length - 1] = 10;
+  return out;
+}
+
 function indexOfCrlf(bytes: Uint8Array, from: number): number {
   for (let i = from; i + 1 < bytes.length; i++) {
     if (bytes[i] === 13 && bytes[i + 1] === 10) return i;
@@ -169,6 +200,7 @@ class Connection implements TransportHandlers {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #drainWaiter: (() => void) | undefined;
   #abort: AbortController | undefined;
+  #readingPaused = false;
 
   constructor(
     tcp: Transport,
@@ -193,6 +225,15 @@ class Connection implements TransportHandlers {
     if (this.#gone) return;
     this.#buffer = this.#buffer.length === 0 ? chunk : concat([this.#buffer, chunk]);
     if (!this.#busy) this.#next();
+    else if (
+      !this.#readingPaused &&
+      this.#buffer.length > MAX_REQUEST_HEAD + this.#options.maxBodyBytes
+    ) {
+      // While a response is in progress, the next request waits here: one request's worth at
+      // most. Beyond that, stop reading until the response is done, and TCP pushes back.
+      this.#readingPaused = true;
+      this.#tcp.pause();
+    }
   }
 
   drain(): void {
@@ -301,14 +342,19 @@ class Connection implements TransportHandlers {
         { status: 500 },
       );
     }
+    let written = false;
     try {
       await this.#write(response, head.method === "HEAD", keepAlive);
+      written = true;
     } catch {
-      // The client went away while we wrote; nothing more to do.
+      // The client went away, or the body failed; handled below.
     }
     this.#abort = undefined;
     this.#busy = false;
     if (this.#gone) return;
+    // A response cut short (its body failed): the client can tell only by the connection closing,
+    // and no response can follow it on this connection. Queued bytes are dropped with it.
+    if (!written) return this.destroy();
     if (!keepAlive) {
       this.#tcp.end();
       // The client should close in answer; if it does not, close anyway.
@@ -316,7 +362,12 @@ class Connection implements TransportHandlers {
       return;
     }
     this.#arm(this.#options.keepAliveTimeoutMs, false);
-    if (this.#buffer.length > 0) this.#next();
+    if (this.#readingPaused) {
+      this.#readingPaused = false;
+      // Held bytes may arrive now, and start the next request.
+      this.#tcp.resume();
+    }
+    if (!this.#busy && this.#buffer.length > 0) this.#next();
   }
 
   async #write(response: Response, isHead: boolean, keepAlive: boolean): Promise<void> {
@@ -343,33 +394,39 @@ class Connection implements TransportHandlers {
     const abort = this.#abort;
     const cancel = () => void reader.cancel().catch(() => {});
     abort?.signal.addEventListener("abort", cancel, { once: true });
+    // The body may fail while we wait for a drain that a client that does not read never brings
+    // (an event feed cutting off a reader that fell behind): that ends the wait, and the response.
+    let failure: { error: unknown } | undefined;
+    reader.closed.catch((error) => {
+      failure = { error };
+      this.drain();
+    });
+    const failed = () => failure;
     try {
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
         if (this.#gone) throw new Error("client went away");
         if (value.length === 0) continue;
-        if (chunked) {
-          await this.#send(new TextEncoder().encode(value.length.toString(16)));
-          await this.#send(CRLF);
-          await this.#send(value);
-          await this.#send(CRLF);
-        } else {
-          await this.#send(value);
-        }
+        await this.#send(chunked ? framedChunk(value) : value, failed);
       }
-      if (chunked) await this.#send(LAST_CHUNK);
+      if (chunked) await this.#send(LAST_CHUNK, failed);
     } finally {
       abort?.signal.removeEventListener("abort", cancel);
     }
   }
 
-  /** Writes `bytes`; waits for a drain when the transport pushes back. */
-  async #send(bytes: Uint8Array): Promise<void> {
+  /**
+   * Writes `bytes`; when the transport pushes back, waits for a drain before the caller pulls
+   * more, unless `failed` (the body's failure) cuts the wait short.
+   */
+  async #send(bytes: Uint8Array, failed?: () => { error: unknown } | undefined): Promise<void> {
     if (this.#gone) throw new Error("client went away");
     if (this.#tcp.write(bytes)) return;
     await new Promise<void>((resolve) => this.#drainWaiter = resolve);
     if (this.#gone) throw new Error("client went away");
+    const failure = failed?.();
+    if (failure) throw failure.error;
   }
 
   /** Answers with a plain-text error and closes, without running the handler. */
@@ -397,9 +454,14 @@ export async function serveHttp1(
     maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
     maxRequests: options.maxRequests ?? 1000,
     closeGraceMs: options.closeGraceMs ?? 2_000,
+    highWaterMark: options.highWaterMark ?? RESPONSE_HIGH_WATER_MARK,
   };
   const connections = new Set<Connection>();
-  const listener = await listenTcp({ hostname: address.hostname, port: address.port }, (tcp) => {
+  const listener = await listenTcp({
+    hostname: address.hostname,
+    port: address.port,
+    highWaterMark: settings.highWaterMark,
+  }, (tcp) => {
     const connection: Connection = new Connection(
       tcp,
       handler,
@@ -413,6 +475,11 @@ export async function serveHttp1(
     port: listener.port,
     get connections() {
       return connections.size;
+    },
+    get pendingRequests() {
+      let busy = 0;
+      for (const connection of connections) if (connection.busy) busy++;
+      return busy;
     },
     async close() {
       listener.close();

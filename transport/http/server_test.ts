@@ -188,6 +188,127 @@ describe("serveHttp1", () => {
     await waitFor(() => server.connections === 0, "the connection released");
   });
 
+  /** An endless body of 1 KiB chunks that counts its pulls; `fail` errors it. */
+  function countedBody() {
+    const state = { pulls: 0, cancelled: false, fail: (_error: Error) => {} };
+    const chunk = new Uint8Array(1024).fill(0x61);
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        state.fail = (error) => controller.error(error);
+      },
+      pull(controller) {
+        state.pulls++;
+        controller.enqueue(chunk.slice());
+      },
+      cancel() {
+        state.cancelled = true;
+      },
+    }, { highWaterMark: 1 });
+    return { state, body };
+  }
+
+  /** Waits until `count` stays the same over several polls: the server stopped pulling. */
+  async function plateau(count: () => number): Promise<number> {
+    let last = -1;
+    let same = 0;
+    await waitFor(() => {
+      const now = count();
+      same = now === last ? same + 1 : 0;
+      last = now;
+      return same >= 8;
+    }, { intervalMs: 50, message: "the server to stop pulling the body" });
+    return last;
+  }
+
+  it("stops pulling a body while the client does not read, and resumes once it reads", async () => {
+    const { state, body } = countedBody();
+    const server = await serve(() => new Response(body), { highWaterMark: 16 * 1024 });
+    const client = rawClient(server.port);
+    let received = 0;
+    client.socket.on("data", (chunk: Uint8Array) => received += chunk.length);
+    client.socket.pause();
+    client.socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    const stalled = await plateau(() => state.pulls);
+    assert.ok(stalled > 0, "the body was pulled at all");
+    assert.equal(received, 0, "the client has not read");
+    client.socket.resume();
+    // Reading makes room: the transport drains and the server pulls again.
+    await waitFor(() => state.pulls > stalled + 64, "pulls resumed after the client read");
+    assert.ok(received > 0);
+    client.socket.destroy();
+    await waitFor(() => state.cancelled, "the body cancelled once the client left");
+    await waitFor(() => server.connections === 0, "the connection released");
+  });
+
+  it("ends the connection when the body fails while the client does not read", async () => {
+    const { state, body } = countedBody();
+    const server = await serve(() => new Response(body), { keepAliveTimeoutMs: 60_000 });
+    const client = rawClient(server.port);
+    client.socket.pause();
+    client.socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    await plateau(() => state.pulls);
+    assert.equal(server.connections, 1);
+    // What an event feed does to a reader that fell too far behind.
+    state.fail(new Error("reader fell behind"));
+    // Without this, the server would wait forever for a drain the client never brings, holding
+    // the connection and everything queued for it.
+    await waitFor(() => server.connections === 0, "the connection closed while still unread");
+    client.socket.destroy();
+  });
+
+  it("closes the connection after a body that fails, instead of keeping it alive", async () => {
+    let fail!: (error: Error) => void;
+    const server = await serve(() =>
+      new Response(
+        new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode("first"));
+            fail = (error) => controller.error(error);
+          },
+        }),
+      ), { keepAliveTimeoutMs: 60_000 });
+    const client = rawClient(server.port);
+    client.socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    await waitFor(() => client.text().includes("first"), "the first chunk");
+    fail(new Error("broken body"));
+    // A chunked response without its last chunk: only the close tells the client it was cut.
+    await waitFor(client.ended, "the connection closed");
+    assert.doesNotMatch(client.text(), /\r\n0\r\n\r\n$/, "no last chunk: the response was cut");
+    assert.equal(server.connections, 0);
+    client.socket.destroy();
+  });
+
+  it("stops reading while a response is in progress, past one request's worth, then answers the rest", async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => release = resolve);
+    const server = await serve(async (request) => {
+      if (new URL(request.url).pathname === "/0") await held;
+      return new Response(new URL(request.url).pathname);
+    }, { maxBodyBytes: 1000, maxRequests: 10_000 });
+    const client = rawClient(server.port);
+    client.socket.write("GET /0 HTTP/1.1\r\nHost: x\r\n\r\n");
+    await waitFor(() => server.pendingRequests === 1, "/0 in progress");
+    // 32 MiB of pipelined requests: far more than the kernel's buffers on both sides hold, so
+    // what they cannot take stays in the client's own buffer once the server stops reading (it
+    // would all be read, and kept, if the server did not).
+    const pad = "p".repeat(14_000);
+    const count = 2400;
+    for (let n = 1; n <= count; n++) {
+      const close = n === count ? "Connection: close\r\n" : "";
+      client.socket.write(`GET /${n} HTTP/1.1\r\nHost: x\r\nX-Pad: ${pad}\r\n${close}\r\n`);
+    }
+    const unsent = await plateau(() => client.socket.writableLength);
+    assert.ok(unsent > 0, "the server stopped reading");
+    release();
+    await waitFor(client.ended, "every request answered, then the connection closed");
+    const answered = [...client.text().matchAll(/\r\n\r\n[0-9a-f]+\r\n(\/\d+)\r\n/g)].map((m) =>
+      m[1]
+    );
+    assert.equal(answered.length, count + 1);
+    assert.deepEqual(answered.slice(0, 3), ["/0", "/1", "/2"]);
+    assert.equal(answered.at(-1), `/${count}`);
+  });
+
   it("close() lets a response in flight finish within the grace, then destroys what is left", async () => {
     const server = await serve(() => new Response(new ReadableStream({ pull() {} })), {
       closeGraceMs: 100,

@@ -8,10 +8,12 @@
  * were lost, and what follows is everything still kept. Without an id the stream is live only;
  * `lastEventId=0` asks for the whole history.
  *
- * Each connection reads the ring through a cursor instead of keeping a queue of its own, so a
- * connection costs no memory however slow its reader. A reader that falls more than `maxLag`
- * events behind, or needs an event that has left the ring, is disconnected; it can reconnect and
- * resume.
+ * Each connection reads the ring through a cursor instead of keeping a queue of its own, and the
+ * body is pulled only as fast as the listener gets it to the peer (`transport/http/`), so a
+ * connection costs little however slow its reader. A reader that falls more than `maxLag` events
+ * behind, or needs an event that has left the ring, is disconnected: its body fails, and the
+ * listener closes the connection; it can reconnect and resume. A finished stream leaves nothing
+ * behind: no subscriber in the ring, no timer, no listener on the daemon's stop.
  *
  * @module
  */
@@ -98,15 +100,17 @@ export interface EventStreamOptions {
   maxLag: number;
   /** Interval of heartbeat comments. */
   heartbeatMs: number;
-  /** The stream ends (normally) when this settles, e.g. `daemon.stopped`. */
-  stop?: Promise<unknown>;
-  /** The stream ends when this aborts (for servers that do not cancel the body themselves). */
+  /**
+   * The stream ends (normally) when this aborts, e.g. once the daemon stopped. A signal, not a
+   * promise: the stream removes its listener when it ends, where a promise would keep every
+   * stream ever opened reachable until it settled.
+   */
   signal?: AbortSignal;
 }
 
 /**
  * The SSE body for one connection: replay from `start`, then live events and heartbeats. It ends
- * when the reader cancels it, when `stop` fires, or with an error when the reader falls behind.
+ * when the reader cancels it, when `signal` aborts, or with an error when the reader falls behind.
  */
 export function eventStream(
   ring: EventRing,
@@ -124,11 +128,13 @@ export function eventStream(
   let heartbeat: ReturnType<typeof setInterval> | undefined;
   let controller!: ReadableStreamDefaultController<Uint8Array>;
 
+  const stop = () => finish();
   const finish = (error?: Error) => {
     if (done) return;
     done = true;
     unsubscribe?.();
     clearInterval(heartbeat);
+    options.signal?.removeEventListener("abort", stop);
     wake?.();
     try {
       if (error) controller.error(error);
@@ -170,8 +176,8 @@ export function eventStream(
         heartbeatDue = true;
         wake?.();
       }, options.heartbeatMs);
-      options.stop?.then(() => finish());
-      options.signal?.addEventListener("abort", () => finish(), { once: true });
+      if (options.signal?.aborted) return finish();
+      options.signal?.addEventListener("abort", stop, { once: true });
       // A comment first, so that the response (and its headers) starts at once.
       c.enqueue(encoder.encode(": tunnelmux events\n\n"));
     },
@@ -212,6 +218,10 @@ export function eventsApi(deps: EventsApiDeps, options: EventsApiOptions = {}): 
   }
   const maxLag = options.maxLag ?? DEFAULT_MAX_LAG;
   const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+  // One listener on the daemon's stop for the whole endpoint; each stream listens to the signal
+  // and stops listening when it ends.
+  const stopping = new AbortController();
+  void deps.stopped.then(() => stopping.abort(), () => stopping.abort());
   const app = new Hono();
   app.get("/v1/events", (c) => {
     // The header is what EventSource sends on reconnect; it is newer than the URL's query.
@@ -232,10 +242,10 @@ export function eventsApi(deps: EventsApiDeps, options: EventsApiOptions = {}): 
     const body = eventStream(source, startOf(source, lastId), {
       maxLag,
       heartbeatMs,
-      stop: deps.stopped,
-      // No `signal: c.req.raw.signal`: Deno.serve and Bun.serve both cancel the body when the
-      // client goes away (checked on both), while Deno's legacy request.signal also aborts after
-      // successful responses and prints a warning when something listens to it.
+      // Not `c.req.raw.signal`: both listeners cancel the body when the client goes away, while
+      // Deno's legacy request.signal also aborts after successful responses and prints a warning
+      // when something listens to it.
+      signal: stopping.signal,
     });
     return c.body(body, 200, {
       "content-type": "text/event-stream; charset=utf-8",

@@ -8,9 +8,13 @@ import { Logger } from "../../../util/log.ts";
 import { connect } from "../../../client/client.ts";
 import { listenTcp } from "../../../transport/mod.ts";
 import type { TransportListener } from "../../../protocol/transport.ts";
-import { eventRing, eventsApi, type EventsApiOptions } from "./events.ts";
+import { connect as netConnect } from "node:net";
+import { eventRing, eventsApi, type EventsApiOptions, eventStream } from "./events.ts";
+import { EventRing } from "./event_ring.ts";
 import { EventFeed } from "../../events.ts";
 import { assertError, fakeCluster, served } from "./_fake_deps.ts";
+import { serveHttp } from "../../../transport/http/serve.ts";
+import { sleep, waitFor } from "../../../testing/wait.ts";
 
 const TOKEN = "events-test-token-0123456789abcdef";
 
@@ -304,6 +308,105 @@ describe("GET /v1/events (over fakes)", () => {
       let end: Message | undefined = { comment: "" };
       for (let i = 0; i < 10 && end !== undefined; i++) end = await reader.next();
       assert.equal(end, undefined);
+    }
+  });
+});
+
+describe("GET /v1/events (what a reader costs)", () => {
+  /** An abort signal that counts the listeners it holds. */
+  function countedSignal() {
+    const controller = new AbortController();
+    const signal = controller.signal;
+    const listeners = new Set<unknown>();
+    const add = signal.addEventListener.bind(signal);
+    const remove = signal.removeEventListener.bind(signal);
+    signal.addEventListener = (type: string, listener: unknown, options?: unknown) => {
+      listeners.add(listener);
+      add(type, listener as EventListener, options as AddEventListenerOptions);
+    };
+    signal.removeEventListener = (type: string, listener: unknown, options?: unknown) => {
+      listeners.delete(listener);
+      remove(type, listener as EventListener, options as EventListenerOptions);
+    };
+    return { controller, signal, listeners: () => listeners.size };
+  }
+
+  it("leaves nothing behind once a stream ends: no subscriber, no listener on its stop signal", async () => {
+    const ring = new EventRing(100);
+    const push = () => ring.push({ type: "drain", time: Date.now(), fields: {} });
+    const options = { maxLag: 2, heartbeatMs: 60_000 };
+
+    // Cancelled by its reader.
+    const cancelled = countedSignal();
+    const first = eventStream(ring, { after: ring.lastId }, { ...options, ...cancelled });
+    assert.equal(ring.subscriberCount, 1);
+    assert.equal(cancelled.listeners(), 1);
+    await first.cancel();
+    assert.deepEqual([ring.subscriberCount, cancelled.listeners()], [0, 0]);
+
+    // Cut off: its reader fell behind.
+    const cut = countedSignal();
+    const second = eventStream(ring, { after: ring.lastId }, { ...options, ...cut });
+    for (let i = 0; i < 4; i++) push();
+    assert.deepEqual([ring.subscriberCount, cut.listeners()], [0, 0]);
+    await assert.rejects(async () => {
+      const reader = second.getReader();
+      for (let i = 0; i < 10; i++) if ((await reader.read()).done) return;
+    });
+
+    // Ended by the signal itself.
+    const stopped = countedSignal();
+    const third = eventStream(ring, { after: ring.lastId }, { ...options, ...stopped });
+    stopped.controller.abort();
+    assert.deepEqual([ring.subscriberCount, stopped.listeners()], [0, 0]);
+    const reader = third.getReader();
+    let end = false;
+    for (let i = 0; i < 10 && !end; i++) end = (await reader.read()).done;
+    assert.ok(end, "the stream ended");
+  });
+
+  it("disconnects a subscriber that never reads within a bounded number of events, over a real listener", async () => {
+    const maxLag = 16;
+    const events = new EventFeed();
+    let stop!: () => void;
+    const deps = { events, stopped: new Promise<void>((resolve) => stop = resolve) };
+    const app = served(eventsApi(deps, { maxLag }));
+    const ring = eventRing(deps);
+    const server = await serveHttp({ hostname: "127.0.0.1", port: 0 }, (r) => app.fetch(r));
+    const socket = netConnect({ host: "127.0.0.1", port: server.port });
+    let closed = false;
+    socket.on("close", () => closed = true);
+    socket.on("error", () => closed = true);
+    try {
+      socket.pause(); // never reads
+      socket.write(`GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`);
+      await waitFor(() => ring.subscriberCount === 1, "subscribed");
+      // Events of about 1 KiB: the peer's socket buffers fill (a few MiB on Linux), then the
+      // listener stops pulling, the reader falls maxLag behind and is cut off. The bound is far
+      // above that, so that only a listener that keeps pulling for a peer that does not read
+      // (buffering without end) runs into it.
+      const pad = "x".repeat(1024);
+      const bound = 50_000;
+      let published = 0;
+      while (ring.subscriberCount > 0 && published < bound) {
+        // Fewer than maxLag at a time, so that a listener that keeps up never lags.
+        for (let i = 0; i < 4; i++) events.publish("drain", { n: published++, pad });
+        await sleep(0); // the listener pulls and writes
+      }
+      assert.equal(ring.subscriberCount, 0, `still subscribed after ${published} events`);
+      // The connection is closed, not left waiting for a reader that never comes; the daemon
+      // holds nothing more for it.
+      await waitFor(() => server.pendingRequests === 0, "the response ended, unread");
+      await waitFor(() => {
+        // A socket the server closed answers data with a reset; an open one ignores an empty
+        // line before a request.
+        if (!closed) socket.write("\r\n");
+        return closed;
+      }, { intervalMs: 100, message: "the connection closed" });
+    } finally {
+      socket.destroy();
+      stop();
+      await server.close();
     }
   });
 });
