@@ -242,7 +242,7 @@ export class Cluster {
         ca: await readFile(config.tls.ca, "utf8"),
       }
       : undefined;
-    const link = await connectNats(config, log);
+    const link = await connectNats(config, log, deps.count);
     const run = randomBytes(8).toString("hex");
     let registry: ClusterRegistry | undefined;
     let cluster: Cluster | undefined;
