@@ -262,8 +262,10 @@ export class PeerLinks {
       const timer = setTimeout(() => fail("the relay handshake timed out"), handshakeTimeoutMs);
       const fail = (message: string, auth = false) => {
         clearTimeout(timer);
-        session.destroy();
+        // Settled first: destroying the session closes the handshake's channel, whose onClose
+        // would otherwise settle it as "the peer closed", hiding a peer without the key.
         reject(Object.assign(new Error(message), auth ? { name: "PeerAuthError" } : {}));
+        session.destroy();
       };
       channel.onClose = () => fail("the peer closed the relay handshake");
       channel.onMessage = (value) => {

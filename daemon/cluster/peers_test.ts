@@ -1,0 +1,55 @@
+// Relay sessions between two nodes' PeerLinks in one process, over real TCP on loopback. Node
+// "a" sorts first, so it dials and "b" accepts.
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { cleanup, register } from "../../testing/cleanup.ts";
+import { waitFor } from "../../testing/wait.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { Logger } from "../../util/log.ts";
+import { PeerLinks } from "./peers.ts";
+
+const KEY = "a-cluster-key-0123456789abcdef";
+const OTHER = "another-cluster-key-0123456789";
+
+/** Node `node`'s relay sessions under `key`, listening on loopback; its log lines kept. */
+async function peer(node: string, key: string) {
+  const lines: Record<string, unknown>[] = [];
+  const log = new Logger({ level: "info", format: "json", sink: (l) => lines.push(JSON.parse(l)) });
+  const links = new PeerLinks({
+    node,
+    key,
+    listen: { hostname: "127.0.0.1", port: 0 },
+    handshakeTimeoutMs: 5_000,
+    keepAliveMs: 1_000,
+    log,
+    onStream: (stream) => stream.reset(ResetReason.UnknownTunnel),
+  });
+  register(() => links.close());
+  await links.start();
+  return { links, lines };
+}
+
+describe("relay sessions", () => {
+  afterEach(cleanup);
+
+  it("come up between nodes holding the cluster key", async () => {
+    const a = await peer("a", KEY);
+    const b = await peer("b", KEY);
+    a.links.want("b", b.links.address);
+    b.links.want("a", a.links.address);
+    await waitFor(() => a.links.connected("b") && b.links.connected("a"), "the relay session");
+    assert.equal(a.links.list()[0].authFailures, 0);
+  });
+
+  it("are refused by a dialer whose peer does not hold the key, counted and said so", async () => {
+    const a = await peer("a", KEY);
+    const b = await peer("b", OTHER);
+    a.links.want("b", b.links.address);
+    b.links.want("a", a.links.address);
+    await waitFor(() => a.links.list()[0]?.authFailures > 0, "the dialer to refuse the acceptor");
+    assert.equal(a.links.connected("b"), false);
+    assert.equal(b.links.connected("a"), false);
+    const refused = a.lines.find((l) => l.msg === "cannot relay to node");
+    assert.equal(refused?.detail, "node b does not hold the cluster key");
+  });
+});
