@@ -1465,3 +1465,104 @@ describe("cluster: records a NATS user writes without the cluster key", () => {
     }
   });
 });
+
+describe("cluster: rotating the cluster key", () => {
+  const token = newToken("laptop");
+  after(cleanup);
+
+  /** `node`'s `/v1/cluster`: node names, those that did not answer, peers connected. */
+  async function clusterOf(node: DaemonProcess) {
+    const cluster = (await admin(node, "/v1/cluster")).body.cluster as {
+      nodes: { node: string }[];
+      missing: string[];
+      peers: { node: string; connected: boolean }[];
+    };
+    return {
+      nodes: cluster.nodes.map((n) => n.node),
+      missing: cluster.missing,
+      connected: cluster.peers.filter((p) => p.connected).map((p) => p.node),
+    };
+  }
+
+  it("a node with [new, old] and one with [old] work as one; after the roll, a node with only the old key is refused and its records ignored", async () => {
+    const nats = await startNats();
+    const echo = await startEchoServer();
+    const OLD = KEY;
+    const NEW = "cluster-key-after-the-rotation-0123456789";
+    const n1 = await startNode(nats, 1, token, {
+      key: NEW,
+      env: { TUNNELMUX_CLUSTER_PREVIOUS_KEYS: OLD },
+    });
+    const n2 = await startNode(nats, 2, token, { key: OLD });
+    // Each sees the other, answers its signed queries, and they hold a relay session.
+    for (const [node, peer] of [[n1, "n2"], [n2, "n1"]] as const) {
+      await waitFor(async () => {
+        const seen = await clusterOf(node);
+        return seen.nodes.length === 2 && seen.missing.length === 0 &&
+          seen.connected.includes(peer);
+      }, `${peer} in the cluster as node ${node === n1 ? "n1" : "n2"} sees it`);
+    }
+    const onA = await sdkConnect(n1.tcpUrl, { token, reconnect: false });
+    const onB = await sdkConnect(n2.tcpUrl, { token, reconnect: false });
+    try {
+      // Relayed both ways: a tunnel held on either node is reached through the other.
+      const payload = pattern(1000, 13);
+      const onOldNode = await onB.expose({ local: echo.address });
+      assertSameBytes(await echoVia("127.0.0.1", onOldNode.remotePort, payload), payload, "via n1");
+      const onNewNode = await onA.expose({ local: echo.address });
+      assertSameBytes(await echoVia("127.0.0.2", onNewNode.remotePort, payload), payload, "via n2");
+    } finally {
+      await Promise.all([onA.close(), onB.close()]);
+    }
+    // A token minted on either node works on the other.
+    for (const [on, other, name] of [[n1, n2, "from-n1"], [n2, n1, "from-n2"]] as const) {
+      const minted = await admin(on, "/v1/tokens", {
+        method: "POST",
+        body: { name: `rotating-${name}`, expose: { ports: ["20000-32767", 0] } },
+      });
+      assert.equal(minted.status, 201, JSON.stringify(minted.body));
+      await waitFor(
+        () =>
+          sdkConnect(other.tcpUrl, { token: String(minted.body.token), reconnect: false })
+            .then((client) => client.close().then(() => true), () => false),
+        `the token minted ${name} to work on the other node`,
+      );
+    }
+
+    // The roll: n1 comes back with the new key alone (as n3), and n2 was never given it.
+    await n1.kill();
+    const n3 = await startNode(nats, 3, token, { key: NEW });
+    await n3.waitForLog((e) =>
+      e.msg === REFUSED && e.bucket === "tunnelmux-nodes" && e.key === "n2" &&
+      e.reason === "another key"
+    );
+    await waitFor(async () => (await clusterOf(n3)).nodes.join() === "n3", "n3 alone, n1 expired");
+    assert.deepEqual((await clusterOf(n2)).nodes, ["n2"]);
+    // A port n2's client holds keeps no client of n3 from it.
+    const onOld = await sdkConnect(n2.tcpUrl, { token, reconnect: false });
+    const onNew = await sdkConnect(n3.tcpUrl, { token, reconnect: false });
+    try {
+      const held = await onOld.expose({ local: echo.address });
+      await n3.waitForLog((e) => e.msg === REFUSED && e.key === `port-${held.remotePort}`);
+      const taken = await onNew.expose({ local: echo.address, remotePort: held.remotePort });
+      assert.equal(taken.remotePort, held.remotePort);
+    } finally {
+      await Promise.all([onOld.close(), onNew.close()]);
+    }
+    // A token minted on n2 does not authenticate on n3.
+    const old = await admin(n2, "/v1/tokens", {
+      method: "POST",
+      body: { name: "old-key-bot", expose: { ports: ["20000-32767", 0] } },
+    });
+    assert.equal(old.status, 201, JSON.stringify(old.body));
+    await n3.waitForLog((e) => e.msg === REFUSED && e.key === "name-old-key-bot");
+    await assert.rejects(
+      sdkConnect(n3.tcpUrl, { token: String(old.body.token), reconnect: false }),
+      (e: Error & { code?: string }) => e.code === "unauthorized",
+    );
+    for (const [node, peer] of [[n3, "n2"], [n2, "n3"]] as const) {
+      assert.ok(!node.logs().some((e) => e.msg === "cluster node up" && e.peer === peer));
+      assert.ok(!node.logs().some((e) => e.msg === "relay session up" && e.peer === peer));
+    }
+  });
+});

@@ -29,6 +29,7 @@ export function testClusterConfig(url: string, name: string, presenceTtlMs = 2_0
     listen: { hostname: "127.0.0.1", port: 0 },
     advertise: "127.0.0.1:0",
     key: testClusterKey(name),
+    previousKeys: [],
     presenceTtlMs,
     bucketPrefix: name,
     replicas: 1,
@@ -54,8 +55,8 @@ export async function testNatsLink(
 
 /** What {@linkcode connectTestLink} may change of a test node. */
 export interface TestLinkOptions {
-  /** The cluster key (default: test `name`'s). */
-  key?: string;
+  /** The cluster keys: `cluster.key`, then `cluster.previousKeys` (default: test `name`'s). */
+  keys?: readonly string[];
   /** The presence TTL (default 2 s). */
   presenceTtlMs?: number;
   /** Counts what the link counts (refused records). */
@@ -70,10 +71,8 @@ export async function connectTestLink(
   name: string,
   options: TestLinkOptions = {},
 ): Promise<NatsLink> {
-  const config = {
-    ...testClusterConfig(url, name, options.presenceTtlMs),
-    key: options.key ?? testClusterKey(name),
-  };
+  const [key, ...previousKeys] = options.keys ?? [testClusterKey(name)];
+  const config = { ...testClusterConfig(url, name, options.presenceTtlMs), key, previousKeys };
   const log = options.log ?? new Logger({ level: "error", format: "json", sink: () => {} });
   const link = await connectNats(config, log, options.count);
   register(() => link.close());

@@ -144,7 +144,7 @@ export async function connectNats(
   // A KV operation waits this long for JetStream: a claim while NATS is away is refused after
   // it, not held for the client library's default (5-10 s).
   const kvm = new Kvm(jetstream(nc, { timeout: KV_TIMEOUT_MS }));
-  const keys = new RecordKeys([config.key]);
+  const keys = new RecordKeys([config.key, ...config.previousKeys]);
   const refused = new RefusedRecords(log, count);
   const bucket = async (kind: string, ttl?: number): Promise<KvBucket> => {
     const name = `${config.bucketPrefix}-${kind}`;

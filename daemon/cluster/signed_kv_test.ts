@@ -70,6 +70,25 @@ describe("RecordKeys", () => {
   });
 });
 
+describe("RecordKeys under several keys (a key rotation)", () => {
+  const OLD = KEY;
+  const NEW = "a-new-cluster-key-of-24+chars!!";
+  const open = (readers: string[], writers: string[]) =>
+    new RecordKeys(readers).open("b", "k", new RecordKeys(writers).seal("b", "k", "r"));
+
+  it("sign with every key, and open when the writer and the reader share any", () => {
+    assert.equal(new RecordKeys([NEW, OLD]).seal("b", "k", "r").split(" ").length, 3);
+    assert.equal(open([OLD], [NEW, OLD]).record, "r");
+    assert.equal(open([NEW, OLD], [OLD]).record, "r");
+    assert.equal(open([OLD, NEW], [NEW]).record, "r");
+  });
+
+  it("refuse a record signed only with keys the reader does not hold", () => {
+    assert.equal(open([NEW], [OLD]).refused, "another key");
+    assert.equal(open([OLD], [NEW]).refused, "another key");
+  });
+});
+
 describe("RefusedRecords", () => {
   it("counts each revision of a key once, warns once per key and at most ten a minute", () => {
     const { log, lines } = keptLog();
@@ -116,9 +135,9 @@ describe("signed buckets", () => {
 
   before(async () => {
     url = (await startNats()).url;
-    a = await connectTestLink(url, NAME, { key: KEY, log: aLog.log, count: aCounts.count });
-    b = await connectTestLink(url, NAME, { key: KEY });
-    other = await connectTestLink(url, NAME, { key: OTHER_KEY });
+    a = await connectTestLink(url, NAME, { keys: [KEY], log: aLog.log, count: aCounts.count });
+    b = await connectTestLink(url, NAME, { keys: [KEY] });
+    other = await connectTestLink(url, NAME, { keys: [OTHER_KEY] });
     ports = await bareBucket(url, `${NAME}-ports`);
     services = await bareBucket(url, `${NAME}-services`);
   });
@@ -245,5 +264,22 @@ describe("signed buckets", () => {
     assert.ok(!(await keysOf(b)).includes(key));
     // Deleted: free to create again.
     assert.ok(await b.ports.create(key, "4") > second);
+  });
+
+  it("while the key rotates: [new, old] and [old] read each other's records; [new] and [old] do not", async () => {
+    const NEW = "a-new-cluster-key-of-24+chars!!";
+    const rolling = await connectTestLink(url, NAME, { keys: [NEW, KEY] });
+    const rolled = await connectTestLink(url, NAME, { keys: [NEW] });
+    const [fromRolling, fromOld, fromRolled] = [unique("rolling"), unique("old"), unique("rolled")];
+    await rolling.ports.put(fromRolling, "rolling");
+    await a.ports.put(fromOld, "old");
+    await rolled.ports.put(fromRolled, "rolled");
+    assert.equal((await a.ports.get(fromRolling))?.string(), "rolling");
+    assert.equal((await rolling.ports.get(fromOld))?.string(), "old");
+    assert.equal((await rolling.ports.get(fromRolled))?.string(), "rolled");
+    assert.equal((await rolled.ports.get(fromRolling))?.string(), "rolling");
+    // After the roll, a node with only the old key and one with only the new ignore each other.
+    assert.equal(await rolled.ports.get(fromOld), null);
+    assert.equal(await a.ports.get(fromRolled), null);
   });
 });
