@@ -62,7 +62,10 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
                              TUNNELMUX_HTTP_RESPONSE_TIMEOUT_MS)
   --cluster-servers URLS     join a cluster through these NATS servers, comma-separated
                              (TUNNELMUX_CLUSTER_SERVERS; the cluster key comes from
-                             TUNNELMUX_CLUSTER_KEY or the file, see docs/cluster.md)
+                             TUNNELMUX_CLUSTER_KEY or the file, and while rotating it the
+                             keys still accepted from TUNNELMUX_CLUSTER_PREVIOUS_KEYS
+                             (comma-separated) or the file's cluster.previousKeys; never
+                             from flags; see docs/cluster.md)
   --cluster-node NAME        this node's name in the cluster (default: the host name)
   --cluster-listen HOST:PORT where other nodes' relay sessions arrive (default 0.0.0.0:7090)
   --cluster-advertise HOST:PORT

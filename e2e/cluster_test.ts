@@ -50,9 +50,13 @@ function holdPort(port: number, host = "127.0.0.1"): Promise<{ close(): void } |
   });
 }
 import { type NatsServer, startNats, startNatsCluster } from "../testing/nats.ts";
+import { bareBucket } from "../daemon/cluster/_nats_link.ts";
+import { hashToken } from "../daemon/config/token_hash.ts";
 import { startToxiproxy } from "../testing/toxiproxy.ts";
 
 const KEY = "cluster-key-for-the-e2e-tests-0123456789";
+/** What a node logs when it refuses a record not signed with its cluster key. */
+const REFUSED = "cluster record refused: not signed with the cluster key";
 const ADMIN = "admin-token-for-the-cluster-tests-0123456";
 const TTL_MS = 2_000;
 
@@ -122,8 +126,11 @@ async function admin(
   path: string,
   init: { method?: string; body?: unknown } = {},
 ): Promise<{ status: number; body: Record<string, unknown> }> {
-  const base = /admin API on (http:\/\/\S+)/.exec(daemon.stdout())?.[1];
-  assert.ok(base, `no admin address in ${daemon.stdout()}`);
+  // The admin API starts a moment after the tunnel listeners a started daemon is waited for.
+  const base = await waitFor(() => /admin API on (http:\/\/\S+)/.exec(daemon.stdout())?.[1], {
+    timeoutMs: 15_000,
+    message: "the admin API's address on stdout",
+  });
   const response = await fetch(new URL(path, base), {
     method: init.method ?? "GET",
     headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
@@ -160,6 +167,24 @@ async function failover(
     } else if (wholeAt === 0) wholeAt = Date.now();
   }
   return { failures, wholeAt };
+}
+
+/** The address of `node`'s HTTP listener, from its start log. */
+function httpAddressOf(node: DaemonProcess): string {
+  const running = node.logs().find((e) => e.msg === "daemon running");
+  return running!.http as string;
+}
+
+/** A GET of `/hi` to `address` with `Host: host`: the status and body. */
+function httpGet(address: string, host: string): Promise<{ status: number; body: string }> {
+  const [hostname, port] = [address.slice(0, address.lastIndexOf(":")), address.split(":").pop()];
+  return new Promise((resolve, reject) => {
+    httpRequest({ host: hostname, port: Number(port), path: "/hi", headers: { host } }, (res) => {
+      let body = "";
+      res.setEncoding("utf8").on("data", (d: string) => body += d);
+      res.on("end", () => resolve({ status: res.statusCode!, body }));
+    }).on("error", reject).end();
+  });
 }
 
 /** Nodes 1 to 3 of a cluster on `nats`, started in turn. */
@@ -367,31 +392,69 @@ describe("cluster: three daemons and one NATS", () => {
     }
   });
 
-  it("a node with a wrong cluster key cannot relay", async () => {
+  it("a node with another cluster key gets no relay session, and none of its records is believed", async () => {
     const intruder = await startNode(nats, 4, token, {
       key: "a-wrong-key-that-is-long-enough-0000",
     });
-    const client = await startClient({
-      server: nodes[0].tcpUrl,
-      token,
-      args: ["--expose", `0=127.0.0.1:${echo.port}`],
-    });
-    const { port } = await client.waitForTunnel();
-    await intruder.waitForLog((e) => e.msg === "relaying a cluster tunnel" && e.owner === "n1");
-    // n1 dials n4 (names sort) and refuses it for lacking the key; n4 has no relay session.
-    await nodes[0].waitForLog((e) => e.msg === "cannot relay to node" && e.peer === "n4");
-    const payload = pattern(1000, 9);
-    const outcome = await tcpRoundTrip(port, payload, { host: "127.0.0.4", timeoutMs: 5_000 })
-      .then((back) => back.length, () => -1);
-    assert.ok(outcome <= 0, `the intruder relayed ${outcome} bytes`);
-    await intruder.waitForLog((e) => /visitor refused|no relay session/.test(String(e.msg)));
-    assertSameBytes(
-      await echoVia("127.0.0.2", port, payload),
-      payload,
-      "an honest node still relays",
+    // Its presence is refused: no node takes it for up, none dials it.
+    await nodes[0].waitForLog((e) =>
+      e.msg === REFUSED && e.bucket === "tunnelmux-nodes" && e.key === "n4"
     );
-    await intruder.kill();
-    await client.stop();
+    const listed = (await admin(nodes[0], "/v1/cluster")).body.cluster as {
+      nodes: { node: string }[];
+      missing: string[];
+    };
+    assert.deepEqual(listed.nodes.map((n) => n.node), ["n1", "n2", "n3"]);
+    assert.deepEqual(listed.missing, []);
+    const seenByIntruder = (await admin(intruder, "/v1/cluster")).body.cluster as {
+      nodes: { node: string }[];
+    };
+    assert.deepEqual(seenByIntruder.nodes.map((n) => n.node), ["n4"]);
+
+    // A token minted on it works there only.
+    const minted = await admin(intruder, "/v1/tokens", {
+      method: "POST",
+      body: { name: "intruder-bot", expose: { ports: ["20000-32767", 0] } },
+    });
+    assert.equal(minted.status, 201, JSON.stringify(minted.body));
+    const mintedToken = String(minted.body.token);
+    await (await sdkConnect(intruder.tcpUrl, { token: mintedToken, reconnect: false })).close();
+    for (const node of [nodes[0], nodes[1]]) {
+      await node.waitForLog((e) => e.msg === REFUSED && e.key === "name-intruder-bot");
+      await assert.rejects(
+        sdkConnect(node.tcpUrl, { token: mintedToken, reconnect: false }),
+        (e: Error & { code?: string }) => e.code === "unauthorized",
+      );
+    }
+
+    // A port its client holds does not keep an honest node's client from it.
+    const onIntruder = await sdkConnect(intruder.tcpUrl, { token, reconnect: false });
+    const onA = await sdkConnect(nodes[0].tcpUrl, { token, reconnect: false });
+    try {
+      const held = await onIntruder.expose({ local: echo.address });
+      await nodes[0].waitForLog((e) => e.msg === REFUSED && e.key === `port-${held.remotePort}`);
+      const taken = await onA.expose({ local: echo.address, remotePort: held.remotePort });
+      assert.equal(taken.remotePort, held.remotePort);
+      await intruder.kill();
+      const payload = pattern(1000, 9);
+      assertSameBytes(
+        await echoVia("127.0.0.1", held.remotePort, payload),
+        payload,
+        "at the owner",
+      );
+      assertSameBytes(
+        await echoVia("127.0.0.2", held.remotePort, payload),
+        payload,
+        "an honest node relays to the owner",
+      );
+    } finally {
+      await Promise.all([onIntruder.close(), onA.close()]);
+    }
+    // The intruder was never dialed, nor did it dial: no relay session with it on any node.
+    for (const node of nodes) {
+      assert.ok(!node.logs().some((e) => e.msg === "relay session up" && e.peer === "n4"));
+      assert.ok(!node.logs().some((e) => e.msg === "cluster node up" && e.peer === "n4"));
+    }
   });
 
   it("a client of a node killed with SIGKILL reconnects through the balancer and gets its port back", async () => {
@@ -1176,24 +1239,6 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
   const token = newToken("laptop");
   after(cleanup);
 
-  /** The address of `node`'s HTTP listener, from its start log. */
-  function httpAddress(node: DaemonProcess): string {
-    const running = node.logs().find((e) => e.msg === "daemon running");
-    return running!.http as string;
-  }
-
-  /** A GET to `address` with `Host: host`: the status and body. */
-  function get(address: string, host: string): Promise<{ status: number; body: string }> {
-    const [hostname, port] = [address.slice(0, address.lastIndexOf(":")), address.split(":").pop()];
-    return new Promise((resolve, reject) => {
-      httpRequest({ host: hostname, port: Number(port), path: "/hi", headers: { host } }, (res) => {
-        let body = "";
-        res.setEncoding("utf8").on("data", (d: string) => body += d);
-        res.on("end", () => resolve({ status: res.statusCode!, body }));
-      }).on("error", reject).end();
-    });
-  }
-
   it("a name held through one node is served by every node, and no other client may hold it", async () => {
     const nats = await startNats();
     const options = {
@@ -1211,32 +1256,313 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
     try {
       const tunnel = await onA.expose({ local, http: "web" });
       // Node a holds it; node b reaches it over its relay session to a.
-      assert.deepEqual(await get(httpAddress(a), "web.tunnels.test"), {
+      assert.deepEqual(await httpGet(httpAddressOf(a), "web.tunnels.test"), {
         status: 200,
         body: "app saw /hi via web.tunnels.test",
       });
-      await waitFor(async () => (await get(httpAddress(b), "web.tunnels.test")).status === 200, {
-        message: "node b serving web.tunnels.test",
-      });
+      await waitFor(
+        async () => (await httpGet(httpAddressOf(b), "web.tunnels.test")).status === 200,
+        {
+          message: "node b serving web.tunnels.test",
+        },
+      );
       assert.equal(
-        (await get(httpAddress(b), "web.tunnels.test")).body,
+        (await httpGet(httpAddressOf(b), "web.tunnels.test")).body,
         "app saw /hi via web.tunnels.test",
       );
       // A client of node b cannot take it.
       await assert.rejects(onB.expose({ local, http: "web" }), /held by another tunnel/);
       // Released: unknown on both nodes, and free for node b's client.
       await tunnel.close();
-      await waitFor(async () => (await get(httpAddress(b), "web.tunnels.test")).status === 404, {
-        message: "node b forgetting web.tunnels.test",
-      });
-      assert.equal((await get(httpAddress(a), "web.tunnels.test")).status, 404);
+      await waitFor(
+        async () => (await httpGet(httpAddressOf(b), "web.tunnels.test")).status === 404,
+        {
+          message: "node b forgetting web.tunnels.test",
+        },
+      );
+      assert.equal((await httpGet(httpAddressOf(a), "web.tunnels.test")).status, 404);
       await onB.expose({ local, http: "web" });
-      await waitFor(async () => (await get(httpAddress(a), "web.tunnels.test")).status === 200, {
-        message: "node a serving web.tunnels.test through b",
-      });
+      await waitFor(
+        async () => (await httpGet(httpAddressOf(a), "web.tunnels.test")).status === 200,
+        {
+          message: "node a serving web.tunnels.test through b",
+        },
+      );
     } finally {
       await Promise.all([onA.close(), onB.close()]);
       app.close();
+    }
+  });
+});
+
+describe("cluster: records a NATS user writes without the cluster key", () => {
+  const token = newToken("laptop");
+  after(cleanup);
+
+  /** The record a stored value carries (after a signed envelope's first line, if any). */
+  function recordIn(value: string): Record<string, unknown> {
+    return JSON.parse(value.startsWith("tmkv1 ") ? value.slice(value.indexOf("\n") + 1) : value);
+  }
+
+  /** `node`'s refused-record counters from its metrics, by bucket kind. */
+  async function refusedOf(node: DaemonProcess): Promise<Record<string, number>> {
+    const base = /admin API on (http:\/\/\S+)/.exec(node.stdout())![1];
+    const text = await (await fetch(new URL("/metrics", base), {
+      headers: { authorization: `Bearer ${ADMIN}` },
+    })).text();
+    const counts: Record<string, number> = {};
+    for (const kind of ["nodes", "ports", "services", "hosts", "tokens"]) {
+      const line = new RegExp(
+        `^tunnelmux_cluster_registry_operations_total\\{op="unverified_${kind}"\\} (\\d+)$`,
+        "m",
+      ).exec(text);
+      counts[kind] = Number(line?.[1] ?? 0);
+    }
+    return counts;
+  }
+
+  it("a forged node, port, token, host name and service are each refused and counted; the honest nodes serve as if they were not there", async () => {
+    const nats = await startNats();
+    const echo = await startEchoServer();
+    const options = {
+      config: { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } },
+    };
+    const n1 = await startNode(nats, 1, token, options);
+    const n2 = await startNode(nats, 2, token, options);
+    const bare = (kind: string) => bareBucket(nats.url, `tunnelmux-${kind}`);
+    const [nodesBucket, portsBucket, servicesBucket, hostsBucket, tokensBucket] = await Promise
+      .all(["nodes", "ports", "services", "hosts", "tokens"].map(bare));
+    // Forged records name a live node's run, as a genuine record of it would.
+    const run = String(recordIn((await nodesBucket.get("n2"))!.value).run);
+    const route = { node: "n2", run, session: "s-forged", tunnel: "t-forged", client: "intruder" };
+    const held = { owner: "client:intruder", shared: false, client: "intruder", routes: [route] };
+    // A port clients may ask for, free on both nodes' tunnel addresses (below the ephemeral range).
+    let port = 0;
+    for (let i = 0; i < 50 && port === 0; i++) {
+      const candidate = 20000 + Math.floor(Math.random() * 12000);
+      if (await canBind(candidate, "127.0.0.1") && await canBind(candidate, "127.0.0.2")) {
+        port = candidate;
+      }
+    }
+    assert.ok(port > 0, "a port free on both addresses");
+    const forgedToken = newToken("forged");
+    await nodesBucket.put(
+      "ghost",
+      JSON.stringify({
+        node: "ghost",
+        run: "r1",
+        advertise: "127.0.0.1:1",
+        version: "0.0.0",
+        startedAt: Date.now(),
+        at: Date.now(),
+        sessions: 0,
+        tunnels: 0,
+      }),
+    );
+    await portsBucket.put(
+      `port-${port}`,
+      JSON.stringify({ bindHost: "127.0.0.1", port, ...held }),
+    );
+    await hostsBucket.put(
+      "host-forged.tunnels.test",
+      JSON.stringify({ host: "forged.tunnels.test", passthrough: false, ...held }),
+    );
+    await servicesBucket.put("svc-forged-svc", JSON.stringify({ name: "forged-svc", ...held }));
+    await tokensBucket.put(
+      "name-forged-bot",
+      JSON.stringify({
+        id: "tok_0123456789abcdef",
+        name: "forged-bot",
+        hash: hashToken(forgedToken),
+        scopes: { expose: { ports: ["20000-32767", 0] } },
+        createdAt: Date.now(),
+        expiresAt: null,
+      }),
+    );
+    const keys = [
+      ["nodes", "ghost"],
+      ["ports", `port-${port}`],
+      ["hosts", "host-forged.tunnels.test"],
+      ["services", "svc-forged-svc"],
+      ["tokens", "name-forged-bot"],
+    ];
+    for (const node of [n1, n2]) {
+      for (const [kind, key] of keys) {
+        await node.waitForLog((e) =>
+          e.msg === REFUSED && e.bucket === `tunnelmux-${kind}` && e.key === key
+        );
+      }
+    }
+
+    // No node "ghost": neither logged up nor listed, and /v1/cluster waits for nobody.
+    for (const node of [n1, n2]) {
+      assert.ok(!node.logs().some((e) => e.msg === "cluster node up" && e.peer === "ghost"));
+      const cluster = (await admin(node, "/v1/cluster")).body.cluster as {
+        nodes: { node: string }[];
+        missing: string[];
+      };
+      assert.deepEqual(cluster.nodes.map((n) => n.node), ["n1", "n2"]);
+      assert.deepEqual(cluster.missing, []);
+    }
+
+    // The forged token opens no session.
+    for (const node of [n1, n2]) {
+      await assert.rejects(
+        sdkConnect(node.tcpUrl, { token: forgedToken, reconnect: false }),
+        (e: Error & { code?: string }) => e.code === "unauthorized",
+      );
+    }
+
+    const onA = await sdkConnect(n1.tcpUrl, { token, reconnect: false });
+    const onB = await sdkConnect(n2.tcpUrl, { token, reconnect: false });
+    const app = createHttpServer((req, res) => res.end(`app saw ${req.headers.host}`));
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const local = `127.0.0.1:${(app.address() as { port: number }).port}`;
+    try {
+      // The forged port claim keeps no one from the port; both nodes serve the genuine one.
+      const tunnel = await onA.expose({ local: echo.address, remotePort: port });
+      assert.equal(tunnel.remotePort, port);
+      const payload = pattern(1000, 5);
+      assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "at the owner");
+      assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "relayed by n2");
+
+      // The forged host name is not routed to (404, not a relay to n2), and can be held.
+      assert.equal((await httpGet(httpAddressOf(n1), "forged.tunnels.test")).status, 404);
+      await onA.expose({ local, http: "forged" });
+      await waitFor(
+        async () => (await httpGet(httpAddressOf(n2), "forged.tunnels.test")).status === 200,
+        { message: "n2 serving forged.tunnels.test, held through n1" },
+      );
+
+      // The forged service holds the name for no one: offered on n1, used from n2.
+      await onA.offer("forged-svc", echo.address);
+      const user = await startClient({
+        server: n2.tcpUrl,
+        token,
+        args: ["--use", "127.0.0.1:0=forged-svc"],
+      });
+      const entry = await user.waitForLog((e) => e.msg === "using service");
+      const servicePort = Number(String(entry.listen).split(":").pop());
+      assertSameBytes(
+        await echoVia("127.0.0.1", servicePort, payload),
+        payload,
+        "the genuine offer through n2",
+      );
+      await user.stop();
+    } finally {
+      await Promise.all([onA.close(), onB.close()]);
+      app.close();
+    }
+
+    const counts = { n1: await refusedOf(n1), n2: await refusedOf(n2) };
+    console.log(
+      `cluster-figure ${JSON.stringify({ figure: "forged_records_refused", value: counts })}`,
+    );
+    for (const node of Object.values(counts)) {
+      for (const kind of ["nodes", "ports", "services", "hosts", "tokens"]) {
+        assert.ok(node[kind] >= 1, `${kind}: ${JSON.stringify(counts)}`);
+      }
+    }
+  });
+});
+
+describe("cluster: rotating the cluster key", () => {
+  const token = newToken("laptop");
+  after(cleanup);
+
+  /** `node`'s `/v1/cluster`: node names, those that did not answer, peers connected. */
+  async function clusterOf(node: DaemonProcess) {
+    const cluster = (await admin(node, "/v1/cluster")).body.cluster as {
+      nodes: { node: string }[];
+      missing: string[];
+      peers: { node: string; connected: boolean }[];
+    };
+    return {
+      nodes: cluster.nodes.map((n) => n.node),
+      missing: cluster.missing,
+      connected: cluster.peers.filter((p) => p.connected).map((p) => p.node),
+    };
+  }
+
+  it("a node with [new, old] and one with [old] work as one; after the roll, a node with only the old key is refused and its records ignored", async () => {
+    const nats = await startNats();
+    const echo = await startEchoServer();
+    const OLD = KEY;
+    const NEW = "cluster-key-after-the-rotation-0123456789";
+    const n1 = await startNode(nats, 1, token, {
+      key: NEW,
+      env: { TUNNELMUX_CLUSTER_PREVIOUS_KEYS: OLD },
+    });
+    const n2 = await startNode(nats, 2, token, { key: OLD });
+    // Each sees the other, answers its signed queries, and they hold a relay session.
+    for (const [node, peer] of [[n1, "n2"], [n2, "n1"]] as const) {
+      await waitFor(async () => {
+        const seen = await clusterOf(node);
+        return seen.nodes.length === 2 && seen.missing.length === 0 &&
+          seen.connected.includes(peer);
+      }, `${peer} in the cluster as node ${node === n1 ? "n1" : "n2"} sees it`);
+    }
+    const onA = await sdkConnect(n1.tcpUrl, { token, reconnect: false });
+    const onB = await sdkConnect(n2.tcpUrl, { token, reconnect: false });
+    try {
+      // Relayed both ways: a tunnel held on either node is reached through the other.
+      const payload = pattern(1000, 13);
+      const onOldNode = await onB.expose({ local: echo.address });
+      assertSameBytes(await echoVia("127.0.0.1", onOldNode.remotePort, payload), payload, "via n1");
+      const onNewNode = await onA.expose({ local: echo.address });
+      assertSameBytes(await echoVia("127.0.0.2", onNewNode.remotePort, payload), payload, "via n2");
+    } finally {
+      await Promise.all([onA.close(), onB.close()]);
+    }
+    // A token minted on either node works on the other.
+    for (const [on, other, name] of [[n1, n2, "from-n1"], [n2, n1, "from-n2"]] as const) {
+      const minted = await admin(on, "/v1/tokens", {
+        method: "POST",
+        body: { name: `rotating-${name}`, expose: { ports: ["20000-32767", 0] } },
+      });
+      assert.equal(minted.status, 201, JSON.stringify(minted.body));
+      await waitFor(
+        () =>
+          sdkConnect(other.tcpUrl, { token: String(minted.body.token), reconnect: false })
+            .then((client) => client.close().then(() => true), () => false),
+        `the token minted ${name} to work on the other node`,
+      );
+    }
+
+    // The roll: n1 comes back with the new key alone (as n3), and n2 was never given it.
+    await n1.kill();
+    const n3 = await startNode(nats, 3, token, { key: NEW });
+    await n3.waitForLog((e) =>
+      e.msg === REFUSED && e.bucket === "tunnelmux-nodes" && e.key === "n2" &&
+      e.reason === "another key"
+    );
+    await waitFor(async () => (await clusterOf(n3)).nodes.join() === "n3", "n3 alone, n1 expired");
+    assert.deepEqual((await clusterOf(n2)).nodes, ["n2"]);
+    // A port n2's client holds keeps no client of n3 from it.
+    const onOld = await sdkConnect(n2.tcpUrl, { token, reconnect: false });
+    const onNew = await sdkConnect(n3.tcpUrl, { token, reconnect: false });
+    try {
+      const held = await onOld.expose({ local: echo.address });
+      await n3.waitForLog((e) => e.msg === REFUSED && e.key === `port-${held.remotePort}`);
+      const taken = await onNew.expose({ local: echo.address, remotePort: held.remotePort });
+      assert.equal(taken.remotePort, held.remotePort);
+    } finally {
+      await Promise.all([onOld.close(), onNew.close()]);
+    }
+    // A token minted on n2 does not authenticate on n3.
+    const old = await admin(n2, "/v1/tokens", {
+      method: "POST",
+      body: { name: "old-key-bot", expose: { ports: ["20000-32767", 0] } },
+    });
+    assert.equal(old.status, 201, JSON.stringify(old.body));
+    await n3.waitForLog((e) => e.msg === REFUSED && e.key === "name-old-key-bot");
+    await assert.rejects(
+      sdkConnect(n3.tcpUrl, { token: String(old.body.token), reconnect: false }),
+      (e: Error & { code?: string }) => e.code === "unauthorized",
+    );
+    for (const [node, peer] of [[n3, "n2"], [n2, "n3"]] as const) {
+      assert.ok(!node.logs().some((e) => e.msg === "cluster node up" && e.peer === peer));
+      assert.ok(!node.logs().some((e) => e.msg === "relay session up" && e.peer === peer));
     }
   });
 });

@@ -9,7 +9,7 @@ import { Logger } from "../../util/log.ts";
 import type { RouteClaim } from "../registry/registry.ts";
 import { type ClaimRecord, ClusterClaims, routeClaim, type RouteKind } from "./claims.ts";
 import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
-import { testNatsLink } from "./_nats_link.ts";
+import { bareBucket, testNatsLink } from "./_nats_link.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
 
@@ -22,7 +22,7 @@ const KIND: RouteKind<NameClaim> = {
   claimOf: (record, route) => ({ ...routeClaim(record, route), name: record.name as string }),
 };
 
-let link: NatsLink;
+let link: NatsLink & { url: string };
 let bucket: KvBucket;
 let serial = 0;
 const stops: (() => void)[] = [];
@@ -457,6 +457,33 @@ describe("ClusterClaims", () => {
     // The lost route is no longer this node's: the next check leaves it to its new owner.
     assert.deepEqual(await a.claims.reassert(), []);
     assert.deepEqual(await routesOf(taken), ["n2/tb"]);
+  });
+  it("applies no record a NATS user without the cluster key wrote, and a claim takes its key", async () => {
+    const bare = await bareBucket(link.url, "claims-test-ports");
+    const alive: Alive = new Set(["n9/r1"]);
+    const a = node("n1", { alive });
+    const name = unique();
+    await bare.put(
+      `name-${name}`,
+      JSON.stringify({
+        name,
+        owner: "client:intruder",
+        shared: false,
+        client: "intruder",
+        routes: [{ node: "n9", run: "r1", session: "s9", tunnel: "t9", client: "intruder" }],
+      }),
+    );
+    // What a node's resync does: list the keys, read each, apply it.
+    for await (const key of await bucket.keys()) {
+      const entry = await bucket.get(key);
+      if (entry) a.claims.apply(entry);
+    }
+    assert.equal(await bucket.get(`name-${name}`), null);
+    assert.equal(await a.claims.read(`name-${name}`), undefined);
+    assert.deepEqual(a.claims.liveRoutes(`name-${name}`), []);
+    assert.deepEqual(a.events.filter((e) => e.endsWith("/t9")), []);
+    assert.ok((await a.claims.claim(a.claim(name, "ta"))).ok);
+    assert.deepEqual(await routesOf(name), ["n1/ta"]);
   });
 });
 

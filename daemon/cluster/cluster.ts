@@ -111,6 +111,8 @@ export class Cluster {
   /** Every node's daemon events (this node's included), each with a `node` field. */
   readonly events = new EventFeed();
   readonly #config: ClusterConfig;
+  /** The cluster keys: `cluster.key`, then `cluster.previousKeys`. */
+  readonly #keys: readonly string[];
   readonly #link: NatsLink;
   readonly #presence: Presence;
   readonly #peers: PeerLinks;
@@ -133,6 +135,7 @@ export class Cluster {
     log: Logger,
   ) {
     this.#config = config;
+    this.#keys = clusterKeys(config);
     this.#link = link;
     this.#presence = presence;
     this.#peers = peers;
@@ -172,10 +175,10 @@ export class Cluster {
   answer(kind: string, handler: (data: any) => unknown | Promise<unknown>): void {
     for (const subject of [this.#subject(kind), this.#subject(kind, this.node)]) {
       this.#link.reply(subject, async (text) => {
-        const data = openSigned(this.#config.key, subject, text);
+        const data = openSigned(this.#keys, subject, text);
         if (data === undefined) throw new Error(`an unsigned or stale query on ${subject}`);
         const answer = { node: this.node, data: await handler(data) };
-        return seal(this.#config.key, `${subject}.reply`, answer);
+        return seal(this.#keys, `${subject}.reply`, answer);
       });
     }
   }
@@ -196,12 +199,12 @@ export class Cluster {
     if (this.#link.state === "connected") {
       replies = await this.#link.gather(
         subject,
-        seal(this.#config.key, subject, data),
+        seal(this.#keys, subject, data),
         timeoutMs,
         expected.length,
       );
     }
-    const answers = replies.map((text) => openSigned(this.#config.key, `${subject}.reply`, text))
+    const answers = replies.map((text) => openSigned(this.#keys, `${subject}.reply`, text))
       .filter((answer) => typeof answer?.node === "string");
     const answered = new Set(answers.map((a) => a.node));
     return { answers, missing: expected.filter((node) => !answered.has(node)) };
@@ -242,13 +245,14 @@ export class Cluster {
         ca: await readFile(config.tls.ca, "utf8"),
       }
       : undefined;
-    const link = await connectNats(config, log);
+    const link = await connectNats(config, log, deps.count);
+    const keys = clusterKeys(config);
     const run = randomBytes(8).toString("hex");
     let registry: ClusterRegistry | undefined;
     let cluster: Cluster | undefined;
     const peers = new PeerLinks({
       node: config.node,
-      key: config.key,
+      keys,
       listen: config.listen,
       handshakeTimeoutMs: deps.handshakeTimeoutMs,
       keepAliveMs: Math.max(500, Math.floor(config.presenceTtlMs / 2)),
@@ -332,10 +336,10 @@ export class Cluster {
       const eventsOf = (node: string) => `${config.bucketPrefix}.events.${node}`;
       deps.events.subscribe((event) => {
         const subject = eventsOf(config.node);
-        link.publish(subject, seal(config.key, subject, event));
+        link.publish(subject, seal(keys, subject, event));
       });
       link.subscribe(eventsOf("*"), (text, subject) => {
-        const event = openSigned(config.key, subject, text);
+        const event = openSigned(keys, subject, text);
         if (typeof event?.type !== "string" || typeof event.fields !== "object") return;
         const node = subject.slice(subject.lastIndexOf(".") + 1);
         self.events.publish(event.type as DaemonEventType, { ...event.fields, node });
@@ -476,6 +480,14 @@ export class Cluster {
     if (owner) owner.closeTunnel(claim.tunnel, "port taken over by another node of the cluster");
     else this.registry.tunnel(claim.tunnel)?.close();
   }
+}
+
+/**
+ * Every key this node signs with and accepts: `cluster.key`, then `cluster.previousKeys`
+ * (`docs/cluster.md`, rotating the key).
+ */
+export function clusterKeys(config: ClusterConfig): string[] {
+  return [config.key, ...config.previousKeys];
 }
 
 /** The key of a route to another node: its port, node and tunnel. */

@@ -10,11 +10,11 @@ import { Logger } from "../../util/log.ts";
 import type { PortClaim, RegistryChange } from "../registry/registry.ts";
 import { ClusterPorts, ownerKeyOf, portKeyOf } from "./cluster_ports.ts";
 import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
-import { testNatsLink } from "./_nats_link.ts";
+import { bareBucket, testNatsLink } from "./_nats_link.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
 
-let link: NatsLink;
+let link: NatsLink & { url: string };
 let bucket: KvBucket;
 let serial = 0;
 const stops: (() => void)[] = [];
@@ -268,5 +268,34 @@ describe("ClusterPorts", () => {
     observer.ports.apply(await entryOf(p1));
     assert.equal(observer.ports.routeHealthy(p1, "n1", "t1"), false);
     assert.equal(observer.ports.routeHealthy(p1, "n1", "t-other"), true);
+  });
+
+  it("lets a claim take a port or an owner key that a NATS user without the cluster key wrote", async () => {
+    const bare = await bareBucket(link.url, "ports-test-ports");
+    const [p1, p2, p3] = portsOfTest();
+    const owner = `group:forged-${p1}`;
+    // A record naming a node run that presence says is alive: believed, it would be held.
+    const alive: Alive = new Set(["n9/r1"]);
+    const forged = (port: number, recordOwner: string) =>
+      JSON.stringify({
+        bindHost: "127.0.0.1",
+        port,
+        owner: recordOwner,
+        shared: true,
+        client: "intruder",
+        routes: [{ node: "n9", run: "r1", session: "s9", tunnel: "t9", client: "intruder" }],
+      });
+    await bare.put(portKeyOf(p1), forged(p1, "client:intruder"));
+    await bare.put(portKeyOf(p2), forged(p2, owner));
+    await bare.put(ownerKeyOf(owner), JSON.stringify({ port: p2 }));
+    const a = node("n1", { alive });
+    assert.deepEqual(await a.ports.claim(a.claim(p1, "ta")), { ok: true });
+    assert.deepEqual(await routesOf(p1), ["n1/ta"]);
+    // The owner's key named p2 (a forged record of the owner): a member asking for p3 is not
+    // told to join p2, and p3 becomes the owner's port.
+    assert.equal(await a.ports.ownerPort(owner, "127.0.0.1"), undefined);
+    assert.deepEqual(await a.ports.claim(a.claim(p3, "tc", { owner, shared: true })), { ok: true });
+    assert.equal(await ownerKeyPort(owner), p3);
+    assert.equal(a.ports.holder(p2), undefined);
   });
 });

@@ -10,9 +10,9 @@ import type { TokenRecord } from "../tokens/file.ts";
 import { TokenNameConflict } from "../tokens/store.ts";
 import { kvTokenBackend, tokenKeyOf } from "./kv_tokens.ts";
 import type { KvBucket, NatsLink } from "./nats.ts";
-import { testNatsLink } from "./_nats_link.ts";
+import { bareBucket, testNatsLink } from "./_nats_link.ts";
 
-let link: NatsLink;
+let link: NatsLink & { url: string };
 let bucket: KvBucket;
 let serial = 0;
 
@@ -171,5 +171,24 @@ describe("kvTokenBackend", () => {
       `removed ${old.name} ${old.id}`,
       `added ${old.name} ${replacement.id}`,
     ]);
+  });
+
+  it("neither loads nor follows a record written by a NATS user without the cluster key", async () => {
+    const bare = await bareBucket(link.url, "tokens-test-tokens");
+    const { changes } = await follower();
+    const forged = record(unique("forged"));
+    await bare.put(tokenKeyOf(forged.name), JSON.stringify(forged));
+    // Then a genuine mint: the watch delivers in order, so the forged one was handled before.
+    const genuine = record(unique("genuine"));
+    await kvTokenBackend(bucket).add(genuine, [genuine]);
+    await waitFor(() => changes(genuine.name).length > 0, "the genuine mint reported");
+    assert.deepEqual(changes(forged.name), []);
+    const loaded = await kvTokenBackend(bucket).load();
+    assert.ok(loaded.some((r) => r.id === genuine.id));
+    assert.ok(!loaded.some((r) => r.id === forged.id || r.name === forged.name));
+    // And the name is free to mint for real.
+    const real = record(forged.name);
+    await kvTokenBackend(bucket).add(real, [real]);
+    assert.equal(JSON.parse((await bucket.get(tokenKeyOf(real.name)))!.string()).id, real.id);
   });
 });

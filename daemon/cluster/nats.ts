@@ -12,6 +12,7 @@
 import { readFile } from "node:fs/promises";
 import type { ClusterConfig } from "../config/mod.ts";
 import type { Logger } from "../../util/log.ts";
+import { type RawBucket, RecordKeys, RefusedRecords, signedBucket } from "./signed_kv.ts";
 
 /** The slice of a NATS KV bucket the cluster uses (`@nats-io/kv`'s `KV`). */
 export interface KvBucket {
@@ -97,10 +98,16 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /**
- * Connects to NATS with the configured credentials, and opens (creating if needed) the buckets.
- * Keeps reconnecting forever once connected; rejects if the first connection fails.
+ * Connects to NATS with the configured credentials, and opens (creating if needed) the buckets,
+ * whose records are signed and checked with the cluster key (`signed_kv.ts`; a record refused is
+ * counted with `count` and logged). Keeps reconnecting forever once connected; rejects if the
+ * first connection fails.
  */
-export async function connectNats(config: ClusterConfig, log: Logger): Promise<NatsLink> {
+export async function connectNats(
+  config: ClusterConfig,
+  log: Logger,
+  count: (event: string) => void = () => {},
+): Promise<NatsLink> {
   const [{ connect, credsAuthenticator, nkeyAuthenticator }, { jetstream }, { Kvm }] = await Promise
     .all([
       import("@nats-io/transport-node"),
@@ -137,6 +144,8 @@ export async function connectNats(config: ClusterConfig, log: Logger): Promise<N
   // A KV operation waits this long for JetStream: a claim while NATS is away is refused after
   // it, not held for the client library's default (5-10 s).
   const kvm = new Kvm(jetstream(nc, { timeout: KV_TIMEOUT_MS }));
+  const keys = new RecordKeys([config.key, ...config.previousKeys]);
+  const refused = new RefusedRecords(log, count);
   const bucket = async (kind: string, ttl?: number): Promise<KvBucket> => {
     const name = `${config.bucketPrefix}-${kind}`;
     const options = {
@@ -161,7 +170,7 @@ export async function connectNats(config: ClusterConfig, log: Logger): Promise<N
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
     }
-    return {
+    const raw: RawBucket = {
       create: (key, value) => kv.create(key, value),
       update: (key, value, revision) => kv.update(key, value, revision),
       put: (key, value) => kv.put(key, value),
@@ -170,7 +179,13 @@ export async function connectNats(config: ClusterConfig, log: Logger): Promise<N
       // deno-lint-ignore no-explicit-any
       watch: (options) => kv.watch(options as any),
       keys: () => kv.keys(),
+      history: () => kv.history(),
     };
+    return signedBucket(raw, {
+      bucket: name,
+      keys,
+      refused: (key, revision, reason) => refused.report(name, kind, key, revision, reason),
+    });
   };
   let state: NatsState = "connected";
   const link: NatsLink = {

@@ -4,6 +4,11 @@
  * its role, under the key. The roles keep one side's proof from being replayed as the other's;
  * the nonces keep an old proof from being replayed in a new handshake. Compared in constant time.
  *
+ * While the cluster rolls over to a new key, a node holds several (`cluster.key` and
+ * `cluster.previousKeys`): it sends a proof under each ({@linkcode peerProofs}), and takes a peer
+ * whose proofs include one under any key it holds ({@linkcode anyProofMatches}), so two nodes
+ * sharing one key interoperate, whichever each signs with first.
+ *
  * @example
  * ```ts
  * import { peerProof, proofMatches } from "./peer_auth.ts";
@@ -57,4 +62,28 @@ export function peerProof(key: string, role: "dialer" | "acceptor", facts: Hands
 export function proofMatches(received: unknown, expected: string): boolean {
   if (typeof received !== "string" || received.length !== expected.length) return false;
   return timingSafeEqual(Buffer.from(received), Buffer.from(expected));
+}
+
+/** Proofs under each of `keys`, in their order (the first is what a single-key peer checks). */
+export function peerProofs(
+  keys: readonly string[],
+  role: "dialer" | "acceptor",
+  facts: HandshakeFacts,
+): string[] {
+  return keys.map((key) => peerProof(key, role, facts));
+}
+
+/**
+ * Whether any received proof equals any expected one: every pair is compared, each in constant
+ * time, so the time taken does not tell which matched.
+ */
+export function anyProofMatches(
+  received: readonly unknown[],
+  expected: readonly string[],
+): boolean {
+  let matched = false;
+  for (const proof of received) {
+    for (const wanted of expected) matched = proofMatches(proof, wanted) || matched;
+  }
+  return matched;
 }

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { newNonce, peerProof, proofMatches } from "./peer_auth.ts";
+import { anyProofMatches, newNonce, peerProof, peerProofs, proofMatches } from "./peer_auth.ts";
 import { MAX_AGE_MS, openSigned, seal } from "./signed.ts";
 
 const KEY = "cluster-key-0123456789abcdefgh";
@@ -34,6 +34,31 @@ describe("peer proofs", () => {
     }
   });
   it("nonces are fresh", () => assert.notEqual(newNonce(), newNonce()));
+});
+
+describe("peer proofs under several keys (a key rotation)", () => {
+  const OLD = KEY;
+  const NEW = "new-cluster-key-0123456789abcdef";
+  const ring = (...keys: string[]) => peerProofs(keys, "dialer", facts);
+
+  it("are one proof per key, the first under the first key", () => {
+    assert.deepEqual(ring(NEW, OLD), [
+      peerProof(NEW, "dialer", facts),
+      peerProof(OLD, "dialer", facts),
+    ]);
+  });
+  it("match when the two sides share any key", () => {
+    assert.ok(anyProofMatches(ring(NEW, OLD), ring(OLD)));
+    assert.ok(anyProofMatches(ring(OLD), ring(NEW, OLD)));
+    assert.ok(anyProofMatches(ring(OLD, NEW), ring(NEW)));
+  });
+  it("do not match when they share none, nor in the other role", () => {
+    assert.equal(anyProofMatches(ring(NEW), ring(OLD)), false);
+    assert.equal(anyProofMatches(ring(OLD), ring(NEW)), false);
+    assert.equal(anyProofMatches(peerProofs([NEW, OLD], "acceptor", facts), ring(NEW, OLD)), false);
+    assert.equal(anyProofMatches([undefined, 7, ""], ring(OLD)), false);
+    assert.equal(anyProofMatches([], ring(OLD)), false);
+  });
 });
 
 describe("signed NATS messages", () => {

@@ -21,7 +21,7 @@ import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
 import { type HostPort, parseHostPort } from "../../util/address.ts";
 import type { Logger } from "../../util/log.ts";
-import { newNonce, peerProof, proofMatches } from "./peer_auth.ts";
+import { anyProofMatches, newNonce, peerProofs } from "./peer_auth.ts";
 
 /** What opens relay streams to one node: a yamux session's `open`, or an error. */
 export interface StreamOpener {
@@ -55,8 +55,8 @@ export interface PeerView extends PeerStats {
 export interface PeerLinksOptions {
   /** This node's name. */
   node: string;
-  /** The cluster key. */
-  key: string;
+  /** The cluster keys: `cluster.key`, then `cluster.previousKeys` (proofs under each). */
+  keys: readonly string[];
   /** Where to accept peer sessions. */
   listen: HostPort;
   /** Deadline of the handshake, ms. */
@@ -82,6 +82,20 @@ interface Link {
 }
 
 const MAX_BACKOFF_MS = 5_000;
+
+/** More proofs than this in one handshake message are not looked at. */
+const MAX_PROOFS = 8;
+
+/** A handshake message's proofs: the first under `proof` (as a single-key node sends), then more. */
+function proofFields(proofs: string[]): { proof: string; proofs?: string[] } {
+  return { proof: proofs[0], ...(proofs.length > 1 ? { proofs: proofs.slice(1) } : {}) };
+}
+
+/** The proofs a handshake message carries. */
+function receivedProofs(message: Record<string, unknown>): unknown[] {
+  const more = Array.isArray(message.proofs) ? message.proofs.slice(0, MAX_PROOFS) : [];
+  return [message.proof, ...more];
+}
 
 /** The relay sessions of this node with every other. */
 export class PeerLinks {
@@ -252,7 +266,7 @@ export class PeerLinks {
 
   /** Dialer side: hello, check the acceptor's proof, send ours, wait for ok. */
   #dialerHandshake(session: Session, node: string): Promise<void> {
-    const { key, handshakeTimeoutMs } = this.#options;
+    const { keys, handshakeTimeoutMs } = this.#options;
     const self = this.#options.node;
     const stream = session.open();
     stream.write(encodeStreamHeader({ kind: "control" }));
@@ -262,8 +276,10 @@ export class PeerLinks {
       const timer = setTimeout(() => fail("the relay handshake timed out"), handshakeTimeoutMs);
       const fail = (message: string, auth = false) => {
         clearTimeout(timer);
-        session.destroy();
+        // Settled first: destroying the session closes the handshake's channel, whose onClose
+        // would otherwise settle it as "the peer closed", hiding a peer without the key.
         reject(Object.assign(new Error(message), auth ? { name: "PeerAuthError" } : {}));
+        session.destroy();
       };
       channel.onClose = () => fail("the peer closed the relay handshake");
       channel.onMessage = (value) => {
@@ -278,10 +294,10 @@ export class PeerLinks {
             dialerNonce,
             acceptorNonce: String(message.nonce),
           };
-          if (!proofMatches(message.proof, peerProof(key, "acceptor", facts))) {
+          if (!anyProofMatches(receivedProofs(message), peerProofs(keys, "acceptor", facts))) {
             return fail(`node ${node} does not hold the cluster key`, true);
           }
-          channel.send({ type: "peer-proof", proof: peerProof(key, "dialer", facts) });
+          channel.send({ type: "peer-proof", ...proofFields(peerProofs(keys, "dialer", facts)) });
         } else if (message?.type === "peer-ok") {
           clearTimeout(timer);
           // The handshake stream stays open for the session's life; its end ends the session.
@@ -297,7 +313,7 @@ export class PeerLinks {
   /** Acceptor side: the first stream is the handshake; nothing else is read before it passes. */
   #accept(transport: Transport): void {
     if (this.#closed) return transport.close();
-    const { key, handshakeTimeoutMs, log } = this.#options;
+    const { keys, handshakeTimeoutMs, log } = this.#options;
     let peer = "";
     let sawFirst = false;
     const session = this.#newSession(transport, false, (stream) => {
@@ -308,7 +324,7 @@ export class PeerLinks {
         if (header.kind !== "control") return session.destroy();
         const channel = new ControlChannel(stream, rest);
         const acceptorNonce = newNonce();
-        let facts: Parameters<typeof peerProof>[2] | undefined;
+        let facts: Parameters<typeof peerProofs>[2] | undefined;
         channel.onClose = () => session.destroy();
         channel.onMessage = (value) => {
           const message = value as Record<string, unknown>;
@@ -323,11 +339,11 @@ export class PeerLinks {
               type: "peer-challenge",
               node: this.#options.node,
               nonce: acceptorNonce,
-              proof: peerProof(key, "acceptor", facts),
+              ...proofFields(peerProofs(keys, "acceptor", facts)),
             });
           } else if (message?.type === "peer-proof" && facts && !peer) {
             const link = this.#link(facts.dialer);
-            if (!proofMatches(message.proof, peerProof(key, "dialer", facts))) {
+            if (!anyProofMatches(receivedProofs(message), peerProofs(keys, "dialer", facts))) {
               link.stats.authFailures++;
               log.warn("relay session refused: the peer does not hold the cluster key", {
                 peer: facts.dialer,

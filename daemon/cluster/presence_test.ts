@@ -9,13 +9,13 @@ import { waitFor } from "../../testing/wait.ts";
 import { Logger } from "../../util/log.ts";
 import type { KvBucket, NatsLink } from "./nats.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
-import { testNatsLink } from "./_nats_link.ts";
+import { bareBucket, testNatsLink } from "./_nats_link.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
 /** Short, so that an entry nobody rewrites expires within the test (heartbeats every third). */
 const TTL_MS = 1_000;
 
-let link: NatsLink;
+let link: NatsLink & { url: string };
 let bucket: KvBucket;
 let serial = 0;
 const started: Presence[] = [];
@@ -209,5 +209,43 @@ describe("Presence", () => {
     assert.ok(self.presence.alive(n1, self.presence.run));
     assert.deepEqual(self.gone, []);
     assert.deepEqual(self.up, []);
+  });
+
+  it("takes no node up from an entry written by a NATS user without the cluster key", async () => {
+    const bare = await bareBucket(link.url, "presence-test-nodes");
+    const n1 = unique("n1");
+    const ghost = unique("ghost");
+    const later = unique("later");
+    const watcher = await presence(n1);
+    await bare.put(ghost, entry(ghost, "r1"));
+    await bucket.put(later, entry(later, "r1"));
+    // The watch delivers in order: once the later entry is seen, the forged one was handled.
+    await waitFor(() => watcher.presence.alive(later), `${n1} sees ${later}`);
+    assert.equal(watcher.presence.alive(ghost), false);
+    assert.ok(!watcher.up.some((info) => info.node === ghost));
+    // Nor does a node starting now, which reads the bucket whole.
+    const newcomer = await presence(unique("n2"));
+    assert.equal(newcomer.presence.alive(ghost), false);
+    assert.ok(newcomer.presence.alive(later));
+    assert.ok(!newcomer.presence.nodes().some((info) => info.node === ghost));
+  });
+
+  it("reads a live node's entry overwritten without the key as that node gone, until it beats", async () => {
+    const bare = await bareBucket(link.url, "presence-test-nodes");
+    const n1 = unique("n1");
+    const n2 = unique("n2");
+    const watcher = await presence(n1);
+    const victim = await presence(n2);
+    await waitFor(() => watcher.presence.alive(n2, victim.presence.run), `${n1} sees ${n2}`);
+    await bare.put(n2, entry(n2, "an-impostor"));
+    await waitFor(() => watcher.gone.some((info) => info.node === n2), `${n2} taken for gone`);
+    assert.equal(watcher.presence.alive(n2, "an-impostor"), false);
+    // Its next beat finds its entry changed, and it registers again.
+    await waitFor(() => victim.selfLost > 0, `${n2} to notice`);
+    await waitFor(() => watcher.presence.alive(n2, victim.presence.run), `${n2} back`);
+    assert.deepEqual(watcher.up.filter((i) => i.node === n2).map((i) => i.run), [
+      victim.presence.run,
+      victim.presence.run,
+    ]);
   });
 });

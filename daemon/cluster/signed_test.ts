@@ -91,3 +91,30 @@ describe("signed messages", () => {
     assert.equal(openSigned(KEY, SUBJECT, altered(genuine, (m) => m.at = String(m.at))), undefined);
   });
 });
+
+describe("signed messages under several keys (a key rotation)", () => {
+  const OLD = KEY;
+  const NEW = "a-new-cluster-key-of-24+chars!!";
+
+  it("carry a MAC under each key: the first as `mac`, what a single-key node checks", () => {
+    const message = JSON.parse(seal([NEW, OLD], SUBJECT, { n: 1 }));
+    assert.equal(message.macs.length, 1);
+    assert.deepEqual(openSigned(NEW, SUBJECT, seal([NEW, OLD], SUBJECT, { n: 1 })), { n: 1 });
+    assert.equal(JSON.parse(seal(OLD, SUBJECT, 1)).macs, undefined, "one key: as before");
+  });
+
+  it("open when the sender and the reader share any key", () => {
+    assert.deepEqual(openSigned([OLD], SUBJECT, seal([NEW, OLD], SUBJECT, { n: 2 })), { n: 2 });
+    assert.deepEqual(openSigned([NEW, OLD], SUBJECT, seal([OLD], SUBJECT, { n: 3 })), { n: 3 });
+    assert.deepEqual(openSigned([OLD, NEW], SUBJECT, seal([NEW], SUBJECT, { n: 4 })), { n: 4 });
+  });
+
+  it("are refused when they share none, or an added MAC was changed", () => {
+    assert.equal(openSigned([NEW], SUBJECT, seal([OLD], SUBJECT, { n: 5 })), undefined);
+    assert.equal(openSigned([OLD], SUBJECT, seal([NEW], SUBJECT, { n: 5 })), undefined);
+    const text = seal([NEW, OLD], SUBJECT, { n: 6 });
+    const changed = altered(text, (m) => m.macs = [String(m.mac)]);
+    assert.equal(openSigned([OLD], SUBJECT, changed), undefined);
+    assert.equal(openSigned([OLD], SUBJECT, altered(text, (m) => m.macs = "x")), undefined);
+  });
+});

@@ -787,6 +787,7 @@ describe("config: formatConfigReport", () => {
 
 describe("config: cluster", () => {
   const KEY = "cluster-key-0123456789abcdefgh";
+  const PREVIOUS = "previous-cluster-key-0123456789";
   const cluster = (extra: Record<string, unknown> = {}) =>
     doc({
       cluster: {
@@ -855,6 +856,21 @@ describe("config: cluster", () => {
       'cluster.visitors: "some" must be one of "all", "owner"',
     ],
     ["a typo", { sever: [] }, 'cluster.sever: unknown key (did you mean "servers"?)'],
+    [
+      "a short previous key",
+      { previousKeys: [PREVIOUS, "short"] },
+      "cluster.previousKeys[1]: a cluster key must be a string of 24+ characters",
+    ],
+    [
+      "previous keys not in a list",
+      { previousKeys: 7 },
+      "cluster.previousKeys: must be an array of keys",
+    ],
+    [
+      "five previous keys",
+      { previousKeys: [1, 2, 3, 4, 5].map((i) => `${PREVIOUS}-${i}`) },
+      "cluster.previousKeys: at most 4 keys (drop those no node signs with)",
+    ],
   ];
   for (const [what, extra, message] of bad) {
     it(`refuses ${what}, with its path`, () => {
@@ -890,9 +906,60 @@ describe("config: cluster", () => {
         "127.0.0.7",
       ],
     );
+    assert.deepEqual(c.previousKeys, []);
     // A cluster key alone makes no cluster.
     const alone = await loadConfig({
       env: { TUNNELMUX_TOKEN: TOKEN_A, TUNNELMUX_CLUSTER_KEY: KEY },
+    });
+    assert.equal(alone.config?.cluster, null);
+  });
+
+  it("takes previous keys from the file, in order, each once; never quoting one", () => {
+    const other = `${PREVIOUS}-other`;
+    const result = validateConfig(cluster({ previousKeys: [PREVIOUS, KEY, other, PREVIOUS] }));
+    assert.deepEqual(result.errors, []);
+    assert.deepEqual(result.config!.cluster!.key, KEY);
+    assert.deepEqual(result.config!.cluster!.previousKeys, [PREVIOUS, other]);
+    assert.deepEqual(
+      result.warnings.map((w) => `${w.path}: ${w.message}`),
+      [1, 3].map((i) =>
+        `cluster.previousKeys[${i}]: repeats a key given before (cluster.key or this list); used once`
+      ),
+    );
+    const short = "short-secret";
+    const refused = validateConfig(cluster({ previousKeys: [short] }));
+    assert.ok(!JSON.stringify(refused).includes(short));
+  });
+
+  it("takes previous keys from TUNNELMUX_CLUSTER_PREVIOUS_KEYS, comma-separated, over the file's", async () => {
+    const env = {
+      TUNNELMUX_TOKEN: TOKEN_A,
+      TUNNELMUX_CLUSTER_SERVERS: "nats://a:4222",
+      TUNNELMUX_CLUSTER_ADVERTISE: "10.0.0.3:7090",
+      TUNNELMUX_CLUSTER_KEY: KEY,
+      TUNNELMUX_CLUSTER_PREVIOUS_KEYS: `${PREVIOUS}-1, ${PREVIOUS}-2`,
+    };
+    const file = JSON.stringify({ cluster: { previousKeys: [`${PREVIOUS}-file`] } });
+    const r = await loadConfig({
+      env,
+      flags: { config: "c.json" },
+      readFile: () => Promise.resolve(file),
+    });
+    assert.deepEqual(r.errors, []);
+    assert.deepEqual(r.config!.cluster!.previousKeys, [`${PREVIOUS}-1`, `${PREVIOUS}-2`]);
+    // A bad one is named with its source, and not quoted.
+    const bad = await loadConfig({
+      env: { ...env, TUNNELMUX_CLUSTER_PREVIOUS_KEYS: `${PREVIOUS}-1,tiny-secret` },
+    });
+    assert.deepEqual(bad.errors, [{
+      path: "cluster.previousKeys[1]",
+      message: "a cluster key must be a string of 24+ characters",
+      source: "TUNNELMUX_CLUSTER_PREVIOUS_KEYS",
+    }]);
+    assert.ok(!formatConfigReport(bad).includes("tiny-secret"));
+    // Previous keys alone make no cluster.
+    const alone = await loadConfig({
+      env: { TUNNELMUX_TOKEN: TOKEN_A, TUNNELMUX_CLUSTER_PREVIOUS_KEYS: PREVIOUS },
     });
     assert.equal(alone.config?.cluster, null);
   });

@@ -112,6 +112,7 @@ const OVERRIDES: [string, keyof ConfigFlags, string[]][] = [
 // Secrets come from the environment or the file, never from argv (visible in `ps`).
 const SECRET_OVERRIDES: [string, string[]][] = [
   ["TUNNELMUX_CLUSTER_KEY", ["cluster", "key"]],
+  ["TUNNELMUX_CLUSTER_PREVIOUS_KEYS", ["cluster", "previousKeys"]],
   ["TUNNELMUX_CLUSTER_TOKEN", ["cluster", "token"]],
   ["TUNNELMUX_CLUSTER_PASSWORD", ["cluster", "password"]],
 ];

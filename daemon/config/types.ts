@@ -195,6 +195,11 @@ export interface ClusterConfig {
   advertise: string;
   /** The secret every node of the cluster shares; nodes prove it to each other (HMAC). */
   key: string;
+  /**
+   * Keys still accepted, and signed with beside `key`, while the cluster rolls over to a new key
+   * (`docs/cluster.md`): a node holding any one of this node's keys works with it.
+   */
+  previousKeys: string[];
   /** A node whose heartbeat is older than this is gone, and what it held is released. */
   presenceTtlMs: number;
   /** Prefix of the KV buckets (`<prefix>-nodes`, `-ports`, `-services`, `-tokens`). */

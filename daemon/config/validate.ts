@@ -506,6 +506,7 @@ const CLUSTER_KEYS = [
   "listen",
   "advertise",
   "key",
+  "previousKeys",
   "presenceTtlMs",
   "bucketPrefix",
   "replicas",
@@ -517,6 +518,34 @@ const CLUSTER_KEYS = [
 const CLUSTER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 /** The cluster key is a secret like a token: as long as one. */
 const MIN_CLUSTER_KEY = MIN_TOKEN_LENGTH;
+/** At most this many previous cluster keys (each record, query and handshake is signed with all). */
+const MAX_PREVIOUS_KEYS = 4;
+
+/**
+ * `cluster.previousKeys`: keys accepted and signed with beside `key` during a rotation. Never
+ * quoted in an error: they are secrets.
+ */
+function checkPreviousKeys(w: Walker, value: unknown, key: unknown): string[] | undefined {
+  if (value === undefined || value === null) return [];
+  const path = "cluster.previousKeys";
+  // From the environment they arrive as one comma-separated string.
+  const list = typeof value === "string" ? value.split(",").map((k) => k.trim()) : value;
+  if (!Array.isArray(list)) return w.error(path, "must be an array of keys");
+  if (list.length > MAX_PREVIOUS_KEYS) {
+    return w.error(path, `at most ${MAX_PREVIOUS_KEYS} keys (drop those no node signs with)`);
+  }
+  const keys: string[] = [];
+  let ok = true;
+  list.forEach((item, i) => {
+    if (typeof item !== "string" || item.length < MIN_CLUSTER_KEY) {
+      ok = false;
+      w.error(at(path, i), `a cluster key must be a string of ${MIN_CLUSTER_KEY}+ characters`);
+    } else if (item === key || keys.includes(item)) {
+      w.warn(at(path, i), "repeats a key given before (cluster.key or this list); used once");
+    } else keys.push(item);
+  });
+  return ok ? keys : undefined;
+}
 
 function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefined {
   if (value === null || value === undefined) return null;
@@ -575,6 +604,7 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
     "cluster.key",
     `the cluster key must be a string of ${MIN_CLUSTER_KEY}+ characters (or TUNNELMUX_CLUSTER_KEY)`,
   );
+  const previousKeys = checkPreviousKeys(w, raw.previousKeys, raw.key);
   const presenceTtlMs = w.integer(raw.presenceTtlMs ?? 5000, "cluster.presenceTtlMs", [
     1000,
     600_000,
@@ -598,8 +628,8 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
   }
   if (
     !servers || servers.includes(undefined) || !node || !bucketPrefix || !listen || !advertise ||
-    !key || presenceTtlMs === undefined || replicas === undefined || tunnelHost === undefined ||
-    !visitors || tls === undefined
+    !key || !previousKeys || presenceTtlMs === undefined || replicas === undefined ||
+    tunnelHost === undefined || !visitors || tls === undefined
   ) {
     return undefined;
   }
@@ -611,6 +641,7 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
     listen,
     advertise,
     key,
+    previousKeys,
     presenceTtlMs,
     bucketPrefix,
     replicas,
