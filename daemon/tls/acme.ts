@@ -4,12 +4,15 @@
  * CA proves it over HTTP-01 (the HTTP front answers `/.well-known/acme-challenge/`) or
  * TLS-ALPN-01 (the HTTPS front answers `acme-tls/1` hellos with the challenge certificate).
  *
- * Kind to the CA and to the daemon's start: issued certificates and the account key are kept in
- * `DATA_DIR/acme/` (mode 0600) and served again after a restart without a new order; orders run
- * one at a time, at most 20 for new names an hour; a failed order is retried after 1 min,
- * doubling to 6 h, and reported as a `certificate_failed` event; a certificate is renewed once less than a third of its lifetime is
- * left (30 days of Let's Encrypt's 90), while the old one is still served. Loaded only when
- * `http.acme` is configured.
+ * Kind to the CA and to the daemon's start: issued certificates and the account key are kept by
+ * an {@linkcode AcmeStorage} (a single daemon's: `DATA_DIR/acme/`, mode 0600, `acme_files.ts`; a
+ * cluster's: its buckets, shared by every node) and served again after a restart without a new
+ * order; orders run one at a time, each under the storage's lease of its name (in a cluster, one
+ * order of a name at a time across the nodes), at most 20 for new names an hour; a failed order is
+ * retried after 1 min, doubling to 6 h, and reported as a `certificate_failed` event; a
+ * certificate is renewed once less than a third of its lifetime is left (30 days of Let's
+ * Encrypt's 90), while the old one is still served. A certificate another node stores replaces
+ * the older one here. Loaded only when `http.acme` is configured.
  *
  * @example
  * ```ts ignore
@@ -21,22 +24,24 @@
  * @module
  */
 
-import { mkdir, readdir, readFile } from "node:fs/promises";
-import { join } from "node:path";
+import { readFile } from "node:fs/promises";
 import type * as AcmeClient from "acme-client";
 import type { AcmeConfig } from "../config/types.ts";
 import type { CertificateStore, ServedCertificate } from "./certificates.ts";
 import type { TlsIdentity } from "../../transport/tls/front.ts";
 import type { Logger } from "../../util/log.ts";
-import { writeFileAtomic } from "../../util/write_file_atomic.ts";
 import { alpnChallengeCertificate } from "./acme_alpn_certificate.ts";
+import { FileAcmeStorage } from "./acme_files.ts";
+import type { AcmeChallenge, AcmeLease, AcmeStorage } from "./acme_storage.ts";
 
 /** What {@linkcode AcmeCertificates} needs. */
 export interface AcmeOptions {
   /** The CA and how names are proven. */
   config: AcmeConfig;
-  /** The daemon's data directory (certificates go to `acme/` in it). */
+  /** The daemon's data directory (certificates go to `acme/` in it, unless `storage` is given). */
   dataDir: string;
+  /** Where certificates, the account key, leases and challenges are kept (default: `dataDir`). */
+  storage?: AcmeStorage;
   /** Where issued certificates are served from. */
   store: CertificateStore;
   /** The daemon logger. */
@@ -69,18 +74,17 @@ interface NameState {
 const HOUR_MS = 60 * 60 * 1000;
 /** setTimeout fires at once past 2^31 - 1 ms; longer waits are taken in steps. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
-/** A file name for a host name (host names are [a-z0-9.-] after validation; `*` just in case). */
-const fileName = (host: string) => host.replace(/[^a-z0-9.-]/g, "_");
+
+/** When `served` is due for renewal: once less than a third of its lifetime is left. */
+function renewAt(served: ServedCertificate): number {
+  return served.notAfter - (served.notAfter - served.notBefore) / 3;
+}
 
 /** The daemon's ACME certificates; it owns one when `http.acme` is set. */
 export class AcmeCertificates {
   readonly #options: AcmeOptions;
-  readonly #dir: string;
+  readonly #storage: AcmeStorage;
   readonly #names = new Map<string, NameState>();
-  /** HTTP-01 key authorizations by token, while their challenges run. */
-  readonly #tokens = new Map<string, string>();
-  /** TLS-ALPN-01 challenge certificates by host, while their challenges run. */
-  readonly #alpn = new Map<string, TlsIdentity>();
   /** Orders run one after another. */
   #queue: Promise<void> = Promise.resolve();
   #client: Promise<{ acme: typeof AcmeClient; client: AcmeClient.Client }> | undefined;
@@ -91,33 +95,15 @@ export class AcmeCertificates {
   /** Keeps certificates for `options.store`; {@linkcode load} what is stored first. */
   constructor(options: AcmeOptions) {
     this.#options = options;
-    this.#dir = join(options.dataDir, "acme");
+    this.#storage = options.storage ?? new FileAcmeStorage(options.dataDir, options.log);
   }
 
-  /** Serves the certificates stored by earlier runs (no order is made for them). */
+  /**
+   * Serves the certificates stored by earlier runs (no order is made for them), and from then on
+   * those other nodes store.
+   */
   async load(): Promise<void> {
-    const dir = join(this.#dir, "certificates");
-    const files = await readdir(dir).catch(() => [] as string[]);
-    for (const file of files.filter((f) => f.endsWith(".crt")).sort()) {
-      const host = file.slice(0, -4);
-      try {
-        const identity = {
-          cert: await readFile(join(dir, file), "utf8"),
-          key: await readFile(join(dir, `${host}.key`), "utf8"),
-        };
-        const served = this.#options.store.add(identity, "acme");
-        this.#state(host).served = served;
-        this.#options.log.info("certificate loaded", {
-          host,
-          expires: new Date(served.notAfter).toISOString(),
-        });
-      } catch (error) {
-        this.#options.log.warn("stored certificate unusable", {
-          file: join(dir, file),
-          error: (error as Error).message,
-        });
-      }
-    }
+    await this.#storage.load((host, identity) => this.#stored(host, identity));
   }
 
   /**
@@ -135,18 +121,19 @@ export class AcmeCertificates {
 
   /** The key authorization for an HTTP-01 `token` being validated, or undefined. */
   httpAnswer(token: string): string | undefined {
-    return this.#tokens.get(token);
+    return this.#storage.httpAnswer(token);
   }
 
   /** The TLS-ALPN-01 certificate for `host` being validated, or undefined. */
   alpnIdentity(host: string): TlsIdentity | undefined {
-    return this.#alpn.get(host);
+    return this.#storage.alpnIdentity(host);
   }
 
   /** Stops renewing and retrying; an order in flight finishes, and is kept. */
   stop(): void {
     this.#stopped = true;
     for (const state of this.#names.values()) clearTimeout(state.timer);
+    this.#storage.stop();
   }
 
   #state(host: string): NameState {
@@ -158,14 +145,61 @@ export class AcmeCertificates {
     return state;
   }
 
+  /**
+   * Serves `identity` for `host` in place of the certificate served before, unless that one
+   * expires as late (an older copy arriving late); resolves with what is served for `host` now.
+   * Throws {@linkcode CertificateError} when `identity` cannot be served.
+   */
+  #adopt(host: string, identity: TlsIdentity): ServedCertificate {
+    const state = this.#state(host);
+    const before = state.served;
+    if (before?.identity.cert === identity.cert) return before;
+    const served = this.#options.store.add(identity, "acme");
+    if (before && before.notAfter >= served.notAfter) {
+      this.#options.store.remove(served);
+      return before;
+    }
+    if (before) this.#options.store.remove(before);
+    state.served = served;
+    return served;
+  }
+
+  /** A certificate found in the storage: at load, or stored by another node since. */
+  #stored(host: string, identity: TlsIdentity): void {
+    const state = this.#state(host);
+    const before = state.served;
+    let served;
+    try {
+      served = this.#adopt(host, identity);
+    } catch (error) {
+      this.#options.log.warn("stored certificate unusable", {
+        host,
+        error: (error as Error).message,
+      });
+      return;
+    }
+    if (served === before) return;
+    this.#options.log.info("certificate loaded", {
+      host,
+      expires: new Date(served.notAfter).toISOString(),
+    });
+    // A name this node keeps: wait for the new one's renewal rather than for what was planned.
+    if (state.timer !== undefined && !state.ordering) {
+      clearTimeout(state.timer);
+      state.timer = undefined;
+      state.failures = 0;
+      this.#schedule(host, state);
+    }
+  }
+
   /** Orders now, or sets a timer for when the certificate held is due for renewal. */
   #schedule(host: string, state: NameState): void {
     const served = state.served;
     const now = Date.now();
     if (!served || served.notAfter <= now) return this.#order(host, state);
-    const renewAt = served.notAfter - (served.notAfter - served.notBefore) / 3;
-    if (renewAt <= now) return this.#order(host, state);
-    this.#wait(renewAt - now, host, state, () => this.#order(host, state));
+    const at = renewAt(served);
+    if (at <= now) return this.#order(host, state);
+    this.#wait(at - now, host, state, () => this.#order(host, state));
   }
 
   #wait(ms: number, host: string, state: NameState, then: () => void): void {
@@ -179,47 +213,66 @@ export class AcmeCertificates {
 
   #order(host: string, state: NameState): void {
     if (this.#stopped || state.ordering) return;
-    if (state.served === undefined) {
-      const now = Date.now();
-      this.#newOrders = this.#newOrders.filter((t) => now - t < HOUR_MS);
-      const limit = this.#options.newOrdersPerHour ?? 20;
-      if (this.#newOrders.length >= limit) {
-        const retryMs = this.#newOrders[0] + HOUR_MS - now;
-        this.#options.log.warn("certificate order deferred", { host, limit, retryMs });
-        this.#options.publish("certificate_failed", {
-          host,
-          error: `${limit} new names an hour ordered already`,
-          retryMs,
-        });
-        return this.#wait(retryMs, host, state, () => this.#order(host, state));
-      }
-      this.#newOrders.push(now);
-    }
     state.ordering = true;
     this.#queue = this.#queue.then(() => this.#issue(host, state));
   }
 
+  /**
+   * The pause before a new name may be ordered (`newOrdersPerHour`), reported; or undefined, and
+   * the order counted.
+   */
+  #deferral(host: string): number | undefined {
+    const now = Date.now();
+    this.#newOrders = this.#newOrders.filter((t) => now - t < HOUR_MS);
+    const limit = this.#options.newOrdersPerHour ?? 20;
+    if (this.#newOrders.length < limit) {
+      this.#newOrders.push(now);
+      return undefined;
+    }
+    const retryMs = this.#newOrders[0] + HOUR_MS - now;
+    this.#options.log.warn("certificate order deferred", { host, limit, retryMs });
+    this.#options.publish("certificate_failed", {
+      host,
+      error: `${limit} new names an hour ordered already`,
+      retryMs,
+    });
+    return retryMs;
+  }
+
   async #issue(host: string, state: NameState): Promise<void> {
-    const renewal = state.served !== undefined;
-    const started = Date.now();
+    const again = () => this.#order(host, state);
+    let lease: AcmeLease | undefined;
     try {
-      const identity = await this.#obtain(host);
-      const dir = join(this.#dir, "certificates");
-      await writeFileAtomic(join(dir, `${fileName(host)}.key`), identity.key);
-      await writeFileAtomic(join(dir, `${fileName(host)}.crt`), identity.cert);
-      const served = this.#options.store.add(identity, "acme");
-      if (state.served) this.#options.store.remove(state.served);
-      state.served = served;
-      state.failures = 0;
-      const expires = new Date(served.notAfter).toISOString();
-      this.#options.log.info(renewal ? "certificate renewed" : "certificate issued", {
-        host,
-        expires,
-        ms: Date.now() - started,
-      });
-      this.#options.publish("certificate_issued", { host, expires, renewal: String(renewal) });
-      state.ordering = false;
-      this.#schedule(host, state);
+      lease = await this.#storage.lease(host);
+      if (lease === undefined) {
+        // Another order of this name runs (another node's): its certificate arrives by load's
+        // follow, which sets the renewal instead; else ask again.
+        state.ordering = false;
+        return this.#wait(this.#storage.leaseWaitMs, host, state, again);
+      }
+      // Another node may have stored a newer certificate than this node has seen yet.
+      const latest = await this.#storage.latest(host);
+      if (latest) {
+        try {
+          this.#adopt(host, latest);
+        } catch {
+          // Unusable: ordered anew below.
+        }
+      }
+      if (
+        state.served && state.served.notAfter > Date.now() && renewAt(state.served) > Date.now()
+      ) {
+        state.ordering = false;
+        return this.#schedule(host, state);
+      }
+      if (state.served === undefined) {
+        const retryMs = this.#deferral(host);
+        if (retryMs !== undefined) {
+          state.ordering = false;
+          return this.#wait(retryMs, host, state, again);
+        }
+      }
+      await this.#renew(host, state);
     } catch (error) {
       state.failures++;
       const retryMs = Math.min(
@@ -230,8 +283,29 @@ export class AcmeCertificates {
       this.#options.log.warn("certificate order failed", { host, error: message, retryMs });
       this.#options.publish("certificate_failed", { host, error: message, retryMs });
       state.ordering = false;
-      this.#wait(retryMs, host, state, () => this.#order(host, state));
+      this.#wait(retryMs, host, state, again);
+    } finally {
+      await lease?.release().catch(() => {});
     }
+  }
+
+  /** Orders `host`'s certificate, stores it and serves it; then sets its renewal. */
+  async #renew(host: string, state: NameState): Promise<void> {
+    const renewal = state.served !== undefined;
+    const started = Date.now();
+    const identity = await this.#obtain(host);
+    await this.#storage.save(host, identity);
+    const served = this.#adopt(host, identity);
+    state.failures = 0;
+    const expires = new Date(served.notAfter).toISOString();
+    this.#options.log.info(renewal ? "certificate renewed" : "certificate issued", {
+      host,
+      expires,
+      ms: Date.now() - started,
+    });
+    this.#options.publish("certificate_issued", { host, expires, renewal: String(renewal) });
+    state.ordering = false;
+    this.#schedule(host, state);
   }
 
   /** One order for `host`, start to finish; resolves with the certificate and its new key. */
@@ -242,6 +316,8 @@ export class AcmeCertificates {
       await acme.crypto.createPrivateEcdsaKey(),
     );
     const config = this.#options.config;
+    /** The challenges answered for this order, by token (what acme-client removes by). */
+    const answered = new Map<string, AcmeChallenge>();
     const cert = await client.auto({
       csr,
       // The CA checks from where it stands; a check from here through DNS proves little.
@@ -250,22 +326,31 @@ export class AcmeCertificates {
       challengeCreateFn: async (authz, challenge, keyAuthorization) => {
         // acme-client's types know http-01 and dns-01 only; it does TLS-ALPN-01 too.
         const type: string = challenge.type;
-        if (type === "http-01") this.#tokens.set(challenge.token, keyAuthorization);
-        else if (type === "tls-alpn-01") {
-          const host = authz.identifier.value;
-          this.#alpn.set(host, await alpnChallengeCertificate(host, keyAuthorization));
+        let answer: AcmeChallenge | undefined;
+        if (type === "http-01") {
+          answer = { type: "http-01", token: challenge.token, keyAuthorization };
+        } else if (type === "tls-alpn-01") {
+          const name = authz.identifier.value;
+          answer = {
+            type: "tls-alpn-01",
+            host: name,
+            identity: await alpnChallengeCertificate(name, keyAuthorization),
+          };
         }
+        if (answer === undefined) return;
+        answered.set(challenge.token, answer);
+        await this.#storage.addChallenge(answer);
       },
-      challengeRemoveFn: (authz, challenge) => {
-        this.#tokens.delete(challenge.token);
-        if ((challenge.type as string) === "tls-alpn-01") this.#alpn.delete(authz.identifier.value);
-        return Promise.resolve();
+      challengeRemoveFn: async (_authz, challenge) => {
+        const answer = answered.get(challenge.token);
+        answered.delete(challenge.token);
+        if (answer) await this.#storage.removeChallenge(answer);
       },
     });
     return { cert, key: key.toString() };
   }
 
-  /** Loads acme-client and the account key (made on first use, kept in the data dir). */
+  /** Loads acme-client and the account key (made on first use, kept by the storage). */
   async #connect(): Promise<{ acme: typeof AcmeClient; client: AcmeClient.Client }> {
     const acme = await import("acme-client");
     const config = this.#options.config;
@@ -277,13 +362,9 @@ export class AcmeCertificates {
       const ca = await readFile(config.caCerts, "utf8");
       acme.axios.defaults.httpsAgent = new Agent({ ca: [...rootCertificates, ca] });
     }
-    const keyFile = join(this.#dir, "account.key");
-    let accountKey = await readFile(keyFile, "utf8").catch(() => undefined);
-    if (accountKey === undefined) {
-      await mkdir(this.#dir, { recursive: true, mode: 0o700 });
-      accountKey = (await acme.crypto.createPrivateEcdsaKey()).toString();
-      await writeFileAtomic(keyFile, accountKey);
-    }
+    const accountKey = await this.#storage.accountKey(async () =>
+      (await acme.crypto.createPrivateEcdsaKey()).toString()
+    );
     const client = new acme.Client({ directoryUrl: config.directory, accountKey });
     // The account of this key, if the CA has one; else a new one. (acme-client's own way sends
     // the creation fields again as an update, which CAs refuse as an empty update.)
