@@ -310,7 +310,11 @@ export class AcmeCertificates {
 
   /** One order for `host`, start to finish; resolves with the certificate and its new key. */
   async #obtain(host: string): Promise<TlsIdentity> {
-    const { acme, client } = await (this.#client ??= this.#connect());
+    // A failed start (the CA or the storage unreachable) is tried again at the next order.
+    const { acme, client } = await (this.#client ??= this.#connect().catch((error) => {
+      this.#client = undefined;
+      throw error;
+    }));
     const [key, csr] = await acme.crypto.createCsr(
       { altNames: [host] },
       await acme.crypto.createPrivateEcdsaKey(),

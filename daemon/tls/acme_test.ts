@@ -30,14 +30,17 @@ function dataDir(): string {
  * A "CA" that has no directory: every order fails at once (a 404 is not retried, where a network
  * error is retried by acme-client for over a minute first).
  */
-async function missingCa(): Promise<{ directory: string; close(): void }> {
+async function missingCa(): Promise<{ directory: string; requests(): number; close(): void }> {
+  let requests = 0;
   const ca = createServer((_req, res) => {
+    requests++;
     res.statusCode = 404;
     res.end();
   });
   await new Promise<void>((resolve) => ca.listen(0, "127.0.0.1", resolve));
   return {
     directory: `http://127.0.0.1:${(ca.address() as { port: number }).port}/dir`,
+    requests: () => requests,
     close: () => ca.close(),
   };
 }
@@ -63,7 +66,11 @@ describe("AcmeCertificates", { skip: noOpenssl }, () => {
     try {
       acme.want("a.tunnels.test");
       acme.want("a.tunnels.test"); // already on its way: not a second order
+      await waitFor(() => events.length >= 1, { timeoutMs: 20_000, message: "one failure" });
+      const firstTry = ca.requests();
       await waitFor(() => events.length >= 3, { timeoutMs: 20_000, message: "three failures" });
+      // Each retry asks the CA again, not the first failure's answer kept.
+      assert.ok(ca.requests() >= firstTry * 3, `${ca.requests()} requests, ${firstTry} at first`);
       assert.ok(events.every((e) => e.type === "certificate_failed"));
       assert.ok(events.every((e) => e.fields.host === "a.tunnels.test"));
       assert.deepEqual(events.slice(0, 3).map((e) => e.fields.retryMs), [40, 80, 100]);
