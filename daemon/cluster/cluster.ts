@@ -30,6 +30,8 @@ import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
 import { RelayRoute } from "./relay_route.ts";
 import { VERSION } from "../../util/version.ts";
+import type { AcmeStorage } from "../tls/acme_storage.ts";
+import type { KvAcmeStorage } from "./kv_acme.ts";
 
 /**
  * After NATS comes back, for this many TTLs nodes missing from presence are given time to write
@@ -123,6 +125,8 @@ export class Cluster {
   /** Relays whose claim went, still carrying visitors that arrived before. */
   readonly #draining = new Set<Relay>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
+  /** ACME's state in the cluster's buckets, once asked for. */
+  #acme: KvAcmeStorage | undefined;
   #reconnectedAt = 0;
   #stopped = false;
 
@@ -210,6 +214,31 @@ export class Cluster {
     return { answers, missing: expected.filter((node) => !answered.has(node)) };
   }
 
+  /**
+   * ACME's state in the cluster's buckets (`kv_acme.ts`), so that every node serves each
+   * certificate and answers each challenge, and a name is ordered by one node at a time. Loaded
+   * only when asked (`http.acme` is set).
+   */
+  async acmeStorage(): Promise<AcmeStorage> {
+    if (this.#acme) return this.#acme;
+    const { KvAcmeStorage } = await import("./kv_acme.ts");
+    const ttlMs = this.#config.presenceTtlMs;
+    const [certificates, orders] = await Promise.all([
+      this.#link.bucket("certificates"),
+      this.#link.bucket("acme", ttlMs),
+    ]);
+    this.#acme = new KvAcmeStorage({
+      certificates,
+      certificatesName: `${this.#config.bucketPrefix}-certificates`,
+      orders,
+      ttlMs,
+      keys: this.#keys,
+      node: this.node,
+      log: this.#log,
+    });
+    return this.#acme;
+  }
+
   #subject(kind: string, node?: string): string {
     const base = `${this.#config.bucketPrefix}.admin.${kind}`;
     return node ? `${base}.${node}` : base;
@@ -226,6 +255,7 @@ export class Cluster {
     }
     this.#relays.clear();
     this.registry.stop();
+    this.#acme?.stop();
     this.#peers.close();
     await this.#presence.stop();
     await this.#link.close();
@@ -324,6 +354,7 @@ export class Cluster {
         presence.beatNow();
         void presence.refollow().catch(() => {});
         void registry!.resync().then(() => registry!.reassert()).catch(() => {});
+        void self.#acme?.refollow().catch(() => {});
       };
       registry.onClaimLost = (claim) => self.#claimLost(claim);
       registry.watch((change) => {

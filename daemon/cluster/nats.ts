@@ -61,6 +61,11 @@ export interface NatsLink {
   readonly hosts: KvBucket;
   /** Tokens minted through the admin API (hashes only). */
   readonly tokens: KvBucket;
+  /**
+   * Opens (creating if needed) the signed bucket `<prefix>-<kind>`, whose entries expire `ttlMs`
+   * after their last write when given: for buckets only some nodes' settings need.
+   */
+  bucket(kind: string, ttlMs?: number): Promise<KvBucket>;
   /** The connection's state now. */
   readonly state: NatsState;
   /** The server this connection is on, when connected. */
@@ -194,6 +199,7 @@ export async function connectNats(
     services: await bucket("services"),
     hosts: await bucket("hosts"),
     tokens: await bucket("tokens"),
+    bucket,
     get state() {
       return state;
     },

@@ -66,6 +66,11 @@ interface DerivedKey {
   secret: Buffer;
 }
 
+/** The name of cluster key `key`: 8 hex digits derived from it, which reveal nothing of it. */
+export function keyId(key: string): string {
+  return createHmac("sha256", key).update("tunnelmux-key-id-v1").digest("hex").slice(0, 8);
+}
+
 /** The keys records are signed and checked with: derived once from the cluster keys. */
 export class RecordKeys {
   readonly #keys: DerivedKey[];
@@ -74,7 +79,7 @@ export class RecordKeys {
   constructor(clusterKeys: readonly string[]) {
     if (clusterKeys.length === 0) throw new Error("records need a cluster key");
     this.#keys = clusterKeys.map((key) => ({
-      id: createHmac("sha256", key).update("tunnelmux-key-id-v1").digest("hex").slice(0, 8),
+      id: keyId(key),
       secret: createHmac("sha256", key).update("tunnelmux-kv-record-v1").digest(),
     }));
   }
