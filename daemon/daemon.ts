@@ -155,6 +155,8 @@ export class Daemon {
       httpStats: this.httpStats,
       count: (event) => this.counters.count(event),
       publish: (type, fields) => this.events.publish(type, fields),
+      // In a cluster, certificates, challenges and the account are the cluster's.
+      acmeStorage: () => this.#cluster?.acmeStorage(),
       log: this.#log,
     });
     this.#context = {
@@ -268,6 +270,11 @@ export class Daemon {
             }, (t, request) => this.#accept(t, tls ? "wss" : "ws", this.#bearerClient(request))),
         );
         this.#addresses.websocket = addressOf(listener) + listen.websocketPath;
+      }
+      if (listen.http && !listen.https && this.#cluster && this.#config.http.acme) {
+        // No certificate to serve here, but the CA may check any node's HTTP port for a
+        // challenge another node's order made.
+        await this.#web.loadCertificates();
       }
       if (listen.http) {
         const http = listen.http;

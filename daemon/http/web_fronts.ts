@@ -18,6 +18,7 @@ import type { Config } from "../config/mod.ts";
 import type { DaemonEvent, DaemonEventType } from "../events.ts";
 import type { HostRoute } from "../registry/registry.ts";
 import type { AcmeCertificates } from "../tls/acme.ts";
+import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { CertificateStore } from "../tls/certificates.ts";
 import { type HttpFrontOptions, serveHttpConnection } from "./http_front.ts";
 import type { HttpStats } from "./http_stats.ts";
@@ -36,6 +37,11 @@ export interface WebFrontsOptions {
   count: (event: string) => void;
   /** Publishes a daemon event (ACME's). */
   publish: (type: DaemonEventType, fields: DaemonEvent["fields"]) => void;
+  /**
+   * Where ACME keeps its state when not in the data directory (a cluster's buckets, shared by
+   * every node); undefined: the data directory.
+   */
+  acmeStorage?: () => Promise<AcmeStorage> | undefined;
   /** Logger. */
   log: Logger;
 }
@@ -113,6 +119,7 @@ export class WebFronts {
       this.#acme = new AcmeCertificates({
         config: acme,
         dataDir: config.dataDir,
+        storage: await this.#options.acmeStorage?.(),
         store: certificates,
         log,
         publish: this.#options.publish,
