@@ -11,6 +11,12 @@ import { startNats } from "../../testing/nats.ts";
 import { waitFor } from "../../testing/wait.ts";
 import { hasOpenssl, makeTestIdentity } from "../../transport/_test_certificate.ts";
 import { Logger } from "../../util/log.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { register } from "../../testing/cleanup.ts";
+import { FileAcmeStorage } from "../tls/acme_files.ts";
+import * as x509 from "@peculiar/x509";
 import { AcmeCertificates } from "../tls/acme.ts";
 import { CertificateStore } from "../tls/certificates.ts";
 import type { TlsIdentity } from "../../transport/tls/front.ts";
@@ -29,6 +35,26 @@ function keptLog(): { log: Logger; lines: Record<string, unknown>[] } {
   const lines: Record<string, unknown>[] = [];
   const log = new Logger({ level: "info", format: "json", sink: (l) => lines.push(JSON.parse(l)) });
   return { log, lines };
+}
+
+/** A self-signed certificate for `host` and its key, expiring `days` from now (past if < 0). */
+async function certificateFor(host: string, days: number): Promise<TlsIdentity> {
+  const algorithm = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" };
+  const keys = await crypto.subtle.generateKey(algorithm, true, ["sign", "verify"]);
+  const notAfter = Date.now() + days * 24 * 3600 * 1000;
+  const certificate = await x509.X509CertificateGenerator.createSelfSigned({
+    name: `CN=${host}`,
+    notBefore: new Date(notAfter - 90 * 24 * 3600 * 1000),
+    notAfter: new Date(notAfter),
+    signingAlgorithm: algorithm,
+    keys,
+    extensions: [new x509.SubjectAlternativeNameExtension([{ type: "dns", value: host }])],
+  }, crypto);
+  const pkcs8 = await crypto.subtle.exportKey("pkcs8", keys.privateKey);
+  return {
+    cert: certificate.toString("pem"),
+    key: x509.PemConverter.encode(pkcs8, "PRIVATE KEY"),
+  };
 }
 
 let serial = 0;
@@ -344,6 +370,70 @@ describe("KvAcmeStorage", () => {
       timeoutMs: 5 * TTL_MS,
       message: "a dead node's challenge expired",
     });
+  });
+
+  it("a daemon joining the cluster brings its data directory's certificates and account key", async (t) => {
+    if (noOpenssl) return t.skip(noOpenssl);
+    const name = "kv-acme-bring";
+    const link = await connectTestLink(url, name);
+    const dataDir = mkdtempSync(join(tmpdir(), "tunnelmux-acme-bring-"));
+    register(() => rmSync(dataDir, { recursive: true, force: true }));
+    const files = new FileAcmeStorage(dataDir, keptLog().log);
+    const [kept, newer, expired] = [unique("kept"), unique("newer"), unique("expired")];
+    await files.save(kept, await certificateFor(kept, 1));
+    await files.save(newer, await certificateFor(newer, 2));
+    await files.save(expired, await certificateFor(expired, -1));
+    await files.accountKey(() => Promise.resolve("THE DATA DIRECTORY'S ACCOUNT KEY"));
+    const node = async () => {
+      const created = new KvAcmeStorage({
+        certificates: await link.bucket("certificates"),
+        certificatesName: `${name}-certificates`,
+        orders: await link.bucket("acme", TTL_MS),
+        ttlMs: TTL_MS,
+        keys: [testClusterKey(name)],
+        node: "n",
+        log: keptLog().log,
+      });
+      storages.push(created);
+      return created;
+    };
+    // The cluster already has a later certificate for one name: that one stays.
+    const later = await certificateFor(newer, 30);
+    await (await node()).save(newer, later);
+    const ca = createServer((_req, res) => res.writeHead(404).end());
+    await new Promise<void>((resolve) => ca.listen(0, "127.0.0.1", resolve));
+    const port = (ca.address() as { port: number }).port;
+    const failed: unknown[] = [];
+    const acme = new AcmeCertificates({
+      config: {
+        directory: `http://127.0.0.1:${port}/dir`,
+        email: null,
+        caCerts: null,
+        challenge: "http-01",
+      },
+      dataDir,
+      storage: await node(),
+      store: new CertificateStore(),
+      log: keptLog().log,
+      publish: (_type, fields) => failed.push(fields),
+    });
+    try {
+      await acme.load();
+      const other = await node();
+      assert.equal((await other.latest(kept))?.cert, (await files.latest(kept))?.cert);
+      assert.equal((await other.latest(newer))?.cert, later.cert);
+      assert.equal(await other.latest(expired), undefined, "an expired one is not brought");
+      // An order (which fails at this CA) takes the account key: the data directory's.
+      acme.want(unique("ordered"));
+      await waitFor(() => failed.length > 0, "the order failed at the CA");
+      let made = 0;
+      const account = await other.accountKey(() => Promise.resolve(`made ${++made}`));
+      assert.equal(account, "THE DATA DIRECTORY'S ACCOUNT KEY");
+      assert.equal(made, 0);
+    } finally {
+      acme.stop();
+      ca.close();
+    }
   });
 
   it("two nodes wanting one name: one orders it, the other waits for its certificate", async (t) => {

@@ -12,7 +12,8 @@
  * retried after 1 min, doubling to 6 h, and reported as a `certificate_failed` event; a
  * certificate is renewed once less than a third of its lifetime is left (30 days of Let's
  * Encrypt's 90), while the old one is still served. A certificate another node stores replaces
- * the older one here. Loaded only when `http.acme` is configured.
+ * the older one here; a daemon joining a cluster brings its data directory's certificates and
+ * account key into the cluster's storage. Loaded only when `http.acme` is configured.
  *
  * @example
  * ```ts ignore
@@ -40,7 +41,11 @@ export interface AcmeOptions {
   config: AcmeConfig;
   /** The daemon's data directory (certificates go to `acme/` in it, unless `storage` is given). */
   dataDir: string;
-  /** Where certificates, the account key, leases and challenges are kept (default: `dataDir`). */
+  /**
+   * Where certificates, the account key, leases and challenges are kept (default: `dataDir`).
+   * Given one (a cluster's), what `dataDir` holds is brought into it at load, and nothing is
+   * written there.
+   */
   storage?: AcmeStorage;
   /** Where issued certificates are served from. */
   store: CertificateStore;
@@ -84,6 +89,8 @@ function renewAt(served: ServedCertificate): number {
 export class AcmeCertificates {
   readonly #options: AcmeOptions;
   readonly #storage: AcmeStorage;
+  /** The data directory's state, when the storage is elsewhere: brought into it. */
+  readonly #files: FileAcmeStorage | undefined;
   readonly #names = new Map<string, NameState>();
   /** Orders run one after another. */
   #queue: Promise<void> = Promise.resolve();
@@ -95,7 +102,9 @@ export class AcmeCertificates {
   /** Keeps certificates for `options.store`; {@linkcode load} what is stored first. */
   constructor(options: AcmeOptions) {
     this.#options = options;
-    this.#storage = options.storage ?? new FileAcmeStorage(options.dataDir, options.log);
+    const files = new FileAcmeStorage(options.dataDir, options.log);
+    this.#storage = options.storage ?? files;
+    this.#files = options.storage ? files : undefined;
   }
 
   /**
@@ -104,6 +113,42 @@ export class AcmeCertificates {
    */
   async load(): Promise<void> {
     await this.#storage.load((host, identity) => this.#stored(host, identity));
+    if (this.#files) await this.#bring(this.#files);
+  }
+
+  /**
+   * A daemon that joins a cluster brings the certificates its data directory holds: each one
+   * that expires later than what the storage holds for its name is stored there, so that it is
+   * not ordered again.
+   */
+  async #bring(files: FileAcmeStorage): Promise<void> {
+    const found: [string, TlsIdentity][] = [];
+    await files.load((host, identity) => found.push([host, identity]));
+    for (const [host, identity] of found) {
+      const before = this.#state(host).served;
+      let served;
+      try {
+        served = this.#adopt(host, identity);
+      } catch (error) {
+        this.#options.log.warn("stored certificate unusable", {
+          host,
+          error: (error as Error).message,
+        });
+        continue;
+      }
+      if (served === before || served.notAfter <= Date.now()) continue;
+      const fields = { host, expires: new Date(served.notAfter).toISOString() };
+      try {
+        await this.#storage.save(host, identity);
+        this.#options.log.info("certificate brought from the data directory", fields);
+      } catch (error) {
+        // Served here meanwhile; brought at the next start.
+        this.#options.log.warn("certificate not brought from the data directory", {
+          ...fields,
+          error: (error as Error).message,
+        });
+      }
+    }
   }
 
   /**
@@ -366,8 +411,10 @@ export class AcmeCertificates {
       const ca = await readFile(config.caCerts, "utf8");
       acme.axios.defaults.httpsAgent = new Agent({ ca: [...rootCertificates, ca] });
     }
+    // A new account key, unless the data directory has one to bring along (into a cluster).
     const accountKey = await this.#storage.accountKey(async () =>
-      (await acme.crypto.createPrivateEcdsaKey()).toString()
+      await this.#files?.storedAccountKey() ??
+        (await acme.crypto.createPrivateEcdsaKey()).toString()
     );
     const client = new acme.Client({ directoryUrl: config.directory, accountKey });
     // The account of this key, if the CA has one; else a new one. (acme-client's own way sends

@@ -70,10 +70,15 @@ export class FileAcmeStorage implements AcmeStorage {
     await writeFileAtomic(join(dir, `${fileName(host)}.crt`), identity.cert);
   }
 
+  /** `account.key` as stored, or undefined when there is none. */
+  storedAccountKey(): Promise<string | undefined> {
+    return readFile(join(this.#dir, "account.key"), "utf8").catch(() => undefined);
+  }
+
   /** `account.key`, made on first use. */
   async accountKey(create: () => Promise<string>): Promise<string> {
     const keyFile = join(this.#dir, "account.key");
-    let accountKey = await readFile(keyFile, "utf8").catch(() => undefined);
+    let accountKey = await this.storedAccountKey();
     if (accountKey === undefined) {
       await mkdir(this.#dir, { recursive: true, mode: 0o700 });
       accountKey = await create();
