@@ -3,7 +3,8 @@
  * request goes through the HTTP front to the client holding its `Host`, and the HTTPS port,
  * whose connections are routed by their TLS server name (terminated with a certificate from the
  * store or from ACME, or passed through to a TLS tunnel). Both count against one limit of
- * visitor connections. The HTTPS port's modules (node:tls, ACME) load only when it is bound.
+ * visitor connections. The HTTPS port's modules (node:tls, ACME) load only when it is bound, or,
+ * for ACME, when a cluster node's HTTP port answers other nodes' challenges.
  *
  * @module
  */
@@ -51,7 +52,7 @@ export class WebFronts {
   readonly #options: WebFrontsOptions;
   /** Visitor connections open on both ports (`limits.httpConnections`). */
   #connections = 0;
-  /** Certificates from ACME, when `http.acme` is set and the HTTPS port is on. */
+  /** Certificates from ACME, when `http.acme` is set and the HTTPS port is on (or in a cluster). */
   #acme: AcmeCertificates | undefined;
 
   /** Fronts for a daemon; nothing listens until {@linkcode listenHttp} or {@linkcode listenHttps}. */
@@ -82,8 +83,8 @@ export class WebFronts {
 
   /**
    * Loads `http.certificates`, and ACME's when `http.acme` is set: what the HTTPS port needs
-   * before it is bound. Rejects, naming the certificate by its place in the config, when one
-   * cannot be served.
+   * before it is bound (and a cluster node's HTTP port, to answer challenges). Rejects, naming the
+   * certificate by its place in the config, when one cannot be served.
    */
   async loadCertificates(): Promise<void> {
     const config = this.#options.config();
