@@ -174,6 +174,8 @@ export class KvAcmeStorage implements AcmeStorage {
   readonly #alpn = new Map<string, TlsIdentity>();
   /** Each certificate record last seen (its revision) and the chain last handed to `found`. */
   readonly #revisions = new Map<string, { revision: number; cert?: string }>();
+  /** Answers this node removed, by KV key, with the last revision it wrote of each. */
+  readonly #removed = new Map<string, number>();
   /** The keys of answers delivered since the last {@linkcode refollow} began. */
   #answered = new Set<string>();
   /** Leases and challenge answers this node keeps alive, by KV key. */
@@ -337,11 +339,20 @@ export class KvAcmeStorage implements AcmeStorage {
     const key = challenge.type === "http-01"
       ? `http01-${challenge.token}`
       : `alpn-${challenge.host}`;
-    if (challenge.type === "http-01") this.#tokens.delete(challenge.token);
-    else this.#alpn.delete(challenge.host);
+    const forget = () => {
+      if (challenge.type === "http-01") this.#tokens.delete(challenge.token);
+      else this.#alpn.delete(challenge.host);
+    };
+    forget();
     const held = this.#held.get(key);
+    if (!held) return;
+    this.#held.delete(key);
+    await held.chain;
+    // This node's own writes of it that its watch has yet to deliver are not answers any more.
+    this.#removed.set(key, held.revision);
+    forget();
     // Not removed (NATS away): it lapses within a TTL.
-    if (held) await this.#release(held).catch(() => {});
+    await this.#release(held).catch(() => {});
   }
 
   /** Any node's answer, as the bucket holds it. */
@@ -444,6 +455,11 @@ export class KvAcmeStorage implements AcmeStorage {
         waiter.resolve();
         return false;
       });
+    }
+    const removed = this.#removed.get(entry.key);
+    if (removed !== undefined) {
+      if (entry.revision <= removed) return;
+      this.#removed.delete(entry.key);
     }
     this.#answered.add(entry.key);
     const put = entry.operation === "PUT";

@@ -436,6 +436,32 @@ describe("KvAcmeStorage", () => {
     }
   });
 
+  it("a removed answer is gone at once on its node, however its rewrites interleave", async () => {
+    // Rewritten every 100 ms (a third of 300), in a bucket whose entries live 2 s.
+    const { log } = keptLog();
+    const churn = new KvAcmeStorage({
+      certificates: await a.bucket("certificates"),
+      certificatesName: `${NAME}-certificates`,
+      orders: await a.bucket("acme-churn", TTL_MS),
+      ttlMs: 300,
+      keys: [KEY],
+      node: "n",
+      log,
+    });
+    storages.push(churn);
+    await churn.load(() => {});
+    for (let round = 0; round < 30; round++) {
+      const http = { type: "http-01" as const, token: `churn-${round}`, keyAuthorization: "k" };
+      await churn.addChallenge(http);
+      await new Promise((resolve) => setTimeout(resolve, (round * 37) % 250));
+      await churn.removeChallenge(http);
+      assert.equal(churn.httpAnswer(http.token), undefined, `round ${round}`);
+      // And it stays gone once the watch delivered everything up to the deletion.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(churn.httpAnswer(http.token), undefined, `round ${round}, later`);
+    }
+  });
+
   it("two nodes wanting one name: one orders it, the other waits for its certificate", async (t) => {
     if (noOpenssl) return t.skip(noOpenssl);
     // Each node's CA takes the first request and never answers it: an order held in flight.
