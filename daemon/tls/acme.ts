@@ -126,16 +126,8 @@ export class AcmeCertificates {
     await files.load((host, identity) => found.push([host, identity]));
     for (const [host, identity] of found) {
       const before = this.#state(host).served;
-      let served;
-      try {
-        served = this.#adopt(host, identity);
-      } catch (error) {
-        this.#options.log.warn("stored certificate unusable", {
-          host,
-          error: (error as Error).message,
-        });
-        continue;
-      }
+      const served = this.#tryAdopt(host, identity);
+      if (!served) continue;
       if (served === before || served.notAfter <= Date.now()) continue;
       const fields = { host, expires: new Date(served.notAfter).toISOString() };
       try {
@@ -209,21 +201,25 @@ export class AcmeCertificates {
     return served;
   }
 
-  /** A certificate found in the storage: at load, or stored by another node since. */
-  #stored(host: string, identity: TlsIdentity): void {
-    const state = this.#state(host);
-    const before = state.served;
-    let served;
+  /** {@linkcode #adopt}, or undefined (logged) when the certificate cannot be served. */
+  #tryAdopt(host: string, identity: TlsIdentity): ServedCertificate | undefined {
     try {
-      served = this.#adopt(host, identity);
+      return this.#adopt(host, identity);
     } catch (error) {
       this.#options.log.warn("stored certificate unusable", {
         host,
         error: (error as Error).message,
       });
-      return;
+      return undefined;
     }
-    if (served === before) return;
+  }
+
+  /** A certificate found in the storage: at load, or stored by another node since. */
+  #stored(host: string, identity: TlsIdentity): void {
+    const state = this.#state(host);
+    const before = state.served;
+    const served = this.#tryAdopt(host, identity);
+    if (!served || served === before) return;
     this.#options.log.info("certificate loaded", {
       host,
       expires: new Date(served.notAfter).toISOString(),
