@@ -6,9 +6,9 @@
 // served by both nodes' HTTPS ports; with A down, B renews it (pebble issues them for 9 s here,
 // so renewal comes 6 s after issue), and A, started again, serves the renewed one at once.
 import { after, before, describe, it } from "node:test";
+import { httpsGetAs } from "../testing/visitors.ts";
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
@@ -120,32 +120,11 @@ describe("ACME in a cluster: one certificate per name, every node (pebble)", {
     return client;
   }
 
-  /** A GET with curl as `name` on 127.0.0.1:`port`, trusting `root` only; resolves with the body. */
-  function curl(root: string, name: string, port: number, path: string): Promise<string> {
-    return new Promise((resolve, reject) =>
-      execFile(
-        "curl",
-        [
-          "-sS",
-          "--fail",
-          "--resolve",
-          `${name}:${port}:127.0.0.1`,
-          "--cacert",
-          root,
-          `https://${name}:${port}${path}`,
-        ],
-        { timeout: 10_000 },
-        (error, stdout, stderr) =>
-          error ? reject(new Error(`${error.message} ${stderr}`)) : resolve(stdout),
-      )
-    );
-  }
-
   /** Resolves once both `ports` serve `host` over HTTPS to a visitor trusting `root`. */
   async function servedOn(root: string, host: string, ports: number[], path: string) {
     await waitFor(async () => {
       const bodies = await Promise.all(
-        ports.map((port) => curl(root, host, port, path).catch(() => "")),
+        ports.map((port) => httpsGetAs(root, host, port, path).catch(() => "")),
       );
       return bodies.every((body) => body === `app saw ${path} over https`);
     }, { timeoutMs: 60_000, intervalMs: 100, message: `${host} served on ${ports.join(", ")}` });

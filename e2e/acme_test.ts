@@ -5,8 +5,8 @@
 // without a new order, and renewed once a third of its lifetime is left (pebble issues them for
 // 9 s here, so renewal comes 6 s after issue).
 import { after, before, describe, it } from "node:test";
+import { httpsGetAs } from "../testing/visitors.ts";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
@@ -82,23 +82,7 @@ describe("ACME certificates for HTTP tunnels (pebble)", { skip: noOpenssl }, () 
 
   /** A GET with curl as `name`, trusting pebble's root only; resolves with the body. */
   function curl(name: string, port: number, path: string): Promise<string> {
-    return new Promise((resolve, reject) =>
-      execFile(
-        "curl",
-        [
-          "-sS",
-          "--fail",
-          "--resolve",
-          `${name}:${port}:127.0.0.1`,
-          "--cacert",
-          rootFile,
-          `https://${name}:${port}${path}`,
-        ],
-        { timeout: 10_000 },
-        (error, stdout, stderr) =>
-          error ? reject(new Error(`${error.message} ${stderr}`)) : resolve(stdout),
-      )
-    );
+    return httpsGetAs(rootFile, name, port, path);
   }
 
   const issued = (events: DaemonEvent[], host: string, renewal = "false") =>

@@ -7,6 +7,7 @@
  */
 
 import { Buffer } from "node:buffer";
+import { execFile } from "node:child_process";
 import { connect as netConnect, type Socket } from "node:net";
 import { register } from "./cleanup.ts";
 import { DEFAULT_TIMEOUT_MS, withTimeout } from "./wait.ts";
@@ -104,6 +105,30 @@ export function socketClosed(socket: Socket, timeoutMs = DEFAULT_TIMEOUT_MS): Pr
     new Promise<void>((resolve) => socket.once("close", () => resolve())),
     timeoutMs,
     "socket to close",
+  );
+}
+
+/**
+ * An HTTPS GET with curl of `https://NAME:PORT/PATH` on 127.0.0.1, trusting only the CA in
+ * `caFile` (so the server name and the certificate chain are checked as a browser would); resolves
+ * with the body, rejects on a TLS error or a status of 400 and above.
+ */
+export function httpsGetAs(
+  caFile: string,
+  name: string,
+  port: number,
+  path: string,
+): Promise<string> {
+  const url = `https://${name}:${port}${path}`;
+  const args = ["-sS", "--fail", "--resolve", `${name}:${port}:127.0.0.1`, "--cacert", caFile, url];
+  return new Promise((resolve, reject) =>
+    execFile(
+      "curl",
+      args,
+      { timeout: 10_000 },
+      (error, stdout, stderr) =>
+        error ? reject(new Error(`${error.message} ${stderr}`)) : resolve(stdout),
+    )
   );
 }
 
