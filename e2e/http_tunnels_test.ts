@@ -11,6 +11,7 @@ import { validateConfig } from "../daemon/config/mod.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import { renderMetrics } from "../daemon/admin/api/metrics.ts";
+import { tunnelList } from "../daemon/registry/views.ts";
 import { startClient } from "../testing/mod.ts";
 import { DEFAULT_TIMEOUT_MS, withTimeout } from "../testing/wait.ts";
 
@@ -117,6 +118,12 @@ describe("HTTP tunnels by host name", () => {
     );
     assert.match(metrics, /tunnelmux_http_requests_total\{host="\(unknown\)",code="404"\} \d+\n/);
     assert.doesNotMatch(metrics, /host="nobody/);
+    // The tunnels count their requests' bytes, as listed to operators (the front pipes them,
+    // not a splice): each way, at least what the app's answer held.
+    const listed = tunnelList(daemon.registry, daemon.certificates).find((t) => t.id === one.id)!;
+    assert.equal(listed.connections, 1);
+    assert.ok(listed.bytesFromVisitors > "GET /a HTTP/1.1\r\n".length, "request bytes counted");
+    assert.ok(listed.bytesToVisitors > '{"name":"one"}'.length, "response bytes counted");
     await Promise.all([one.close(), shop.close(), mine.close()]);
     // Closed: the name is free and unknown again.
     assert.equal((await get(new Agent(), `one.${DOMAIN}`)).status, 404);

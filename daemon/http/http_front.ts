@@ -44,6 +44,8 @@ import { splitHostPort } from "../../util/address.ts";
 export interface HttpRoute {
   /** Opens a stream to the client for one request; undefined when it cannot (counted there). */
   open(remote: string, local: string): Stream | undefined;
+  /** Counts one request's bytes (head and body each way), told once when it is over. */
+  exchanged?(bytesIn: number, bytesOut: number): void;
 }
 
 /** One finished request, for metrics and logs. */
@@ -191,6 +193,8 @@ interface Exchange {
   started: number;
   bytesIn: number;
   bytesOut: number;
+  /** Its bytes were told to its route (once: it may be reported, then dropped). */
+  counted: boolean;
 }
 
 /** Serves one visitor connection of the HTTP port until it closes. */
@@ -472,6 +476,7 @@ class HttpConnection {
       started: performance.now(),
       bytesIn: 0,
       bytesOut: 0,
+      counted: false,
     };
     this.#exchange = exchange;
     this.#phase = "request";
@@ -782,6 +787,7 @@ class HttpConnection {
   }
 
   #report(exchange: Exchange): void {
+    this.#count(exchange);
     this.#options.onExchange?.({
       host: exchange.host,
       status: exchange.status,
@@ -867,6 +873,7 @@ class HttpConnection {
    * own close event does not come back into this connection.
    */
   #drop(exchange: Exchange): void {
+    this.#count(exchange);
     exchange.stream.onData = null;
     exchange.stream.onEnd = null;
     exchange.stream.onClose = null;
@@ -874,6 +881,16 @@ class HttpConnection {
     if (this.#exchange === exchange) this.#exchange = undefined;
     clearTimeout(this.#responseTimer);
     exchange.stream.reset();
+  }
+
+  /**
+   * Tells the route what `exchange` moved, once, when it is over (reported, or dropped): per
+   * request, from the counts kept anyway, so the tunnel's bytes move with no work per chunk.
+   */
+  #count(exchange: Exchange): void {
+    if (exchange.counted) return;
+    exchange.counted = true;
+    exchange.route.exchanged?.(exchange.bytesIn, exchange.bytesOut);
   }
 
   #finish(): void {

@@ -177,6 +177,9 @@ export function fakeTunnel(id: string, options: FakeTunnelOptions = {}): FakeTun
     open() {
       return undefined;
     },
+    exchanged() {
+      calls.push("exchanged");
+    },
     relayed() {
       throw new Error("a fake tunnel takes no relayed visitors");
     },

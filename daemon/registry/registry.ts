@@ -102,6 +102,8 @@ export interface HostRoute {
   visitor(visitor: Transport): void;
   /** A stream to the client for one HTTP request, or undefined when it takes none now. */
   open(remote: string, local: string): Stream | undefined;
+  /** Counts the bytes of one request {@linkcode open} was for, once it is over. */
+  exchanged(bytesIn: number, bytesOut: number): void;
 }
 
 /**

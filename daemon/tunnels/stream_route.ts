@@ -90,6 +90,15 @@ export class StreamRoute {
   }
 
   /**
+   * Counts the bytes of one request {@linkcode open} was for, once it is over: the HTTP front
+   * pipes those itself, so no splice counts them.
+   */
+  exchanged(bytesIn: number, bytesOut: number): void {
+    this.stats.aToB += bytesIn;
+    this.stats.bToA += bytesOut;
+  }
+
+  /**
    * A visitor that another node took and relays here as `stream` (`remote` and `local` as that
    * node saw them; `rest`: bytes read with the stream's header): it goes on to the client. For a
    * client's own tunnel only (a relayed stream is never relayed again), which makes it public.
