@@ -368,12 +368,20 @@ const schemas: Record<string, Json> = {
       bind: {
         type: "string",
         description:
-          "host:port the tunnel listens on (an HTTP tunnel: its name and the HTTP port).",
+          "host:port the tunnel listens on (an HTTP tunnel: its name and the port its visitors " +
+          "are sent to; see urls for every port it answers on).",
       },
       host: {
         type: ["string", "null"],
         description:
           "An HTTP or TLS tunnel's host name on the shared ports; null for a port's tunnel.",
+      },
+      urls: {
+        type: "array",
+        items: { type: "string" },
+        description:
+          "Every URL visitors reach an HTTP or TLS tunnel by (the HTTP and the HTTPS port's); " +
+          "empty for a port's tunnel.",
       },
       passthrough: {
         type: "boolean",

@@ -136,6 +136,7 @@ export type FakeTunnelOptions =
       | "port"
       | "label"
       | "host"
+      | "urls"
       | "createdAt"
       | "passthrough"
       | "reportedHealthy"
@@ -156,6 +157,7 @@ export function fakeTunnel(id: string, options: FakeTunnelOptions = {}): FakeTun
     port: options.port ?? 9000,
     label: options.label,
     host: options.host,
+    urls: options.urls ?? [],
     createdAt: options.createdAt ?? 0,
     passthrough: options.passthrough ?? false,
     reportedHealthy: options.reportedHealthy ?? true,

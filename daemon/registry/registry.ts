@@ -123,6 +123,8 @@ export interface TunnelHandle extends HostRoute {
   readonly label: string | undefined;
   /** The host name of an HTTP or TLS tunnel; undefined for a port's tunnel. */
   readonly host: string | undefined;
+  /** Every URL visitors reach an HTTP or TLS tunnel by (HTTP and HTTPS ports); empty for a port's. */
+  readonly urls: readonly string[];
   /** When it was opened (ms since the epoch). */
   readonly createdAt: number;
   /** Live counters. */

@@ -90,6 +90,8 @@ export function tunnelView(
     session: sessionId,
     bind: formatHostPort(tunnel.bindHost, tunnel.port),
     host: tunnel.host ?? null,
+    // An HTTP tunnel may be reached on both web ports; `bind` names the one visitors are sent to.
+    urls: [...tunnel.urls],
     passthrough: tunnel.passthrough,
     certificate: certificate && !tunnel.passthrough ? certificateView(certificate) : null,
     label: tunnel.label ?? null,

@@ -80,9 +80,11 @@ export async function exposeHttp(
   const secure = passthrough || httpPort === undefined ||
     (httpsPort !== undefined && context.terminates(named.host));
   const port = (secure ? httpsPort : httpPort) as number;
-  const url = `${secure ? "https" : "http"}://${named.host}${
-    port === (secure ? 443 : 80) ? "" : `:${port}`
-  }/`;
+  const url = webUrl(secure, named.host, port);
+  // Requests by name reach it on the HTTP port too, when its visitors are sent to HTTPS.
+  const urls = secure && !passthrough && httpPort !== undefined
+    ? [webUrl(false, named.host, httpPort), url]
+    : [url];
   const tunnel = new ReverseTunnel({
     id: newTunnelId(),
     client: client.name,
@@ -91,6 +93,7 @@ export async function exposeHttp(
     port,
     host: named.host,
     passthrough,
+    urls,
     label: message.label,
     visitorLimit: context.visitorLimit(client.name),
     log: context.log,
@@ -116,4 +119,9 @@ export async function exposeHttp(
     port,
     url,
   });
+}
+
+/** `http://HOST[:PORT]/` or `https://…`, the scheme's default port left out. */
+function webUrl(secure: boolean, host: string, port: number): string {
+  return `${secure ? "https" : "http"}://${host}${port === (secure ? 443 : 80) ? "" : `:${port}`}/`;
 }

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import { Fixture, testConfig, UnreachableRegistry } from "./_handler_fixture.ts";
 import { exposeHttp } from "./expose_http.ts";
+import { tunnelView } from "../registry/views.ts";
 import type { ExposeMessage } from "./expose.ts";
 
 let f: Fixture;
@@ -62,6 +63,12 @@ describe("exposeHttp: tunnels by host name", () => {
     assert.equal(answer.port, 443);
     assert.equal(answer.url, "https://app.tunnels.example.com/", "the default port is left out");
     assert.deepEqual(f.certificatesWanted, ["app.tunnels.example.com"]);
+    // Its requests are taken on the HTTP port too: operators see both ways in.
+    const tunnel = f.registry.tunnel(answer.tunnel as string)!;
+    assert.deepEqual(tunnelView(tunnel, "s1").urls, [
+      "http://app.tunnels.example.com/",
+      "https://app.tunnels.example.com/",
+    ]);
   });
 
   it("stays on plain HTTP where no certificate serves the name, and asks for one", async () => {
@@ -71,6 +78,7 @@ describe("exposeHttp: tunnels by host name", () => {
     const answer = await ask("app");
     assert.equal(answer.url, "http://app.tunnels.example.com/");
     assert.deepEqual(f.certificatesWanted, ["app.tunnels.example.com"]);
+    assert.deepEqual(f.registry.tunnel(answer.tunnel as string)!.urls, [answer.url]);
   });
 
   it("passes a TLS tunnel's connections through on the HTTPS port", async () => {
@@ -83,6 +91,7 @@ describe("exposeHttp: tunnels by host name", () => {
     assert.equal(f.tunnels.get(answer.tunnel as string)?.passthrough, true);
     assert.deepEqual(f.certificatesWanted, [], "its client terminates TLS itself");
     assert.equal(f.events[0].fields.bind, "tls://secure.tunnels.example.com:8443");
+    assert.deepEqual(f.registry.tunnel(answer.tunnel as string)!.urls, [answer.url]);
   });
 
   it("refuses a TLS tunnel without an HTTPS port, and any without an HTTP or HTTPS port", async () => {

@@ -46,6 +46,8 @@ export interface ReverseTunnelOptions {
    * undecrypted (see `visitor`), never HTTP requests.
    */
   passthrough?: boolean;
+  /** With `host`: every URL visitors reach it by (the HTTP and the HTTPS port's). */
+  urls?: readonly string[];
   /** How many visitors it takes at once, with its client's other tunnels; default no limit. */
   visitorLimit?: VisitorLimit;
   /** Logger with the session's context. */
@@ -68,6 +70,8 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   readonly host: string | undefined;
   /** A TLS tunnel: the host's HTTPS connections are passed through, not terminated. */
   readonly passthrough: boolean;
+  /** Every URL visitors reach an HTTP or TLS tunnel by; empty for a port's tunnel. */
+  readonly urls: readonly string[];
   /** When it was opened (ms since the epoch). */
   readonly createdAt = Date.now();
   /** False while the client reports its local service failing its health check. */
@@ -84,6 +88,7 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     this.label = options.label;
     this.host = options.host;
     this.passthrough = options.passthrough ?? false;
+    this.urls = options.urls ?? [];
     this.#limit = options.visitorLimit;
   }
 
