@@ -55,6 +55,20 @@ export interface DaemonAddresses {
   https?: string;
 }
 
+/**
+ * What the daemon prints once it is listening: one line per bound listener, each with the URL or
+ * address visitors and clients use (`secure`: tunnels over TLS, WSS).
+ */
+export function listenerLines(addresses: DaemonAddresses, secure: boolean): string[] {
+  const { tcp, websocket, http, https } = addresses;
+  const lines: string[] = [];
+  if (tcp) lines.push(`tunnels over ${secure ? "TLS" : "TCP"} on ${tcp}`);
+  if (websocket) lines.push(`tunnels over WebSocket on ${secure ? "wss" : "ws"}://${websocket}`);
+  if (http) lines.push(`HTTP tunnels on http://${http}`);
+  if (https) lines.push(`HTTPS and TLS tunnels on https://${https}`);
+  return lines;
+}
+
 /** A listener's bound address as `host:port` (IPv6 in brackets). */
 function addressOf(listener: TransportListener): string {
   return formatHostPort(listener.hostname, listener.port);

@@ -2,7 +2,7 @@
 // only slowly: idle and handshake timeouts, and streams opened before hello.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Daemon } from "./daemon.ts";
+import { Daemon, listenerLines } from "./daemon.ts";
 import { validateConfig } from "./config/mod.ts";
 import { Logger } from "../util/log.ts";
 import { Session } from "../protocol/session.ts";
@@ -252,6 +252,38 @@ describe("daemon: a listener that cannot bind", () => {
       });
     } finally {
       holder.close();
+    }
+  });
+});
+
+describe("daemon: the lines it prints once listening", () => {
+  it("names every bound listener, the HTTP and HTTPS ports of web tunnels included", async () => {
+    const result = validateConfig({
+      listen: {
+        tcp: "127.0.0.1:0",
+        websocket: "127.0.0.1:0",
+        admin: null,
+        http: "127.0.0.1:0",
+        https: "127.0.0.1:0",
+      },
+      clients: [{ name: "a", token: "a-token-0123456789abcdefghij" }],
+    });
+    assert.deepEqual(result.errors, []);
+    const log = new Logger({ level: "error", format: "json", sink: () => {} });
+    const daemon = new Daemon(result.config!, { log });
+    await daemon.start();
+    try {
+      const { tcp, websocket, http, https } = daemon.addresses;
+      assert.deepEqual(listenerLines(daemon.addresses, false), [
+        `tunnels over TCP on ${tcp}`,
+        `tunnels over WebSocket on ws://${websocket}`,
+        `HTTP tunnels on http://${http}`,
+        `HTTPS and TLS tunnels on https://${https}`,
+      ]);
+      assert.match(https!, /^127\.0\.0\.1:\d+$/);
+    } finally {
+      daemon.stop();
+      await daemon.stopped;
     }
   });
 });

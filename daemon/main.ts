@@ -15,7 +15,7 @@ import {
 } from "../util/host.ts";
 import { parseArgs } from "node:util";
 import { type ConfigFlags, formatConfigReport, loadConfig } from "./config/mod.ts";
-import { Daemon } from "./daemon.ts";
+import { Daemon, listenerLines } from "./daemon.ts";
 import type { AdminServer } from "./admin/start.ts";
 import { HEALTHCHECK_TIMEOUT_MS, probe, readyzUrl } from "./healthcheck.ts";
 import { Logger } from "../util/log.ts";
@@ -210,11 +210,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     }
     daemon.reload(next.config);
   });
-  const { tcp, websocket, http } = daemon.addresses;
-  const secure = config.tls !== null;
-  if (tcp) console.log(`tunnels over ${secure ? "TLS" : "TCP"} on ${tcp}`);
-  if (websocket) console.log(`tunnels over WebSocket on ${secure ? "wss" : "ws"}://${websocket}`);
-  if (http) console.log(`HTTP tunnels on http://${http}`);
+  for (const line of listenerLines(daemon.addresses, config.tls !== null)) console.log(line);
   if (loaded.generated.token) {
     console.log(`token of client "default" (generated; set TUNNELMUX_TOKEN to choose one):`);
     console.log(`  ${loaded.generated.token}`);

@@ -48,6 +48,7 @@
  * @property {string} client
  * @property {string} bind
  * @property {string | null} host  an HTTP or TLS tunnel's name
+ * @property {string[] | undefined} urls  an HTTP tunnel's every URL (HTTP and HTTPS ports)
  * @property {boolean} passthrough
  * @property {{ notAfter: string } | null} certificate
  * @property {string | null} label
@@ -513,7 +514,7 @@
     if (!info) return;
     const b = info.body;
     const uptime = b.uptimeMs + (Date.now() - info.at);
-    const listeners = ["tcp", "websocket", "admin"].map(function (k) {
+    const listeners = ["tcp", "websocket", "http", "https", "admin"].map(function (k) {
       return k + " " + (b.listeners[k] || "off");
     }).join(", ");
     const limits = b.limits || {};
@@ -858,9 +859,11 @@
   function bindText(t) {
     if (!t.host) return t.bind;
     if (t.passthrough) return t.host + " (TLS passed through)";
-    if (!t.certificate) return t.bind;
-    return t.host + " (certificate until " + new Date(t.certificate.notAfter).toLocaleDateString() +
-      ")";
+    // Every way in (the HTTP and the HTTPS port); a daemon of an older version lists none.
+    const where = t.urls && t.urls.length > 0 ? t.urls.join(" ") : t.bind;
+    if (!t.certificate) return where;
+    return where + " (certificate until " +
+      new Date(t.certificate.notAfter).toLocaleDateString() + ")";
   }
 
   function renderTunnels() {

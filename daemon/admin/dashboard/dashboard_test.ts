@@ -141,7 +141,13 @@ describe("dashboard", () => {
         // An HTTP tunnel shows its name and when the certificate that serves it expires.
         const site = await first.expose({ local: `127.0.0.1:${f.echo.port}`, http: "site" });
         const siteRow = await page.waitForSelector(`#tunnels tr[data-tunnel="${site.id}"]`);
-        assert.match(await siteRow.textContent() ?? "", /site\.tunnels\.test \(certificate until /);
+        // Both ways in: the HTTP port's URL and the HTTPS port's.
+        const siteText = await siteRow.textContent() ?? "";
+        assert.match(
+          siteText,
+          /http:\/\/site\.tunnels\.test:\d+\/ https:\/\/site\.tunnels\.test:\d+\//,
+        );
+        assert.match(siteText, /site\.tunnels\.test:\d+\/ \(certificate until /);
         await site.close();
       }
       const sessionText = await page.textContent(`#sessions tr[data-session="${kept}"]`) ?? "";
@@ -164,7 +170,9 @@ describe("dashboard", () => {
 
       // The header shows the daemon's facts; the charts have axes with units.
       await page.locator('#facts dd[data-fact="version"]', { hasText: "0.1.0" }).waitFor();
-      assert.match(await page.textContent('#facts dd[data-fact="listeners"]') ?? "", /tcp 127/);
+      const listeners = await page.textContent('#facts dd[data-fact="listeners"]') ?? "";
+      assert.match(listeners, /tcp 127/);
+      assert.match(listeners, /http 127\.0\.0\.1:\d+, https 127\.0\.0\.1:\d+/);
       assert.equal(await page.locator("svg.chart").count(), 3);
       const axes = await page.textContent("#chart-throughput") ?? "";
       assert.match(axes, /B\/s/);
