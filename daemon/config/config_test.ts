@@ -410,6 +410,11 @@ describe("config: validateConfig", () => {
       "listen.admin",
     ],
     [
+      "an HTTPS port with no certificate and no ACME (TLS tunnels only)",
+      doc({ listen: { https: "127.0.0.1:8443" } }),
+      "listen.https",
+    ],
+    [
       "bind on every interface",
       doc({
         clients: [{ name: "a", token: TOKEN_A, expose: { ports: [80], bindHosts: ["0.0.0.0"] } }],

@@ -710,6 +710,14 @@ export function validateConfig(raw: unknown): ValidationResult {
     }
     if (!listen.https) w.warn("http.acme", "listen.https is off: no certificate would be served");
   }
+  if (http && listen?.https && http.certificates.length === 0 && !http.acme) {
+    // Not an error: TLS tunnels, passed through to their clients, need no certificate here.
+    w.warn(
+      "listen.https",
+      "no http.certificates and no http.acme: this port terminates TLS for no name, so HTTP " +
+        "tunnels are not served on it; only TLS tunnels (passed through) are",
+    );
+  }
   const groups = checkGroups(w, doc.groups);
   if (groups) {
     for (const [i, client] of clients.entries()) {
