@@ -458,7 +458,10 @@ export class Client extends Emitter<ClientEvents> {
       // A refused handshake (e.g. limit_reached) says why; anything else is a lost connection.
       // More than one stream (the control stream) means the session carried traffic.
       const { streamsOpened, streamsAccepted } = session.stats;
-      const failure = handshakeFailure ?? sessionFailure(this.url, error, this.#readyAt > 0);
+      const parting = this.#parting;
+      this.#parting = undefined;
+      const failure = handshakeFailure ?? parting ??
+        sessionFailure(this.url, error, this.#readyAt > 0);
       if (failure.fatal) return this.#giveUp(failure);
       this.#lost(failure, streamsOpened + streamsAccepted > 1);
     });
@@ -511,13 +514,21 @@ export class Client extends Emitter<ClientEvents> {
     });
   }
 
+  /** Why the daemon is ending the current session, when it said so (a final error). */
+  #parting: ClientError | undefined;
+
   #onControl(message: DaemonMessage): void {
     if (message.type === "welcome" || (message.type === "error" && message.id === undefined)) {
       const waiter = this.#welcome;
       this.#welcome = undefined;
       if (message.type === "welcome") return waiter?.resolve(message);
       const error = ClientError.fromDaemon(message.code, message.message);
-      return waiter ? waiter.reject(error) : this.emit("error", error);
+      if (waiter) return waiter.reject(error);
+      if (!error.fatal) return this.emit("error", error);
+      // The daemon ends the session for a reason reconnecting cannot mend (its token was
+      // revoked): that reason is the session's end, told once, and the client stops.
+      this.#parting = error;
+      return this.#session?.destroy();
     }
     if (message.type === "tunnel_closed") {
       for (const record of this.#tunnels) {

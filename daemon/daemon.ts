@@ -399,6 +399,7 @@ export class Daemon {
     this.#verifier.replace(effective.clients.map((c) => ({ name: c.name, hash: c.tokenHash })));
     this.#visitors.setCaps(effective.clients);
     const previous = new Map(this.#effective.clients.map((c) => [c.name, c.tokenHash]));
+    const configured = new Set(this.#config.clients.map((c) => c.name));
     this.#config = config;
     this.#effective = effective;
     const current = new Map(effective.clients.map((c) => [c.name, c.tokenHash]));
@@ -410,7 +411,13 @@ export class Daemon {
           session: session.id,
           client: name,
         });
-        session.close();
+        session.revoked(
+          current.has(name)
+            ? `the token of client "${name}" was changed in the daemon's configuration`
+            : configured.has(name)
+            ? `client "${name}" was removed from the daemon's configuration`
+            : `the token of client "${name}" was revoked or has expired`,
+        );
       }
     }
   }

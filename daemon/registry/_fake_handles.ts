@@ -101,6 +101,11 @@ export function fakeSession(id: string, options: FakeSessionOptions = {}): FakeS
       state = "closed";
       settle();
     },
+    revoked(reason: string) {
+      calls.push(`revoked ${reason}`);
+      state = "closed";
+      settle();
+    },
     drain() {
       calls.push("drain");
     },

@@ -69,8 +69,13 @@ export interface SessionHandle {
   streams(): IterableIterator<Readonly<Stream>>;
   /** Ids of this session's reverse tunnels. */
   tunnelIds(): string[];
-  /** Closes now: GoAway, then the connection ends (the operator's kick, a revoked token). */
+  /** Closes now: GoAway, then the connection ends (the operator's kick: the client reconnects). */
   close(): void;
+  /**
+   * Closes because its credential no longer holds, telling the client `reason` first (as a final
+   * `unauthorized`, so it does not reconnect with it).
+   */
+  revoked(reason: string): void;
   /** Graceful: GoAway, then close once only the control stream is left. */
   drain(): void;
   /** Resets one stream; the control stream is refused (closing the session is for that). */

@@ -247,6 +247,23 @@ export class ClientSession implements SessionHandle {
     this.#yamux.destroy();
   }
 
+  /**
+   * Closes because the client's credential no longer holds (a revoked, expired or changed token,
+   * a removed client): its tunnels, offers and streams go at once, and the client is told `reason`
+   * as a session-level `unauthorized` error, which it takes as final rather than reconnecting.
+   */
+  revoked(reason: string): void {
+    if (this.#hasEnded()) return;
+    this.#tunnels.removeAll();
+    void this.#context.registry.withdrawServices(this.id);
+    for (const stream of [...this.#yamux.streams()]) {
+      if (stream.id !== this.controlStreamId) stream.reset(ResetReason.NotAuthenticated);
+    }
+    if (!this.#control) return this.close();
+    this.#control.send({ type: "error", code: "unauthorized", message: reason });
+    this.#closeAfterReply();
+  }
+
   /** Closes one reverse tunnel of this session (operator action); false if it is not ours. */
   closeTunnel(id: string, reason: string): boolean {
     const tunnel = this.#tunnels.get(id);

@@ -341,6 +341,31 @@ describe("admin API: minted tokens", () => {
     assert.equal(await errorCode(malformed), "bad_request");
   });
 
+  it("revokes: a reconnecting client is told its token was revoked, and stops", async () => {
+    const body = await minted(await d.mint({ name: "told", services: { use: ["echo"] } }));
+    // A client that would reconnect after a lost connection, at once.
+    const client = new Client(`tcp://${d.daemon.addresses.tcp}`, {
+      token: body.token,
+      reconnect: { initialMs: 1, maxMs: 1 },
+    });
+    const errors: ClientError[] = [];
+    client.on("error", (error) => errors.push(error));
+    try {
+      await client.ready();
+      const failuresBefore = d.daemon.counters.get("auth_failure");
+      const response = await d.api(`/v1/tokens/${body.id}`, { method: "DELETE" });
+      assert.equal(response.status, 200);
+      await waitFor(() => client.state === "closed", "the client to stop");
+      // One error, the daemon's reason; not a lost connection, then a refused hello.
+      assert.deepEqual(errors.map((e) => e.code), ["unauthorized"]);
+      assert.match(errors[0].message, /the token of client "told" was revoked or has expired/);
+      assert.equal(d.daemon.counters.get("auth_failure"), failuresBefore, "no hello again");
+      await waitFor(() => sessionsOf(d, "told") === 0, "the daemon to drop the session");
+    } finally {
+      await client.close();
+    }
+  });
+
   it("expires: the session is closed when the token expires, and it is refused after", async () => {
     const body = await minted(
       await d.mint({ name: "brief", services: { use: ["echo"] }, expiresIn: 1 }),
@@ -353,7 +378,8 @@ describe("admin API: minted tokens", () => {
       intervalMs: 10,
       tries: 1000,
     });
-    assert.equal(sessionsOf(d, "brief"), 0);
+    // The client stops on being told; the daemon's side ends as its connection closes.
+    await waitFor(() => sessionsOf(d, "brief") === 0, "the daemon to drop the session");
     await refused(d, body.token);
     assert.ok(!(await listed(d)).some((t) => t.id === body.id));
   });
