@@ -182,6 +182,30 @@ describe("HTTP tunnels by host name", () => {
     }
   });
 
+  it("answers 502 saying the local service refused, when nothing listens at its address", async () => {
+    // A port that was just free: nothing listens there now.
+    const gone = createTcpServer();
+    await new Promise<void>((resolve) => gone.listen(0, "127.0.0.1", resolve));
+    const address = `127.0.0.1:${(gone.address() as { port: number }).port}`;
+    await new Promise((resolve) => gone.close(resolve));
+    const [alice] = clients;
+    const down = await alice.expose({ local: address, http: "down" });
+    try {
+      const answer = await withTimeout(
+        get(new Agent(), `down.${DOMAIN}`),
+        DEFAULT_TIMEOUT_MS,
+        "502",
+      );
+      assert.equal(answer.status, 502);
+      assert.equal(
+        answer.body,
+        "the tunnel's local service refused the connection (is it running?)\n",
+      );
+    } finally {
+      await down.close();
+    }
+  });
+
   it("answers 504 for a service that never answers, after limits.httpResponseTimeoutMs as reloaded", async () => {
     // A local service that takes the connection and never says a word.
     const held: Socket[] = [];

@@ -85,11 +85,11 @@ export function dialTcp(
         settled = true;
         // Deno names the error class, Node and Bun set an errno code.
         const refused = error.name === "ConnectionRefused" || error.code === "ECONNREFUSED";
-        reject(
-          new DialError(refused ? "refused" : "failed", `${hostname}:${port}: ${error.message}`, {
-            cause: error,
-          }),
-        );
+        // The runtime's own message repeats the address (Node: "connect ECONNREFUSED host:port").
+        const message = refused
+          ? `${hostname}:${port} refused the connection`
+          : `${hostname}:${port}: ${error.message}`;
+        reject(new DialError(refused ? "refused" : "failed", message, { cause: error }));
       },
     );
   });

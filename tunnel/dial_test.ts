@@ -67,10 +67,18 @@ describe("resetReasonForDial", () => {
     const denoRefused = () =>
       Promise.reject(Object.assign(new Error("refused"), { name: "ConnectionRefused" }));
     const reasons: number[] = [];
+    const messages: string[] = [];
     for (const connect of [notFound, refused, denoRefused]) {
-      const error = await dialTcp("host.invalid", 1, 5_000, connect).catch((e: unknown) => e);
+      const error = await dialTcp("host.invalid", 1, 5_000, connect).catch((e: Error) => e);
       reasons.push(resetReasonForDial(error));
+      messages.push((error as Error).message);
     }
+    // A refusal in words, the address once, whichever runtime said it.
+    assert.deepEqual(messages, [
+      "host.invalid:1: getaddrinfo ENOTFOUND",
+      "host.invalid:1 refused the connection",
+      "host.invalid:1 refused the connection",
+    ]);
     assert.deepEqual(reasons, [
       ResetReason.DialFailed,
       ResetReason.DialRefused,

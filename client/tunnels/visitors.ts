@@ -10,7 +10,7 @@
 
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import { dialTcp, resetReasonForDial } from "../../tunnel/dial.ts";
+import { DialError, dialTcp, resetReasonForDial } from "../../tunnel/dial.ts";
 import { encodeProxyV1, encodeProxyV2 } from "../../tunnel/proxy_protocol.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
@@ -95,7 +95,13 @@ export async function pipeToLocal(
     socket = await dialTcp(hostname, port, routes.deadlines.dialTimeoutMs ?? 10_000);
   } catch (error) {
     routes.onDialError(
-      new ClientError("local_dial_failed", `cannot reach ${local}: ${(error as Error).message}`),
+      // A DialError names the address already.
+      new ClientError(
+        "local_dial_failed",
+        error instanceof DialError
+          ? `cannot reach the local service: ${error.message}`
+          : `cannot reach ${local}: ${(error as Error).message}`,
+      ),
     );
     return stream.reset(resetReasonForDial(error));
   }

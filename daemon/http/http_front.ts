@@ -39,6 +39,7 @@ import type { BodyFraming } from "../../transport/http/framing.ts";
 import { requestHost } from "../policy/host_names.ts";
 import { concat } from "../../util/bytes.ts";
 import { splitHostPort } from "../../util/address.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
 
 /** How a request reaches the client holding its host. */
 export interface HttpRoute {
@@ -484,7 +485,7 @@ class HttpConnection {
     stream.onData = (chunk) => this.#onResponseData(exchange, chunk);
     stream.onDrain = () => this.#visitor.resume();
     stream.onEnd = () => this.#onResponseEnd(exchange);
-    stream.onClose = () => this.#onResponseEnd(exchange);
+    stream.onClose = (error) => this.#onResponseEnd(exchange, error);
     const out = authority === undefined
       ? this.#requestHead(head.startLine, head.fields, hostValue)
       : this.#requestHead(
@@ -690,7 +691,8 @@ class HttpConnection {
     return exchange.scanner!.done;
   }
 
-  #onResponseEnd(exchange: Exchange): void {
+  /** The response's stream ended (or closed: `error`, a reset's, says why when it was one). */
+  #onResponseEnd(exchange: Exchange, error?: Error): void {
     if (this.#closed || exchange !== this.#exchange) return;
     if (this.#phase === "tunnel") return this.#finish();
     if (exchange.framing?.kind === "close") {
@@ -702,7 +704,7 @@ class HttpConnection {
         return this.#replay(exchange);
       }
       if (exchange.framing === undefined) {
-        this.#badGateway(exchange, "the service closed without a response");
+        this.#badGateway(exchange, noResponse(error));
       } else this.#breakOff(exchange, "the service closed mid-response");
     }
   }
@@ -728,7 +730,7 @@ class HttpConnection {
     stream.onData = (chunk) => this.#onResponseData(exchange, chunk);
     stream.onDrain = () => this.#visitor.resume();
     stream.onEnd = () => this.#onResponseEnd(exchange);
-    stream.onClose = () => this.#onResponseEnd(exchange);
+    stream.onClose = (error) => this.#onResponseEnd(exchange, error);
     stream.write(head);
     this.#awaitResponse();
   }
@@ -910,6 +912,23 @@ class HttpConnection {
     kept.stream.onEnd = null;
     kept.stream.onClose = null;
     kept.stream.end();
+  }
+}
+
+/**
+ * Why a request got no response, for the visitor's 502: the client resets the request's stream
+ * with the reason its local service could not be dialed, which says more than a closed stream.
+ */
+function noResponse(error: Error | undefined): string {
+  switch ((error as { resetCode?: number } | undefined)?.resetCode) {
+    case ResetReason.DialRefused:
+      return "the tunnel's local service refused the connection (is it running?)";
+    case ResetReason.DialTimeout:
+      return "the tunnel's local service did not answer in time";
+    case ResetReason.DialFailed:
+      return "the tunnel's local service could not be reached";
+    default:
+      return "the service closed without a response";
   }
 }
 
