@@ -51,9 +51,40 @@ export async function probe(
     return { ok: response.status === 200, detail };
   } catch (error) {
     const name = (error as Error)?.name;
-    const reason = name === "TimeoutError"
-      ? `no answer within ${timeoutMs} ms`
-      : (error as Error)?.message ?? String(error);
+    if (refused(error)) {
+      return { ok: false, detail: `no daemon answering at ${origin(url)} (connection refused)` };
+    }
+    const reason = name === "TimeoutError" ? `no answer within ${timeoutMs} ms` : describe(error);
     return { ok: false, detail: `${url}: ${reason}` };
+  }
+}
+
+/**
+ * Whether a fetch failed because nothing listens: each runtime says so its own way (Node an
+ * `ECONNREFUSED` cause, Bun the code on the error, Deno the OS's words in the cause).
+ */
+function refused(error: unknown): boolean {
+  for (
+    let e = error as { code?: string; message?: string; cause?: unknown } | undefined, i = 0;
+    e && i < 4;
+    e = e.cause as typeof e, i++
+  ) {
+    if (e.code === "ECONNREFUSED" || /connection refused/i.test(e.message ?? "")) return true;
+  }
+  return false;
+}
+
+/** A fetch failure in words: its cause's, when the error itself only says "fetch failed". */
+function describe(error: unknown): string {
+  const e = error as { message?: string; cause?: { message?: string } } | undefined;
+  return e?.cause?.message ?? e?.message ?? String(error);
+}
+
+/** `scheme://host:port` of `url`, or `url` itself if it does not parse. */
+function origin(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
   }
 }
