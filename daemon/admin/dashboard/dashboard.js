@@ -99,6 +99,7 @@
   const CONFIRM_MS = 5000;
   const SVG = "http://www.w3.org/2000/svg";
 
+  tokenFromLink();
   let token = sessionStorage.getItem(KEY);
   /** @type {ReturnType<typeof setInterval> | undefined} */
   let pollTimer;
@@ -1133,6 +1134,24 @@
     logEvent(type, lines.join("\n"));
     if (/^(session_|tunnel_|stream_reset|drain|token_)/.test(type)) refresh();
     if (/^(token_|drain)/.test(type)) loadInfo();
+  }
+
+  /**
+   * A link may carry the admin token in its fragment (`/#token=…`), which browsers never send to
+   * the server: it is kept for this tab like a typed one, and cleared from the address bar so it
+   * does not linger on screen or in the tab's history. A refused one logs out as usual.
+   */
+  function tokenFromLink() {
+    const found = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+    if (!found) return;
+    let value = "";
+    try {
+      value = decodeURIComponent(found[1]).trim();
+    } catch (_) {
+      // A malformed escape: no token, the login form as usual.
+    }
+    if (value) sessionStorage.setItem(KEY, value);
+    globalThis.history.replaceState(null, "", location.pathname + location.search);
   }
 
   $("login-form").addEventListener("submit", function (event) {

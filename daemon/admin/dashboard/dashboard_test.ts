@@ -125,6 +125,18 @@ describe("dashboard", () => {
             globalThis.violations.push(e.violatedDirective + " " + e.blockedURI);
           });`,
       });
+      // A link with the token in its fragment logs in at once, and leaves no token in the URL.
+      const linked = await browser.newPage();
+      linked.setDefaultTimeout(WAIT_MS);
+      await linked.goto(`${f.admin.url}/#token=${encodeURIComponent(ADMIN_TOKEN)}`);
+      await linked.waitForSelector(`#tunnels tr[data-tunnel="${tunnelId}"]`);
+      assert.equal(linked.url(), f.admin.url + "/");
+      assert.equal(
+        await linked.evaluate(() => sessionStorage.getItem("tunnelmux.adminToken")),
+        ADMIN_TOKEN,
+      );
+      await linked.close();
+
       await page.goto(f.admin.url + "/");
       assert.equal(await page.isVisible("#login"), true);
       assert.equal(await page.isVisible("#main"), false);
