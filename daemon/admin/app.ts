@@ -23,6 +23,7 @@ import { systemApi } from "./api/system.ts";
 import { tunnelsApi } from "./api/tunnels.ts";
 import { tokensApi } from "./api/tokens.ts";
 import { metricsApi } from "./api/metrics.ts";
+import { recentApi, type RecentHistory } from "./api/recent.ts";
 import { eventsApi } from "./api/events.ts";
 import { dashboardPages } from "./dashboard/pages.ts";
 import { clusterApi } from "./api/cluster.ts";
@@ -44,6 +45,8 @@ export interface AdminAppOptions {
   log: Logger;
   /** The admin token's hash; default: the daemon's `config.adminTokenHash`, read per request. */
   tokenHash?: () => string | null;
+  /** The recent history `/v1/metrics/recent` serves (the admin server samples it); default none. */
+  recent?: RecentHistory;
 }
 
 /** Builds the admin API for `daemon` (the daemon itself, or anything shaped like it). */
@@ -83,6 +86,7 @@ export function createAdminApp(daemon: AdminDeps, options: AdminAppOptions): Hon
   app.route("/", clusterApi(daemon));
   // Metrics and the event feed (their own modules), behind the same guards.
   app.route("/", metricsApi(daemon));
+  app.route("/", recentApi(options.recent));
   app.route("/", eventsApi(daemon));
   app.route("/", openapiApi());
   return app;

@@ -117,6 +117,34 @@ const schemas: Record<string, Json> = {
     properties: { status: { type: "string", enum: ["ok", "ready"] } },
   },
   DaemonState: { type: "string", enum: ["starting", "running", "draining", "stopped"] },
+  RecentHistory: {
+    type: "object",
+    required: ["intervalMs", "samples"],
+    properties: {
+      intervalMs: { type: "integer", description: "Time between samples." },
+      samples: {
+        type: "array",
+        description: "The last five minutes at most, oldest first; kept by the daemon in a ring.",
+        items: {
+          type: "object",
+          required: ["at", "bytesIn", "bytesOut", "sessions", "streams"],
+          properties: {
+            at: { type: "string", format: "date-time" },
+            bytesIn: {
+              type: "number",
+              description: "Transport bytes per second received since the sample before.",
+            },
+            bytesOut: {
+              type: "number",
+              description: "Transport bytes per second sent since the sample before.",
+            },
+            sessions: { type: "integer" },
+            streams: { type: "integer", description: "Open streams, over every session." },
+          },
+        },
+      },
+    },
+  },
   Info: {
     type: "object",
     required: [
@@ -874,6 +902,11 @@ export const OPENAPI_DOCUMENT: Json = {
         },
       }, { tags: ["system"] }),
     },
+    "/v1/metrics/recent": {
+      get: op("Throughput, sessions and streams of the last minutes, sampled every 2 s", {
+        "200": json("The samples, oldest first", ref("RecentHistory")),
+      }, { tags: ["system"] }),
+    },
     "/v1/openapi.json": {
       get: op("This document", {
         "200": json("OpenAPI 3.1", {
@@ -925,6 +958,7 @@ const OPERATION_IDS: Record<string, string> = {
   "delete /v1/tokens/{id}": "revokeToken",
   "get /v1/events": "streamEvents",
   "get /metrics": "getMetrics",
+  "get /v1/metrics/recent": "getRecentHistory",
   "get /v1/openapi.json": "getOpenApi",
   "get /": "getDashboard",
   "get /dashboard.js": "getDashboardScript",

@@ -84,6 +84,15 @@
  * @property {{ mintedTokens: number }} counts
  */
 
+/**
+ * One sample of `/v1/metrics/recent` (rates in bytes per second).
+ * @typedef {object} RecentSample
+ * @property {number} bytesIn
+ * @property {number} bytesOut
+ * @property {number} sessions
+ * @property {number} streams
+ */
+
 /** @typedef {"sessions" | "tunnels" | "tokens"} TableName */
 /** @typedef {{ label: string, values: number[] }} Series */
 /** @typedef {{ id: string, sid?: string }} Target  what a button acts on; sid: a stream's id */
@@ -490,10 +499,39 @@
     show(true);
     $("login-error").textContent = "";
     loadInfo();
-    refresh();
-    pollTimer = setInterval(refresh, POLL_MS);
+    // The charts start with the daemon's recent history; the polls continue it.
+    loadRecent().then(function () {
+      if (!token || pollTimer !== undefined) return; // logged out, or in again, meanwhile
+      refresh();
+      pollTimer = setInterval(refresh, POLL_MS);
+    });
     infoTimer = setInterval(loadInfo, INFO_MS);
     openFeed();
+  }
+
+  /**
+   * Fills the charts' history from `/v1/metrics/recent` (the daemon samples as often as we poll).
+   * Never rejects: without it (an older daemon, a failed call) the charts start empty.
+   * @returns {Promise<void>}
+   */
+  function loadRecent() {
+    return api("GET", "/v1/metrics/recent").then(function (r) {
+      return r.ok ? r.json() : null;
+    }).then(function (/** @type {{ samples: RecentSample[] } | null} */ body) {
+      if (!body) return;
+      // Instead of what an earlier login of this page had drawn.
+      history.in.length =
+        history.out.length =
+        history.sessions.length =
+        history.streams.length =
+          0;
+      body.samples.slice(-HISTORY).forEach(function (sample) {
+        push(history.in, sample.bytesIn);
+        push(history.out, sample.bytesOut);
+        push(history.sessions, sample.sessions);
+        push(history.streams, sample.streams);
+      });
+    }).catch(function () {});
   }
 
   // ---- the header: the daemon's facts ----

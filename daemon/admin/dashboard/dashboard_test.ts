@@ -126,10 +126,15 @@ describe("dashboard", () => {
           });`,
       });
       // A link with the token in its fragment logs in at once, and leaves no token in the URL.
+      // The daemon's recent history, 30 samples of it, fills the charts from the first poll on.
+      const t0 = Date.now();
+      for (let i = 1; i <= 30; i++) f.admin.recent.sample(t0 + i * 2000);
       const linked = await browser.newPage();
       linked.setDefaultTimeout(WAIT_MS);
       await linked.goto(`${f.admin.url}/#token=${encodeURIComponent(ADMIN_TOKEN)}`);
       await linked.waitForSelector(`#tunnels tr[data-tunnel="${tunnelId}"]`);
+      const points = await linked.getAttribute("#chart-sessions polyline", "points") ?? "";
+      assert.ok(points.split(" ").length > 30, `the sessions chart starts with history: ${points}`);
       assert.equal(linked.url(), f.admin.url + "/");
       assert.equal(
         await linked.evaluate(() => sessionStorage.getItem("tunnelmux.adminToken")),
