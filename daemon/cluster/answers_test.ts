@@ -75,7 +75,10 @@ describe("cluster answers", () => {
       fakeTunnel("t-b", { createdAt: 2_000, port: 9001, label: "web", stats: { aToB: 5 } }),
       "s1",
     );
-    registry.addTunnel(fakeTunnel("t-a", { createdAt: 1_000, host: "a.test" }), "s9");
+    registry.addTunnel(
+      fakeTunnel("t-a", { createdAt: 1_000, host: "a.test", urls: ["http://a.test:8080/"] }),
+      "s9",
+    );
     const answer = answersOf(registry).get("tunnels")!(null);
     assert.equal(
       JSON.stringify(answer),
@@ -86,6 +89,7 @@ describe("cluster answers", () => {
           session: null, // its session is gone
           bind: "127.0.0.1:9000",
           host: "a.test",
+          urls: ["http://a.test:8080/"],
           passthrough: false,
           certificate: null,
           label: null,
@@ -103,6 +107,7 @@ describe("cluster answers", () => {
           session: "s1",
           bind: "127.0.0.1:9001",
           host: null,
+          urls: [],
           passthrough: false,
           certificate: null,
           label: "web",
