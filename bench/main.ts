@@ -51,8 +51,9 @@ Options:
                       not a measurement)
   --only a,b          implementations whose id starts with one of these. Protocol: tunnelmux,
                       libp2p-yamux, yamux-js, hashicorp, goyamux, raw-native, raw-node, raw, or
-                      full ids like tunnelmux-bun. Tunnel: tunnelmux, tunnelmux-deno-ws, frp,
-                      chisel, bore, rathole (direct, the baseline, always runs)
+                      full ids like tunnelmux-bun. Tunnel: tunnelmux, tunnelmux-deno-ws, jsrelay
+                      (both floor rows), frp, chisel, bore, rathole (direct, the baseline, always
+                      runs)
   --runtime deno|bun  only JS implementations on this runtime (default: both); Go, direct and
                       the foreign tunnels always run
   --peers-dir DIR     where to look for frps, frpc, chisel, bore and rathole before PATH; those
@@ -83,10 +84,13 @@ stream and its client dialing the backend).
 Tunnels: direct (the load straight to the backend), tunnelmux-{deno,bun}-{tcp,ws} (daemon/main.ts
 and client/main.ts --expose, each a fresh process on that runtime), frp (frps + frpc, a tcp
 proxy), chisel (server --reverse + client R:), bore (server + local), rathole (server + client),
-all on 127.0.0.1 with an auth token. T1 and T2 also report the CPU seconds (user + system) of the
+all on 127.0.0.1 with an auth token. jsrelay-{deno,bun} are each runtime's floor: two chained
+plain relays (bench/tunnel/floor/), visitor -> relay -> relay -> backend, no mux and no auth; the
+public one counts as the server, the one that dials the backend as the client. T1 and T2 also report the CPU seconds (user + system) of the
 tunnel's two processes over the timed part, per GiB and per 1000 connections; T2 their RSS
 after the timed part. Ratios: each tunnel against direct in the same round, WebSocket against
-TCP, tunnelmux's CPU and RSS against the foreign tunnels'.
+TCP, each tunnelmux tunnel against its runtime's floor (every figure), tunnelmux's CPU and RSS
+against the foreign tunnels'.
 
 Memory (M1, tunnelmux on each runtime, two fresh processes over TCP, readings after a forced GC):
 RSS and heap per idle stream for 10,000 open streams on one session (--quick: 500); a stream whose

@@ -1,8 +1,8 @@
 /**
  * The CI smoke runs of `bench` on the runtime running the test: the protocol suite
  * (`--quick --only tunnelmux,raw`) and the tunnel suite (`--quick`: tunnelmux over TCP and
- * WebSocket, and direct), each checked for a number in every scenario for every implementation,
- * and argument errors. No timing thresholds.
+ * WebSocket, the runtime's floor, and direct), each checked for a number in every scenario for
+ * every implementation, and argument errors. No timing thresholds.
  */
 
 import { spawn } from "node:child_process";
@@ -137,14 +137,15 @@ describe("bench", () => {
       ];
       // The HTTP family: the same load in HTTP/1.1 through an HTTP tunnel by name.
       const http = `http-tunnelmux-${RUNTIME}`;
-      assert.deepEqual(report.impls, ["direct", ...tunnels, "http-direct", http]);
+      const floor = `jsrelay-${RUNTIME}`;
+      assert.deepEqual(report.impls, ["direct", ...tunnels, floor, "http-direct", http]);
       assert.deepEqual(report.scenarios.map((s) => s.id), TUNNEL_SCENARIOS.map((s) => s.id));
       for (const s of TUNNEL_SCENARIOS) {
         const httpVsDirect = report.ratios.find((r) =>
           r.scenario === s.id && r.baseline === http && r.versus === "http-direct"
         );
         assert.ok(httpVsDirect && httpVsDirect.median > 0, `HTTP tunnel vs HTTP direct in ${s.id}`);
-        for (const impl of ["direct", ...tunnels, "http-direct", http]) {
+        for (const impl of ["direct", ...tunnels, floor, "http-direct", http]) {
           const row = report.results.find((r) => r.scenario === s.id && r.impl === impl);
           assert.ok(row, `${impl} ${s.id} missing`);
           assert.ok(row.median > 0, `${impl} ${s.id}: ${row.error ?? "no number"}`);
@@ -152,10 +153,12 @@ describe("bench", () => {
           assert.ok(row.p99! >= row.median, `${impl} ${s.id}: p99 below p50`);
         }
         for (const impl of tunnels) {
-          const ratio = report.ratios.find((r) =>
-            r.scenario === s.id && r.baseline === impl && r.versus === "direct"
-          );
-          assert.ok(ratio && ratio.median > 0, `${impl} vs direct in ${s.id}`);
+          for (const versus of ["direct", floor]) {
+            const ratio = report.ratios.find((r) =>
+              r.scenario === s.id && r.baseline === impl && r.versus === versus && !r.metric
+            );
+            assert.ok(ratio && ratio.median > 0, `${impl} vs ${versus} in ${s.id}`);
+          }
         }
         const wsVsTcp = report.ratios.find((r) =>
           r.scenario === s.id && r.baseline === tunnels[1] && r.versus === tunnels[0]
@@ -174,6 +177,10 @@ describe("bench", () => {
         const t1 = report.results.find((r) => r.scenario === "T1" && r.impl === impl)!;
         assert.ok(t1.cpu && t1.cpu.n === 1, `${impl}: CPU per GiB`);
       }
+      // The floor's processes are measured as a tunnel's (its CPU may round to 0 at quick sizes).
+      const floorT2 = report.results.find((r) => r.scenario === "T2" && r.impl === floor)!;
+      assert.ok(floorT2.cpu && floorT2.cpu.n === 1, `${floor}: CPU per 1000 connections`);
+      assert.ok(floorT2.rssServerMiB!.median > 0 && floorT2.rssClientMiB!.median > 0, floor);
       const direct = report.results.find((r) => r.scenario === "T2" && r.impl === "direct")!;
       assert.equal(direct.cpu, undefined, "direct has no tunnel processes to measure");
       assert.ok(report.targets.some((t) => t.scenario === "T1" && t.versus === "direct"));

@@ -67,8 +67,9 @@ export interface ResultRow extends Spread {
 
 /**
  * One implementation against another, paired per round: protocol suite, tunnelmux on one runtime
- * against the others; tunnel suite, every tunnel against `direct`, WebSocket against TCP, and
- * tunnelmux's CPU and RSS against the foreign tunnels'.
+ * against the others; tunnel suite, every tunnel against `direct`, WebSocket against TCP,
+ * tunnelmux against its runtime's floor (`jsrelay-RUNTIME`) in every figure, and tunnelmux's CPU
+ * and RSS against the foreign tunnels'.
  */
 export interface RatioRow extends Spread {
   scenario: string;
@@ -82,14 +83,14 @@ export interface RatioRow extends Spread {
    */
   kind: "speedup" | "latency" | "cost";
   /**
-   * What is compared when not the headline value: `cpu`, `rss` (the server side's) or `p99` (of a
-   * latency).
+   * What is compared when not the headline value: `cpu`, `rss` (the server side's), `rss-client`
+   * or `p99` (of a latency).
    */
   metric?: RatioMetric;
 }
 
-/** A figure compared other than the headline value. */
-export type RatioMetric = "cpu" | "rss" | "p99";
+/** A figure compared other than the headline value (`rss` is the server side's). */
+export type RatioMetric = "cpu" | "rss" | "rss-client" | "p99";
 
 /** One of the goals, checked against the measured median ratio. */
 export interface TargetRow {
@@ -212,6 +213,7 @@ const PICK = {
   value: (s: SampleRecord) => s.value,
   cpu: (s: SampleRecord) => s.cpu,
   rss: (s: SampleRecord) => s.rssServerMiB,
+  "rss-client": (s: SampleRecord) => s.rssClientMiB,
   p99: (s: SampleRecord) => s.p99,
 };
 
@@ -279,6 +281,15 @@ function ratioPairs(suite: Suite, impls: readonly string[]): Pair[] {
   for (const relay of impls.filter((i) => /^tunnelmux-.*-relay$/.test(i))) {
     const tcp = relay.replace(/-relay$/, "-tcp");
     if (impls.includes(tcp)) pairs.push([relay, tcp], [relay, tcp, "cpu"]);
+  }
+  // Each tunnelmux tunnel against its runtime's floor, two plain relays: every figure the
+  // summary has (those a scenario lacks are dropped below).
+  for (const baseline of impls.filter((i) => /^tunnelmux-(deno|bun)-/.test(i))) {
+    const floor = `jsrelay-${baseline.split("-")[1]}`;
+    if (!impls.includes(floor)) continue;
+    for (const metric of [undefined, "cpu", "rss", "rss-client", "p99"] as const) {
+      pairs.push([baseline, floor, metric]);
+    }
   }
   // Costs only against the foreign tunnel the target names (CPU: bore, RSS: frp).
   for (const baseline of impls.filter((i) => i.startsWith("tunnelmux-"))) {
@@ -436,7 +447,8 @@ const RATIO_LEGEND: Record<Suite, string> = {
   protocol: "ratios, paired per round (S1-S4: tunnelmux / other, higher is better; " +
     "S5: tunnelmux p50 / other p50, lower is better):",
   tunnel: "ratios, paired per round (T1, T2: A / B, higher is better; T3, T4: p50 of A / p50 " +
-    "of B, lower is better; cpu, rss: A / B, lower is better):",
+    "of B, lower is better; cpu, rss (server side), rss-client, p99: A / B, lower is better; " +
+    "jsrelay-RUNTIME is that runtime's floor, two plain relays):",
 };
 
 /** One suite's tables: results, resources (tunnel), failures, ratios, targets. */

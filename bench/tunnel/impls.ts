@@ -3,6 +3,7 @@
  * baseline), tunnelmux's daemon and client CLIs on Deno or Bun over TCP or WebSocket, and the
  * foreign tunnels frp, chisel, bore and rathole when their binaries are found. Every start is a
  * fresh pair of processes on 127.0.0.1 with an auth token, exposing the backend on a new port.
+ * `jsrelay-deno` and `jsrelay-bun` are each runtime's floor: two chained plain relays.
  * The `http-` family does the same through HTTP tunnels routed by name (tunnelmux's `--http`,
  * frp's `type = "http"`), the load speaking HTTP/1.1 with the tunnel's `Host`.
  *
@@ -143,6 +144,35 @@ function tunnelmux(runtime: JsRuntime, transport: "tcp" | "ws"): TunnelImpl {
         return { address: client.ready[1], server, client };
       } catch (error) {
         await server.stop(0);
+        throw error;
+      }
+    },
+  };
+}
+
+/**
+ * The runtime's floor: two chained plain relays (`floor/relay_RUNTIME.ts`), visitor -> A -> B ->
+ * backend, on the runtime's native sockets; no multiplexing, no auth, a TCP connection per hop per
+ * visitor. A takes the public port (measured as the server side), B dials the backend (the client
+ * side), so tunnelmux's rows can be read against what two processes on that runtime cost anyway.
+ */
+function jsrelay(runtime: JsRuntime): TunnelImpl {
+  const relay = (listen: string, target: string) =>
+    startProcess([
+      ...runtimeArgv(runtime, `bench/tunnel/floor/relay_${runtime}.ts`),
+      listen,
+      target,
+    ], { ready: /relay on (\S+) -> /, timeoutMs: START_MS, env: childEnv() });
+  return {
+    id: `jsrelay-${runtime}`,
+    missing: null,
+    async start(backend) {
+      const client = await relay("127.0.0.1:0", backend);
+      try {
+        const server = await relay("127.0.0.1:0", client.ready[1]);
+        return { address: server.ready[1], server, client };
+      } catch (error) {
+        await client.stop(0);
         throw error;
       }
     },
@@ -468,7 +498,7 @@ export const FOREIGN = ["frp", "chisel", "bore", "rathole"] as const;
 
 /**
  * Every tunnel implementation in table order: direct, tunnelmux on each runtime over TCP and
- * WebSocket, and (unless `foreignPeers` is false) the foreign tunnels, found in `peersDir` or on
+ * WebSocket and through a cluster relay, each runtime's floor (`jsrelay-RUNTIME`), and (unless `foreignPeers` is false) the foreign tunnels, found in `peersDir` or on
  * PATH; those not found carry a `missing` reason.
  */
 export function tunnelImpls(
@@ -480,6 +510,8 @@ export function tunnelImpls(
   for (const runtime of runtimes) {
     impls.push(tunnelmux(runtime, "tcp"), tunnelmux(runtime, "ws"), tunnelmuxRelay(runtime));
   }
+  // The floor rows, ours (so also in --quick runs, which leave the foreign tunnels out).
+  impls.push(...runtimes.map(jsrelay));
   if (foreignPeers) impls.push(frp(peersDir), chisel(peersDir), bore(peersDir), rathole(peersDir));
   // HTTP tunnels by name, their own family: `--only http` runs them.
   impls.push(httpDirect, ...runtimes.map(tunnelmuxHttp));

@@ -32,13 +32,14 @@ export type TunnelOutcome =
   | { ok: false; error: string };
 
 /**
- * Runs the load generator with the ready/go handshake: `onReady` runs between the two, and the
- * promise resolves as soon as the result line arrives (before the load's sockets close).
+ * Runs the load generator with the ready/go handshake: `onReady` runs between the two (when it
+ * returns a promise, "go" waits for it; if it rejects, the load is killed and the run rejects),
+ * and the promise resolves as soon as the result line arrives (before the load's sockets close).
  */
-function runLoad(
+export function runLoad(
   argv: string[],
   timeoutMs: number,
-  onReady: () => void,
+  onReady: () => void | Promise<void>,
 ): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "pipe"] });
@@ -60,8 +61,14 @@ function runLoad(
           continue;
         }
         if (result!.phase === "ready") {
-          onReady();
-          child.stdin!.write("go\n");
+          const go = () => void child.stdin!.write("go\n");
+          const waited = onReady();
+          if (waited instanceof Promise) {
+            waited.then(go, (error) => {
+              reject(error);
+              child.kill("SIGKILL");
+            });
+          } else go();
         } else if (result!.ok === true) {
           resolve(result!);
         }
@@ -115,7 +122,9 @@ export async function measureTunnel(
         `${Math.round(timeoutMs / 1000)}s`,
       ],
       timeoutMs + 5_000,
-      () => (cpuBefore = cpuNow()),
+      () => {
+        cpuBefore = cpuNow();
+      },
     ).then((result) => {
       cpuAfter = cpuNow();
       rss = sides.map((p) => rssMiB(p.pid));

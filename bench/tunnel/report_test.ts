@@ -19,7 +19,7 @@ const ENV: BenchEnv = {
   bun: "test",
   go: "go test",
 };
-const IMPLS = ["direct", "tunnelmux-deno-tcp", "tunnelmux-deno-ws", "frp", "bore"];
+const IMPLS = ["direct", "tunnelmux-deno-tcp", "tunnelmux-deno-ws", "jsrelay-deno", "frp", "bore"];
 const T1 = TUNNEL_SCENARIOS[0];
 const T2 = TUNNEL_SCENARIOS[1];
 
@@ -29,6 +29,7 @@ function samples(): SampleRecord[] {
     direct: [1000, 2000],
     "tunnelmux-deno-tcp": [400, 600],
     "tunnelmux-deno-ws": [200, 600],
+    "jsrelay-deno": [800, 1200],
     frp: [100, 200],
     bore: [500, 500],
   };
@@ -37,15 +38,18 @@ function samples(): SampleRecord[] {
     for (const impl of IMPLS) {
       for (const scenario of [T1, T2]) {
         const tunnel = impl !== "direct";
+        const floor = impl === "jsrelay-deno";
         out.push({
           round,
           scenario: scenario.id,
           impl,
           ok: true,
           value: value[impl][round],
-          ...(tunnel ? { cpu: impl === "bore" ? 2 : 1 } : {}),
-          ...(tunnel && scenario.rss ? { rssServerMiB: impl === "frp" ? 10 : 40 } : {}),
-          ...(tunnel && scenario.rss ? { rssClientMiB: 5 } : {}),
+          ...(tunnel ? { cpu: impl === "bore" ? 2 : floor ? 0.5 : 1 } : {}),
+          ...(tunnel && scenario.rss
+            ? { rssServerMiB: impl === "frp" ? 10 : floor ? 20 : 40 }
+            : {}),
+          ...(tunnel && scenario.rss ? { rssClientMiB: floor ? 4 : 5 } : {}),
         });
       }
     }
@@ -81,6 +85,21 @@ describe("tunnel report", () => {
     assert.equal(ratio("T2", "tunnelmux-deno-tcp", "frp", "rss")?.median, 4);
     assert.equal(ratio("T1", "tunnelmux-deno-tcp", "frp", "rss"), undefined, "no RSS in T1");
     assert.equal(ratio("T1", "frp", "bore", "cpu"), undefined, "costs are tunnelmux's only");
+  });
+
+  it("pairs each tunnelmux tunnel with its runtime's floor in every figure it has", () => {
+    for (const tunnel of ["tunnelmux-deno-tcp", "tunnelmux-deno-ws"]) {
+      assert.ok(ratio("T1", tunnel, "jsrelay-deno"), tunnel);
+    }
+    assert.equal(ratio("T1", "tunnelmux-deno-tcp", "jsrelay-deno")?.median, 0.5);
+    assert.equal(ratio("T1", "tunnelmux-deno-tcp", "jsrelay-deno", "cpu")?.median, 2);
+    assert.equal(ratio("T2", "tunnelmux-deno-tcp", "jsrelay-deno", "rss")?.median, 2);
+    assert.equal(ratio("T2", "tunnelmux-deno-tcp", "jsrelay-deno", "rss-client")?.median, 1.25);
+    assert.equal(ratio("T1", "tunnelmux-deno-tcp", "jsrelay-deno", "rss"), undefined, "no RSS");
+    assert.equal(ratio("T1", "tunnelmux-deno-tcp", "jsrelay-deno", "p99"), undefined, "no p99");
+    assert.equal(ratio("T1", "jsrelay-deno", "direct")?.median, (0.8 + 0.6) / 2);
+    assert.equal(ratio("T1", "frp", "jsrelay-deno"), undefined, "the floor is tunnelmux's");
+    assert.equal(ratio("T1", "jsrelay-deno", "best-peer"), undefined);
   });
 
   it("summarizes the extras per row and leaves them out for direct", () => {
@@ -127,6 +146,8 @@ describe("tunnel report", () => {
     assert.match(text, /T1 CPU s\/GiB/);
     assert.match(text, /server RSS MiB after T2/);
     assert.match(text, /tunnelmux-deno-tcp vs frp \(rss\)/);
+    assert.match(text, /tunnelmux-deno-tcp vs jsrelay-deno \(cpu\)/);
+    assert.match(text, /jsrelay-deno\s+\S+ \[/, "the floor's row in the resources table");
     assert.match(text, /rathole: rathole not on PATH/);
     assert.doesNotMatch(text, /protocol benchmark/);
   });
