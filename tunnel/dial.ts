@@ -8,7 +8,7 @@
 import { connectTcp } from "../transport/mod.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { ResetReason } from "./reset_reasons.ts";
-import { pathDeadlines } from "../util/deadlines.ts";
+import { sharedDeadlines } from "../util/deadlines.ts";
 
 /** Why a dial failed. */
 export type DialFailure = "refused" | "timeout" | "failed";
@@ -69,7 +69,7 @@ export function dialTcp(
 ): Promise<Transport> {
   return new Promise((resolve, reject) => {
     let settled = false;
-    const deadline = pathDeadlines.add(timeoutMs, () => {
+    const deadline = sharedDeadlines.add(timeoutMs, () => {
       settled = true;
       reject(new DialError("timeout", `${hostname}:${port} did not answer within ${timeoutMs} ms`));
     });

@@ -6,7 +6,7 @@
 
 import { decodeStreamHeader, type StreamHeader, StreamHeaderError } from "./stream_header.ts";
 import type { Stream } from "../protocol/stream.ts";
-import { pathDeadlines } from "../util/deadlines.ts";
+import { sharedDeadlines } from "../util/deadlines.ts";
 
 /**
  * Resolves with the stream's header and whatever payload arrived with it (possibly empty). The
@@ -40,7 +40,7 @@ export function readStreamHeader(
       if (error) reject(error);
       else resolve(result!);
     };
-    const deadline = pathDeadlines.add(
+    const deadline = sharedDeadlines.add(
       timeoutMs,
       () => finish(new StreamHeaderError(`no stream header within ${timeoutMs} ms`)),
     );

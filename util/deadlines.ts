@@ -98,5 +98,5 @@ export class Deadlines {
   }
 }
 
-/** The process's deadlines for waits on a tunnel's path (stream headers, dials). */
-export const pathDeadlines: Deadlines = new Deadlines();
+/** The process's deadlines for short waits on the data path: stream headers, dials, delayed ACKs. */
+export const sharedDeadlines: Deadlines = new Deadlines();
