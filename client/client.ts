@@ -19,6 +19,7 @@ import type { Transport } from "../protocol/transport.ts";
 import { CONTROL_VERSION, type DaemonMessage } from "../tunnel/control.ts";
 import { ControlChannel } from "../tunnel/control_channel.ts";
 import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
+import { TUNNEL_ACK_DELAY_MS } from "../tunnel/ack_delay.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import { Backoff, type BackoffOptions } from "./connect/backoff.ts";
 import { dialFailure, sessionFailure } from "./connect/connect_errors.ts";
@@ -443,7 +444,7 @@ export class Client extends Emitter<ClientEvents> {
     if (this.#lifecycle.state === "closed") return transport.close();
     const session = new Session(transport, {
       client: true,
-      config: this.#options.session,
+      config: { ackDelay: TUNNEL_ACK_DELAY_MS, ...this.#options.session },
       onStream: (stream) => acceptIncoming(stream, this.#routes),
       // A stream the daemon refuses closes with a ClientError that names the reason.
       resetError: (id, code) => ClientError.fromReset(id, code),

@@ -41,6 +41,12 @@ export interface SessionConfig {
   keepAliveTimeout: number;
   /** Time an opened stream may wait for its ACK before it is reset. Default 75 s. */
   openTimeout: number;
+  /**
+   * Longest an accepted stream's ACK waits to ride on the stream's first frame (data, window
+   * update, FIN or RST) instead of going in a frame and a write of its own; at most 1 s, so the
+   * opener's unacknowledged opens stay few. Default 0: at once.
+   */
+  ackDelay: number;
   /** Time after our FIN that we wait for the peer's FIN before resetting the stream. Default 5 min. */
   closeTimeout: number;
   /** Ping replies queued while the transport is backed up; extra pings go unanswered. Default 16. */
@@ -71,6 +77,7 @@ export const DEFAULT_SESSION_CONFIG: Readonly<SessionConfig> = Object.freeze({
   keepAliveInterval: 30_000,
   keepAliveTimeout: 30_000,
   openTimeout: 75_000,
+  ackDelay: 0,
   closeTimeout: 300_000,
   maxPendingPingReplies: 16,
   maxOutstandingPings: 64,
@@ -80,6 +87,12 @@ export const DEFAULT_SESSION_CONFIG: Readonly<SessionConfig> = Object.freeze({
 const LOWER_BOUNDS: Partial<Record<keyof SessionConfig, number>> = {
   maxStreamWindow: INITIAL_STREAM_WINDOW,
   maxFrameLength: INITIAL_STREAM_WINDOW,
+  ackDelay: 0,
+};
+
+/** Largest accepted value where the type's limit is too wide to be sensible. */
+const UPPER_BOUNDS: Partial<Record<keyof SessionConfig, number>> = {
+  ackDelay: 1_000,
 };
 
 /**
@@ -101,10 +114,9 @@ export function resolveSessionConfig(overrides: Partial<SessionConfig> = {}): Se
       continue;
     }
     const min = LOWER_BOUNDS[key] ?? 1;
-    if (
-      typeof value !== "number" || !Number.isInteger(value) || value < min || value > MAX_UINT32
-    ) {
-      throw new RangeError(`${key} must be an integer from ${min} to ${MAX_UINT32}, got ${value}`);
+    const max = UPPER_BOUNDS[key] ?? MAX_UINT32;
+    if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+      throw new RangeError(`${key} must be an integer from ${min} to ${max}, got ${value}`);
     }
   }
   // A peer may send a whole granted window in one frame (hashicorp and libp2p-yamux do).

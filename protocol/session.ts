@@ -14,6 +14,7 @@ import { resolveSessionConfig, type SessionConfig } from "./config.ts";
 import { YamuxError, type YamuxErrorCode } from "./errors.ts";
 import { FrameDecoder, type FrameSink } from "./frame_decoder.ts";
 import { releaseBytes } from "../util/buffer_pool.ts";
+import { sharedDeadlines } from "../util/deadlines.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import { Outbound } from "./outbound.ts";
 import {
@@ -523,9 +524,15 @@ export class Session implements FrameSink, StreamHost {
     return stream;
   }
 
-  /** Hands a stream to the application; its ACK goes out with the next write. */
+  /**
+   * Hands a stream to the application. Its ACK goes out with the next write, or with the stream's
+   * first frame if that comes within `ackDelay` (the flag waits on the stream until a frame takes
+   * it; the deadline only makes the writer visit the stream, which finds nothing to do if the
+   * flag is gone).
+   */
   #acknowledge(stream: Stream): Stream {
-    this.#outbound.schedule(stream);
+    if (this.config.ackDelay === 0) this.#outbound.schedule(stream);
+    else sharedDeadlines.add(this.config.ackDelay, () => this.#outbound.schedule(stream));
     return stream;
   }
 

@@ -12,7 +12,8 @@ import { EACH_TURN, waitFor } from "../testing/wait.ts";
 import { concat, pattern } from "../util/bytes.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import { Flag, FrameType } from "./constants.ts";
-import { frame, RawPeer } from "./_raw_peer.ts";
+import { frame, type RawFrame, RawPeer } from "./_raw_peer.ts";
+import { resolveSessionConfig } from "./config.ts";
 
 const QUIET = { enableKeepAlive: false } as const;
 
@@ -543,5 +544,80 @@ describe("Session: what a paused stream keeps of a received chunk", () => {
     } finally {
       session.destroy();
     }
+  });
+});
+
+describe("Session: ackDelay", () => {
+  /** A server session on a raw peer, with `ackDelay`, answering each stream with `answer`. */
+  function server(ackDelay: number, answer: (stream: Stream) => void) {
+    const peer = new RawPeer();
+    const session = new Session(peer, {
+      client: false,
+      config: { ...QUIET, ackDelay },
+      onStream: answer,
+    });
+    return { peer, session };
+  }
+
+  /** Waits for `n` frames of stream 1 and returns them (the session's own pings aside). */
+  async function streamFrames(peer: RawPeer, n: number): Promise<RawFrame[]> {
+    await waitFor(() => peer.frames().filter((f) => f.streamId === 1).length >= n, {
+      ...EACH_TURN,
+      message: `${n} frames of stream 1`,
+    });
+    return peer.frames().filter((f) => f.streamId === 1);
+  }
+
+  it("an answer within the delay carries the ACK: one frame", async () => {
+    const { peer, session } = server(1_000, (stream) => {
+      // A service answering a little later, as a dial and a reply take.
+      setTimeout(() => stream.write(new Uint8Array([7, 7])), 5);
+    });
+    try {
+      peer.send(frame(FrameType.Data, Flag.SYN, 1, 1, new Uint8Array([1])));
+      const frames = await streamFrames(peer, 1);
+      assert.equal(frames.length, 1);
+      assert.equal(frames[0].type, FrameType.Data);
+      assert.equal(frames[0].flags, Flag.ACK);
+      assert.deepEqual([...frames[0].payload], [7, 7]);
+    } finally {
+      session.close();
+    }
+  });
+
+  it("a silent stream still acknowledges, once the delay is over", async () => {
+    const { peer, session } = server(20, () => {});
+    try {
+      peer.send(frame(FrameType.WindowUpdate, Flag.SYN, 1, 0));
+      await tick(3);
+      assert.equal(peer.framesOf(FrameType.WindowUpdate, 0, 1).length, 0, "acknowledged early");
+      const frames = await streamFrames(peer, 1);
+      assert.equal(frames[0].type, FrameType.WindowUpdate);
+      assert.equal(frames[0].flags, Flag.ACK);
+      assert.equal(frames[0].streamId, 1);
+    } finally {
+      session.close();
+    }
+  });
+
+  it("without a delay the ACK goes at once, alone", async () => {
+    const { peer, session } = server(0, (stream) => {
+      setTimeout(() => stream.write(new Uint8Array([7])), 5);
+    });
+    try {
+      peer.send(frame(FrameType.WindowUpdate, Flag.SYN, 1, 0));
+      const frames = await streamFrames(peer, 2);
+      assert.deepEqual(frames.map((f) => [f.type, f.flags]), [
+        [FrameType.WindowUpdate, Flag.ACK],
+        [FrameType.Data, 0],
+      ]);
+    } finally {
+      session.close();
+    }
+  });
+
+  it("is at most a second", () => {
+    assert.throws(() => resolveSessionConfig({ ackDelay: 1_001 }), /ackDelay/);
+    assert.equal(resolveSessionConfig({ ackDelay: 0 }).ackDelay, 0);
   });
 });

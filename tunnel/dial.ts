@@ -8,6 +8,7 @@
 import { connectTcp } from "../transport/mod.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { ResetReason } from "./reset_reasons.ts";
+import { sharedDeadlines } from "../util/deadlines.ts";
 
 /** Why a dial failed. */
 export type DialFailure = "refused" | "timeout" | "failed";
@@ -68,19 +69,19 @@ export function dialTcp(
 ): Promise<Transport> {
   return new Promise((resolve, reject) => {
     let settled = false;
-    const timer = setTimeout(() => {
+    const deadline = sharedDeadlines.add(timeoutMs, () => {
       settled = true;
       reject(new DialError("timeout", `${hostname}:${port} did not answer within ${timeoutMs} ms`));
-    }, timeoutMs);
+    });
     connect({ hostname, port }).then(
       (transport) => {
-        clearTimeout(timer);
+        deadline.cancel();
         if (settled) return transport.close();
         settled = true;
         resolve(transport);
       },
       (error: Error & { code?: string }) => {
-        clearTimeout(timer);
+        deadline.cancel();
         if (settled) return;
         settled = true;
         // Deno names the error class, Node and Bun set an errno code.

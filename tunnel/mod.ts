@@ -17,6 +17,7 @@
  * @module
  */
 
+export * from "./ack_delay.ts";
 export * from "./control.ts";
 export * from "./control_channel.ts";
 export * from "./dial.ts";

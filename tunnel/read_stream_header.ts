@@ -6,6 +6,7 @@
 
 import { decodeStreamHeader, type StreamHeader, StreamHeaderError } from "./stream_header.ts";
 import type { Stream } from "../protocol/stream.ts";
+import { sharedDeadlines } from "../util/deadlines.ts";
 
 /**
  * Resolves with the stream's header and whatever payload arrived with it (possibly empty). The
@@ -31,7 +32,7 @@ export function readStreamHeader(
       error: Error | undefined,
       result?: { header: StreamHeader; rest: Uint8Array },
     ) => {
-      clearTimeout(timer);
+      deadline.cancel();
       stream.pause();
       stream.onData = null;
       stream.onEnd = null;
@@ -39,9 +40,9 @@ export function readStreamHeader(
       if (error) reject(error);
       else resolve(result!);
     };
-    const timer = setTimeout(
-      () => finish(new StreamHeaderError(`no stream header within ${timeoutMs} ms`)),
+    const deadline = sharedDeadlines.add(
       timeoutMs,
+      () => finish(new StreamHeaderError(`no stream header within ${timeoutMs} ms`)),
     );
     stream.onData = (chunk) => {
       if (received.length === 0) received = chunk;

@@ -10,6 +10,7 @@
  */
 
 import { type ClientMessage, CONTROL_VERSION, parseClientMessage } from "../../tunnel/control.ts";
+import { TUNNEL_ACK_DELAY_MS } from "../../tunnel/ack_delay.ts";
 import { ControlChannel } from "../../tunnel/control_channel.ts";
 import { Lifecycle } from "../../util/lifecycle.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
@@ -151,6 +152,7 @@ export class ClientSession implements SessionHandle {
         maxStreams: limits.streamsPerSession,
         keepAliveInterval: limits.keepAliveIntervalMs,
         keepAliveTimeout: limits.keepAliveTimeoutMs,
+        ackDelay: TUNNEL_ACK_DELAY_MS,
       },
       onStream: (stream) => this.#onStream(stream),
       onError: (error, reason) =>

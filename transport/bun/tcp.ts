@@ -6,6 +6,10 @@
  *   or -1 once closed) and keeps nothing, so the rest waits here until the `drain` callback.
  * - `socket.end()` closes the whole socket even with `allowHalfOpen` (the `close` callback runs
  *   synchronously inside it); the half-close is `socket.shutdown()`.
+ * - Every `pause()` and `resume()` is a system call (`epoll_ctl`), so a new socket is not paused
+ *   in case data comes before the transport is started; such data is held, and the socket paused
+ *   then. Its addresses are asked of the kernel only when wanted (two `getpeername` or
+ *   `getsockname` calls each) unless the dialed or listening address already says them.
  * - The buffer passed to `data` is freshly allocated per call (each has its own ArrayBuffer at
  *   offset 0, and earlier buffers keep their bytes; checked on Bun 1.4.4 by retaining every chunk
  *   of a multi-MiB transfer and comparing them afterwards, see bun/tcp_test.ts), so it is handed
@@ -20,7 +24,8 @@
  * - `open` runs before the handshake, and `Bun.connect` resolves there. Writes before the
  *   `handshake` callback return 0, and a `shutdown()` then aborts the handshake, so transports are
  *   handed out only from `handshake`. Pausing in `open` would stall the handshake (its bytes are
- *   reads too), so a TLS socket is paused in `handshake` instead.
+ *   reads too); like a plain socket, a TLS one is paused only once data arrives before the
+ *   transport is started.
  * - A failed verification arrives as `handshake(socket, false, error)` followed by a `close`
  *   *without* error; the connect is rejected from there with a {@linkcode TlsHandshakeError}.
  * - `tls: {}` (an empty object) silently means plain TCP; the options below are never empty.
@@ -34,7 +39,7 @@
 
 import process from "node:process";
 import type { Transport, TransportHandlers, TransportListener } from "../../protocol/transport.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort, formatIp, parseIp, unbracketHost } from "../../util/address.ts";
 import { EventSink, toError } from "../io/event_sink.ts";
 import { ChunkQueue, MAX_BATCH } from "../io/chunk_queue.ts";
 import { bunApi, type BunListener, type BunSocket, type BunSocketHandler } from "./types.ts";
@@ -61,13 +66,18 @@ function bun() {
   return bunApi("the Bun TCP transport");
 }
 
+/**
+ * `host:port` when `hostname` is an IP literal other than a wildcard: what the kernel would say
+ * for a socket connected to it or accepted on it, known without asking.
+ */
+function knownAddress(hostname: string, port: number): string | undefined {
+  const ip = parseIp(unbracketHost(hostname));
+  if (ip === undefined || ip.bytes.every((byte) => byte === 0)) return undefined;
+  return formatHostPort(formatIp(ip), port);
+}
+
 /** A Bun TCP socket adapted to the {@linkcode Transport} contract. */
 export class BunTcpTransport implements Transport {
-  /** The peer's `host:port`, captured while the socket is open. */
-  readonly remoteAddress: string;
-  /** The local `host:port`. */
-  readonly localAddress: string;
-
   #socket: Socket;
   #sink: EventSink;
   #queue = new ChunkQueue();
@@ -75,29 +85,56 @@ export class BunTcpTransport implements Transport {
   #pending: Uint8Array | undefined;
   #gate: WriteGate;
   #flushScheduled = false;
+  readonly #flushCallback = () => {
+    this.#flushScheduled = false;
+    if (!this.#blocked) this.#flush();
+  };
   // The kernel refused bytes; only the drain callback may write again.
   #blocked = false;
   #writeClosed = false;
   #peerEnded = false;
   // Bun already closed the socket cleanly; report close once the held end is delivered.
   #closeAfterEnd = false;
+  // Whether Bun was told to stop reading: each pause or resume is a system call, so the socket is
+  // paused only once data arrives that nobody takes, and resumed only if it was.
+  #socketPaused = false;
+  #remote: string | undefined;
+  #local: string | undefined;
 
   /**
-   * Wraps an open socket; called from the `open` callback. `holdReads` false leaves the socket
-   * reading (a TLS socket mid-handshake); the caller pauses it before handing the transport out.
+   * Wraps an open socket; called from the `open` callback. `addresses` are the peer's and our
+   * `host:port` where the caller knows them without asking the kernel (a dialed IP literal, a
+   * listener bound to one address).
    */
-  constructor(socket: Socket, options: TcpTuning = {}, holdReads = true) {
+  constructor(
+    socket: Socket,
+    options: TcpTuning = {},
+    addresses: { remote?: string; local?: string } = {},
+  ) {
     this.#socket = socket;
     this.#gate = new WriteGate(options.highWaterMark);
-    this.remoteAddress = formatHostPort(socket.remoteAddress, socket.remotePort);
-    this.localAddress = formatHostPort(socket.localAddress, socket.localPort);
+    this.#remote = addresses.remote;
+    this.#local = addresses.local;
     this.#sink = new EventSink({
       endDelivered: () => this.#maybeFinish(),
       handlerFailed: (error) => this.#teardown(error),
     });
-    socket.setNoDelay(options.noDelay ?? true);
-    // Bun reads as soon as the socket opens; hold the kernel back until someone listens.
-    if (holdReads) socket.pause();
+    // Bun turns Nagle's algorithm off on every socket it opens (seen with strace on Bun 1.4.4:
+    // TCP_NODELAY right after accept and connect), so only the opposite wish costs a call.
+    if (options.noDelay === false) socket.setNoDelay(false);
+  }
+
+  /**
+   * The peer's `host:port`. Asked of the kernel on first use (two system calls in Bun), and kept:
+   * a closing transport captures it while the socket can still answer.
+   */
+  get remoteAddress(): string {
+    return this.#remote ??= formatHostPort(this.#socket.remoteAddress, this.#socket.remotePort);
+  }
+
+  /** The local `host:port`, found as {@linkcode remoteAddress} is. */
+  get localAddress(): string {
+    return this.#local ??= formatHostPort(this.#socket.localAddress, this.#socket.localPort);
   }
 
   /** Written chunks' claims are given back once the kernel has their bytes. */
@@ -110,7 +147,7 @@ export class BunTcpTransport implements Transport {
 
   start(handlers: TransportHandlers): void {
     this.#sink.start(handlers);
-    if (!this.#sink.paused && !this.#sink.closed) this.#socket.resume();
+    if (!this.#sink.paused) this.#resumeSocket();
   }
 
   write(chunk: Uint8Array): boolean {
@@ -124,12 +161,22 @@ export class BunTcpTransport implements Transport {
 
   pause(): void {
     this.#sink.pause();
-    if (!this.#sink.closed) this.#socket.pause();
+    if (!this.#sink.closed && !this.#socketPaused) {
+      this.#socketPaused = true;
+      this.#socket.pause();
+    }
   }
 
   resume(): void {
-    if (!this.#sink.closed) this.#socket.resume();
+    this.#resumeSocket();
     this.#sink.resume();
+  }
+
+  #resumeSocket(): void {
+    if (this.#socketPaused && !this.#sink.closed) {
+      this.#socketPaused = false;
+      this.#socket.resume();
+    }
   }
 
   end(): void {
@@ -144,6 +191,12 @@ export class BunTcpTransport implements Transport {
   /** @internal Bun `data` callback. */
   onData(chunk: Uint8Array): void {
     this.#sink.data(chunk);
+    // Held (not started yet, or paused while Bun's read was under way): one chunk is kept, and the
+    // kernel holds the rest back until someone takes it.
+    if (this.#sink.holding && !this.#socketPaused && !this.#sink.closed) {
+      this.#socketPaused = true;
+      this.#socket.pause();
+    }
   }
 
   /** @internal Bun `end` callback: the peer sent FIN. */
@@ -161,6 +214,7 @@ export class BunTcpTransport implements Transport {
   /** @internal Bun `close` / `error` callbacks. */
   onClose(error?: Error): void {
     if (this.#sink.closed) return;
+    this.#captureAddresses();
     if (!error) {
       // Once our write side is shut down, Bun reports the peer's FIN as `close` alone, without
       // `end`. A clean close is therefore also the end of data: report end first, then close
@@ -180,10 +234,7 @@ export class BunTcpTransport implements Transport {
   #scheduleFlush(): void {
     if (this.#flushScheduled || this.#blocked) return;
     this.#flushScheduled = true;
-    queueMicrotask(() => {
-      this.#flushScheduled = false;
-      if (!this.#blocked) this.#flush();
-    });
+    queueMicrotask(this.#flushCallback);
   }
 
   #flush(): void {
@@ -213,6 +264,12 @@ export class BunTcpTransport implements Transport {
     }
   }
 
+  // Addresses not asked for yet, read while Bun may still know them (see remoteAddress).
+  #captureAddresses(): void {
+    void this.remoteAddress;
+    void this.localAddress;
+  }
+
   // Both directions finished cleanly: release the socket and report a clean close, as TCP does.
   #maybeFinish(): void {
     if (this.#closeAfterEnd && this.#sink.endDelivered) {
@@ -226,6 +283,7 @@ export class BunTcpTransport implements Transport {
 
   #teardown(error: Error | undefined): void {
     if (this.#sink.closed) return;
+    this.#captureAddresses();
     this.#queue.clear();
     this.#pending = undefined;
     this.#sink.close(error);
@@ -239,11 +297,12 @@ function socketHandler(
   options: TcpTuning,
   onOpen: (transport: BunTcpTransport) => void,
   onConnectError?: (error: Error) => void,
+  addresses?: { remote?: string; local?: string },
 ): SocketHandler {
   return {
     binaryType: "uint8array",
     open(socket) {
-      const transport = new BunTcpTransport(socket, options);
+      const transport = new BunTcpTransport(socket, options, addresses);
       socket.data = transport;
       onOpen(transport);
     },
@@ -258,7 +317,7 @@ function socketHandler(
 
 /** The pieces of {@linkcode tlsSocketHandler} that differ between connecting and listening. */
 interface TlsSides {
-  /** The handshake succeeded: the transport is ready and its socket paused. */
+  /** The handshake succeeded: the transport is ready (it holds what arrives until started). */
   ready(transport: BunTcpTransport): void;
   /** The handshake failed or the socket closed before it finished. */
   failed(error: Error): void;
@@ -285,7 +344,7 @@ function tlsSocketHandler(options: TcpTuning, sides: TlsSides): SocketHandler {
   return {
     ...plain,
     open(socket) {
-      socket.data = new BunTcpTransport(socket, options, false);
+      socket.data = new BunTcpTransport(socket, options);
       if (sides.handshakeTimeout !== undefined) {
         timers.set(socket, setTimeout(() => socket.terminate(), sides.handshakeTimeout));
       }
@@ -294,7 +353,6 @@ function tlsSocketHandler(options: TcpTuning, sides: TlsSides): SocketHandler {
       const transport = socket.data;
       if (!transport || !settle(socket)) return;
       if (success) {
-        socket.pause();
         sides.ready(transport);
         return;
       }
@@ -325,7 +383,9 @@ export async function connectBunTcp(
     hostname: address.hostname,
     port: address.port,
     allowHalfOpen: true,
-    socket: socketHandler(options, (transport) => opened = transport, () => {}),
+    socket: socketHandler(options, (transport) => opened = transport, () => {}, {
+      remote: knownAddress(address.hostname, address.port),
+    }),
   });
   return opened ?? socket.data ?? new BunTcpTransport(socket, options);
 }
@@ -389,12 +449,20 @@ export function listenBunTcp(
   onTransport: (transport: Transport) => void,
   options: TcpTuning = {},
 ): Promise<TransportListener> {
+  const addresses: { local?: string } = {};
   const listener = bun().listen({
     hostname: address.hostname,
     port: address.port,
     allowHalfOpen: true,
-    socket: socketHandler(options, (transport) => handOver(transport, onTransport)),
+    socket: socketHandler(
+      options,
+      (transport) => handOver(transport, onTransport),
+      undefined,
+      addresses,
+    ),
   });
+  // Every connection of a listener bound to one address arrives at that address.
+  addresses.local = knownAddress(listener.hostname, listener.port);
   return Promise.resolve(listenerHandle(listener));
 }
 

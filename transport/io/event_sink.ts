@@ -53,6 +53,14 @@ export class EventSink {
     return this.#paused;
   }
 
+  /**
+   * True while received data would be held rather than delivered (not started yet, or paused):
+   * an adapter whose socket reads on its own stops it then.
+   */
+  get holding(): boolean {
+    return this.#handlers === undefined || this.#paused;
+  }
+
   /** True after the peer's end was handed to the handler. */
   get endDelivered(): boolean {
     return this.#endDelivered;
