@@ -15,6 +15,7 @@ import {
   writeStderr,
 } from "../util/host.ts";
 import { parseArgs } from "node:util";
+import { argsErrorMessage } from "../util/args_error.ts";
 import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
 import { Client } from "./client.ts";
@@ -28,8 +29,8 @@ import {
 const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon
 
 Usage:
-  client --server URL [options]
-  client --config FILE [options]
+  tunnelmux client --server URL [options]
+  tunnelmux client --config FILE [options]
 
 Options:
   --config FILE                a JSONC file with the settings below (env
@@ -92,8 +93,40 @@ arguments are visible to every user of the machine in the process list. Every pr
 flags, variables and file is reported at once, named by its flag or its path in the file.
 
 Example:
-  TUNNELMUX_TOKEN=… client --server ws://127.0.0.1:7080/tunnel \\
+  TUNNELMUX_TOKEN=… tunnelmux client --server ws://127.0.0.1:7080/tunnel \\
     --expose 8080=127.0.0.1:3000 --forward 127.0.0.1:15432=127.0.0.1:5432`;
+
+/** The client command's flags, as `parseArgs` takes them. */
+const OPTIONS = {
+  config: { type: "string" },
+  server: { type: "string", multiple: true },
+  "token-file": { type: "string" },
+  expose: { type: "string", multiple: true },
+  http: { type: "string", multiple: true },
+  tls: { type: "string", multiple: true },
+  forward: { type: "string", multiple: true },
+  offer: { type: "string", multiple: true },
+  use: { type: "string", multiple: true },
+  name: { type: "string" },
+  ca: { type: "string" },
+  "proxy-protocol": { type: "string" },
+  group: { type: "string" },
+  ha: { type: "string" },
+  health: { type: "string" },
+  "health-interval-ms": { type: "string" },
+  shared: { type: "boolean" },
+  "no-reconnect": { type: "boolean" },
+  "keepalive-interval-ms": { type: "string" },
+  "keepalive-timeout-ms": { type: "string" },
+  "log-format": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** Flags people try that do not exist, and what to do instead. */
+const FLAG_HINTS = {
+  "--token": "the token is never a flag (the process list shows arguments to every user): " +
+    "set TUNNELMUX_TOKEN or give --token-file FILE",
+};
 
 /** What is running now for each expose, forward, use and offer, by the text that asked for it. */
 type Running = Map<string, () => Promise<void>>;
@@ -107,36 +140,13 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   if (args[0] === "--") args.shift();
   let flags: ClientFlags & { help?: boolean };
   try {
-    flags = parseArgs({
-      args,
-      options: {
-        config: { type: "string" },
-        server: { type: "string", multiple: true },
-        "token-file": { type: "string" },
-        expose: { type: "string", multiple: true },
-        http: { type: "string", multiple: true },
-        tls: { type: "string", multiple: true },
-        forward: { type: "string", multiple: true },
-        offer: { type: "string", multiple: true },
-        use: { type: "string", multiple: true },
-        name: { type: "string" },
-        ca: { type: "string" },
-        "proxy-protocol": { type: "string" },
-        group: { type: "string" },
-        ha: { type: "string" },
-        health: { type: "string" },
-        "health-interval-ms": { type: "string" },
-        shared: { type: "boolean" },
-        "no-reconnect": { type: "boolean" },
-        "keepalive-interval-ms": { type: "string" },
-        "keepalive-timeout-ms": { type: "string" },
-        "log-format": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    }).values;
+    flags = parseArgs({ args, options: OPTIONS }).values;
   } catch (error) {
-    const flag = /'(-[^']+)'/.exec((error as Error).message)?.[1];
-    console.error(`client: ${flag ? `unknown option ${flag}` : (error as Error).message}`);
+    console.error(
+      `client: ${
+        argsErrorMessage(error as Error, OPTIONS, FLAG_HINTS)
+      } (see tunnelmux client --help)`,
+    );
     return 2;
   }
   if (flags.help) {

@@ -22,6 +22,7 @@ import { hostCwd, nodeBuiltin } from "../util/host.ts";
 import { dirname, resolve } from "node:path";
 import { parseHostPort, splitHostPort } from "../util/address.ts";
 import { parseJsonc } from "../util/jsonc.ts";
+import { suggest } from "../util/suggest.ts";
 import type { ExposeOptions, OfferOptions } from "./client.ts";
 
 /** A file's text; node:fs is loaded only when a file is read (it costs Deno's start time). */
@@ -180,7 +181,8 @@ export function clientSettings(
         file = parsed.value as Record<string, unknown>;
         for (const key of Object.keys(file)) {
           if (!FILE_KEYS.has(key)) {
-            fail(key, `unknown setting (known: ${[...FILE_KEYS].join(", ")})`);
+            const hint = suggest(key, [...FILE_KEYS]);
+            fail(key, `unknown setting${hint || ` (known: ${[...FILE_KEYS].join(", ")})`}`);
           }
         }
       }

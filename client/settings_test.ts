@@ -149,4 +149,17 @@ describe("clientSettings", () => {
     });
     assert.deepEqual(idle.errors.map((e) => e.where), ["(client)"]);
   });
+
+  it("a mistyped key in the file is answered with the key meant; a stranger with the known keys", () => {
+    const file = join(dir, "typo.jsonc");
+    writeFileSync(
+      file,
+      JSON.stringify({ sever: "tcp://a:1", expsoe: ["1=127.0.0.1:2"], colourScheme: 1 }),
+    );
+    const { errors } = clientSettings({ flags: { config: file }, env: { TUNNELMUX_TOKEN: TOKEN } });
+    const said = Object.fromEntries(errors.map((e) => [e.where, e.message]));
+    assert.equal(said.sever, 'unknown setting (did you mean "server"?)');
+    assert.equal(said.expsoe, 'unknown setting (did you mean "expose"?)');
+    assert.match(said.colourScheme, /^unknown setting \(known: server, tokenFile, /);
+  });
 });
