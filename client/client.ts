@@ -81,7 +81,8 @@ export interface ConnectOptions {
   /**
    * {@linkcode connect} rejects (and closes the client) when no session is ready this long after
    * it was called, naming the last failure. Default 30 s. Mistakes in the URL, token, path or
-   * protocol reject at once instead; network errors are retried until then.
+   * protocol, and a URL at the wrong kind of listener, reject at once instead; network errors are
+   * retried until then.
    */
   readyTimeoutMs?: number;
   /**
@@ -219,6 +220,8 @@ export class Client extends Emitter<ClientEvents> {
   #session: Session | undefined;
   #control: ControlChannel | undefined;
   #readyAt = 0;
+  /** Whether any session was ready yet (a silent server is a mistake only before that). */
+  #everReady = false;
   readonly #requests = new PendingRequests();
   #welcome:
     | {
@@ -458,7 +461,9 @@ export class Client extends Emitter<ClientEvents> {
       // A refused handshake (e.g. limit_reached) says why; anything else is a lost connection.
       // More than one stream (the control stream) means the session carried traffic.
       const { streamsOpened, streamsAccepted } = session.stats;
-      const failure = handshakeFailure ?? sessionFailure(this.url, error, this.#readyAt > 0);
+      const firstContact = !this.#everReady && session.stats.bytesIn === 0;
+      const failure = handshakeFailure ??
+        sessionFailure(this.url, error, this.#readyAt > 0, firstContact);
       if (failure.fatal) return this.#giveUp(failure);
       this.#lost(failure, streamsOpened + streamsAccepted > 1);
     });
@@ -467,6 +472,7 @@ export class Client extends Emitter<ClientEvents> {
       const welcome = await this.#handshake(session);
       clearTimeout(handshake);
       this.#readyAt = Date.now();
+      this.#everReady = true;
       this.#lastError = undefined;
       this.#failedAttempts = 0;
       this.#node = welcome.node;
@@ -586,6 +592,8 @@ export class Client extends Emitter<ClientEvents> {
 
   /** A mistake retrying cannot fix: stop, and fail the first connect with it. */
   #giveUp(error: ClientError, session?: Session): void {
+    // Told once: a failed handshake reaches here both from its own catch and its session's end.
+    if (this.#lifecycle.state === "closed") return void session?.destroy();
     this.#lastError = error;
     this.#failPending(error);
     this.#lifecycle.fire("close");

@@ -125,7 +125,7 @@ describe("client SDK (daemon in process)", () => {
         "tcp:// pointed at the WebSocket port",
         () => `tcp://${daemon.addresses.websocket!.replace(/\/tunnel$/, "")}`,
         "wrong_protocol",
-        /HTTP\/WebSocket port; use ws:\/\//,
+        /answered in HTTP: .*use ws:\/\//,
       ],
     ];
     for (const [what, url, code, message] of cases) {

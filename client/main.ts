@@ -35,9 +35,10 @@ Usage:
 Options:
   --config FILE                a JSONC file with the settings below (env
                                TUNNELMUX_CLIENT_CONFIG): server, tokenFile, name, ca, ha,
-                               reconnect, keepAliveIntervalMs, keepAliveTimeoutMs, group,
-                               groupKeyFile, shared, proxyProtocol, health, healthIntervalMs,
-                               logFormat, and the lists expose, http, tls, forward, offer, use
+                               reconnect, readyTimeoutMs, keepAliveIntervalMs,
+                               keepAliveTimeoutMs, group, groupKeyFile, shared, proxyProtocol,
+                               health, healthIntervalMs, logFormat, and the lists expose,
+                               http, tls, forward, offer, use
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
@@ -80,6 +81,9 @@ Options:
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
                                see the visitor's real address
   --no-reconnect               exit when the connection is lost instead of reconnecting
+  --ready-timeout-ms MS        give up (exit 1) when no session is ready MS after the start
+                               (default 30000; 0: keep trying, for a client started before
+                               its daemon); a lost session is reconnected whatever it says
   --keepalive-interval-ms MS   ping the daemon after MS without a frame from it; keep it below
                                any proxy's or CDN's idle timeout (default 30000;
                                env TUNNELMUX_KEEPALIVE_INTERVAL_MS)
@@ -116,6 +120,7 @@ const OPTIONS = {
   "health-interval-ms": { type: "string" },
   shared: { type: "boolean" },
   "no-reconnect": { type: "boolean" },
+  "ready-timeout-ms": { type: "string" },
   "keepalive-interval-ms": { type: "string" },
   "keepalive-timeout-ms": { type: "string" },
   "log-format": { type: "string" },
@@ -219,7 +224,10 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     member.on("ready", (info) => {
       log.info("session ready", { node: info.node, server: info.url, ...which });
     });
-    member.on("error", (error) => log.warn(error.message, { code: error.code, ...which }));
+    // A fatal error ends the session for good: the one line that says why the client stops.
+    member.on("error", (error) => {
+      (error.fatal ? log.error : log.warn).call(log, error.message, { code: error.code, ...which });
+    });
     member.on("health", ({ service, local, healthy, detail }) => {
       const what = { local, ...(service !== undefined ? { service } : {}), ...which };
       if (healthy) log.info("local service healthy again", what);
@@ -319,12 +327,38 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       (error) => log.error("reload failed", { detail: String(error) }),
     );
   });
-  const setUp = async () => {
-    await sdk.ready();
+  /** Connects and starts everything asked for; resolves with an exit code if the client stops. */
+  const setUp = async (): Promise<number | undefined> => {
+    const limit = settings.readyTimeoutMs;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timedOut = new Promise<"timeout">((resolve) => {
+      if (limit > 0) timer = setTimeout(() => resolve("timeout"), limit);
+    });
+    try {
+      if (await Promise.race([sdk.ready(), timedOut]) === "timeout") {
+        const last = members.map((m) => m.lastError?.message).find((m) => m !== undefined);
+        log.error(
+          `no session with ${settings.servers.join(", ")} within ${limit} ms${
+            last ? ` (last error: ${last})` : ""
+          }; giving up (--ready-timeout-ms 0 keeps trying)`,
+        );
+        return 1;
+      }
+    } catch {
+      return 1; // gave up at once: its error event said why
+    } finally {
+      clearTimeout(timer);
+    }
     log.info("connected", { server: client.url, node: client.node });
     await apply(settings, true);
+    return undefined;
   };
-  await Promise.race([setUp(), done]);
+  const stopped = await Promise.race([setUp(), done]);
+  if (stopped !== undefined && !stopping) {
+    stopping = true;
+    await Promise.all(members.map((m) => m.close()));
+    return stopped;
+  }
   return await done;
 }
 

@@ -4,7 +4,19 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import process from "node:process";
-import { baseEnv, cleanup, runCommand, runtimeArgs } from "../testing/mod.ts";
+import {
+  baseEnv,
+  cleanup,
+  closedPort,
+  daemonConfig,
+  type LogEntry,
+  newToken,
+  runCommand,
+  runtimeArgs,
+  startDaemon,
+  startTcpServer,
+  waitFor,
+} from "../testing/mod.ts";
 
 after(cleanup);
 
@@ -12,7 +24,33 @@ after(cleanup);
 function run(file: string, args: string[], token?: string) {
   const env = baseEnv();
   if (token !== undefined) env.TUNNELMUX_TOKEN = token;
-  return runCommand(process.execPath, runtimeArgs(file, args), { env });
+  return runCommand(process.execPath, runtimeArgs(file, args), { env, timeoutMs: 60_000 });
+}
+
+/** The client's JSON log lines on `stderr` (anything else is left out). */
+function logLines(stderr: string): LogEntry[] {
+  return stderr.split("\n").flatMap((line) => {
+    try {
+      return [JSON.parse(line) as LogEntry];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** Runs the client against `server` until it exits; its code and its error-level lines. */
+async function clientAt(server: string, token: string, extra: string[] = []) {
+  const result = await run("client/main.ts", [
+    "--server",
+    server,
+    "--log-format",
+    "json",
+    "--expose",
+    "0=127.0.0.1:1",
+    ...extra,
+  ], token);
+  const errors = logLines(result.stderr).filter((e) => e.level === "error").map((e) => e.msg);
+  return { ...result, errors };
 }
 
 describe("flags", () => {
@@ -57,5 +95,66 @@ describe("flags", () => {
     assert.match(daemon.stdout, /^ {2}tunnelmux daemon \[options\] /m);
     const client = await run("client/main.ts", ["--help"]);
     assert.match(client.stdout, /^ {2}tunnelmux client --server URL \[options\]$/m);
+  });
+});
+
+describe("connecting to the wrong thing", () => {
+  it("each wrong listener is named once with the URL to use, and the client exits 1 at once", async () => {
+    const token = newToken("mistakes");
+    const daemon = await startDaemon({
+      config: daemonConfig([{ name: "laptop", token }]),
+      args: ["--listen-admin", "127.0.0.1:0"],
+    });
+    const admin = await waitFor(() => /admin API on http:\/\/(\S+)/.exec(daemon.stdout())?.[1], {
+      timeoutMs: 30_000,
+      message: "the admin address",
+    });
+    const tcp = daemon.tcpAddress;
+    const ws = daemon.wsAddress;
+    const cases: [string, RegExp][] = [
+      [`tcp://${ws}`, new RegExp(`answered in HTTP: .*use ws://${ws}/tunnel`)],
+      [
+        `ws://${tcp}/tunnel`,
+        new RegExp(`TCP \\(yamux\\) listener, not a WebSocket one: use tcp://${tcp}$`),
+      ],
+      [`ws://${admin}/tunnel`, /answered HTTP 401.*looks like the admin API port/],
+      [`tls://${tcp}`, new RegExp(`did not answer in TLS: .*use tcp://${tcp}$`)],
+      [`wss://${ws}/tunnel`, new RegExp(`did not answer in TLS: .*use ws://${ws}/tunnel$`)],
+    ];
+    const results = await Promise.all(cases.map(([url]) => clientAt(url, token)));
+    cases.forEach(([url, expected], i) => {
+      const { code, errors, stderr } = results[i];
+      assert.equal(code, 1, `${url}: ${stderr}`);
+      assert.equal(errors.length, 1, `${url}: one error line, got ${stderr}`);
+      assert.match(String(errors[0]), expected, url);
+    });
+  });
+
+  it("a server that accepts and never answers (an HTTP server waiting for a request) is named", async () => {
+    const silent = await startTcpServer((socket) => socket.on("data", () => {}));
+    try {
+      const { code, errors, stderr } = await clientAt(`tcp://${silent.address}`, newToken());
+      assert.equal(code, 1, stderr);
+      assert.equal(errors.length, 1, stderr);
+      assert.match(String(errors[0]), /never answered: it is not a tunnelmux TCP listener/);
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it("a daemon not running: retried until --ready-timeout-ms, then exit 1 naming the last error", async () => {
+    const port = await closedPort();
+    const { code, errors, stderr } = await clientAt(`tcp://127.0.0.1:${port}`, newToken(), [
+      "--ready-timeout-ms",
+      "1500",
+    ]);
+    assert.equal(code, 1, stderr);
+    assert.equal(errors.length, 1, stderr);
+    assert.match(
+      String(errors[0]),
+      /^no session with tcp:\/\/127\.0\.0\.1:\d+ within 1500 ms \(last error: cannot reach /,
+    );
+    const retries = logLines(stderr).filter((e) => e.msg === "state: backoff").length;
+    assert.ok(retries >= 1, `retried before giving up: ${stderr}`);
   });
 });

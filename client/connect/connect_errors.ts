@@ -1,7 +1,9 @@
 /**
  * What a failed connection attempt or an ended session means, as a {@linkcode ClientError}: its
  * code decides whether the client retries (a network error, a lost session) or gives up at once
- * (a wrong URL, token, path or protocol, which retrying cannot fix).
+ * (a wrong URL, token, path or protocol, which retrying cannot fix). A URL that reaches the wrong
+ * kind of listener (another scheme's port, a plain port with TLS, the admin API) is named as such,
+ * with the URL to use where it can be inferred.
  *
  * @module
  */
@@ -9,16 +11,63 @@
 import { WebSocketConnectError } from "../../transport/ws/mod.ts";
 import { ClientError } from "../errors.ts";
 
+/** How the runtimes report a TLS handshake answered by a plain (non-TLS) server. */
+const PLAIN_ANSWERED_TLS = /InvalidContentType|WRONG_VERSION_NUMBER|wrong version number/i;
+
+/** `host:port` (and, with `path`, the path) of `url`, for a suggested URL. */
+function hostOf(url: string, path = false): string {
+  try {
+    const parsed = new URL(url);
+    return parsed.host + (path ? parsed.pathname.replace(/^\/?$/, "/tunnel") : "");
+  } catch {
+    return url.replace(/^[a-z]+:\/\//, "");
+  }
+}
+
+/** Whether `error` or one of its causes is a TLS handshake that a plain server answered. */
+function plainAnsweredTls(error: unknown): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    if (PLAIN_ANSWERED_TLS.test(e.message)) return true;
+  }
+  return false;
+}
+
 /**
  * What a failed dial of the daemon at `url` means: a refused WebSocket upgrade says the URL or
- * token is wrong.
+ * token is wrong; a non-HTTP answer to ws:// or a non-TLS answer to tls:// and wss:// says the
+ * URL names the wrong kind of listener.
  */
 export function dialFailure(url: string, error: Error): ClientError {
   const status = error instanceof WebSocketConnectError ? error.status : undefined;
-  if (status === 401 || status === 403) {
+  const answer = error instanceof WebSocketConnectError ? error.answer : undefined;
+  const scheme = url.slice(0, url.indexOf(":"));
+  if (answer !== undefined) {
     return new ClientError(
-      "unauthorized",
-      `the daemon refused the token at ${url} (HTTP ${status})`,
+      "wrong_protocol",
+      answer[0] === 0
+        ? `${url} is a tunnelmux TCP (yamux) listener, not a WebSocket one: use tcp://${
+          hostOf(url)
+        }`
+        : `${url} answered in a protocol other than HTTP: it is not a WebSocket listener`,
+    );
+  }
+  if ((scheme === "tls" || scheme === "wss") && plainAnsweredTls(error)) {
+    const plain = scheme === "tls" ? `tcp://${hostOf(url)}` : `ws://${hostOf(url, true)}`;
+    return new ClientError(
+      "wrong_protocol",
+      `${url} did not answer in TLS: the listener is plain (the daemon serves TLS only with ` +
+        `--tls-cert); use ${plain}`,
+    );
+  }
+  if (status === 401 || status === 403) {
+    // This client sends its token in the handshake, not with the upgrade, and the daemon's
+    // WebSocket listener refuses an upgrade with 401 only for a wrong bearer token: something
+    // else asked for credentials, most likely the admin API.
+    return new ClientError(
+      "upgrade_refused",
+      `${url} answered HTTP ${status}, which the daemon's WebSocket listener does not answer ` +
+        `this client: this looks like the admin API port; the tunnel listener is ` +
+        `ws://HOST:7080/tunnel by default (--listen-ws)`,
     );
   }
   if (status === 404) {
@@ -38,19 +87,33 @@ export function dialFailure(url: string, error: Error): ClientError {
 
 /**
  * What a session with `url` that ended with `error` means (`wasReady`: its handshake had
- * succeeded); an HTTP answer on a yamux URL is a wrong port or scheme.
+ * succeeded); an HTTP answer on a yamux URL is a wrong port or scheme. `firstContact`: the client
+ * never had a session and this one received no byte, so a handshake that timed out met a server
+ * that waits in silence (an HTTP server waiting for a request), not a daemon.
  */
 export function sessionFailure(
   url: string,
   error: Error | undefined,
   wasReady: boolean,
+  firstContact = false,
 ): ClientError {
+  const host = hostOf(url);
   // "H" (72) is the first byte of "HTTP/1.1 400 …": a tcp:// URL pointed at an HTTP port.
   if (!wasReady && error && /unsupported protocol version 72\b/.test(error.message)) {
-    const host = url.replace(/^[a-z]+:\/\//, "");
     return new ClientError(
       "wrong_protocol",
-      `${url} answered in HTTP: it is an HTTP/WebSocket port; use ws://${host}/tunnel`,
+      `${url} answered in HTTP: it is an HTTP port, not the daemon's TCP listener; if it is ` +
+        `the daemon's WebSocket listener, use ws://${host}/tunnel`,
+    );
+  }
+  if (
+    firstContact && /^(tcp|tls):/.test(url) && error && /handshake timed out/.test(error.message)
+  ) {
+    return new ClientError(
+      "wrong_protocol",
+      `${url} accepted the connection but never answered: it is not a tunnelmux TCP listener ` +
+        `(an HTTP server waits in silence for a request; for the daemon's WebSocket listener ` +
+        `use ws://${host}/tunnel)`,
     );
   }
   return new ClientError("session_lost", `connection lost${error ? `: ${error.message}` : ""}`);

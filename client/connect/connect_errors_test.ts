@@ -12,13 +12,59 @@ const TCP_URL = "tcp://127.0.0.1:7080";
 const upgradeRefused = (status: number) => new WebSocketConnectError(WS_URL, "refused", status);
 
 describe("dialFailure", () => {
-  it("a refused token (401, 403) is unauthorized and fatal", () => {
+  it("a 401 or 403 to the upgrade (which the tunnel listener does not answer) names the admin port", () => {
     for (const status of [401, 403]) {
       const error = dialFailure(WS_URL, upgradeRefused(status));
-      assert.equal(error.code, "unauthorized");
+      assert.equal(error.code, "upgrade_refused");
       assert.equal(error.fatal, true);
-      assert.match(error.message, new RegExp(`HTTP ${status}`));
+      assert.match(error.message, new RegExp(`HTTP ${status}.*looks like the admin API port`));
     }
+  });
+
+  it("a non-HTTP answer to ws:// names the listener; a yamux one the tcp:// URL to use", () => {
+    const yamux = new WebSocketConnectError(
+      WS_URL,
+      "x",
+      undefined,
+      undefined,
+      new Uint8Array([0, 2]),
+    );
+    const error = dialFailure(WS_URL, yamux);
+    assert.equal(error.code, "wrong_protocol");
+    assert.equal(error.fatal, true);
+    assert.match(error.message, /use tcp:\/\/127\.0\.0\.1:7080$/);
+    const other = new WebSocketConnectError(
+      WS_URL,
+      "x",
+      undefined,
+      undefined,
+      new Uint8Array([83]),
+    );
+    assert.match(dialFailure(WS_URL, other).message, /not a WebSocket listener$/);
+  });
+
+  it("TLS answered by a plain listener, as each runtime says it, names the plain URL", () => {
+    for (
+      const said of [
+        "received corrupt message of type InvalidContentType",
+        "error:100000f7:SSL routines:OPENSSL_internal:WRONG_VERSION_NUMBER",
+      ]
+    ) {
+      const tls = dialFailure(
+        "tls://h:7000",
+        new Error(`TLS handshake with h:7000 failed: ${said}`),
+      );
+      assert.equal(tls.code, "wrong_protocol");
+      assert.match(tls.message, /use tcp:\/\/h:7000$/);
+      const cause = new Error(said);
+      const wss = dialFailure(
+        "wss://h:7080/t",
+        new WebSocketConnectError("wss://h:7080/t", "x", undefined, cause),
+      );
+      assert.match(wss.message, /use ws:\/\/h:7080\/t$/);
+    }
+    const plain = dialFailure("tcp://h:7000", new Error("WRONG_VERSION_NUMBER"));
+    assert.equal(plain.code, "connect_failed", "only tls:// and wss:// speak TLS");
   });
 
   it("a 404 names the path, and other 4xx but 429 refuse the upgrade, all fatal", () => {
@@ -56,6 +102,15 @@ describe("sessionFailure", () => {
     assert.equal(error.code, "wrong_protocol");
     assert.equal(error.fatal, true);
     assert.match(error.message, /use ws:\/\/127\.0\.0\.1:7080\/tunnel/);
+  });
+
+  it("a silent server on first contact is not a tunnelmux listener; later, or with bytes, it is retried", () => {
+    const timedOut = new Error("handshake timed out");
+    const first = sessionFailure(TCP_URL, timedOut, false, true);
+    assert.equal(first.code, "wrong_protocol");
+    assert.match(first.message, /never answered/);
+    assert.equal(sessionFailure(TCP_URL, timedOut, false, false).code, "session_lost");
+    assert.equal(sessionFailure(WS_URL, timedOut, false, true).code, "session_lost");
   });
 
   it("after a ready session, any end is a lost session, retried", () => {
