@@ -50,6 +50,9 @@ import { acceptIncoming, type VisitorRoutes } from "./tunnels/visitors.ts";
 
 export type { ExposeOptions, Forward, OfferOptions, Tunnel };
 
+/** Fatal codes that are retried once a session was up: answers of the wrong listener. */
+const RETRIED_ONCE_UP = new Set<string>(["wrong_protocol", "upgrade_refused"]);
+
 /** How long `close()` lets open streams finish before it closes the connection anyway. */
 const CLOSE_GRACE_MS = 5_000;
 
@@ -441,7 +444,7 @@ export class Client extends Emitter<ClientEvents> {
       this.#addresses = dialed.addresses;
     } catch (error) {
       const failure = dialFailure(this.url, error as Error);
-      return failure.fatal ? this.#giveUp(failure) : this.#lost(failure);
+      return this.#final(failure) ? this.#giveUp(failure) : this.#lost(failure);
     }
     if (this.#lifecycle.state === "closed") return transport.close();
     const session = new Session(transport, {
@@ -464,7 +467,7 @@ export class Client extends Emitter<ClientEvents> {
       const firstContact = !this.#everReady && session.stats.bytesIn === 0;
       const failure = handshakeFailure ??
         sessionFailure(this.url, error, this.#readyAt > 0, firstContact);
-      if (failure.fatal) return this.#giveUp(failure);
+      if (this.#final(failure)) return this.#giveUp(failure);
       this.#lost(failure, streamsOpened + streamsAccepted > 1);
     });
     const handshake = setTimeout(() => session.destroy(new Error("handshake timed out")), timeout);
@@ -490,7 +493,7 @@ export class Client extends Emitter<ClientEvents> {
       const failure = error instanceof ClientError
         ? error
         : new ClientError("session_lost", String(error));
-      if (failure.fatal) return this.#giveUp(failure, session);
+      if (this.#final(failure)) return this.#giveUp(failure, session);
       handshakeFailure = failure;
       session.destroy();
     }
@@ -588,6 +591,15 @@ export class Client extends Emitter<ClientEvents> {
     this.#retryTimer = setTimeout(() => {
       if (this.#lifecycle.fire("retry")) void this.#attempt();
     }, delayMs);
+  }
+
+  /**
+   * Whether `failure` stops the client. A URL at the wrong listener is a mistake before the first
+   * session; once one was up, the same answer is a proxy or a redeploy in between, and is retried
+   * like a network error (a refused token stays final).
+   */
+  #final(failure: ClientError): boolean {
+    return failure.fatal && !(this.#everReady && RETRIED_ONCE_UP.has(failure.code));
   }
 
   /** A mistake retrying cannot fix: stop, and fail the first connect with it. */

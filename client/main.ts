@@ -224,9 +224,10 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     member.on("ready", (info) => {
       log.info("session ready", { node: info.node, server: info.url, ...which });
     });
-    // A fatal error ends the session for good: the one line that says why the client stops.
+    // An error that closed the client is the one line that says why it stops.
     member.on("error", (error) => {
-      (error.fatal ? log.error : log.warn).call(log, error.message, { code: error.code, ...which });
+      const final = member.state === "closed";
+      (final ? log.error : log.warn).call(log, error.message, { code: error.code, ...which });
     });
     member.on("health", ({ service, local, healthy, detail }) => {
       const what = { local, ...(service !== undefined ? { service } : {}), ...which };
