@@ -304,7 +304,11 @@ export class Client extends Emitter<ClientEvents> {
     return this.#firstReadyPromise;
   }
 
-  /** Opens a reverse tunnel: the daemon listens, and its visitors are piped to `options.local`. */
+  /**
+   * Opens a reverse tunnel: the daemon listens, and its visitors are piped to `options.local`. A
+   * refusal (a port or name held elsewhere, one not allowed) rejects this call only: the session
+   * and the other tunnels stay.
+   */
   async expose(options: ExposeOptions): Promise<Tunnel> {
     const record = newTunnelRecord(options, false);
     await this.#exposeOnce(record, options.remotePort ?? 0);

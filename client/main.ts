@@ -96,6 +96,15 @@ The token comes from TUNNELMUX_TOKEN or a file (--token-file, tokenFile), never 
 arguments are visible to every user of the machine in the process list. Every problem in the
 flags, variables and file is reported at once, named by its flag or its path in the file.
 
+Each --expose, --http, --tls, --forward, --offer and --use stands alone: one that cannot start
+(a port or name another client holds, one the daemon does not allow this client, a local port
+in use) is logged with its reason and left out, and the others run.
+
+Exit status: 0 after SIGTERM or SIGINT; 1 when the client gives up: settings that cannot work,
+a mistake retrying cannot fix (a URL at the wrong kind of listener, a refused token), no
+session within --ready-timeout-ms, the session lost with --no-reconnect, or nothing asked for
+could start; 2 for a usage error (an unknown flag, nothing asked for).
+
 Example:
   TUNNELMUX_TOKEN=… tunnelmux client --server ws://127.0.0.1:7080/tunnel \\
     --expose 8080=127.0.0.1:3000 --forward 127.0.0.1:15432=127.0.0.1:5432`;
@@ -218,6 +227,8 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       });
     }
   });
+  /** Whether the error that closed the client was logged. */
+  let toldWhy = false;
   members.forEach((member, i) => {
     const which = ha ? { session: i } : {};
     member.on("state", (state) => log.info(`state: ${state}`, which));
@@ -227,6 +238,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     // An error that closed the client is the one line that says why it stops.
     member.on("error", (error) => {
       const final = member.state === "closed";
+      if (final) toldWhy = true;
       (final ? log.error : log.warn).call(log, error.message, { code: error.code, ...which });
     });
     member.on("health", ({ service, local, healthy, detail }) => {
@@ -259,8 +271,13 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
 
   const sdk = ha ?? client;
   const running: Running = new Map();
-  /** Starts what `next` asks for and `running` lacks; stops what it no longer asks for. */
-  const apply = async (next: ClientSettings, strict: boolean) => {
+  /**
+   * Starts what `next` asks for and `running` lacks; stops what it no longer asks for. Each
+   * stands or falls alone: one refused is logged with its reason and left out. Resolves with how
+   * many could not start.
+   */
+  const apply = async (next: ClientSettings): Promise<number> => {
+    let failed = 0;
     const wanted = new Set([
       ...next.exposes.map((e) => `expose ${e.key}`),
       ...next.forwards.map((f) => f.key),
@@ -277,8 +294,14 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       try {
         running.set(key, await begin());
       } catch (error) {
-        if (strict) throw error;
-        log.warn(`cannot start ${key}: ${(error as Error).message}`);
+        failed++;
+        const code = (error as { code?: unknown }).code;
+        // "http NAME=LOCAL" as the flag was written, not "expose http …".
+        const what = key.replace(/^expose (?=(http|tls) )/, "");
+        log.error(`cannot start ${what}: ${(error as Error).message}`, {
+          what,
+          ...(typeof code === "string" ? { code } : {}),
+        });
       }
     };
     for (const expose of next.exposes) {
@@ -303,6 +326,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
         return () => sdk.withdraw(offer.name);
       });
     }
+    return failed;
   };
   // SIGHUP: the config file again; the lists' changes are applied, the session stays.
   onHostSignal("SIGHUP", () => {
@@ -323,7 +347,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       });
     }
     settings = next;
-    apply(next, false).then(
+    apply(next).then(
       () => log.info("configuration reloaded", { running: running.size }),
       (error) => log.error("reload failed", { detail: String(error) }),
     );
@@ -345,13 +369,25 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
         );
         return 1;
       }
-    } catch {
-      return 1; // gave up at once: its error event said why
+    } catch (error) {
+      // Gave up: said by its error event, unless that came before the listeners (a bad URL).
+      if (!toldWhy) {
+        const code = (error as { code?: unknown }).code;
+        log.error((error as Error).message, typeof code === "string" ? { code } : {});
+      }
+      return 1;
     } finally {
       clearTimeout(timer);
     }
     log.info("connected", { server: client.url, node: client.node });
-    await apply(settings, true);
+    const failed = await apply(settings);
+    if (failed > 0 && running.size === 0) {
+      log.error(`nothing could be started (${failed} refused); exiting`);
+      return 1;
+    }
+    if (failed > 0) {
+      log.warn(`${failed} of ${failed + running.size} could not be started; the others run`);
+    }
     return undefined;
   };
   const stopped = await Promise.race([setUp(), done]);

@@ -4,6 +4,9 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import process from "node:process";
+import { request } from "node:http";
+import { connect } from "../client/mod.ts";
+import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import {
   baseEnv,
   cleanup,
@@ -13,7 +16,9 @@ import {
   newToken,
   runCommand,
   runtimeArgs,
+  startClient,
   startDaemon,
+  startHttpServer,
   startTcpServer,
   waitFor,
 } from "../testing/mod.ts";
@@ -156,5 +161,69 @@ describe("connecting to the wrong thing", () => {
     );
     const retries = logLines(stderr).filter((e) => e.msg === "state: backoff").length;
     assert.ok(retries >= 1, `retried before giving up: ${stderr}`);
+  });
+});
+
+/** GET `path` on the daemon's HTTP port as host `host`: status and body. */
+function getAs(
+  port: number,
+  host: string,
+  path: string,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path, headers: { host } }, (res) => {
+      let body = "";
+      res.setEncoding("utf8").on("data", (d: string) => (body += d));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error("no answer in 30 s")));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("one bad tunnel", () => {
+  it("is reported with its reason and the others run; with none standing the client exits 1", async () => {
+    const [holder, user] = [newToken("holder"), newToken("user")];
+    const daemon = await startDaemonInProcess({
+      listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
+      http: { domain: "tunnels.test" },
+      clients: [
+        { name: "holder", token: holder, expose: { hosts: ["*"] } },
+        { name: "user", token: user, expose: { hosts: ["*"] } },
+      ],
+    });
+    const app = await startHttpServer();
+    const server = `tcp://${daemon.addresses.tcp}`;
+    const other = await connect(server, { token: holder, reconnect: false });
+    try {
+      await other.expose({ local: app.address, http: "myapp" });
+      const client = await startClient({
+        server,
+        token: user,
+        args: ["--http", `hdrs=${app.address}`, "--http", `myapp=${app.address}`],
+      });
+      const refused = await client.waitForLog((e) => e.level === "error");
+      assert.match(String(refused.msg), new RegExp(`^cannot start http myapp=${app.address}: `));
+      assert.equal(refused.code, "conflict", JSON.stringify(refused));
+      await client.waitForLog((e) => /could not be started; the others run/.test(String(e.msg)));
+      const answer = await getAs(portOf(daemon.addresses.http), "hdrs.tunnels.test", "/hello");
+      assert.deepEqual(answer, { status: 200, body: "hello" }, "hdrs stands");
+      assert.equal(client.hasExited, false);
+      assert.equal(await client.stop(), 0);
+
+      // clientAt adds an --expose this client may not have: two refused, none standing.
+      const alone = await clientAt(server, user, ["--http", `myapp=${app.address}`]);
+      assert.equal(alone.code, 1, alone.stderr);
+      assert.deepEqual(alone.errors.map((m) => String(m).replace(/: .*/, "")), [
+        "cannot start expose 0=127.0.0.1:1",
+        `cannot start http myapp=${app.address}`,
+        "nothing could be started (2 refused); exiting",
+      ]);
+    } finally {
+      await other.close();
+      await app.close();
+      daemon.stop();
+    }
   });
 });
