@@ -114,6 +114,12 @@ const OPTIONS = {
   help: { type: "boolean", short: "h" },
 } as const;
 
+/** Flags people try that do not exist: secrets never come from flags (the process list). */
+const FLAG_HINTS = {
+  "--token": "the default client's token comes from TUNNELMUX_TOKEN (or the config's clients)",
+  "--admin-token": "the admin API's token comes from TUNNELMUX_ADMIN_TOKEN",
+};
+
 /**
  * Runs `tunnelmux daemon` with `args` (the words after the command) and resolves with the exit
  * code. Run directly, this file passes its own arguments.
@@ -127,7 +133,9 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   } catch (error) {
     // One line naming the mistake (node:util's own ends in an unbalanced quote), not the help.
     console.error(
-      `daemon: ${argsErrorMessage(error as Error, OPTIONS)} (see tunnelmux daemon --help)`,
+      `daemon: ${
+        argsErrorMessage(error as Error, OPTIONS, FLAG_HINTS)
+      } (see tunnelmux daemon --help)`,
     );
     return 2;
   }

@@ -87,6 +87,9 @@ describe("flags", () => {
   });
 
   it("--token points to TUNNELMUX_TOKEN and --token-file", async () => {
+    const daemon = await run("daemon/main.ts", ["--token=abc"]);
+    assert.equal(daemon.code, 2, daemon.stderr);
+    assert.match(daemon.stderr, /^daemon: unknown option --token: .*TUNNELMUX_TOKEN/);
     const result = await run("client/main.ts", ["--server", "tcp://127.0.0.1:1", "--token", "abc"]);
     assert.equal(result.code, 2, result.stderr);
     assert.match(
