@@ -59,15 +59,20 @@ export function dialFailure(url: string, error: Error): ClientError {
         `--tls-cert); use ${plain}`,
     );
   }
-  if (status === 401 || status === 403) {
-    // This client sends its token in the handshake, not with the upgrade, and the daemon's
-    // WebSocket listener refuses an upgrade with 401 only for a wrong bearer token: something
-    // else asked for credentials, most likely the admin API.
+  if (status === 401) {
+    // This client sends its token in the handshake, never with the upgrade, so the daemon's
+    // WebSocket listener has no reason to answer it 401: the admin API (bearer token) does.
     return new ClientError(
       "upgrade_refused",
-      `${url} answered HTTP ${status}, which the daemon's WebSocket listener does not answer ` +
-        `this client: this looks like the admin API port; the tunnel listener is ` +
-        `ws://HOST:7080/tunnel by default (--listen-ws)`,
+      `${url} answered HTTP 401: this looks like the admin API port; the daemon's WebSocket ` +
+        `listener (ws://HOST:7080/tunnel by default, --listen-ws) takes the token in its handshake`,
+    );
+  }
+  if (status === 403) {
+    return new ClientError(
+      "upgrade_refused",
+      `${url} refused the upgrade (HTTP 403): not the daemon's WebSocket listener, or a proxy ` +
+        `in front of it refuses WebSocket`,
     );
   }
   if (status === 404) {
