@@ -370,6 +370,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
         return 1;
       }
     } catch (error) {
+      if (stopping) return undefined; // a signal during the first connect: a clean stop
       // Gave up: said by its error event, unless that came before the listeners (a bad URL).
       if (!toldWhy) {
         const code = (error as { code?: unknown }).code;
@@ -382,7 +383,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     log.info("connected", { server: client.url, node: client.node });
     const failed = await apply(settings);
     if (failed > 0 && running.size === 0) {
-      log.error(`nothing could be started (${failed} refused); exiting`);
+      log.error(`nothing could be started (${failed} failed); exiting`);
       return 1;
     }
     if (failed > 0) {

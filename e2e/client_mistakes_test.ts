@@ -185,6 +185,23 @@ function getAs(
   });
 }
 
+describe("a daemon not running, --ready-timeout-ms 0", () => {
+  it("keeps trying, and SIGTERM stops it cleanly: exit 0, no error", async () => {
+    const port = await closedPort();
+    const client = await startClient({
+      server: `tcp://127.0.0.1:${port}`,
+      token: newToken(),
+      args: ["--expose", "0=127.0.0.1:1", "--ready-timeout-ms", "0"],
+    });
+    for (let attempt = 0, from = 0; attempt < 3; attempt++) {
+      await client.waitForLog((e) => e.msg === "state: backoff", 30_000, from);
+      from = client.logs().length;
+    }
+    assert.equal(await client.stop(), 0, client.stderr());
+    assert.deepEqual(client.logs().filter((e) => e.level === "error"), []);
+  });
+});
+
 describe("one bad tunnel", () => {
   it("is reported with its reason and the others run; with none standing the client exits 1", async () => {
     const [holder, user] = [newToken("holder"), newToken("user")];
@@ -221,7 +238,7 @@ describe("one bad tunnel", () => {
       assert.deepEqual(alone.errors.map((m) => String(m).replace(/: .*/, "")), [
         "cannot start expose 0=127.0.0.1:1",
         `cannot start http myapp=${app.address}`,
-        "nothing could be started (2 refused); exiting",
+        "nothing could be started (2 failed); exiting",
       ]);
     } finally {
       await other.close();
