@@ -167,8 +167,8 @@ export interface HealthInfo {
 
 /**
  * Connects to a daemon and resolves once the first session is ready. With reconnect on (the
- * default) a failing first attempt is retried too; a wrong token or protocol version fails at
- * once. `url` is `tcp://host:port`, `tls://host:port`, `ws://host:port/path` or `wss://…`.
+ * default) a failing first attempt is retried too; a wrong token or protocol version, or a URL at
+ * the wrong kind of listener, fails at once. `url` is `tcp://host:port`, `tls://host:port`, `ws://host:port/path` or `wss://…`.
  *
  * @example
  * ```ts ignore
