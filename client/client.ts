@@ -468,7 +468,7 @@ export class Client extends Emitter<ClientEvents> {
       // A refused handshake (e.g. limit_reached) says why; anything else is a lost connection.
       // More than one stream (the control stream) means the session carried traffic.
       const { streamsOpened, streamsAccepted } = session.stats;
-      const firstContact = !this.#everReady && session.stats.bytesIn === 0;
+      const firstContact = this.#everReady ? undefined : { bytesIn: session.stats.bytesIn };
       const failure = handshakeFailure ??
         sessionFailure(this.url, error, this.#readyAt > 0, firstContact);
       if (this.#final(failure)) return this.#giveUp(failure);

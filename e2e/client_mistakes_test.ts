@@ -4,6 +4,10 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import process from "node:process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { hasOpenssl, makeTestIdentity } from "../transport/_test_certificate.ts";
 import { request } from "node:http";
 import { connect } from "../client/mod.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
@@ -136,6 +140,34 @@ describe("connecting to the wrong thing", () => {
       assert.equal(errors.length, 1, `${url}: one error line, got ${stderr}`);
       assert.match(String(errors[0]), expected, url);
     });
+  });
+
+  it("tcp:// at a TLS listener names tls://", {
+    skip: hasOpenssl ? false : "openssl is not installed",
+  }, async () => {
+    const identity = makeTestIdentity();
+    const dir = mkdtempSync(join(tmpdir(), "tunnelmux-mistakes-tls-"));
+    try {
+      writeFileSync(join(dir, "cert.pem"), identity.cert);
+      writeFileSync(join(dir, "key.pem"), identity.key);
+      const token = newToken("tls");
+      const daemon = await startDaemonInProcess({
+        listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
+        tls: { cert: join(dir, "cert.pem"), key: join(dir, "key.pem") },
+        clients: [{ name: "laptop", token }],
+      });
+      const address = daemon.addresses.tcp!;
+      try {
+        const { code, errors, stderr } = await clientAt(`tcp://${address}`, token);
+        assert.equal(code, 1, stderr);
+        assert.equal(errors.length, 1, stderr);
+        assert.match(String(errors[0]), new RegExp(`use tls://${address}$`));
+      } finally {
+        daemon.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("a server that accepts and never answers (an HTTP server waiting for a request) is named", async () => {

@@ -24,6 +24,11 @@ function hostOf(url: string, path = false): string {
   }
 }
 
+/** Whether `bytes` begin a TLS record (an alert or a handshake, TLS 1.x): a TLS server's answer. */
+function isTlsRecord(bytes: Uint8Array): boolean {
+  return (bytes[0] === 0x15 || bytes[0] === 0x16) && bytes[1] === 0x03;
+}
+
 /** Whether `error` or one of its causes is a TLS handshake that a plain server answered. */
 function plainAnsweredTls(error: unknown): boolean {
   for (let e = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
@@ -48,6 +53,8 @@ export function dialFailure(url: string, error: Error): ClientError {
         ? `${url} is a tunnelmux TCP (yamux) listener, not a WebSocket one: use tcp://${
           hostOf(url)
         }`
+        : isTlsRecord(answer)
+        ? `${url} is a TLS listener: use wss://${hostOf(url, true)}`
         : `${url} answered in a protocol other than HTTP: it is not a WebSocket listener`,
     );
   }
@@ -87,22 +94,31 @@ export function dialFailure(url: string, error: Error): ClientError {
       `the daemon refused the upgrade at ${url} (HTTP ${status})`,
     );
   }
-  return new ClientError("connect_failed", `cannot reach ${url}: ${error.message}`);
+  // A TLS listener may close on a plain upgrade request without a word: a hint, still retried.
+  const hint = scheme === "ws" && /closed before the upgrade response/.test(error.message)
+    ? ` (if the listener serves TLS, use wss://${hostOf(url, true)})`
+    : "";
+  return new ClientError("connect_failed", `cannot reach ${url}: ${error.message}${hint}`);
 }
+
+/** What a yamux frame header takes: a daemon's first answer is never shorter. */
+const FRAME_HEADER_BYTES = 12;
 
 /**
  * What a session with `url` that ended with `error` means (`wasReady`: its handshake had
- * succeeded); an HTTP answer on a yamux URL is a wrong port or scheme. `firstContact`: the client
- * never had a session and this one received no byte, so a handshake that timed out met a server
- * that waits in silence (an HTTP server waiting for a request), not a daemon.
+ * succeeded); an HTTP or TLS answer on a yamux URL is a wrong port or scheme. `firstContact` is
+ * set when the client never had a session, with the bytes this one received: a server that said
+ * nothing until the handshake timed out, or closed after less than one frame header, is not a
+ * daemon.
  */
 export function sessionFailure(
   url: string,
   error: Error | undefined,
   wasReady: boolean,
-  firstContact = false,
+  firstContact?: { bytesIn: number },
 ): ClientError {
   const host = hostOf(url);
+  const yamuxUrl = /^(tcp|tls):/.test(url);
   // "H" (72) is the first byte of "HTTP/1.1 400 …": a tcp:// URL pointed at an HTTP port.
   if (!wasReady && error && /unsupported protocol version 72\b/.test(error.message)) {
     return new ClientError(
@@ -111,15 +127,41 @@ export function sessionFailure(
         `the daemon's WebSocket listener, use ws://${host}/tunnel`,
     );
   }
+  // 21 and 22 begin a TLS alert or handshake record: a tcp:// URL pointed at a TLS listener.
   if (
-    firstContact && /^(tcp|tls):/.test(url) && error && /handshake timed out/.test(error.message)
+    !wasReady && error && /^tcp:/.test(url) &&
+    /unsupported protocol version 2[12]\b/.test(error.message)
   ) {
-    return new ClientError(
-      "wrong_protocol",
-      `${url} accepted the connection but never answered: it is not a tunnelmux TCP listener ` +
-        `(an HTTP server waits in silence for a request; for the daemon's WebSocket listener ` +
-        `use ws://${host}/tunnel)`,
-    );
+    return new ClientError("wrong_protocol", `${url} is a TLS listener: use tls://${host}`);
   }
-  return new ClientError("session_lost", `connection lost${error ? `: ${error.message}` : ""}`);
+  if (firstContact && yamuxUrl && error) {
+    const { bytesIn } = firstContact;
+    if (bytesIn === 0 && /handshake timed out/.test(error.message)) {
+      return new ClientError(
+        "wrong_protocol",
+        `${url} accepted the connection but never answered: it is not a tunnelmux TCP listener ` +
+          `(an HTTP server waits in silence for a request; for the daemon's WebSocket listener ` +
+          `use ws://${host}/tunnel)`,
+      );
+    }
+    // A TLS listener answers a plain client with a 7-byte alert and closes.
+    if (bytesIn > 0 && bytesIn < FRAME_HEADER_BYTES) {
+      return new ClientError(
+        "wrong_protocol",
+        `${url} answered ${bytesIn} bytes that are no yamux frame and closed: it is not a ` +
+          `tunnelmux TCP listener${
+            /^tcp:/.test(url) ? `; if the daemon serves TLS there, use tls://${host}` : ""
+          }`,
+      );
+    }
+  }
+  // A TLS listener may also close on a plain client without a word; so may a daemon that
+  // refuses this address, so that guess is a hint on a retried error, not a reason to stop.
+  const hint = firstContact?.bytesIn === 0 && /^tcp:/.test(url)
+    ? ` (closed before any answer: if the daemon serves TLS there, use tls://${host})`
+    : "";
+  return new ClientError(
+    "session_lost",
+    `connection lost${error ? `: ${error.message}` : ""}${hint}`,
+  );
 }

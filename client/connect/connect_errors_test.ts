@@ -34,6 +34,18 @@ describe("dialFailure", () => {
     assert.equal(error.code, "wrong_protocol");
     assert.equal(error.fatal, true);
     assert.match(error.message, /use tcp:\/\/127\.0\.0\.1:7080$/);
+    const alert = new Uint8Array([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32]);
+    const tls = new WebSocketConnectError(WS_URL, "x", undefined, undefined, alert);
+    assert.equal(
+      dialFailure(WS_URL, tls).message,
+      `${WS_URL} is a TLS listener: use wss://127.0.0.1:7080/tunnel`,
+    );
+    const silent = new WebSocketConnectError(
+      WS_URL,
+      "connection closed before the upgrade response",
+    );
+    assert.equal(dialFailure(WS_URL, silent).code, "connect_failed");
+    assert.match(dialFailure(WS_URL, silent).message, /if the listener serves TLS, use wss:\/\//);
     const other = new WebSocketConnectError(
       WS_URL,
       "x",
@@ -107,11 +119,31 @@ describe("sessionFailure", () => {
 
   it("a silent server on first contact is not a tunnelmux listener; later, or with bytes, it is retried", () => {
     const timedOut = new Error("handshake timed out");
-    const first = sessionFailure(TCP_URL, timedOut, false, true);
+    const first = sessionFailure(TCP_URL, timedOut, false, { bytesIn: 0 });
     assert.equal(first.code, "wrong_protocol");
     assert.match(first.message, /never answered/);
-    assert.equal(sessionFailure(TCP_URL, timedOut, false, false).code, "session_lost");
-    assert.equal(sessionFailure(WS_URL, timedOut, false, true).code, "session_lost");
+    assert.equal(sessionFailure(TCP_URL, timedOut, false).code, "session_lost");
+    assert.equal(sessionFailure(TCP_URL, timedOut, false, { bytesIn: 40 }).code, "session_lost");
+    assert.equal(sessionFailure(WS_URL, timedOut, false, { bytesIn: 0 }).code, "session_lost");
+  });
+
+  it("a TLS listener met by tcp:// is named: its alert (short of a frame) or its record type", () => {
+    const closed = new Error("connection closed by peer");
+    const alert = sessionFailure(TCP_URL, closed, false, { bytesIn: 7 });
+    assert.equal(alert.code, "wrong_protocol");
+    assert.match(
+      alert.message,
+      /answered 7 bytes that are no yamux frame.*use tls:\/\/127\.0\.0\.1:7080$/,
+    );
+    const record = sessionFailure(TCP_URL, new Error("unsupported protocol version 21"), false);
+    assert.equal(record.message, `${TCP_URL} is a TLS listener: use tls://127.0.0.1:7080`);
+    const silent = sessionFailure(TCP_URL, closed, false, { bytesIn: 0 });
+    assert.equal(silent.code, "session_lost", "a silent close may be a refusal: retried");
+    assert.match(silent.message, /if the daemon serves TLS there, use tls:\/\//);
+    assert.equal(
+      sessionFailure(TCP_URL, closed, false).message,
+      `connection lost: ${closed.message}`,
+    );
   });
 
   it("after a ready session, any end is a lost session, retried", () => {
