@@ -10,6 +10,7 @@
 
 import { WebSocketConnectError } from "../../transport/ws/mod.ts";
 import { ClientError } from "../errors.ts";
+import { unbracketHost } from "../../util/address.ts";
 
 /** How the runtimes report a TLS handshake answered by a plain (non-TLS) server. */
 const PLAIN_ANSWERED_TLS = /InvalidContentType|WRONG_VERSION_NUMBER|wrong version number/i;
@@ -29,10 +30,26 @@ function isTlsRecord(bytes: Uint8Array): boolean {
   return (bytes[0] === 0x15 || bytes[0] === 0x16) && bytes[1] === 0x03;
 }
 
-/** Whether `error` or one of its causes is a TLS handshake that a plain server answered. */
-function plainAnsweredTls(error: unknown): boolean {
+/** How the runtimes report a certificate from an issuer they do not trust. */
+const UNTRUSTED_CERTIFICATE =
+  /UnknownIssuer|self[- ]signed|unable to (verify|get local issuer)|SELF_SIGNED|UNABLE_TO_GET/i;
+
+/** How the runtimes report a certificate that does not name the host dialed. */
+const CERTIFICATE_NAME = /not valid for name|altnames|ALTNAME/i;
+
+/** The host name of `url` (an IPv6 literal without its brackets), as a certificate names it. */
+function hostnameOf(url: string): string {
+  try {
+    return unbracketHost(new URL(url).hostname);
+  } catch {
+    return hostOf(url);
+  }
+}
+
+/** Whether the message of `error` or of one of its causes matches `pattern`. */
+function causes(error: unknown, pattern: RegExp): boolean {
   for (let e = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
-    if (PLAIN_ANSWERED_TLS.test(e.message)) return true;
+    if (pattern.test(e.message)) return true;
   }
   return false;
 }
@@ -58,7 +75,7 @@ export function dialFailure(url: string, error: Error): ClientError {
         : `${url} answered in a protocol other than HTTP: it is not a WebSocket listener`,
     );
   }
-  if ((scheme === "tls" || scheme === "wss") && plainAnsweredTls(error)) {
+  if ((scheme === "tls" || scheme === "wss") && causes(error, PLAIN_ANSWERED_TLS)) {
     const plain = scheme === "tls" ? `tcp://${hostOf(url)}` : `ws://${hostOf(url, true)}`;
     return new ClientError(
       "wrong_protocol",
@@ -94,10 +111,16 @@ export function dialFailure(url: string, error: Error): ClientError {
       `the daemon refused the upgrade at ${url} (HTTP ${status})`,
     );
   }
-  // A TLS listener may close on a plain upgrade request without a word: a hint, still retried.
-  const hint = scheme === "ws" && /closed before the upgrade response/.test(error.message)
-    ? ` (if the listener serves TLS, use wss://${hostOf(url, true)})`
-    : "";
+  // Hints on errors that stay retried: a TLS listener may close on a plain upgrade request
+  // without a word; a certificate may be trusted or renewed by the time of the next attempt.
+  let hint = "";
+  if (scheme === "ws" && /closed before the upgrade response/.test(error.message)) {
+    hint = ` (if the listener serves TLS, use wss://${hostOf(url, true)})`;
+  } else if ((scheme === "tls" || scheme === "wss") && causes(error, UNTRUSTED_CERTIFICATE)) {
+    hint = " (the daemon's certificate is not trusted here: give its CA with --ca FILE)";
+  } else if ((scheme === "tls" || scheme === "wss") && causes(error, CERTIFICATE_NAME)) {
+    hint = ` (the daemon's certificate does not name ${hostnameOf(url)}: use a name it holds)`;
+  }
   return new ClientError("connect_failed", `cannot reach ${url}: ${error.message}${hint}`);
 }
 

@@ -91,6 +91,32 @@ describe("dialFailure", () => {
     }
   });
 
+  it("a certificate not trusted, or not for the name, is retried with what to do, as each runtime says it", () => {
+    const untrusted = [
+      "invalid peer certificate: UnknownIssuer",
+      "self signed certificate",
+    ];
+    for (const said of untrusted) {
+      const error = dialFailure(
+        "tls://h:7000",
+        new Error(`TLS handshake with h:7000 failed: ${said}`),
+      );
+      assert.equal(error.code, "connect_failed");
+      assert.match(error.message, /not trusted here: give its CA with --ca FILE\)$/);
+    }
+    const wrongName = [
+      'invalid peer certificate: certificate not valid for name "h"; certificate is only valid for DnsName("localhost")',
+      "Hostname/IP does not match certificate's altnames: Host: h. is not in the cert's altnames: DNS:localhost",
+    ];
+    for (const said of wrongName) {
+      const cause = new Error(`TLS handshake with h:7080 failed: ${said}`);
+      const wss = new WebSocketConnectError("wss://h:7080/t", cause.message, undefined, cause);
+      const error = dialFailure("wss://h:7080/t", wss);
+      assert.equal(error.code, "connect_failed");
+      assert.match(error.message, /does not name h: use a name it holds\)$/);
+    }
+  });
+
   it("429, server errors and network errors are retried (connect_failed)", () => {
     const errors = [
       upgradeRefused(429),
