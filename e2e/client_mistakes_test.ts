@@ -130,7 +130,7 @@ describe("connecting to the wrong thing", () => {
         new RegExp(`TCP \\(yamux\\) listener, not a WebSocket one: use tcp://${tcp}$`),
       ],
       [`ws://${admin}/tunnel`, /answered HTTP 401: this looks like the admin API port/],
-      [`tls://${tcp}`, new RegExp(`did not answer in TLS: .*use tcp://${tcp}$`)],
+      [`tls://${tcp}`, new RegExp(`did not answer in TLS: .*use tcp://${tcp} \\(`)],
       [`wss://${ws}/tunnel`, new RegExp(`did not answer in TLS: .*use ws://${ws}/tunnel$`)],
     ];
     const results = await Promise.all(cases.map(([url]) => clientAt(url, token)));

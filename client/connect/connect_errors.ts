@@ -76,7 +76,10 @@ export function dialFailure(url: string, error: Error): ClientError {
     );
   }
   if ((scheme === "tls" || scheme === "wss") && causes(error, PLAIN_ANSWERED_TLS)) {
-    const plain = scheme === "tls" ? `tcp://${hostOf(url)}` : `ws://${hostOf(url, true)}`;
+    // A plain TCP and a plain WebSocket listener fail the TLS handshake alike: tls:// names both.
+    const plain = scheme === "tls"
+      ? `tcp://${hostOf(url)} (ws://${hostOf(url)}/tunnel if it is the WebSocket port)`
+      : `ws://${hostOf(url, true)}`;
     return new ClientError(
       "wrong_protocol",
       `${url} did not answer in TLS: the listener is plain (the daemon serves TLS only with ` +

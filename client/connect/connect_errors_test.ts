@@ -68,7 +68,10 @@ describe("dialFailure", () => {
         new Error(`TLS handshake with h:7000 failed: ${said}`),
       );
       assert.equal(tls.code, "wrong_protocol");
-      assert.match(tls.message, /use tcp:\/\/h:7000$/);
+      assert.match(
+        tls.message,
+        /use tcp:\/\/h:7000 \(ws:\/\/h:7000\/tunnel if it is the WebSocket port\)$/,
+      );
       const cause = new Error(said);
       const wss = dialFailure(
         "wss://h:7080/t",
