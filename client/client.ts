@@ -362,7 +362,8 @@ export class Client extends Emitter<ClientEvents> {
   /**
    * Offers a named service; its users' connections are piped to `local` (`host:port`). The
    * offer is made again after every reconnect. Other sessions of this client (high
-   * availability) may offer the same name; with `group`, so may the group's other members.
+   * availability) may offer the same name; with `group`, so may the group's other members. A
+   * refusal rejects this call only: the session, its tunnels and other offers stay.
    */
   async offer(name: string, local: string, options: OfferOptions = {}): Promise<void> {
     const record = newOfferRecord(local, options);
