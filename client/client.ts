@@ -51,6 +51,9 @@ import { acceptIncoming, type VisitorRoutes } from "./tunnels/visitors.ts";
 
 export type { ExposeOptions, Forward, OfferOptions, Tunnel };
 
+/** Fatal codes that are retried once a session was up: answers of the wrong listener. */
+const RETRIED_ONCE_UP = new Set<string>(["wrong_protocol", "upgrade_refused"]);
+
 /** How long `close()` lets open streams finish before it closes the connection anyway. */
 const CLOSE_GRACE_MS = 5_000;
 
@@ -82,7 +85,8 @@ export interface ConnectOptions {
   /**
    * {@linkcode connect} rejects (and closes the client) when no session is ready this long after
    * it was called, naming the last failure. Default 30 s. Mistakes in the URL, token, path or
-   * protocol reject at once instead; network errors are retried until then.
+   * protocol, and a URL at the wrong kind of listener, reject at once instead; network errors are
+   * retried until then.
    */
   readyTimeoutMs?: number;
   /**
@@ -164,8 +168,8 @@ export interface HealthInfo {
 
 /**
  * Connects to a daemon and resolves once the first session is ready. With reconnect on (the
- * default) a failing first attempt is retried too; a wrong token or protocol version fails at
- * once. `url` is `tcp://host:port`, `tls://host:port`, `ws://host:port/path` or `wss://…`.
+ * default) a failing first attempt is retried too; a wrong token or protocol version, or a URL at
+ * the wrong kind of listener, fails at once. `url` is `tcp://host:port`, `tls://host:port`, `ws://host:port/path` or `wss://…`.
  *
  * @example
  * ```ts ignore
@@ -220,6 +224,8 @@ export class Client extends Emitter<ClientEvents> {
   #session: Session | undefined;
   #control: ControlChannel | undefined;
   #readyAt = 0;
+  /** Whether any session was ready yet (a silent server is a mistake only before that). */
+  #everReady = false;
   readonly #requests = new PendingRequests();
   #welcome:
     | {
@@ -299,7 +305,11 @@ export class Client extends Emitter<ClientEvents> {
     return this.#firstReadyPromise;
   }
 
-  /** Opens a reverse tunnel: the daemon listens, and its visitors are piped to `options.local`. */
+  /**
+   * Opens a reverse tunnel: the daemon listens, and its visitors are piped to `options.local`. A
+   * refusal (a port or name held elsewhere, one not allowed) rejects this call only: the session
+   * and the other tunnels stay.
+   */
   async expose(options: ExposeOptions): Promise<Tunnel> {
     const record = newTunnelRecord(options, false);
     await this.#exposeOnce(record, options.remotePort ?? 0);
@@ -353,7 +363,8 @@ export class Client extends Emitter<ClientEvents> {
   /**
    * Offers a named service; its users' connections are piped to `local` (`host:port`). The
    * offer is made again after every reconnect. Other sessions of this client (high
-   * availability) may offer the same name; with `group`, so may the group's other members.
+   * availability) may offer the same name; with `group`, so may the group's other members. A
+   * refusal rejects this call only: the session, its tunnels and other offers stay.
    */
   async offer(name: string, local: string, options: OfferOptions = {}): Promise<void> {
     const record = newOfferRecord(local, options);
@@ -439,7 +450,7 @@ export class Client extends Emitter<ClientEvents> {
       this.#addresses = dialed.addresses;
     } catch (error) {
       const failure = dialFailure(this.url, error as Error);
-      return failure.fatal ? this.#giveUp(failure) : this.#lost(failure);
+      return this.#final(failure) ? this.#giveUp(failure) : this.#lost(failure);
     }
     if (this.#lifecycle.state === "closed") return transport.close();
     const session = new Session(transport, {
@@ -461,9 +472,10 @@ export class Client extends Emitter<ClientEvents> {
       const { streamsOpened, streamsAccepted } = session.stats;
       const parting = this.#parting;
       this.#parting = undefined;
+      const firstContact = this.#everReady ? undefined : { bytesIn: session.stats.bytesIn };
       const failure = handshakeFailure ?? parting ??
-        sessionFailure(this.url, error, this.#readyAt > 0);
-      if (failure.fatal) return this.#giveUp(failure);
+        sessionFailure(this.url, error, this.#readyAt > 0, firstContact);
+      if (this.#final(failure)) return this.#giveUp(failure);
       this.#lost(failure, streamsOpened + streamsAccepted > 1);
     });
     const handshake = setTimeout(() => session.destroy(new Error("handshake timed out")), timeout);
@@ -471,6 +483,7 @@ export class Client extends Emitter<ClientEvents> {
       const welcome = await this.#handshake(session);
       clearTimeout(handshake);
       this.#readyAt = Date.now();
+      this.#everReady = true;
       this.#lastError = undefined;
       this.#failedAttempts = 0;
       this.#node = welcome.node;
@@ -488,7 +501,7 @@ export class Client extends Emitter<ClientEvents> {
       const failure = error instanceof ClientError
         ? error
         : new ClientError("session_lost", String(error));
-      if (failure.fatal) return this.#giveUp(failure, session);
+      if (this.#final(failure)) return this.#giveUp(failure, session);
       handshakeFailure = failure;
       session.destroy();
     }
@@ -596,8 +609,19 @@ export class Client extends Emitter<ClientEvents> {
     }, delayMs);
   }
 
+  /**
+   * Whether `failure` stops the client. A URL at the wrong listener is a mistake before the first
+   * session; once one was up, the same answer is a proxy or a redeploy in between, and is retried
+   * like a network error (a refused token stays final).
+   */
+  #final(failure: ClientError): boolean {
+    return failure.fatal && !(this.#everReady && RETRIED_ONCE_UP.has(failure.code));
+  }
+
   /** A mistake retrying cannot fix: stop, and fail the first connect with it. */
   #giveUp(error: ClientError, session?: Session): void {
+    // Told once: a failed handshake reaches here both from its own catch and its session's end.
+    if (this.#lifecycle.state === "closed") return void session?.destroy();
     this.#lastError = error;
     this.#failPending(error);
     this.#lifecycle.fire("close");

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { connect as netConnect, createServer, type Socket } from "node:net";
 import { connect, type RetryInfo } from "./client.ts";
 import { ClientError, describeStreamError } from "./errors.ts";
 import { Daemon } from "../daemon/daemon.ts";
@@ -16,6 +17,7 @@ import { pattern, roundTrip } from "../tools/echo_check.ts";
 import { decodeProxyHeader } from "../tunnel/_proxy_protocol_decoder.ts";
 import { hasOpenssl, makeTestIdentity } from "../transport/_test_certificate.ts";
 import { tcpExchange } from "../transport/_test_util.ts";
+import { withTimeout } from "../testing/wait.ts";
 
 const TOKEN = "client-test-token-0123456789abcdef";
 const OTHER = "client-test-other-0123456789abcdef";
@@ -125,7 +127,7 @@ describe("client SDK (daemon in process)", () => {
         "tcp:// pointed at the WebSocket port",
         () => `tcp://${daemon.addresses.websocket!.replace(/\/tunnel$/, "")}`,
         "wrong_protocol",
-        /HTTP\/WebSocket port; use ws:\/\//,
+        /answered in HTTP: .*use ws:\/\//,
       ],
     ];
     for (const [what, url, code, message] of cases) {
@@ -295,6 +297,66 @@ describe("client SDK: TLS", () => {
       daemon.stop();
       echo.listener.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** A TCP relay on 127.0.0.1 to `target`, which the test may switch; `drop` ends every pipe. */
+async function switchableRelay(target: string) {
+  const pipes = new Set<Socket>();
+  const state = { target };
+  const server = createServer((visitor) => {
+    const [host, port] = [state.target.replace(/:\d+$/, ""), Number(state.target.split(":").pop())];
+    const upstream = netConnect(port, host);
+    for (const socket of [visitor, upstream]) {
+      pipes.add(socket);
+      socket.on("error", () => {});
+      socket.on("close", () => {
+        pipes.delete(socket);
+        visitor.destroy();
+        upstream.destroy();
+      });
+    }
+    visitor.pipe(upstream).pipe(visitor);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `tcp://127.0.0.1:${(server.address() as { port: number }).port}`,
+    state,
+    drop: () => pipes.forEach((socket) => socket.destroy()),
+    close: () => {
+      for (const socket of pipes) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+describe("client SDK: the wrong listener after a session was up", () => {
+  it("is retried, not final: a redeploy or a proxy in between may answer wrongly for a while", async () => {
+    const daemon = await startDaemon(1);
+    const relay = await switchableRelay(daemon.addresses.tcp!);
+    const client = await connect(relay.url, {
+      token: TOKEN,
+      reconnect: { initialMs: 20, maxMs: 40 },
+    });
+    try {
+      const wrong = new Promise<RetryInfo>((resolve) =>
+        client.on("retry", (retry) => retry.error.code === "wrong_protocol" && resolve(retry))
+      );
+      // The relay now reaches the daemon's WebSocket (HTTP) port: "answered in HTTP".
+      relay.state.target = daemon.addresses.websocket!.replace(/\/tunnel$/, "");
+      relay.drop();
+      const retry = await withTimeout(wrong, 30_000, "a retry after the wrong answer");
+      assert.match(retry.error.message, /answered in HTTP/);
+      assert.notEqual(client.state, "closed");
+      const ready = new Promise<void>((resolve) => client.on("ready", () => resolve()));
+      relay.state.target = daemon.addresses.tcp!;
+      await withTimeout(ready, 30_000, "a session again");
+      assert.equal(client.state, "ready");
+    } finally {
+      await client.close();
+      relay.close();
+      daemon.stop();
     }
   });
 });

@@ -15,6 +15,7 @@ import {
   writeStderr,
 } from "../util/host.ts";
 import { parseArgs } from "node:util";
+import { argsErrorMessage } from "../util/args_error.ts";
 import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
 import { Client } from "./client.ts";
@@ -28,15 +29,16 @@ import {
 const HELP = `tunnelmux client: hold tunnels through a tunnelmux daemon
 
 Usage:
-  client --server URL [options]
-  client --config FILE [options]
+  tunnelmux client --server URL [options]
+  tunnelmux client --config FILE [options]
 
 Options:
   --config FILE                a JSONC file with the settings below (env
                                TUNNELMUX_CLIENT_CONFIG): server, tokenFile, name, ca, ha,
-                               reconnect, keepAliveIntervalMs, keepAliveTimeoutMs, group,
-                               groupKeyFile, shared, proxyProtocol, health, healthIntervalMs,
-                               logFormat, and the lists expose, http, tls, forward, offer, use
+                               reconnect, readyTimeoutMs, keepAliveIntervalMs,
+                               keepAliveTimeoutMs, group, groupKeyFile, shared, proxyProtocol,
+                               health, healthIntervalMs, logFormat, and the lists expose,
+                               http, tls, forward, offer, use
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
@@ -79,6 +81,9 @@ Options:
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
                                see the visitor's real address
   --no-reconnect               exit when the connection is lost instead of reconnecting
+  --ready-timeout-ms MS        give up (exit 1) when no session is ready MS after the start
+                               (default 30000; 0: keep trying, for a client started before
+                               its daemon); a lost session is reconnected whatever it says
   --keepalive-interval-ms MS   ping the daemon after MS without a frame from it; keep it below
                                any proxy's or CDN's idle timeout (default 30000;
                                env TUNNELMUX_KEEPALIVE_INTERVAL_MS)
@@ -91,9 +96,51 @@ The token comes from TUNNELMUX_TOKEN or a file (--token-file, tokenFile), never 
 arguments are visible to every user of the machine in the process list. Every problem in the
 flags, variables and file is reported at once, named by its flag or its path in the file.
 
+Each --expose, --http, --tls, --forward, --offer and --use stands alone: one that cannot start
+(a port or name another client holds, one the daemon does not allow this client, a local port
+in use) is logged with its reason and left out, and the others run.
+
+Exit status: 0 after SIGTERM or SIGINT; 1 when the client gives up: settings that cannot work,
+a mistake retrying cannot fix (a URL at the wrong kind of listener, a refused token), no
+session within --ready-timeout-ms, the session lost with --no-reconnect, or nothing asked for
+could start; 2 for a usage error (an unknown flag, nothing asked for).
+
 Example:
-  TUNNELMUX_TOKEN=… client --server ws://127.0.0.1:7080/tunnel \\
+  TUNNELMUX_TOKEN=… tunnelmux client --server ws://127.0.0.1:7080/tunnel \\
     --expose 8080=127.0.0.1:3000 --forward 127.0.0.1:15432=127.0.0.1:5432`;
+
+/** The client command's flags, as `parseArgs` takes them. */
+const OPTIONS = {
+  config: { type: "string" },
+  server: { type: "string", multiple: true },
+  "token-file": { type: "string" },
+  expose: { type: "string", multiple: true },
+  http: { type: "string", multiple: true },
+  tls: { type: "string", multiple: true },
+  forward: { type: "string", multiple: true },
+  offer: { type: "string", multiple: true },
+  use: { type: "string", multiple: true },
+  name: { type: "string" },
+  ca: { type: "string" },
+  "proxy-protocol": { type: "string" },
+  group: { type: "string" },
+  ha: { type: "string" },
+  health: { type: "string" },
+  "health-interval-ms": { type: "string" },
+  shared: { type: "boolean" },
+  "no-reconnect": { type: "boolean" },
+  "ready-timeout-ms": { type: "string" },
+  "keepalive-interval-ms": { type: "string" },
+  "keepalive-timeout-ms": { type: "string" },
+  "log-format": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** Flags people try that do not exist, and what to do instead. */
+const FLAG_HINTS = {
+  "--token": "the token is never a flag (the process list shows arguments to every user): " +
+    "set TUNNELMUX_TOKEN or give --token-file FILE",
+};
 
 /** What is running now for each expose, forward, use and offer, by the text that asked for it. */
 type Running = Map<string, () => Promise<void>>;
@@ -107,36 +154,13 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   if (args[0] === "--") args.shift();
   let flags: ClientFlags & { help?: boolean };
   try {
-    flags = parseArgs({
-      args,
-      options: {
-        config: { type: "string" },
-        server: { type: "string", multiple: true },
-        "token-file": { type: "string" },
-        expose: { type: "string", multiple: true },
-        http: { type: "string", multiple: true },
-        tls: { type: "string", multiple: true },
-        forward: { type: "string", multiple: true },
-        offer: { type: "string", multiple: true },
-        use: { type: "string", multiple: true },
-        name: { type: "string" },
-        ca: { type: "string" },
-        "proxy-protocol": { type: "string" },
-        group: { type: "string" },
-        ha: { type: "string" },
-        health: { type: "string" },
-        "health-interval-ms": { type: "string" },
-        shared: { type: "boolean" },
-        "no-reconnect": { type: "boolean" },
-        "keepalive-interval-ms": { type: "string" },
-        "keepalive-timeout-ms": { type: "string" },
-        "log-format": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    }).values;
+    flags = parseArgs({ args, options: OPTIONS }).values;
   } catch (error) {
-    const flag = /'(-[^']+)'/.exec((error as Error).message)?.[1];
-    console.error(`client: ${flag ? `unknown option ${flag}` : (error as Error).message}`);
+    console.error(
+      `client: ${
+        argsErrorMessage(error as Error, OPTIONS, FLAG_HINTS)
+      } (see tunnelmux client --help)`,
+    );
     return 2;
   }
   if (flags.help) {
@@ -203,13 +227,20 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       });
     }
   });
+  /** Whether the error that closed the client was logged. */
+  let toldWhy = false;
   members.forEach((member, i) => {
     const which = ha ? { session: i } : {};
     member.on("state", (state) => log.info(`state: ${state}`, which));
     member.on("ready", (info) => {
       log.info("session ready", { node: info.node, server: info.url, ...which });
     });
-    member.on("error", (error) => log.warn(error.message, { code: error.code, ...which }));
+    // An error that closed the client is the one line that says why it stops.
+    member.on("error", (error) => {
+      const final = member.state === "closed";
+      if (final) toldWhy = true;
+      (final ? log.error : log.warn).call(log, error.message, { code: error.code, ...which });
+    });
     member.on("health", ({ service, local, healthy, detail }) => {
       const what = { local, ...(service !== undefined ? { service } : {}), ...which };
       if (healthy) log.info("local service healthy again", what);
@@ -240,8 +271,13 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
 
   const sdk = ha ?? client;
   const running: Running = new Map();
-  /** Starts what `next` asks for and `running` lacks; stops what it no longer asks for. */
-  const apply = async (next: ClientSettings, strict: boolean) => {
+  /**
+   * Starts what `next` asks for and `running` lacks; stops what it no longer asks for. Each
+   * stands or falls alone: one refused is logged with its reason and left out. Resolves with how
+   * many could not start.
+   */
+  const apply = async (next: ClientSettings): Promise<number> => {
+    let failed = 0;
     const wanted = new Set([
       ...next.exposes.map((e) => `expose ${e.key}`),
       ...next.forwards.map((f) => f.key),
@@ -258,8 +294,14 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       try {
         running.set(key, await begin());
       } catch (error) {
-        if (strict) throw error;
-        log.warn(`cannot start ${key}: ${(error as Error).message}`);
+        failed++;
+        const code = (error as { code?: unknown }).code;
+        // "http NAME=LOCAL" as the flag was written, not "expose http …".
+        const what = key.replace(/^expose (?=(http|tls) )/, "");
+        log.error(`cannot start ${what}: ${(error as Error).message}`, {
+          what,
+          ...(typeof code === "string" ? { code } : {}),
+        });
       }
     };
     for (const expose of next.exposes) {
@@ -284,6 +326,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
         return () => sdk.withdraw(offer.name);
       });
     }
+    return failed;
   };
   // SIGHUP: the config file again; the lists' changes are applied, the session stays.
   onHostSignal("SIGHUP", () => {
@@ -304,17 +347,56 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       });
     }
     settings = next;
-    apply(next, false).then(
+    apply(next).then(
       () => log.info("configuration reloaded", { running: running.size }),
       (error) => log.error("reload failed", { detail: String(error) }),
     );
   });
-  const setUp = async () => {
-    await sdk.ready();
+  /** Connects and starts everything asked for; resolves with an exit code if the client stops. */
+  const setUp = async (): Promise<number | undefined> => {
+    const limit = settings.readyTimeoutMs;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timedOut = new Promise<"timeout">((resolve) => {
+      if (limit > 0) timer = setTimeout(() => resolve("timeout"), limit);
+    });
+    try {
+      if (await Promise.race([sdk.ready(), timedOut]) === "timeout") {
+        const last = members.map((m) => m.lastError?.message).find((m) => m !== undefined);
+        log.error(
+          `no session with ${settings.servers.join(", ")} within ${limit} ms${
+            last ? ` (last error: ${last})` : ""
+          }; giving up (--ready-timeout-ms 0 keeps trying)`,
+        );
+        return 1;
+      }
+    } catch (error) {
+      if (stopping) return undefined; // a signal during the first connect: a clean stop
+      // Gave up: said by its error event, unless that came before the listeners (a bad URL).
+      if (!toldWhy) {
+        const code = (error as { code?: unknown }).code;
+        log.error((error as Error).message, typeof code === "string" ? { code } : {});
+      }
+      return 1;
+    } finally {
+      clearTimeout(timer);
+    }
     log.info("connected", { server: client.url, node: client.node });
-    await apply(settings, true);
+    const failed = await apply(settings);
+    if (failed > 0 && running.size === 0) {
+      log.error(`nothing could be started (${failed} failed); exiting`);
+      return 1;
+    }
+    if (failed > 0) {
+      log.warn(`${failed} of ${failed + running.size} could not be started; the others run`);
+    }
+    return undefined;
   };
-  await Promise.race([setUp(), done]);
+  const stopped = await Promise.race([setUp(), done]);
+  if (stopped !== undefined && !stopping) {
+    stopping = true;
+    await Promise.all(members.map((m) => m.close()));
+    return stopped;
+  }
   return await done;
 }
 

@@ -22,6 +22,7 @@ import { hostCwd, nodeBuiltin } from "../util/host.ts";
 import { dirname, resolve } from "node:path";
 import { parseHostPort, splitHostPort } from "../util/address.ts";
 import { parseJsonc } from "../util/jsonc.ts";
+import { suggest } from "../util/suggest.ts";
 import type { ExposeOptions, OfferOptions } from "./client.ts";
 
 /** A file's text; node:fs is loaded only when a file is read (it costs Deno's start time). */
@@ -50,6 +51,7 @@ export interface ClientFlags {
   "health-interval-ms"?: string;
   shared?: boolean;
   "no-reconnect"?: boolean;
+  "ready-timeout-ms"?: string;
   "keepalive-interval-ms"?: string;
   "keepalive-timeout-ms"?: string;
   "log-format"?: string;
@@ -91,6 +93,8 @@ export interface ClientSettings {
   /** Sessions to distinct nodes (1: a plain client). */
   readonly ha: number;
   readonly reconnect: boolean;
+  /** How long the first session may take before the command gives up (0: keep trying). */
+  readonly readyTimeoutMs: number;
   readonly keepAliveInterval: number;
   readonly keepAliveTimeout: number;
   readonly logFormat: "auto" | "pretty" | "json";
@@ -120,6 +124,7 @@ const FILE_KEYS = new Set([
   "ca",
   "ha",
   "reconnect",
+  "readyTimeoutMs",
   "keepAliveIntervalMs",
   "keepAliveTimeoutMs",
   "group",
@@ -180,7 +185,8 @@ export function clientSettings(
         file = parsed.value as Record<string, unknown>;
         for (const key of Object.keys(file)) {
           if (!FILE_KEYS.has(key)) {
-            fail(key, `unknown setting (known: ${[...FILE_KEYS].join(", ")})`);
+            const hint = suggest(key, [...FILE_KEYS]);
+            fail(key, `unknown setting${hint || ` (known: ${[...FILE_KEYS].join(", ")})`}`);
           }
         }
       }
@@ -313,6 +319,13 @@ export function clientSettings(
     "milliseconds",
   );
   const reconnect = flags["no-reconnect"] ? false : fileBoolean("reconnect")?.value ?? true;
+  const readyTimeoutMs = integer(
+    flag("ready-timeout-ms", flags["ready-timeout-ms"]) ?? fileNumber("readyTimeoutMs"),
+    30_000,
+    0,
+    86_400_000,
+    "milliseconds",
+  );
   const logFormatSource = flag("log-format", flags["log-format"]) ?? fileString("logFormat");
   const logFormat = (logFormatSource?.value ?? "auto") as ClientSettings["logFormat"];
   if (!["auto", "pretty", "json"].includes(logFormat)) {
@@ -477,6 +490,7 @@ export function clientSettings(
       caCerts,
       ha,
       reconnect,
+      readyTimeoutMs,
       keepAliveInterval,
       keepAliveTimeout,
       logFormat,

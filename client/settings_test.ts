@@ -149,4 +149,31 @@ describe("clientSettings", () => {
     });
     assert.deepEqual(idle.errors.map((e) => e.where), ["(client)"]);
   });
+
+  it("a mistyped key in the file is answered with the key meant; a stranger with the known keys", () => {
+    const file = join(dir, "typo.jsonc");
+    writeFileSync(
+      file,
+      JSON.stringify({ sever: "tcp://a:1", expsoe: ["1=127.0.0.1:2"], colourScheme: 1 }),
+    );
+    const { errors } = clientSettings({ flags: { config: file }, env: { TUNNELMUX_TOKEN: TOKEN } });
+    const said = Object.fromEntries(errors.map((e) => [e.where, e.message]));
+    assert.equal(said.sever, 'unknown setting (did you mean "server"?)');
+    assert.equal(said.expsoe, 'unknown setting (did you mean "expose"?)');
+    assert.match(said.colourScheme, /^unknown setting \(known: server, tokenFile, /);
+  });
+
+  it("readyTimeoutMs: 30 s by default, from the file or --ready-timeout-ms, 0 to keep trying", () => {
+    const base = { server: ["tcp://a:1"], expose: ["1=127.0.0.1:2"] };
+    const env = { TUNNELMUX_TOKEN: TOKEN };
+    assert.equal(clientSettings({ flags: base, env }).settings!.readyTimeoutMs, 30_000);
+    const file = join(dir, "ready.jsonc");
+    writeFileSync(file, JSON.stringify({ readyTimeoutMs: 0 }));
+    const fromFile = clientSettings({ flags: { ...base, config: file }, env });
+    assert.equal(fromFile.settings!.readyTimeoutMs, 0);
+    const flag = { ...base, config: file, "ready-timeout-ms": "5000" };
+    assert.equal(clientSettings({ flags: flag, env }).settings!.readyTimeoutMs, 5000);
+    const bad = clientSettings({ flags: { ...base, "ready-timeout-ms": "soon" }, env });
+    assert.deepEqual(bad.errors.map((e) => e.where), ["--ready-timeout-ms"]);
+  });
 });

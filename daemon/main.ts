@@ -19,14 +19,18 @@ import { Daemon, listenerLines } from "./daemon.ts";
 import type { AdminServer } from "./admin/start.ts";
 import { HEALTHCHECK_TIMEOUT_MS, probe, readyzUrl } from "./healthcheck.ts";
 import { Logger } from "../util/log.ts";
+import { argsErrorMessage } from "../util/args_error.ts";
+import { closest } from "../util/suggest.ts";
 
 const HELP = `tunnelmux daemon: a multiplexed tunnel server (yamux over TCP and WebSocket)
 
 Usage:
-  daemon [options]                 run (embedded defaults: tunnels on 127.0.0.1:7000 over TCP
+  tunnelmux daemon [options]       run (embedded defaults: tunnels on 127.0.0.1:7000 over TCP
                                    and 127.0.0.1:7080/tunnel over WebSocket)
-  daemon check [--config FILE]     validate the configuration and report every error
-  daemon healthcheck [--url URL]   exit 0 if the admin API's /readyz answers 200, else 1; the
+  tunnelmux daemon check [--config FILE]
+                                   validate the configuration and report every error
+  tunnelmux daemon healthcheck [--url URL]
+                                   exit 0 if the admin API's /readyz answers 200, else 1; the
                                    URL defaults to the configured admin listener (a wildcard
                                    bind is probed on loopback); --timeout MS bounds it (3000)
 
@@ -81,6 +85,41 @@ Signals: SIGTERM or SIGINT drain (GoAway to every client, up to the grace period
 30 s); a second one stops at once. SIGHUP reloads clients, tokens and allowlists and closes
 sessions whose token was revoked.`;
 
+/** The daemon command's flags, as `parseArgs` takes them. */
+const OPTIONS = {
+  config: { type: "string" },
+  "listen-tcp": { type: "string" },
+  "listen-ws": { type: "string" },
+  "listen-admin": { type: "string" },
+  "listen-http": { type: "string" },
+  "listen-https": { type: "string" },
+  "http-domain": { type: "string" },
+  "https-cert": { type: "string" },
+  "https-key": { type: "string" },
+  "data-dir": { type: "string" },
+  "log-level": { type: "string" },
+  "log-format": { type: "string" },
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  "keepalive-interval-ms": { type: "string" },
+  "keepalive-timeout-ms": { type: "string" },
+  "http-response-timeout-ms": { type: "string" },
+  "cluster-servers": { type: "string" },
+  "cluster-node": { type: "string" },
+  "cluster-listen": { type: "string" },
+  "cluster-advertise": { type: "string" },
+  "cluster-tunnel-host": { type: "string" },
+  url: { type: "string" },
+  timeout: { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** Flags people try that do not exist: secrets never come from flags (the process list). */
+const FLAG_HINTS = {
+  "--token": "the default client's token comes from TUNNELMUX_TOKEN (or the config's clients)",
+  "--admin-token": "the admin API's token comes from TUNNELMUX_ADMIN_TOKEN",
+};
+
 /**
  * Runs `tunnelmux daemon` with `args` (the words after the command) and resolves with the exit
  * code. Run directly, this file passes its own arguments.
@@ -90,42 +129,13 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   if (args[0] === "--") args.shift();
   let parsed;
   try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        config: { type: "string" },
-        "listen-tcp": { type: "string" },
-        "listen-ws": { type: "string" },
-        "listen-admin": { type: "string" },
-        "listen-http": { type: "string" },
-        "listen-https": { type: "string" },
-        "http-domain": { type: "string" },
-        "https-cert": { type: "string" },
-        "https-key": { type: "string" },
-        "data-dir": { type: "string" },
-        "log-level": { type: "string" },
-        "log-format": { type: "string" },
-        "tls-cert": { type: "string" },
-        "tls-key": { type: "string" },
-        "keepalive-interval-ms": { type: "string" },
-        "keepalive-timeout-ms": { type: "string" },
-        "http-response-timeout-ms": { type: "string" },
-        "cluster-servers": { type: "string" },
-        "cluster-node": { type: "string" },
-        "cluster-listen": { type: "string" },
-        "cluster-advertise": { type: "string" },
-        "cluster-tunnel-host": { type: "string" },
-        url: { type: "string" },
-        timeout: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
+    parsed = parseArgs({ args, allowPositionals: true, options: OPTIONS });
   } catch (error) {
-    // node:util's message ends in an unbalanced quote; say it plainly instead.
-    const flag = /'(-[^']+)'/.exec((error as Error).message)?.[1];
+    // One line naming the mistake (node:util's own ends in an unbalanced quote), not the help.
     console.error(
-      `daemon: ${flag ? `unknown option ${flag}` : (error as Error).message}\n\n${HELP}`,
+      `daemon: ${
+        argsErrorMessage(error as Error, OPTIONS, FLAG_HINTS)
+      } (see tunnelmux daemon --help)`,
     );
     return 2;
   }
@@ -160,7 +170,12 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   };
   const command = positionals[0] ?? "run";
   if (command !== "run" && command !== "check" && command !== "healthcheck") {
-    console.error(`daemon: unknown command "${command}"\n\n${HELP}`);
+    const near = closest(command, ["run", "check", "healthcheck"]);
+    console.error(
+      `daemon: unknown command "${command}"${
+        near ? ` (did you mean "${near}"?)` : ""
+      } (see tunnelmux daemon --help)`,
+    );
     return 2;
   }
   if (command !== "healthcheck" && (values.url !== undefined || values.timeout !== undefined)) {

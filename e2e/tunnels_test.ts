@@ -398,7 +398,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       const wsPort = daemon.wsAddress.split(":").pop();
       const cases: [string, RegExp][] = [
         [daemon.tcpAddress, /has no scheme: write tcp:\/\//],
-        [`tcp://127.0.0.1:${wsPort}`, /HTTP\/WebSocket port; use ws:\/\//],
+        [`tcp://127.0.0.1:${wsPort}`, /answered in HTTP: .*use ws:\/\//],
       ];
       for (const [server, cause] of cases) {
         const cli = await startClient({

@@ -25,22 +25,5 @@ export function mergeLayers(base: unknown, over: unknown): unknown {
   return out;
 }
 
-function distance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = row[0]++;
-    for (let j = 1; j <= b.length; j++) {
-      const next = Math.min(row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = row[j];
-      row[j] = next;
-    }
-  }
-  return row[b.length];
-}
-
-/** A " (did you mean …?)" hint naming the closest known word, or "". */
-export function suggest(word: string, known: readonly string[]): string {
-  const best = known.map((k) => [k, distance(word.toLowerCase(), k.toLowerCase())] as const)
-    .sort((x, y) => x[1] - y[1])[0];
-  return best && best[1] <= 3 ? ` (did you mean "${best[0]}"?)` : "";
-}
+/** A " (did you mean …?)" hint naming the closest known word, or "" (shared with the client). */
+export { suggest } from "../../util/suggest.ts";

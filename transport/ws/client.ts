@@ -44,6 +44,9 @@ import {
 import { RawSocketDriver, Relay } from "./driver.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "../io/chunk_queue.ts";
 
+/** How every HTTP response begins. */
+const HTTP_PREFIX = new TextEncoder().encode("HTTP/");
+
 /** The host to dial for `url`: IPv6 literals lose their brackets. */
 function hostOf(url: URL): string {
   return unbracketHost(url.hostname);
@@ -69,16 +72,27 @@ function handshake(
   return new Promise((resolve, reject) => {
     let pending = new Uint8Array(0);
     let settled = false;
-    const fail = (detail: string, status?: number) => {
+    const fail = (detail: string, status?: number, answer?: Uint8Array) => {
       if (settled) return;
       settled = true;
       tcp.close();
-      reject(new WebSocketConnectError(url, detail, status));
+      reject(new WebSocketConnectError(url, detail, status, undefined, answer));
     };
     relay.target = {
       data(chunk) {
         if (settled) return;
         pending = concat([pending, chunk]);
+        // Another protocol's port (a yamux listener's frames start with byte 0) is named at
+        // once, rather than waited on for a head that never comes.
+        const prefix = pending.subarray(0, HTTP_PREFIX.length);
+        if (!prefix.every((byte, i) => byte === HTTP_PREFIX[i])) {
+          fail(
+            "the server answered in a protocol other than HTTP",
+            undefined,
+            pending.slice(0, 16),
+          );
+          return;
+        }
         const end = headEnd(pending);
         if (end < 0) {
           if (pending.length > MAX_RESPONSE_HEAD) fail("upgrade response head too large");

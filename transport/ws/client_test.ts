@@ -17,7 +17,7 @@ import { listenTcp } from "../mod.ts";
 import { CloseCode, listenWebSocket, WebSocketCloseError, WebSocketConnectError } from "./mod.ts";
 import { connectRawWebSocket } from "./client.ts";
 import { encodeClosePayload, encodeFrame, MessageDecoder, Opcode } from "./frame.ts";
-import { waitFor } from "../../testing/wait.ts";
+import { waitFor, withTimeout } from "../../testing/wait.ts";
 
 /** The server end of one scripted connection. */
 interface Scripted {
@@ -206,6 +206,24 @@ describe("ws/client: handshake", () => {
       } finally {
         server.close();
       }
+    }
+  });
+
+  it("rejects at once an answer that is not HTTP (a yamux port), with its first bytes", async () => {
+    const yamuxFrame = new Uint8Array([0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]);
+    const server = await scriptedServer(() => yamuxFrame); // and keeps the connection open
+    try {
+      const error = await withTimeout(
+        connectRawWebSocket(server.url).then(() => undefined, (e) => e),
+        20_000,
+        "the rejection",
+      );
+      assert.ok(error instanceof WebSocketConnectError, String(error));
+      assert.match(error.message, /a protocol other than HTTP/);
+      assert.deepEqual(error.answer, yamuxFrame);
+      assert.equal(error.status, undefined);
+    } finally {
+      server.close();
     }
   });
 

@@ -481,12 +481,23 @@ export async function screenUpgrade(
 export class WebSocketConnectError extends Error {
   /** The HTTP status the server answered the upgrade with, when the runtime reports it. */
   readonly status: number | undefined;
+  /**
+   * The first bytes the server sent when they were not an HTTP response (another protocol's
+   * port: a yamux listener's first byte is 0), else undefined.
+   */
+  readonly answer: Uint8Array | undefined;
 
   /**
    * Describes a failed connection to `url`; `detail` is the runtime's own message, `cause` the
    * underlying error when there is one (a refused TCP connect, a TLS handshake failure).
    */
-  constructor(url: string, detail: string, status?: number, cause?: unknown) {
+  constructor(
+    url: string,
+    detail: string,
+    status?: number,
+    cause?: unknown,
+    answer?: Uint8Array,
+  ) {
     super(
       status === undefined
         ? `WebSocket connection to ${url} failed: ${detail}`
@@ -495,5 +506,6 @@ export class WebSocketConnectError extends Error {
     );
     this.name = "WebSocketConnectError";
     this.status = status;
+    this.answer = answer;
   }
 }
