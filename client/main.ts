@@ -1,7 +1,8 @@
 /**
  * `tunnelmux client`: the command line over the SDK. Only wiring: read the settings (flags,
  * variables, a config file: `settings.ts`), connect, ask for the tunnels, forwards and offers, log
- * what happens, apply a changed config file on SIGHUP, close on SIGTERM or SIGINT.
+ * what happens, apply a changed config file on SIGHUP (or when it changes, with --watch-config),
+ * close on SIGTERM or SIGINT.
  *
  * @module
  */
@@ -15,6 +16,7 @@ import {
   writeStderr,
 } from "../util/host.ts";
 import { parseArgs } from "node:util";
+import { watchFile } from "../util/watch_file.ts";
 import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
 import { Client } from "./client.ts";
@@ -40,6 +42,8 @@ Options:
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
+  --watch-config               apply the config file's changes as SIGHUP does, each time the
+                               file changes (for Windows, which has no SIGHUP)
   --token-file FILE            read the token from FILE (Docker and systemd secrets; env
                                TUNNELMUX_TOKEN_FILE)
   --server URL[,URL…]          the daemon: tcp://HOST:PORT, ws://HOST:PORT/tunnel or wss://…
@@ -105,7 +109,7 @@ type Running = Map<string, () => Promise<void>>;
 export async function main(args: string[] = hostArgs()): Promise<number> {
   args = [...args];
   if (args[0] === "--") args.shift();
-  let flags: ClientFlags & { help?: boolean };
+  let flags: ClientFlags & { help?: boolean; "watch-config"?: boolean };
   try {
     flags = parseArgs({
       args,
@@ -131,6 +135,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
         "keepalive-interval-ms": { type: "string" },
         "keepalive-timeout-ms": { type: "string" },
         "log-format": { type: "string" },
+        "watch-config": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     }).values;
@@ -156,6 +161,10 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     return nothing ? 2 : 1;
   }
   let settings = first.settings;
+  if (flags["watch-config"] && settings.file === undefined) {
+    console.error("client: --watch-config needs a config file (--config)");
+    return 2;
+  }
 
   const pretty = settings.logFormat === "pretty" ||
     (settings.logFormat === "auto" && stderrIsTerminal());
@@ -285,8 +294,9 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       });
     }
   };
-  // SIGHUP: the config file again; the lists' changes are applied, the session stays.
-  onHostSignal("SIGHUP", () => {
+  // SIGHUP, or a change of the file with --watch-config: the config file again; the lists'
+  // changes are applied, the session stays.
+  const reload = () => {
     const again = clientSettings({ flags, env: hostEnv() });
     if (!again.settings) {
       log.error("reload refused: keeping the running settings", {
@@ -308,7 +318,13 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       () => log.info("configuration reloaded", { running: running.size }),
       (error) => log.error("reload failed", { detail: String(error) }),
     );
-  });
+  };
+  onHostSignal("SIGHUP", reload);
+  if (flags["watch-config"]) {
+    const stopWatching = watchFile(settings.file!, reload);
+    done.then(stopWatching);
+    log.info("watching the config file for changes", { file: settings.file });
+  }
   const setUp = async () => {
     await sdk.ready();
     log.info("connected", { server: client.url, node: client.node });

@@ -5,7 +5,8 @@
  *
  *   node_modules/.bin/deno run -A tools/build_binaries.ts OUT_DIR [TARGET…]   (npm run binaries)
  *
- * Files are named `tunnelmux-<target>` (`.exe` for Windows); docs/package.md says more.
+ * Files are named `tunnelmux-<target>` (`.exe` for Windows). Windows has no SIGHUP: there the
+ * client applies its config file's changes with `--watch-config` (docs/package.md).
  *
  * @module
  */
