@@ -170,6 +170,14 @@ describe("the npm package, packed and installed in an empty project", () => {
     });
   }
 
+  it("the shipped example runs as built: dist/examples/expose.js on Node", async () => {
+    await exposeThrough(
+      "node",
+      ["node_modules/tunnelmux/dist/examples/expose.js", daemon.tcpUrl, `127.0.0.1:${echo.port}`],
+      /visitors of \S+:(\d+) reach/,
+    );
+  });
+
   it("the command runs on plain Node: version, token, a client exposing a port", async () => {
     const version = await runCommand("npx", ["--no-install", "tunnelmux", "version"], { cwd: app });
     assert.match(version.stdout, /^tunnelmux 0\.1\.0 \(node 20\./, version.stderr);
