@@ -19,6 +19,7 @@ import { Daemon } from "./daemon.ts";
 import type { AdminServer } from "./admin/start.ts";
 import { HEALTHCHECK_TIMEOUT_MS, probe, readyzUrl } from "./healthcheck.ts";
 import { Logger } from "../util/log.ts";
+import { watchFile } from "../util/watch_file.ts";
 
 const HELP = `tunnelmux daemon: a multiplexed tunnel server (yamux over TCP and WebSocket)
 
@@ -71,6 +72,8 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
   --cluster-advertise HOST:PORT
                              the address other nodes dial for that listener
   --cluster-tunnel-host HOST bind tunnel ports on HOST (nodes sharing one machine)
+  --watch-config             reload the config file each time it changes, as SIGHUP does
+                             (for Windows, which has no SIGHUP)
   -h, --help                 show this help
 
 With no clients configured, a client named "default" is created; its token is TUNNELMUX_TOKEN
@@ -118,6 +121,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
         "cluster-tunnel-host": { type: "string" },
         url: { type: "string" },
         timeout: { type: "string" },
+        "watch-config": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -168,6 +172,11 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     return 2;
   }
   if (command === "healthcheck") return await healthcheck(flags, values.url, values.timeout);
+  const configFile = flags.config ?? hostEnv().TUNNELMUX_CONFIG;
+  if (values["watch-config"] && !configFile) {
+    console.error("daemon: --watch-config needs a config file (--config or TUNNELMUX_CONFIG)");
+    return 2;
+  }
   const loaded = await loadConfig({ env: hostEnv(), flags });
   if (command === "check" || loaded.errors.length > 0) {
     const report = formatConfigReport(loaded);
@@ -200,7 +209,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   };
   onHostSignal("SIGTERM", () => shutdown("SIGTERM"));
   onHostSignal("SIGINT", () => shutdown("SIGINT"));
-  onHostSignal("SIGHUP", async () => {
+  const reload = async () => {
     const next = await loadConfig({ env: hostEnv(), flags });
     if (next.errors.length > 0 || !next.config) {
       log.error("reload refused: the configuration has errors; keeping the old one", {
@@ -209,7 +218,13 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       return;
     }
     daemon.reload(next.config);
-  });
+  };
+  onHostSignal("SIGHUP", reload);
+  if (values["watch-config"]) {
+    const stopWatching = watchFile(configFile!, () => void reload());
+    daemon.stopped.then(stopWatching);
+    log.info("watching the config file for changes", { file: configFile });
+  }
   const { tcp, websocket, http } = daemon.addresses;
   const secure = config.tls !== null;
   if (tcp) console.log(`tunnels over ${secure ? "TLS" : "TCP"} on ${tcp}`);
