@@ -206,16 +206,18 @@ describe("the npm package, packed and installed in an empty project", () => {
     assert.match(bench.stderr, /runs from a checkout/);
   });
 
-  it("the declarations type a consumer: tsc accepts right use and refuses a wrong type", async () => {
+  it("the declarations type a consumer of every entry: tsc accepts right use, refuses a wrong type", async () => {
     writeFileSync(
       join(app, "consumer.ts"),
       'import { connect, type Tunnel } from "tunnelmux/client";\n' +
         'import { Session } from "tunnelmux/protocol";\n' +
+        'import * as transportApi from "tunnelmux/transport";\n' +
+        'import * as tunnelApi from "tunnelmux/tunnel";\n' +
         'const client = await connect("tcp://127.0.0.1:7000", { token: "t" });\n' +
         'const tunnel: Tunnel = await client.expose({ local: "127.0.0.1:3000", remotePort: 0 });\n' +
         "const port: number = tunnel.remotePort;\n" +
         "const wrong: string = tunnel.remotePort;\n" +
-        "console.log(port, wrong, typeof Session);\n",
+        "console.log(port, wrong, typeof Session, transportApi.connectTcp, tunnelApi);\n",
     );
     const tsc = await runCommand("node", [
       join(ROOT, "node_modules", "typescript", "bin", "tsc"),
@@ -233,6 +235,6 @@ describe("the npm package, packed and installed in an empty project", () => {
     ], { cwd: app, timeoutMs: 120_000 });
     const errors = tsc.stdout.split("\n").filter((l) => /error TS/.test(l));
     assert.equal(errors.length, 1, tsc.stdout);
-    assert.match(errors[0], /^consumer\.ts\(6,7\): error TS2322/);
+    assert.match(errors[0], /^consumer\.ts\(8,7\): error TS2322/);
   });
 });
