@@ -178,7 +178,7 @@ describe("the npm package, packed and installed in an empty project", () => {
     );
   });
 
-  it("the command runs on plain Node: version, token, a client exposing a port", async () => {
+  it("the command runs on plain Node: version, token, a client exposing a port over WebSocket", async () => {
     const version = await runCommand("npx", ["--no-install", "tunnelmux", "version"], { cwd: app });
     assert.match(version.stdout, /^tunnelmux 0\.1\.0 \(node 20\./, version.stderr);
     const made = await runCommand("npx", ["--no-install", "tunnelmux", "token"], { cwd: app });
@@ -187,7 +187,7 @@ describe("the npm package, packed and installed in an empty project", () => {
       "node_modules/tunnelmux/dist/cli/main.js",
       "client",
       "--server",
-      daemon.tcpUrl,
+      daemon.wsUrl, // WebSocket here, TCP in the SDK tests: both transports on plain Node
       "--expose",
       `0=127.0.0.1:${echo.port}`,
       "--log-format",
