@@ -3,10 +3,9 @@
 
 # --- Runtime dependencies --------------------------------------------------------------------
 # npm, not `deno install`: package.json lists the pinned deno binary (and the test tools) as
-# devDependencies; `--omit=dev` installs the lockfile's runtime set: hono and the NATS client
-# (loaded only in a cluster), and the bun package, whose platform binaries `--omit=optional`
-# leaves out. Only the manifest and lockfile are copied, so this layer is rebuilt only when they
-# change.
+# devDependencies (Bun too); `--omit=dev` installs the lockfile's runtime set: hono, ACME and
+# x509 for certificates, and the NATS client (loaded only in a cluster). Only the manifest and
+# lockfile are copied, so this layer is rebuilt only when they change.
 FROM node:22.12.0-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -1,15 +1,16 @@
 #!/usr/bin/env node
 // The `tunnelmux` command as npm and Bun install it (`npx tunnelmux …`, `bunx tunnelmux …`, a
-// global install). Started by Bun, it runs cli/main.ts in this process. Started by Node, it runs
-// cli/main.ts in a child: on Bun (the pinned `bun` npm package) when tunnelmux is an installed
-// package (Deno does not run TypeScript from under node_modules), on Deno (the `deno` package,
-// with the permissions the command needs) in a checkout. Signals are passed on (a process
-// manager's SIGTERM drains the daemon) and the child's exit code is ours.
+// global install). An installed package holds the built JavaScript (dist/): Node and Bun run it in
+// this process, except the daemon under Node, which needs Bun's or Deno's HTTP server and runs on
+// Bun when the `bun` npm package is installed beside tunnelmux. A checkout holds the TypeScript
+// sources: Bun runs cli/main.ts in this process, Node runs it in a child on Deno (the `deno`
+// devDependency, with the permissions the command needs), else on Bun. Signals are passed on to a
+// child (a process manager's SIGTERM drains the daemon) and the child's exit code is ours.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join, sep } from "node:path";
-import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 /**
  * A 2 MiB young generation (V8's default grows to 16 MiB): the daemon's RSS after 2000 short
@@ -19,22 +20,37 @@ import { fileURLToPath } from "node:url";
 const SEMI_SPACE = "--v8-flags=--max-semi-space-size=2";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const entry = join(root, "cli", "main.ts");
+const source = join(root, "cli", "main.ts");
 const args = process.argv.slice(2);
+const fromSource = existsSync(source);
+const entry = fromSource ? source : join(root, "dist", "cli", "main.js");
+/** The commands that serve HTTP (the WebSocket listener, the admin API): Bun or Deno only. */
+const NEEDS_BUN_OR_DENO = new Set(["daemon"]);
 
-if (process.versions.bun) {
-  const { run } = await import(entry);
+/** The runtime to run the entry in a child, or undefined to run it in this process. */
+function childRuntime() {
+  if (process.versions.bun) return undefined;
+  if (fromSource) return denoCommand() ?? bunCommand() ?? missing("the deno or the bun");
+  if (!NEEDS_BUN_OR_DENO.has(args[0]) || args.includes("--help") || args.includes("-h")) {
+    return undefined;
+  }
+  return bunCommand() ?? missing("the bun");
+}
+
+/** Says what to install when the runtime a command needs is not there, and exits. */
+function missing(what) {
+  console.error(
+    `tunnelmux: ${args[0] ?? "this command"} needs ${what} npm package next to tunnelmux ` +
+      "(npm install bun), or run it with bunx tunnelmux",
+  );
+  process.exit(1);
+}
+
+const runtime = childRuntime();
+if (!runtime) {
+  const { run } = await import(pathToFileURL(entry).href);
   await run(args);
 } else {
-  const installed = root.split(sep).includes("node_modules");
-  const runtime = installed ? bunCommand() : denoCommand() ?? bunCommand();
-  if (!runtime) {
-    console.error(
-      "tunnelmux: neither the bun nor the deno npm package is installed next to tunnelmux " +
-        "(npm install bun)",
-    );
-    process.exit(1);
-  }
   const child = spawn(runtime[0], [...runtime.slice(1), entry, ...args], { stdio: "inherit" });
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => child.kill(signal));

@@ -11,7 +11,7 @@
  */
 
 import { concat } from "../util/bytes.ts";
-import { exitHost, hostArgs } from "../util/host.ts";
+import { exitHost, hostArgs, isMainModule } from "../util/host.ts";
 import { runtimeVersion } from "../util/runtime.ts";
 import { VERSION } from "../util/version.ts";
 
@@ -146,4 +146,5 @@ export async function run(args: string[]): Promise<void> {
   }
 }
 
-if (import.meta.main) await run(hostArgs());
+// isMainModule, not import.meta.main: Node 20 runs the package's dist/cli/main.js too.
+if (isMainModule(import.meta)) await run(hostArgs());

@@ -1,7 +1,8 @@
 /**
  * `tunnelmux client`: the command line over the SDK. Only wiring: read the settings (flags,
  * variables, a config file: `settings.ts`), connect, ask for the tunnels, forwards and offers, log
- * what happens, apply a changed config file on SIGHUP, close on SIGTERM or SIGINT.
+ * what happens, apply a changed config file on SIGHUP (or when it changes, with --watch-config),
+ * close on SIGTERM or SIGINT.
  *
  * @module
  */
@@ -16,6 +17,7 @@ import {
 } from "../util/host.ts";
 import { parseArgs } from "node:util";
 import { argsErrorMessage } from "../util/args_error.ts";
+import { watchFile } from "../util/watch_file.ts";
 import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
 import { Client } from "./client.ts";
@@ -42,6 +44,8 @@ Options:
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
+  --watch-config               apply the config file's changes as SIGHUP does, each time the
+                               file changes (for Windows, which has no SIGHUP)
   --token-file FILE            read the token from FILE (Docker and systemd secrets; env
                                TUNNELMUX_TOKEN_FILE)
   --server URL[,URL…]          the daemon: tcp://HOST:PORT, ws://HOST:PORT/tunnel or wss://…
@@ -133,6 +137,7 @@ const OPTIONS = {
   "keepalive-interval-ms": { type: "string" },
   "keepalive-timeout-ms": { type: "string" },
   "log-format": { type: "string" },
+  "watch-config": { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -152,7 +157,7 @@ type Running = Map<string, () => Promise<void>>;
 export async function main(args: string[] = hostArgs()): Promise<number> {
   args = [...args];
   if (args[0] === "--") args.shift();
-  let flags: ClientFlags & { help?: boolean };
+  let flags: ClientFlags & { help?: boolean; "watch-config"?: boolean };
   try {
     flags = parseArgs({ args, options: OPTIONS }).values;
   } catch (error) {
@@ -180,6 +185,10 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     return nothing ? 2 : 1;
   }
   let settings = first.settings;
+  if (flags["watch-config"] && settings.file === undefined) {
+    console.error("client: --watch-config needs a config file (--config)");
+    return 2;
+  }
 
   const pretty = settings.logFormat === "pretty" ||
     (settings.logFormat === "auto" && stderrIsTerminal());
@@ -328,8 +337,9 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     }
     return failed;
   };
-  // SIGHUP: the config file again; the lists' changes are applied, the session stays.
-  onHostSignal("SIGHUP", () => {
+  // SIGHUP, or a change of the file with --watch-config: the config file again; the lists'
+  // changes are applied, the session stays.
+  const reload = () => {
     const again = clientSettings({ flags, env: hostEnv() });
     if (!again.settings) {
       log.error("reload refused: keeping the running settings", {
@@ -351,7 +361,13 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       () => log.info("configuration reloaded", { running: running.size }),
       (error) => log.error("reload failed", { detail: String(error) }),
     );
-  });
+  };
+  onHostSignal("SIGHUP", reload);
+  if (flags["watch-config"]) {
+    const stopWatching = watchFile(settings.file!, reload);
+    done.then(stopWatching);
+    log.info("watching the config file for changes", { file: settings.file });
+  }
   /** Connects and starts everything asked for; resolves with an exit code if the client stops. */
   const setUp = async (): Promise<number | undefined> => {
     const limit = settings.readyTimeoutMs;

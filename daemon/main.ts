@@ -21,6 +21,7 @@ import { HEALTHCHECK_TIMEOUT_MS, probe, readyzUrl } from "./healthcheck.ts";
 import { Logger } from "../util/log.ts";
 import { argsErrorMessage } from "../util/args_error.ts";
 import { closest } from "../util/suggest.ts";
+import { watchFile } from "../util/watch_file.ts";
 
 const HELP = `tunnelmux daemon: a multiplexed tunnel server (yamux over TCP and WebSocket)
 
@@ -75,6 +76,8 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
   --cluster-advertise HOST:PORT
                              the address other nodes dial for that listener
   --cluster-tunnel-host HOST bind tunnel ports on HOST (nodes sharing one machine)
+  --watch-config             reload the config file each time it changes, as SIGHUP does
+                             (for Windows, which has no SIGHUP)
   -h, --help                 show this help
 
 With no clients configured, a client named "default" is created; its token is TUNNELMUX_TOKEN
@@ -111,6 +114,7 @@ const OPTIONS = {
   "cluster-tunnel-host": { type: "string" },
   url: { type: "string" },
   timeout: { type: "string" },
+  "watch-config": { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -183,6 +187,11 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     return 2;
   }
   if (command === "healthcheck") return await healthcheck(flags, values.url, values.timeout);
+  const configFile = flags.config ?? hostEnv().TUNNELMUX_CONFIG;
+  if (values["watch-config"] && !configFile) {
+    console.error("daemon: --watch-config needs a config file (--config or TUNNELMUX_CONFIG)");
+    return 2;
+  }
   const loaded = await loadConfig({ env: hostEnv(), flags });
   if (command === "check" || loaded.errors.length > 0) {
     const report = formatConfigReport(loaded);
@@ -215,7 +224,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   };
   onHostSignal("SIGTERM", () => shutdown("SIGTERM"));
   onHostSignal("SIGINT", () => shutdown("SIGINT"));
-  onHostSignal("SIGHUP", async () => {
+  const reload = async () => {
     const next = await loadConfig({ env: hostEnv(), flags });
     if (next.errors.length > 0 || !next.config) {
       log.error("reload refused: the configuration has errors; keeping the old one", {
@@ -224,7 +233,13 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       return;
     }
     daemon.reload(next.config);
-  });
+  };
+  onHostSignal("SIGHUP", reload);
+  if (values["watch-config"]) {
+    const stopWatching = watchFile(configFile!, () => void reload());
+    daemon.stopped.then(stopWatching);
+    log.info("watching the config file for changes", { file: configFile });
+  }
   for (const line of listenerLines(daemon.addresses, config.tls !== null)) console.log(line);
   if (loaded.generated.token) {
     console.log(`token of client "default" (generated; set TUNNELMUX_TOKEN to choose one):`);

@@ -52,7 +52,7 @@ describe("Dockerfile", () => {
     assert.equal(spec.env.TUNNELMUX_DATA_DIR, "/data");
   });
 
-  it("copies every module the daemon loads; its npm packages are the dependencies but bun", async () => {
+  it("copies every module the daemon loads; its npm packages are the dependencies", async () => {
     const info = await runCommand(DENO, ["info", "--json", "daemon/main.ts"]);
     assert.equal(info.code, 0, info.stderr);
     const modules = (JSON.parse(info.stdout).modules as { specifier: string }[])
@@ -71,10 +71,8 @@ describe("Dockerfile", () => {
       // .dockerignore keeps tests and fixtures out of the context: the daemon must not need them.
       assert.doesNotMatch(path, /(_test\.ts|\/_[^/]*fixture\.ts)$/);
     }
-    // bun is the runtime of the `tunnelmux` command installed from npm, not of the daemon's image
-    // (whose npm ci omits its optional platform binaries).
     const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
-    assert.deepEqual([...npm], Object.keys(pkg.dependencies).filter((name) => name !== "bun"));
+    assert.deepEqual([...npm].sort(), Object.keys(pkg.dependencies).sort());
     assert.match(
       readFileSync(join(ROOT, "Dockerfile"), "utf8"),
       /npm ci --omit=dev --omit=optional/,

@@ -1,7 +1,7 @@
 // What the packages ship: the JSR package (deno.json: the client SDK at its root,
 // the engine, transports and tunnel protocol as subpaths) passes `deno publish --dry-run` and
-// `deno doc --lint` and ships no tests, Go sources or results; the npm tarball likewise ships
-// no tests.
+// `deno doc --lint` and ships no tests, Go sources or results. The npm package (built JavaScript,
+// packed and installed): e2e/package_test.ts.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -38,25 +38,5 @@ describe("packages", () => {
     const wrong = files.filter((f) => NOT_SHIPPED.test(f));
     assert.deepEqual(wrong, [], "nothing of the tests ships");
     console.log(`package-figure ${JSON.stringify({ registry: "jsr", files: files.length })}`);
-  });
-
-  it("npm: the tarball ships the command and the SDK, and no tests", async () => {
-    const packed = await runCommand("npm", ["pack", "--dry-run", "--json"], { timeoutMs: 120_000 });
-    assert.equal(packed.code, 0, packed.stderr);
-    const [info] = JSON.parse(packed.stdout) as {
-      files: { path: string }[];
-      size: number;
-      unpackedSize: number;
-    }[];
-    const files = info.files.map((f) => f.path);
-    for (const needed of ["bin/tunnelmux.mjs", "cli/main.ts", "client/mod.ts", "deno.json"]) {
-      assert.ok(files.includes(needed), needed);
-    }
-    assert.deepEqual(files.filter((f) => NOT_SHIPPED.test(f)), []);
-    console.log(
-      `package-figure ${
-        JSON.stringify({ registry: "npm", files: files.length, bytes: info.size })
-      }`,
-    );
   });
 });

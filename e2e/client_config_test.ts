@@ -1,14 +1,15 @@
 // The client run from a config file, as a service manager runs it: the token in a secret file,
 // tunnels, forwards and offers listed in JSONC, every problem reported by its path at once, and
-// SIGHUP applying the file's changes without dropping the session or the connections on tunnels
-// that stay.
+// SIGHUP (or, with --watch-config, the file's own change) applying the file's changes without
+// dropping the session or the connections on tunnels that stay.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import {
+  baseEnv,
   cleanup,
   daemonConfig,
   newToken,
@@ -19,6 +20,7 @@ import {
   startDaemon,
   startEchoServer,
   tcpConnect,
+  tcpRoundTrip,
   waitFor,
 } from "../testing/mod.ts";
 
@@ -116,6 +118,49 @@ describe("client config file", () => {
     );
     assert.equal(await probePort(secondPort), "accepted");
     held.destroy();
+    echo.close();
+    other.close();
+  });
+
+  it("--watch-config applies the file's changes with no signal (Windows has none), saved by a rename as editors do", async () => {
+    const alone = await runCommand(
+      process.execPath,
+      runtimeArgs("client/main.ts", [
+        "--server",
+        "tcp://127.0.0.1:1",
+        "--expose",
+        "0=127.0.0.1:1",
+        "--watch-config",
+      ]),
+      { env: { ...baseEnv(), TUNNELMUX_TOKEN: newToken("alone") } },
+    );
+    assert.equal(alone.code, 2, alone.stderr);
+    assert.match(alone.stderr, /--watch-config needs a config file/);
+
+    const token = newToken("watch");
+    const daemon = await startDaemon({ config: daemonConfig([{ name: "laptop", token }]) });
+    const echo = await startEchoServer();
+    const other = await startEchoServer();
+    const file = join(dir, "watched.jsonc");
+    const first = `0=127.0.0.1:${echo.port}`;
+    writeClientConfig(file, { server: daemon.tcpUrl, expose: [first] });
+    const client = await startClient({
+      server: daemon.tcpUrl,
+      token,
+      args: ["--config", file, "--watch-config"],
+    });
+    await client.waitForTunnel();
+    const from = client.logs().length;
+    writeClientConfig(`${file}.new`, {
+      server: daemon.tcpUrl,
+      expose: [first, `0=127.0.0.1:${other.port}`],
+    });
+    renameSync(`${file}.new`, file);
+    await client.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
+    const { port } = await client.waitForTunnel(from);
+    const bytes = new TextEncoder().encode("after the file changed");
+    assert.deepEqual(await tcpRoundTrip(port, bytes), bytes);
+    assert.equal(client.logs().filter((e) => e.msg === "session ready").length, 1);
     echo.close();
     other.close();
   });

@@ -93,6 +93,7 @@ interface NodeBuiltins {
   "node:crypto": typeof import("node:crypto");
   "node:fs": typeof import("node:fs");
   "node:net": typeof import("node:net");
+  "node:url": typeof import("node:url");
 }
 
 /**
@@ -104,4 +105,22 @@ export function nodeBuiltin<K extends keyof NodeBuiltins>(name: K): NodeBuiltins
   const proc = (globalThis as unknown as { process: { getBuiltinModule(n: string): unknown } })
     .process;
   return proc.getBuiltinModule(name) as NodeBuiltins[K];
+}
+
+/**
+ * Whether the module whose `import.meta` is `meta` is the program this process was started with:
+ * `import.meta.main` where the runtime has it (Deno, Bun, Node from 24.2), else, on older Node
+ * running the package's built JavaScript, whether `process.argv[1]` is that module's file.
+ */
+export function isMainModule(meta: ImportMeta): boolean {
+  const main = (meta as { main?: boolean }).main;
+  if (main !== undefined) return main;
+  const script = node().argv[1];
+  if (!script) return false;
+  try {
+    const real = nodeBuiltin("node:fs").realpathSync(script);
+    return nodeBuiltin("node:url").pathToFileURL(real).href === meta.url;
+  } catch {
+    return false;
+  }
 }
