@@ -121,7 +121,12 @@ export class DenoTcpTransport implements Transport {
     if (!this.#gate.open(this.#sink.closed)) return false;
     if (chunk.length > 0) {
       this.#queue.push(chunk);
-      if (!this.#writing) void this.#pump();
+      // Started a microtask later, so everything written in this turn (the pieces of one read,
+      // relayed) goes out joined in the first write.
+      if (!this.#writing) {
+        this.#writing = true;
+        queueMicrotask(this.#startPump);
+      }
     }
     return this.#gate.underMark(this.bufferedAmount);
   }
@@ -191,12 +196,15 @@ export class DenoTcpTransport implements Transport {
     }
   }
 
+  readonly #startPump = () => void this.#pump();
+
+  /** Writes the queue out; `#writing` is set by whoever started it. */
   async #pump(): Promise<void> {
-    this.#writing = true;
     try {
       while (!this.#queue.empty && !this.#sink.closed) {
-        // Chunks queued during the previous syscall go out joined in one.
-        const chunk = this.#queue.takeWrite(MAX_BATCH);
+        // Chunks queued during the previous write go out joined in one, when any is small: a
+        // write is an op and a system call, dearer than copying its bytes.
+        const chunk = this.#queue.takeJoined(MAX_BATCH);
         let pending = chunk;
         this.#inFlight = pending.length;
         while (pending.length > 0) {

@@ -7,7 +7,10 @@
  * @module
  */
 
-import { releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+
+/** Joined pieces larger than this come from the relay pools (see `ChunkQueue.takeJoined`). */
+const POOLED_JOIN = 4 * 1024;
 
 /** Default high-water mark for queued outgoing bytes (1 MiB). */
 export const DEFAULT_HIGH_WATER_MARK = 1024 * 1024;
@@ -114,6 +117,36 @@ export class ChunkQueue {
     const out = new Uint8Array(size);
     for (let offset = 0; offset < size;) {
       // Not `chunks`: taking the head may compact the queue into a new array.
+      const chunk = this.#chunks[this.#head];
+      out.set(chunk, offset);
+      offset += chunk.length;
+      this.#consumeHead(chunk, chunk.length);
+      releaseBytes(chunk);
+    }
+    return out;
+  }
+
+  /**
+   * Removes and returns the next write for a runtime where a write costs more than copying 64 KiB
+   * (Deno, whose every write is an asynchronous op): the queued chunks are joined up to `max`
+   * bytes whenever a small one (under {@linkcode JOIN_BELOW}) is among them, large ones included,
+   * so a relay whose reads cut frames apart (a large piece and a small one per read) writes once
+   * per frame, not twice. Only large chunks queued go out one by one, whole. A joined piece of
+   * more than 4 KiB comes from the relay pools and carries their claim.
+   */
+  takeJoined(max: number): Uint8Array {
+    const chunks = this.#chunks;
+    let end = this.#head;
+    let size = 0;
+    let small = false;
+    while (end < chunks.length && size + chunks[end].length <= max) {
+      if (chunks[end].length < JOIN_BELOW) small = true;
+      size += chunks[end++].length;
+    }
+    if (!small || end - this.#head <= 1) return this.shift();
+    const out = (size > POOLED_JOIN ? acquireAtLeast(size)?.subarray(0, size) : undefined) ??
+      new Uint8Array(size);
+    for (let offset = 0; offset < size;) {
       const chunk = this.#chunks[this.#head];
       out.set(chunk, offset);
       offset += chunk.length;

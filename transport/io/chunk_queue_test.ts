@@ -101,3 +101,47 @@ describe("ChunkQueue as a TCP write queue", () => {
     assert.ok(queue.empty);
   });
 });
+
+describe("ChunkQueue as a write queue where writes cost more than copies", () => {
+  it("joins a relayed read's large and small pieces into one write, in order", () => {
+    const q = new ChunkQueue();
+    const large = pattern(64 * KIB - 12, 1);
+    const small = pattern(1000, 2);
+    const next = pattern(60 * KIB, 3);
+    q.push(large);
+    q.push(small);
+    q.push(next);
+    const out = q.takeJoined(MAX_BATCH);
+    assert.equal(out.length, large.length + small.length + next.length);
+    assert.ok(sameBytes(out.subarray(0, large.length), large));
+    assert.ok(sameBytes(out.subarray(large.length, large.length + 1000), small));
+    assert.ok(sameBytes(out.subarray(large.length + 1000), next));
+    assert.ok(q.empty);
+  });
+
+  it("hands large chunks over whole, one per write, when no small one is among them", () => {
+    const q = new ChunkQueue();
+    const a = pattern(64 * KIB, 1);
+    const b = pattern(64 * KIB, 2);
+    q.push(a);
+    q.push(b);
+    assert.equal(q.takeJoined(MAX_BATCH), a);
+    assert.equal(q.takeJoined(MAX_BATCH), b);
+  });
+
+  it("never joins past the cap", () => {
+    const q = new ChunkQueue();
+    const sizes = [200 * KIB, 1 * KIB, 100 * KIB];
+    for (const [i, n] of sizes.entries()) q.push(pattern(n, i));
+    assert.equal(q.takeJoined(MAX_BATCH).length, 201 * KIB);
+    assert.equal(q.takeJoined(MAX_BATCH).length, 100 * KIB);
+    assert.ok(q.empty);
+  });
+
+  it("a lone small chunk goes as it is", () => {
+    const q = new ChunkQueue();
+    const only = pattern(JOIN_BELOW - 1, 5);
+    q.push(only);
+    assert.equal(q.takeJoined(MAX_BATCH), only);
+  });
+});
