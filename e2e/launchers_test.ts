@@ -1,7 +1,8 @@
 /**
  * Signals through the launchers the README starts the daemon with: `npm start` (npm → the
- * runtime), `npx tunnelmux daemon` (npm → sh → Node's bin/tunnelmux.mjs → the runtime) and
- * `node_modules/.bin/tunnelmux daemon` (Node → the runtime). Each is started in its own process
+ * runtime), `npx tunnelmux daemon` (npm → sh → Node's bin/tunnelmux.mjs → the runtime),
+ * `node_modules/.bin/tunnelmux daemon` (Node → the runtime) and `bunx --bun tunnelmux daemon`
+ * (bun x → Bun running bin/tunnelmux.mjs). Each is started in its own process
  * group, as a terminal's foreground job is, and signalled the way a terminal (the whole group) or
  * a process manager (the launcher's pid) does. The daemon must act on each signal once, and when
  * it stops, nothing of the group may be left and its port must be free.
@@ -117,6 +118,12 @@ async function gone(launched: Launched, what: string): Promise<void> {
 
 const NPM_START = ["npm", ["start", "--ignore-scripts", "--silent"]] as const;
 const NPX = ["npx", ["tunnelmux", "daemon"]] as const;
+const BUNX = [join(ROOT, "node_modules", ".bin", "bun"), [
+  "x",
+  "--bun",
+  "tunnelmux",
+  "daemon",
+]] as const;
 const BIN = ["node", [join(ROOT, "node_modules", ".bin", "tunnelmux"), "daemon"]] as const;
 
 describe("signals through the launchers", () => {
@@ -188,6 +195,15 @@ describe("signals through the launchers", () => {
     await gone(daemon, "bin, Ctrl-C");
     assert.equal(daemon.count("signal: draining"), 1);
     assert.equal(daemon.count("second signal: stopping now"), 0);
+  });
+
+  it("bunx --bun tunnelmux daemon: SIGHUP to bunx reloads, SIGTERM drains once", async () => {
+    const daemon = await launch(BUNX[0], [...BUNX[1]]);
+    process.kill(daemon.child.pid!, "SIGHUP");
+    await waitFor(() => daemon.count("configuration reloaded") === 1, "a reload");
+    process.kill(daemon.child.pid!, "SIGTERM");
+    await gone(daemon, "bunx, SIGTERM");
+    assert.equal(daemon.count("signal: draining"), 1);
   });
 
   it("bin/tunnelmux.mjs: Node SIGKILLed, the daemon drains and stops", async () => {
