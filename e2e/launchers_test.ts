@@ -24,7 +24,9 @@ import {
   startEchoServer,
   tcpConnect,
   waitFor,
+  withTimeout,
 } from "../testing/mod.ts";
+import type { Socket } from "node:net";
 import { SIGNAL_REPEAT_MS } from "../util/host.ts";
 
 const TOKEN = "launcher-test-token-0123456789";
@@ -116,6 +118,15 @@ async function gone(launched: Launched, what: string): Promise<void> {
   assert.equal(launched.count("daemon stopped"), 1, `${what}: the daemon stopped`);
 }
 
+/** A visitor of `port` whose stream reaches the echo service (one byte went there and back). */
+async function echoing(port: number): Promise<Socket> {
+  const visitor = await tcpConnect(port);
+  const back = new Promise((resolve) => visitor.once("data", resolve));
+  visitor.write("x");
+  await withTimeout(back, 15_000, "the visitor's byte back through the tunnel");
+  return visitor;
+}
+
 const NPM_START = ["npm", ["start", "--ignore-scripts", "--silent"]] as const;
 const NPX = ["npx", ["tunnelmux", "daemon"]] as const;
 const BUNX = [join(ROOT, "node_modules", ".bin", "bun"), [
@@ -133,7 +144,7 @@ describe("signals through the launchers", () => {
     const echo = await startEchoServer();
     const client = await connect(`tcp://127.0.0.1:${daemon.port}`, { token: TOKEN });
     const tunnel = await client.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 });
-    const visitor = await tcpConnect(tunnel.remotePort);
+    const visitor = await echoing(tunnel.remotePort);
     try {
       signalGroup(daemon.child.pid!, "SIGINT");
       await waitFor(() => daemon.count("draining") === 1, "the drain to start");
@@ -181,7 +192,7 @@ describe("signals through the launchers", () => {
     const echo = await startEchoServer();
     const client = await connect(`tcp://127.0.0.1:${daemon.port}`, { token: TOKEN });
     const tunnel = await client.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 });
-    const visitor = await tcpConnect(tunnel.remotePort);
+    const visitor = await echoing(tunnel.remotePort);
     try {
       signalGroup(daemon.child.pid!, "SIGINT");
       await waitFor(() => daemon.count("draining") === 1, "the drain to start");
@@ -211,5 +222,26 @@ describe("signals through the launchers", () => {
     process.kill(daemon.child.pid!, "SIGKILL");
     await gone(daemon, "bin, SIGKILL to node");
     assert.equal(daemon.count("launcher gone: draining"), 1);
+  });
+
+  it("bin/tunnelmux.mjs echo: Node SIGKILLed, the echo server ends too", async () => {
+    const child = spawn("node", [
+      join(ROOT, "bin", "tunnelmux.mjs"),
+      "echo",
+      "--listen",
+      "127.0.0.1:0",
+    ], {
+      cwd: ROOT,
+      detached: true,
+      stdio: ["ignore", "pipe", "ignore"],
+      env: baseEnv(),
+    });
+    groups.push(child.pid!);
+    let out = "";
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => out += chunk);
+    const port = await waitFor(() => /listening on 127\.0\.0\.1:(\d+)/.exec(out)?.[1], "echo");
+    process.kill(child.pid!, "SIGKILL");
+    await waitFor(() => !groupAlive(child.pid!), "the echo server to end with its launcher");
+    assert.equal(await probePort(Number(port)), "refused");
   });
 });
