@@ -6,9 +6,10 @@
 // sources: Bun runs cli/main.ts in this process, Node runs it in a child on Deno (the `deno`
 // devDependency, with the permissions the command needs), else on Bun. Signals are passed on to a
 // child (a process manager's SIGTERM drains the daemon) and the child's exit code is ours.
-import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -48,18 +49,74 @@ function missing(what) {
 
 const runtime = childRuntime();
 if (!runtime) {
+  // Run here under npm exec/npx, this process is left under init if npm dies or passes a signal
+  // to its sh only (see watchNpm): it then stops as a SIGTERM stops it.
+  if (process.env.npm_lifecycle_event !== undefined) {
+    watchNpm(() => process.kill(process.pid, "SIGTERM"));
+  }
   const { run } = await import(pathToFileURL(entry).href);
   await run(args);
 } else {
-  const child = spawn(runtime[0], [...runtime.slice(1), entry, ...args], { stdio: "inherit" });
+  // The child stops by itself if this process dies without passing a signal on (SIGKILL): it
+  // watches that its parent is still the pid named here (util/host.ts, watchLauncher).
+  const child = spawn(runtime[0], [...runtime.slice(1), entry, ...args], {
+    stdio: "inherit",
+    env: { ...process.env, TUNNELMUX_LAUNCHER_PID: String(process.pid) },
+  });
+  // Each signal is passed on as it comes; the program takes copies of one signal that arrive
+  // together (Ctrl-C reaches both processes) as one.
+  let stopping = false;
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
-    process.on(signal, () => child.kill(signal));
+    process.on(signal, () => {
+      if (signal !== "SIGHUP") stopping = true;
+      child.kill(signal);
+    });
+  }
+  if (process.env.npm_lifecycle_event !== undefined) {
+    watchNpm(() => stopping || child.kill("SIGTERM"));
   }
   child.on("error", (error) => {
     console.error(`tunnelmux: cannot start ${runtime[0]}: ${error.message}`);
     process.exit(1);
   });
-  child.on("exit", (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
+  child.on("exit", (code, signal) => {
+    process.exit(code ?? 128 + (constants.signals[signal] ?? 0));
+  });
+}
+
+/**
+ * Under `npm exec`/`npx` this process runs as npm → sh → node: npm passes SIGTERM and SIGINT to
+ * the sh only, which dies of it without passing it on, and npm itself dies of SIGHUP. Either
+ * way the wrapper would be left under init with the program listening: it calls `gone` once
+ * its parent or its parent's parent is gone (polled; the timer does not keep it alive).
+ */
+function watchNpm(gone) {
+  const watched = [process.ppid, parentOf(process.ppid)].filter((pid) => pid > 1);
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    const alive = (pid) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch (error) {
+        return error.code === "EPERM";
+      }
+    };
+    if (process.ppid === parent && watched.every(alive)) return;
+    clearInterval(timer);
+    gone();
+  }, 250);
+  timer.unref();
+}
+
+/** The parent pid of `pid` (Linux /proc, else ps), or 0 when it cannot be told. */
+function parentOf(pid) {
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /s, "").split(" ")[1]);
+  } catch {
+    const ps = spawnSync("ps", ["-o", "ppid=", "-p", String(pid)], { encoding: "utf8" });
+    return Number(ps.stdout?.trim()) || 0;
+  }
 }
 
 /** The binary an npm package installs at `path` inside it, if it is there. */

@@ -11,7 +11,7 @@
  */
 
 import { concat } from "../util/bytes.ts";
-import { exitHost, hostArgs, isMainModule } from "../util/host.ts";
+import { exitHost, hostArgs, isMainModule, watchLauncher } from "../util/host.ts";
 import { runtimeVersion } from "../util/runtime.ts";
 import { VERSION } from "../util/version.ts";
 
@@ -110,9 +110,13 @@ export async function main(args: string[]): Promise<number | undefined> {
     case "token":
       return await token(rest);
     case "echo":
+      // The daemon and the client watch their launcher themselves; these two end with it (and
+      // so take its pid out of the environment their own children would inherit).
+      watchLauncher(() => exitHost(1));
       await (await import("../tools/echo.ts")).main(rest);
       return undefined;
     case "bench": {
+      watchLauncher(() => exitHost(1));
       // The bench (its Go load generator, its peers) is in a checkout, not in the package.
       const bench = await import("../bench/main.ts").catch(() => undefined);
       if (!bench) {

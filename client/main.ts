@@ -13,6 +13,7 @@ import {
   hostEnv,
   onHostSignal,
   stderrIsTerminal,
+  watchLauncher,
   writeStderr,
 } from "../util/host.ts";
 import { parseArgs } from "node:util";
@@ -227,6 +228,8 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     };
     onHostSignal("SIGINT", () => stop("SIGINT"));
     onHostSignal("SIGTERM", () => stop("SIGTERM"));
+    // Started by a launcher that died: close rather than stay behind under init.
+    watchLauncher(() => stop("launcher gone"));
     for (const member of members) {
       member.on("state", (state) => {
         // Gave up (a fatal error, or no reconnect): when every session has.

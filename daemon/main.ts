@@ -11,6 +11,7 @@ import {
   hostEnv,
   onHostSignal,
   stderrIsTerminal,
+  watchLauncher,
   writeStderr,
 } from "../util/host.ts";
 import { parseArgs } from "node:util";
@@ -85,8 +86,10 @@ or, if unset, generated and printed once at start. The admin API (default 127.0.
 the bearer token TUNNELMUX_ADMIN_TOKEN, likewise generated and printed once when unset.
 
 Signals: SIGTERM or SIGINT drain (GoAway to every client, up to the grace period, default
-30 s); a second one stops at once. SIGHUP reloads clients, tokens and allowlists and closes
-sessions whose token was revoked.`;
+30 s); a second one stops at once (copies of SIGINT or SIGTERM within 200 ms of each other are
+one: Ctrl-C under npm arrives twice). SIGHUP reloads clients, tokens and allowlists and closes sessions whose
+token was revoked. Started by npm or bin/tunnelmux.mjs, the daemon drains and stops when that
+launcher dies (npm itself dies of SIGHUP: send it to the daemon's pid to reload).`;
 
 /** The daemon command's flags, as `parseArgs` takes them. */
 const OPTIONS = {
@@ -213,6 +216,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   await daemon.start();
   // Signals are handled from the moment the listeners are up (before they are announced), so a
   // process manager's SIGTERM right after the start drains instead of killing.
+  // A repeat within SIGNAL_REPEAT_MS is the same signal passed on by a launcher (util/host.ts).
   let signals = 0;
   const shutdown = (signal: string) => {
     if (++signals > 1) {
@@ -224,6 +228,14 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   };
   onHostSignal("SIGTERM", () => shutdown("SIGTERM"));
   onHostSignal("SIGINT", () => shutdown("SIGINT"));
+  // Started by a launcher that died (npm killed by a SIGHUP it does not pass on, a SIGKILLed
+  // Node wrapper): drain and stop rather than keep listening under init.
+  watchLauncher(() => {
+    if (signals > 0) return;
+    signals++;
+    log.info("launcher gone: draining");
+    void daemon.drain();
+  });
   const reload = async () => {
     const next = await loadConfig({ env: hostEnv(), flags });
     if (next.errors.length > 0 || !next.config) {

@@ -25,6 +25,7 @@ import {
   newToken,
   pattern,
   probePort,
+  sleep,
   startClient,
   startDaemon,
   startEchoServer,
@@ -33,6 +34,7 @@ import {
   waitFor,
   withTimeout,
 } from "../testing/mod.ts";
+import { SIGNAL_REPEAT_MS } from "../util/host.ts";
 import {
   collectStream,
   openWithHeader,
@@ -323,7 +325,7 @@ describe("SIGTERM drain", () => {
     assert.equal(ended, false);
   });
 
-  it("a second SIGTERM stops at once", async () => {
+  it("a second SIGTERM stops at once; a copy of the first right after it does not", async () => {
     const source = await slowSource({ chunkSize: 1024, chunks: 1, intervalMs: 20, stall: true });
     local.push(() => source.close());
     const token = newToken("t");
@@ -338,11 +340,19 @@ describe("SIGTERM drain", () => {
 
     const from = mark(daemon);
     daemon.signal("SIGTERM");
+    const first = performance.now();
+    // A copy within SIGNAL_REPEAT_MS is the same signal passed on by a launcher: drain once.
+    daemon.signal("SIGTERM");
     await daemon.waitForLog((e) => e.msg === "draining", 10_000, from);
+    await sleep(Math.max(0, first + SIGNAL_REPEAT_MS + 50 - performance.now()));
+    const count = (msg: string) => daemon.logs().filter((e) => e.msg === msg).length;
+    assert.equal(count("signal: draining"), 1);
+    assert.equal(count("second signal: stopping now"), 0, "the copy was taken as one signal");
+    assert.equal(daemon.hasExited, false, "still draining");
     daemon.signal("SIGTERM");
     const exit = await withTimeout(daemon.exited, 10_000, "exit on the second SIGTERM");
     assert.equal(exit.code, 0);
-    assert.ok(daemon.logs().some((e) => e.msg === "second signal: stopping now"));
+    assert.equal(count("second signal: stopping now"), 1);
   });
 });
 

@@ -3,15 +3,17 @@
  * `nats-server` (v2.15.2, from the Go module proxy, into `.cache/tools`; needs Go), starts it with
  * JetStream on 127.0.0.1:4222, then three daemons n1, n2 and n3 that bind tunnel ports on
  * 127.0.0.1, 127.0.0.2 and 127.0.0.3 (so all three can hold the same port numbers, as separate
- * hosts would). Prints each node's listeners, the client token and the admin token; Ctrl-C stops
- * everything and removes the temporary state.
+ * hosts would). Prints each node's listeners and pid, the client token and the admin token (kept
+ * in `.cache/cluster/secrets.json`, the same on every start). A node that dies leaves the others
+ * running, so failover can be tried by killing one; Ctrl-C stops everything and removes the
+ * temporary state.
  *
  * @module
  */
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -25,16 +27,50 @@ Usage:
 
 Starts nats-server (JetStream) on 127.0.0.1:4222 and N daemons (default 3). Node i listens on
 127.0.0.1:710i (TCP), 127.0.0.1:718i (WebSocket), 127.0.0.1:719i (admin) and 127.0.0.1:709i
-(relays between nodes), and binds tunnel ports on 127.0.0.i. Ctrl-C stops them all.`;
+(relays between nodes), and binds tunnel ports on 127.0.0.i. The client and admin tokens are
+kept in .cache/cluster/secrets.json and stay the same from one start to the next. A node that
+dies (kill its pid to try failover) leaves the others running; Ctrl-C stops them all.`;
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const children: ChildProcess[] = [];
 let dir = "";
+let stopping = false;
 
-function stopAll(code: number): never {
-  for (const child of children) child.kill("SIGTERM");
-  if (dir) rmSync(dir, { recursive: true, force: true });
+/**
+ * Stops every child with `signal` (the one we got: the children got their own copy of a Ctrl-C
+ * too, and a copy of the same signal is taken as one), waits for them (bounded), then exits.
+ */
+async function stopAll(code: number, signal: NodeJS.Signals = "SIGTERM"): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    const running = children.filter((c) => c.exitCode === null && c.signalCode === null);
+    for (const child of running) child.kill(signal);
+    const exited = running.map((c) => new Promise((resolve) => c.once("exit", resolve)));
+    const bound = new Promise((resolve) => setTimeout(resolve, 35_000).unref());
+    await Promise.race([Promise.all(exited), bound]);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }
   process.exit(code);
+}
+
+/** The client, admin and cluster secrets: made on the first start, the same on the next ones. */
+export function clusterSecrets(
+  file: string,
+): { token: string; adminToken: string; key: string } {
+  if (existsSync(file)) {
+    try {
+      const kept = JSON.parse(readFileSync(file, "utf8"));
+      if (kept.token && kept.adminToken && kept.key) return kept;
+    } catch { /* remade below */ }
+  }
+  const made = {
+    token: randomBytes(24).toString("base64url"),
+    adminToken: randomBytes(24).toString("base64url"),
+    key: randomBytes(24).toString("base64url"),
+  };
+  mkdirSync(join(file, ".."), { recursive: true });
+  writeFileSync(file, JSON.stringify(made, null, 2) + "\n", { mode: 0o600 });
+  return made;
 }
 
 async function main(): Promise<void> {
@@ -57,8 +93,9 @@ async function main(): Promise<void> {
     cacheDir: join(ROOT, ".cache", "tools"),
   });
   dir = mkdtempSync(join(tmpdir(), "tunnelmux-cluster-"));
-  process.on("SIGINT", () => stopAll(0));
-  process.on("SIGTERM", () => stopAll(0));
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+    process.on(signal, () => void stopAll(0, signal === "SIGHUP" ? "SIGTERM" : signal));
+  }
   const natsProcess = spawn(
     nats,
     ["-js", "-sd", join(dir, "nats"), "-a", "127.0.0.1", "-p", String(natsPort)],
@@ -70,14 +107,16 @@ async function main(): Promise<void> {
     natsOutput = (natsOutput + new TextDecoder().decode(chunk)).slice(-4000);
   });
   natsProcess.once("exit", (code) => {
+    if (stopping) return;
     console.error(`nats-server exited (${code}):\n${natsOutput}`);
-    stopAll(1);
+    void stopAll(1);
   });
   await new Promise((resolve) => setTimeout(resolve, 500));
-  const token = randomBytes(24).toString("base64url");
-  const adminToken = randomBytes(24).toString("base64url");
-  const key = randomBytes(24).toString("base64url");
+  const { token, adminToken, key } = clusterSecrets(
+    join(ROOT, ".cache", "cluster", "secrets.json"),
+  );
   const deno = join(ROOT, "node_modules", ".bin", "deno");
+  const nodePids: number[] = [];
   for (let i = 1; i <= nodes; i++) {
     const child = spawn(deno, [
       "run",
@@ -112,34 +151,45 @@ async function main(): Promise<void> {
         TUNNELMUX_TOKEN: token,
         TUNNELMUX_ADMIN_TOKEN: adminToken,
         TUNNELMUX_CLUSTER_KEY: key,
+        // If this tool is SIGKILLed, the nodes stop too (util/host.ts, watchLauncher).
+        TUNNELMUX_LAUNCHER_PID: String(process.pid),
       },
     });
     children.push(child);
-    child.once("exit", (code) => {
-      console.error(`node n${i} exited (${code})`);
-      stopAll(1);
+    nodePids.push(child.pid!);
+    // One node's death is what failover is about: the others keep running. Only when the last
+    // one is gone is there nothing left to try.
+    child.once("exit", (code, signal) => {
+      if (stopping) return;
+      const left = children.slice(1).filter((c) => c.exitCode === null && c.signalCode === null);
+      console.error(`node n${i} exited (${signal ?? code}); ${left.length} still running`);
+      if (left.length === 0) void stopAll(1);
     });
   }
   console.log(`
 A ${nodes}-node cluster on NATS 127.0.0.1:${natsPort}:
 ${
     Array.from({ length: nodes }, (_, k) => k + 1).map((i) =>
-      `  n${i}: tcp://127.0.0.1:710${i}  ws://127.0.0.1:718${i}/tunnel  admin http://127.0.0.1:719${i}  tunnels on 127.0.0.${i}`
+      `  n${i}: tcp://127.0.0.1:710${i}  ws://127.0.0.1:718${i}/tunnel  admin http://127.0.0.1:719${i}  tunnels on 127.0.0.${i}  pid ${
+        nodePids[i - 1]
+      }`
     ).join("\n")
   }
 
 client token (TUNNELMUX_TOKEN): ${token}
 admin token:                    ${adminToken}
+(both kept in .cache/cluster/secrets.json: the same on the next start)
 
-Try: TUNNELMUX_TOKEN=${token} node_modules/.bin/deno run -A client/main.ts \\
-       --server tcp://127.0.0.1:7101 --expose 9000=127.0.0.1:3000
-then reach 127.0.0.2:9000 (node n2 relays to n1), and curl -H "Authorization: Bearer ${adminToken}"
+Try: TUNNELMUX_TOKEN=${token} npx tunnelmux client \\
+       --server tcp://127.0.0.1:7101,tcp://127.0.0.1:7102 --ha 2 --expose 9000=127.0.0.1:3000
+then reach 127.0.0.3:9000 (node n3 relays to n1 or n2), kill n1's pid and reach it again (the
+session on n2 serves it), and curl -H "Authorization: Bearer ${adminToken}"
 http://127.0.0.1:7192/v1/cluster. Ctrl-C stops the cluster.`);
 }
 
 if (import.meta.main) {
   main().catch((error) => {
     console.error(`cluster: ${(error as Error).message}`);
-    stopAll(1);
+    void stopAll(1);
   });
 }

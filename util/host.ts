@@ -57,10 +57,69 @@ export function exitHost(code: number): never {
   return deno ? deno.exit(code) : node().exit(code);
 }
 
-/** Calls `listener` on each `signal`; it does not keep the process alive on its own. */
+/**
+ * Repeats of one stop signal closer together than this are one delivery. Ctrl-C in a terminal sends
+ * SIGINT to every process of the foreground group, and a launcher in it (npm, the Node wrapper of
+ * bin/tunnelmux.mjs) passes its own copy on as well: the program gets two or three within a few
+ * milliseconds for one key press. A deliberate second Ctrl-C comes later than this.
+ */
+export const SIGNAL_REPEAT_MS = 200;
+
+/**
+ * Calls `listener` on each `signal`, except for a SIGINT or SIGTERM within
+ * {@linkcode SIGNAL_REPEAT_MS} of the last one it was called for (a second stop signal means
+ * "stop now"); every SIGHUP is passed, since a reload is idempotent and a dropped one could miss
+ * an edit of the config. It does not keep the process alive on its own.
+ */
 export function onHostSignal(signal: HostSignal, listener: () => void): void {
-  if (deno) deno.addSignalListener(signal, listener);
-  else node().on(signal, listener);
+  let last = -Infinity;
+  const once = () => {
+    const now = performance.now();
+    if (signal !== "SIGHUP" && now - last < SIGNAL_REPEAT_MS) return;
+    last = now;
+    listener();
+  };
+  if (deno) deno.addSignalListener(signal, once);
+  else node().on(signal, once);
+}
+
+/**
+ * The variable through which a launcher (npm's start script, bin/tunnelmux.mjs) gives the program
+ * its own pid: the program then stops when that process is gone.
+ */
+export const LAUNCHER_PID_ENV = "TUNNELMUX_LAUNCHER_PID";
+
+/** How often the program looks whether its launcher is still its parent. */
+export const LAUNCHER_POLL_MS = 250;
+
+/**
+ * Calls `gone` once when the launcher named by {@linkcode LAUNCHER_PID_ENV} is no longer this
+ * process's parent (it died: SIGKILL, or npm ended by a SIGHUP it does not pass on), so the
+ * program does not stay behind, listening, under init; does nothing when no launcher is named (a
+ * program started in the background on purpose keeps running when its shell exits). The variable
+ * is removed, so the program's own children do not inherit it.
+ */
+export function watchLauncher(gone: () => void): void {
+  const env = hostEnv();
+  const value = env[LAUNCHER_PID_ENV];
+  if (value === undefined) return;
+  try {
+    if (deno) deno.env.delete(LAUNCHER_PID_ENV);
+    else delete node().env[LAUNCHER_PID_ENV];
+  } catch { /* without --allow-env the variable could not have been read either */ }
+  const launcher = Number(value);
+  if (!Number.isInteger(launcher) || launcher <= 0) return;
+  const parent = () => deno ? deno.ppid : (node() as unknown as { ppid: number }).ppid;
+  const check = () => {
+    if (parent() === launcher) return false;
+    clearInterval(timer);
+    gone();
+    return true;
+  };
+  const timer = setInterval(check, LAUNCHER_POLL_MS);
+  if (deno) deno.unrefTimer(timer);
+  else (timer as unknown as { unref(): void }).unref();
+  check();
 }
 
 /** The working directory. */
