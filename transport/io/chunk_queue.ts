@@ -114,16 +114,7 @@ export class ChunkQueue {
       this.#consumeHead(first, first.length);
       return first;
     }
-    const out = new Uint8Array(size);
-    for (let offset = 0; offset < size;) {
-      // Not `chunks`: taking the head may compact the queue into a new array.
-      const chunk = this.#chunks[this.#head];
-      out.set(chunk, offset);
-      offset += chunk.length;
-      this.#consumeHead(chunk, chunk.length);
-      releaseBytes(chunk);
-    }
-    return out;
+    return this.#joinInto(new Uint8Array(size));
   }
 
   /**
@@ -144,9 +135,14 @@ export class ChunkQueue {
       size += chunks[end++].length;
     }
     if (!small || end - this.#head <= 1) return this.shift();
-    const out = (size > POOLED_JOIN ? acquireAtLeast(size)?.subarray(0, size) : undefined) ??
-      new Uint8Array(size);
-    for (let offset = 0; offset < size;) {
+    const pooled = size > POOLED_JOIN ? acquireAtLeast(size)?.subarray(0, size) : undefined;
+    return this.#joinInto(pooled ?? new Uint8Array(size));
+  }
+
+  /** Fills `out` with the whole chunks at the head (their sizes add up to its length). */
+  #joinInto(out: Uint8Array): Uint8Array {
+    for (let offset = 0; offset < out.length;) {
+      // Not a saved `chunks`: taking the head may compact the queue into a new array.
       const chunk = this.#chunks[this.#head];
       out.set(chunk, offset);
       offset += chunk.length;
