@@ -35,7 +35,7 @@ import type { JsRuntime } from "../impls.ts";
 import { textTable } from "../text_table.ts";
 import { type TunnelImpl, tunnelImpls } from "./impls.ts";
 import { buildLoadgen } from "./loadgen.ts";
-import { runLoad } from "./measure.ts";
+import { runLoad, startWithBackend } from "./measure.ts";
 import { type LongProcess, startProcess } from "./procs.ts";
 
 /** One system call's line of an `strace -c` summary. */
@@ -189,12 +189,7 @@ async function countImpl(
   const dir = mkdtempSync(join(tmpdir(), "tunnelmux-count-"));
   const started: LongProcess[] = [];
   try {
-    const backend = await startProcess([loadgen, "serve", "-listen", "127.0.0.1:0"], {
-      ready: /listening on (\S+)/,
-      timeoutMs: 10_000,
-    });
-    started.push(backend);
-    const tunnel = await impl.start(backend.ready[1], dir);
+    const tunnel = await startWithBackend(loadgen, impl, dir, started);
     started.push(...tunnel.others ?? []);
     if (!tunnel.server || !tunnel.client) {
       throw new Error("no server and client processes to count");

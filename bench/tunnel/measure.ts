@@ -10,7 +10,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { TunnelImpl } from "./impls.ts";
+import type { Tunnel, TunnelImpl } from "./impls.ts";
 import { cpuSeconds, type LongProcess, rssMiB, startProcess } from "./procs.ts";
 import { loadArgs, type TunnelScenario, type TunnelWorkload } from "./scenarios.ts";
 
@@ -85,6 +85,24 @@ export function runLoad(
   });
 }
 
+/**
+ * Starts the load generator's backend and `impl`'s tunnel to it, files in `dir`; every process
+ * started goes into `started` (the backend first), for the caller to stop.
+ */
+export async function startWithBackend(
+  loadgen: string,
+  impl: TunnelImpl,
+  dir: string,
+  started: LongProcess[],
+): Promise<Tunnel> {
+  const backend = await startProcess([loadgen, "serve", "-listen", "127.0.0.1:0"], {
+    ready: /listening on (\S+)/,
+    timeoutMs: 10_000,
+  });
+  started.push(backend);
+  return await impl.start(backend.ready[1], dir);
+}
+
 /** Runs `scenario` at `work` through a fresh `impl` tunnel. Never throws. */
 export async function measureTunnel(
   loadgen: string,
@@ -96,12 +114,7 @@ export async function measureTunnel(
   const dir = mkdtempSync(join(tmpdir(), "tunnelmux-bench-"));
   const started: LongProcess[] = [];
   try {
-    const backend = await startProcess([loadgen, "serve", "-listen", "127.0.0.1:0"], {
-      ready: /listening on (\S+)/,
-      timeoutMs: 10_000,
-    });
-    started.push(backend);
-    const tunnel = await impl.start(backend.ready[1], dir);
+    const tunnel = await startWithBackend(loadgen, impl, dir, started);
     const sides = [tunnel.server, tunnel.client].filter((p): p is LongProcess => !!p);
     const others = tunnel.others ?? [];
     started.push(...others, ...sides);
