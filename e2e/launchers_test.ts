@@ -127,6 +127,32 @@ async function echoing(port: number): Promise<Socket> {
   return visitor;
 }
 
+/**
+ * Sends one Ctrl-C (SIGINT to the launcher's whole group) while a visitor's stream is in flight,
+ * which keeps the drain open so a copy of the signal acted on would stop the daemon at once
+ * ("second signal"); checks it drained once and went.
+ */
+async function oneCtrlC(daemon: Awaited<ReturnType<typeof launch>>, what: string): Promise<void> {
+  const echo = await startEchoServer();
+  const client = await connect(`tcp://127.0.0.1:${daemon.port}`, { token: TOKEN });
+  const tunnel = await client.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 });
+  const visitor = await echoing(tunnel.remotePort);
+  try {
+    signalGroup(daemon.child.pid!, "SIGINT");
+    await waitFor(() => daemon.count("draining") === 1, "the drain to start");
+    // The launcher's copy of the SIGINT arrives within milliseconds.
+    await sleep(SIGNAL_REPEAT_MS * 2);
+    assert.equal(daemon.count("daemon stopped"), 0, "still draining for its visitor");
+  } finally {
+    visitor.destroy();
+    await client.close();
+    await echo.close();
+  }
+  await gone(daemon, what);
+  assert.equal(daemon.count("signal: draining"), 1);
+  assert.equal(daemon.count("second signal: stopping now"), 0, "the copy was taken as one");
+}
+
 const NPM_START = ["npm", ["start", "--ignore-scripts", "--silent"]] as const;
 const NPX = ["npx", ["tunnelmux", "daemon"]] as const;
 const BUNX = [join(ROOT, "node_modules", ".bin", "bun"), [
@@ -139,27 +165,7 @@ const BIN = ["node", [join(ROOT, "node_modules", ".bin", "tunnelmux"), "daemon"]
 
 describe("signals through the launchers", () => {
   it("npm start: one Ctrl-C (SIGINT to the whole group) drains once", async () => {
-    const daemon = await launch(NPM_START[0], [...NPM_START[1]]);
-    // A visitor in flight keeps the drain open, so a second SIGINT would be acted on.
-    const echo = await startEchoServer();
-    const client = await connect(`tcp://127.0.0.1:${daemon.port}`, { token: TOKEN });
-    const tunnel = await client.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 });
-    const visitor = await echoing(tunnel.remotePort);
-    try {
-      signalGroup(daemon.child.pid!, "SIGINT");
-      await waitFor(() => daemon.count("draining") === 1, "the drain to start");
-      // npm's copy of the SIGINT arrives within milliseconds; a copy acted on would stop the
-      // daemon at once ("second signal"), while it stays draining for its visitor.
-      await sleep(SIGNAL_REPEAT_MS * 2);
-      assert.equal(daemon.count("daemon stopped"), 0, "still draining for its visitor");
-    } finally {
-      visitor.destroy();
-      await client.close();
-      await echo.close();
-    }
-    await gone(daemon, "npm start, Ctrl-C");
-    assert.equal(daemon.count("signal: draining"), 1);
-    assert.equal(daemon.count("second signal: stopping now"), 0, "npm's copy was taken as one");
+    await oneCtrlC(await launch(NPM_START[0], [...NPM_START[1]]), "npm start, Ctrl-C");
   });
 
   it("npm start: SIGHUP to npm (which dies of it) leaves no daemon behind", async () => {
@@ -188,24 +194,7 @@ describe("signals through the launchers", () => {
   });
 
   it("bin/tunnelmux.mjs: one Ctrl-C (SIGINT to node and the runtime) drains once", async () => {
-    const daemon = await launch(BIN[0], [...BIN[1]]);
-    const echo = await startEchoServer();
-    const client = await connect(`tcp://127.0.0.1:${daemon.port}`, { token: TOKEN });
-    const tunnel = await client.expose({ local: `127.0.0.1:${echo.port}`, remotePort: 0 });
-    const visitor = await echoing(tunnel.remotePort);
-    try {
-      signalGroup(daemon.child.pid!, "SIGINT");
-      await waitFor(() => daemon.count("draining") === 1, "the drain to start");
-      await sleep(SIGNAL_REPEAT_MS * 2); // Node's copy arrives within milliseconds
-      assert.equal(daemon.count("daemon stopped"), 0, "still draining for its visitor");
-    } finally {
-      visitor.destroy();
-      await client.close();
-      await echo.close();
-    }
-    await gone(daemon, "bin, Ctrl-C");
-    assert.equal(daemon.count("signal: draining"), 1);
-    assert.equal(daemon.count("second signal: stopping now"), 0);
+    await oneCtrlC(await launch(BIN[0], [...BIN[1]]), "bin, Ctrl-C");
   });
 
   it("bunx --bun tunnelmux daemon: SIGHUP to bunx reloads, SIGTERM drains once", async () => {
