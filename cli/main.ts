@@ -16,7 +16,8 @@ import { runtimeVersion } from "../util/runtime.ts";
 import { VERSION } from "../util/version.ts";
 
 /** The top-level help. */
-export const HELP = `tunnelmux ${VERSION}: a multiplexed tunnel daemon and client for Deno and Bun
+export const HELP =
+  `tunnelmux ${VERSION}: a multiplexed tunnel daemon (Deno, Bun) and client (Deno, Bun, Node)
 
 Usage:
   tunnelmux COMMAND [options]
