@@ -65,6 +65,13 @@ export interface Transport {
    * size); a larger one is split and copied. Writers keep their chunks under it.
    */
   readonly framableSize?: number;
+  /**
+   * Before {@linkcode start}: calls `ready` once the peer's first bytes have arrived (held for the
+   * handlers) or a turn of the event loop found none, so a relay can send what the peer spoke
+   * first together with its own opening (a stream's SYN and header) in one write. Absent where the
+   * runtime reads only once started: call on at once.
+   */
+  whenFirstRead?(ready: () => void): void;
   /** Stops reading from the peer (kernel buffers fill and TCP pushes back) until {@linkcode resume}. */
   pause(): void;
   /** Resumes reading after {@linkcode pause}. */

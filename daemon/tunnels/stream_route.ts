@@ -68,12 +68,23 @@ export class StreamRoute {
    */
   visitor(visitor: Transport): void {
     if (this.#closed || !this.admit()) return visitor.close();
-    const stream = this.#open(visitor.remoteAddress, visitor.localAddress);
+    this.#visitors.add(visitor);
+    // The stream opens once the visitor's first bytes are in, where the transport can tell (or a
+    // turn later, for a protocol whose server speaks first): SYN, header and those bytes then
+    // leave in one frame and one write, not two.
+    if (visitor.whenFirstRead) visitor.whenFirstRead(() => this.#pipe(visitor));
+    else this.#pipe(visitor);
+  }
+
+  #pipe(visitor: Transport): void {
+    const stream = this.#closed
+      ? undefined
+      : this.#open(visitor.remoteAddress, visitor.localAddress);
     if (!stream) {
+      this.#visitors.delete(visitor);
       this.left();
       return visitor.close();
     }
-    this.#visitors.add(visitor);
     this.#count(splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats }), visitor)
       .then(() => this.#visitors.delete(visitor));
   }

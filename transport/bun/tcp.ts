@@ -100,6 +100,8 @@ export class BunTcpTransport implements Transport {
   #socketPaused = false;
   #remote: string | undefined;
   #local: string | undefined;
+  // Who waits for the first read (see whenFirstRead).
+  #firstRead: (() => void) | undefined;
 
   /**
    * Wraps an open socket; called from the `open` callback. `addresses` are the peer's and our
@@ -143,6 +145,23 @@ export class BunTcpTransport implements Transport {
   /** Bytes accepted by `write` and not yet taken by the kernel. */
   get bufferedAmount(): number {
     return this.#queue.bytes + (this.#pending?.length ?? 0);
+  }
+
+  /**
+   * Bun reads a new socket by itself, and its data arrives in the next I/O poll, which a
+   * setImmediate scheduled from a setImmediate follows (Bun 1.4.4): so the first bytes, if any
+   * were sent at once, come before that second turn.
+   */
+  whenFirstRead(ready: () => void): void {
+    if (this.#socketPaused || this.#sink.closed) return ready();
+    this.#firstRead = ready;
+    setImmediate(() => setImmediate(() => this.#firstReadDone()));
+  }
+
+  #firstReadDone(): void {
+    const ready = this.#firstRead;
+    this.#firstRead = undefined;
+    ready?.();
   }
 
   start(handlers: TransportHandlers): void {
@@ -191,6 +210,8 @@ export class BunTcpTransport implements Transport {
   /** @internal Bun `data` callback. */
   onData(chunk: Uint8Array): void {
     this.#sink.data(chunk);
+    // Whoever waited for these bytes starts the transport now, most likely, taking them.
+    this.#firstReadDone();
     // Held (not started yet, or paused while Bun's read was under way): one chunk is kept, and the
     // kernel holds the rest back until someone takes it.
     if (this.#sink.holding && !this.#socketPaused && !this.#sink.closed) {

@@ -120,3 +120,36 @@ describe("bun/tcp: addresses known without asking", { skip: !isBun }, () => {
     }
   });
 });
+
+describe("bun/tcp: whenFirstRead", { skip: !isBun }, () => {
+  it("calls on with the first bytes held when the peer spoke first, and after a turn when not", async () => {
+    const accepted: Transport[] = [];
+    const listener = await listenBunTcp(
+      { hostname: "127.0.0.1", port: 0 },
+      (t) => accepted.push(t),
+    );
+    try {
+      // The peer speaks first: its bytes are held for the handlers when `ready` runs.
+      const speaker = await connectBunTcp({ hostname: "127.0.0.1", port: listener.port });
+      speaker.write(new Uint8Array([1, 2, 3]));
+      for (let i = 0; i < 100 && accepted.length < 1; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const got: number[] = [];
+      await new Promise<void>((ready) => accepted[0].whenFirstRead!(ready));
+      accepted[0].start({ ...noHandlers, data: (chunk) => got.push(...chunk) });
+      assert.deepEqual(got, [1, 2, 3], "the first bytes were in when ready ran");
+      // A silent peer (a protocol whose server speaks first): ready still comes.
+      const silent = await connectBunTcp({ hostname: "127.0.0.1", port: listener.port });
+      for (let i = 0; i < 100 && accepted.length < 2; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await new Promise<void>((ready) => accepted[1].whenFirstRead!(ready));
+      speaker.close();
+      silent.close();
+      for (const t of accepted) t.close();
+    } finally {
+      await listener.close();
+    }
+  });
+});
