@@ -16,7 +16,7 @@ import {
   watchLauncher,
   writeStderr,
 } from "../util/host.ts";
-import { parseArgs } from "node:util";
+import { parseArgs } from "../util/parse_args.ts";
 import { argsErrorMessage } from "../util/args_error.ts";
 import { watchFile } from "../util/watch_file.ts";
 import { Logger } from "../util/log.ts";

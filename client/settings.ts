@@ -19,11 +19,15 @@
  */
 
 import { hostCwd, nodeBuiltin } from "../util/host.ts";
-import { dirname, resolve } from "node:path";
 import { parseHostPort, splitHostPort } from "../util/address.ts";
 import { parseJsonc } from "../util/jsonc.ts";
 import { suggest } from "../util/suggest.ts";
 import type { ExposeOptions, OfferOptions } from "./client.ts";
+
+/** `node:path`, loaded when a path is resolved (it costs Deno's start time, like node:fs). */
+function nodePath(): typeof import("node:path") {
+  return nodeBuiltin("node:path");
+}
 
 /** A file's text; node:fs is loaded only when a file is read (it costs Deno's start time). */
 function readTextFile(path: string): string {
@@ -166,8 +170,8 @@ export function clientSettings(
   let fileDir = hostCwd();
   let filePath: string | undefined;
   if (fileName !== undefined && fileName !== "") {
-    filePath = resolve(fileName);
-    fileDir = dirname(filePath);
+    filePath = nodePath().resolve(fileName);
+    fileDir = nodePath().dirname(filePath);
     let text: string | undefined;
     try {
       text = readTextFile(filePath);
@@ -239,8 +243,8 @@ export function clientSettings(
     env[name] === undefined || env[name] === "" ? undefined : { value: env[name]!, where: name };
   const fromFile = (path: Sourced<string>) =>
     path.where.startsWith("-") || /^[A-Z_]+$/.test(path.where)
-      ? resolve(path.value)
-      : resolve(fileDir, path.value);
+      ? nodePath().resolve(path.value)
+      : nodePath().resolve(fileDir, path.value);
   const readSecret = (source: Sourced<string>): string | undefined => {
     try {
       const text = readTextFile(fromFile(source)).trim();

@@ -8,7 +8,7 @@
 import { HandshakeAdmission } from "./session/admission.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { readFile } from "node:fs/promises";
+import { readHostTextFile } from "../util/host.ts";
 import { listenTcp, listenTls } from "../transport/mod.ts";
 import { HttpStats } from "./http/http_stats.ts";
 import { WebFronts } from "./http/web_fronts.ts";
@@ -250,8 +250,8 @@ export class Daemon {
       // PEM contents are read once at start; replacing certificates needs a restart.
       const tls = this.#config.tls
         ? {
-          cert: await readFile(this.#config.tls.cert, "utf8"),
-          key: await readFile(this.#config.tls.key, "utf8"),
+          cert: await readHostTextFile(this.#config.tls.cert),
+          key: await readHostTextFile(this.#config.tls.key),
         }
         : undefined;
       if (listen.tcp) {

@@ -11,10 +11,11 @@ import {
   hostEnv,
   onHostSignal,
   stderrIsTerminal,
+  warmTimers,
   watchLauncher,
   writeStderr,
 } from "../util/host.ts";
-import { parseArgs } from "node:util";
+import { parseArgs } from "../util/parse_args.ts";
 import { type ConfigFlags, formatConfigReport, loadConfig } from "./config/mod.ts";
 import { Daemon, listenerLines } from "./daemon.ts";
 import type { AdminServer } from "./admin/start.ts";
@@ -253,6 +254,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     log.info("watching the config file for changes", { file: configFile });
   }
   for (const line of listenerLines(daemon.addresses, config.tls !== null)) console.log(line);
+  warmTimers();
   if (loaded.generated.token) {
     console.log(`token of client "default" (generated; set TUNNELMUX_TOKEN to choose one):`);
     console.log(`  ${loaded.generated.token}`);

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
+import { allocUnsafe } from "../util/alloc_unsafe.ts";
 import { Flag, FrameType, HEADER_LENGTH } from "./constants.ts";
 import { writeHeader } from "./header.ts";
 import type { SessionConfig } from "./config.ts";
@@ -20,7 +20,7 @@ import { acquireAtLeast } from "../util/buffer_pool.ts";
 
 /**
  * Batches larger than this come from the relay pools when the transport gives written chunks
- * back: smaller ones are cheap from `Buffer`'s shared pool, and a pooled buffer is 65 KiB (or 260
+ * back: smaller ones are cheap from a shared slab (`allocUnsafe`), and a pooled buffer is 65 KiB (or 260
  * KiB) whatever part of it a batch fills.
  */
 const POOLED_BATCH = 4 * 1024;
@@ -167,7 +167,7 @@ export class Outbound {
     const size = this.#batchSize();
     // Not zero-filled: every byte handed out (up to `at`) is written below, and zero-filling a
     // 256 KiB batch was a fifth of Bun's CPU time in S3 (see docs/performance.md). Small sizes come
-    // from Buffer's shared pool, which never hands a region out twice.
+    // from a shared slab (util/alloc_unsafe.ts), which never hands a region out twice.
     // With headroom, the batch starts that far into its own allocation, so the transport can put
     // its frame header in front without copying the batch (a WebSocket over our own framing).
     // A batch from the relay pool carries its claim to the transport, which gives it back once
@@ -178,8 +178,8 @@ export class Outbound {
     const out: Uint8Array = pooled !== undefined
       ? pooled.subarray(h, h + size)
       : h > 0
-      ? Buffer.allocUnsafe(h + size).subarray(h)
-      : Buffer.allocUnsafe(size);
+      ? allocUnsafe(h + size).subarray(h)
+      : allocUnsafe(size);
     let at = this.#writeControl(out);
     at = this.#writeHeaderFrames(out, at);
     at = this.#writeData(out, at);

@@ -35,7 +35,9 @@ export function argsErrorMessage(
     return `unknown option ${quoted}${near ? ` (did you mean ${near}?)` : ""}`;
   }
   if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE" && quoted) {
-    const flag = quoted.split(" ")[0];
+    // "-p, --port <value>" names the flag twice; the long name is the one --help lists.
+    const names = quoted.split(" ").map((part) => part.replace(/,$/, ""));
+    const flag = names.find((part) => part.startsWith("--")) ?? names[0];
     return /argument missing/.test(error.message)
       ? `${flag} needs a value`
       : `${flag} takes no value`;

@@ -152,6 +152,8 @@ interface NodeBuiltins {
   "node:crypto": typeof import("node:crypto");
   "node:fs": typeof import("node:fs");
   "node:net": typeof import("node:net");
+  "node:os": typeof import("node:os");
+  "node:path": typeof import("node:path");
   "node:url": typeof import("node:url");
 }
 
@@ -182,4 +184,35 @@ export function isMainModule(meta: ImportMeta): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * A file's text as UTF-8 (Deno's own API on Deno, `node:fs` elsewhere). A failure carries Node's
+ * `code` on every runtime (`ENOENT` for a missing file).
+ */
+export function readHostTextFile(path: string): Promise<string> {
+  return deno ? deno.readTextFile(path) : nodeBuiltin("node:fs").promises.readFile(path, "utf8");
+}
+
+/** This machine's host name. */
+export function hostName(): string {
+  return deno ? deno.hostname() : nodeBuiltin("node:os").hostname();
+}
+
+/** `dir` and `name` joined with the platform's separator, as `node:path`'s `join` would. */
+export function joinHostPath(dir: string, name: string): string {
+  if (!deno) return nodeBuiltin("node:path").join(dir, name);
+  const separator = deno.build.os === "windows" ? "\\" : "/";
+  if (dir === "") return name;
+  return /[\\/]$/.test(dir) ? dir + name : dir + separator + name;
+}
+
+/**
+ * Loads the runtime's timer machinery now. On Deno a process's first `setTimeout` loads part of
+ * its Node layer (about 10 ms on a small VM); the daemon calls this once its listeners are up, in
+ * the idle moment before the first client arrives, so that load does not fall into that client's
+ * handshake. Elsewhere it costs one empty timer.
+ */
+export function warmTimers(): void {
+  clearTimeout(setTimeout(() => {}, 0));
 }

@@ -13,18 +13,20 @@
  * @module
  */
 
-import { randomBytes } from "node:crypto";
-import { mkdir, open, rename, rm } from "node:fs/promises";
-import { dirname } from "node:path";
+import { randomHex } from "./random.ts";
+import { nodeBuiltin } from "./host.ts";
 
 /**
  * Writes `text` to `path` atomically with mode 0600 (it holds credential hashes): a temporary
  * file next to it, synced, then renamed over it. The data directory is created (0700) if needed.
  */
 export async function writeFileAtomic(path: string, text: string): Promise<void> {
+  // Loaded here, when a file is written (minting a token, storing a certificate), not at start.
+  const { mkdir, open, rename, rm } = nodeBuiltin("node:fs").promises;
+  const { dirname } = nodeBuiltin("node:path");
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   // A unique temporary name: "wx" then never follows a planted symlink or reuses a stale file.
-  const temporary = `${path}.${randomBytes(6).toString("hex")}.tmp`;
+  const temporary = `${path}.${randomHex(6)}.tmp`;
   const handle = await open(temporary, "wx", 0o600);
   try {
     try {

@@ -70,22 +70,30 @@ export async function dialServer(
   const parsed = new URL(url);
   const host = unbracketHost(parsed.hostname);
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`no connection within ${options.timeoutMs} ms`)),
-      options.timeoutMs,
-    );
-  });
-  let addresses: string[];
-  try {
-    // A resolver failure is left to the dial below, which reports it as today.
-    addresses = await Promise.race([
-      serverAddresses(host, options.resolve).catch(() => []),
-      timeout,
-    ]);
-  } catch (error) {
-    clearTimeout(timer);
-    throw error;
+  let timeout: Promise<never> | undefined;
+  const arm = () =>
+    timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`no connection within ${options.timeoutMs} ms`)),
+        options.timeoutMs,
+      );
+    });
+  // An IP literal needs no lookup: its connect starts first and the deadline is armed while the
+  // kernel does the handshake (on Deno a process's first timer loads part of the runtime's Node
+  // layer, some milliseconds of every client's start).
+  const literal = ipFamily(host) !== 0;
+  let addresses: string[] = [];
+  if (!literal) {
+    try {
+      // A resolver failure is left to the dial below, which reports it as today.
+      addresses = await Promise.race([
+        serverAddresses(host, options.resolve).catch(() => []),
+        arm(),
+      ]);
+    } catch (error) {
+      clearTimeout(timer);
+      throw error;
+    }
   }
   const address = addresses.length > 0
     ? addresses[(options.turn ?? 0) % addresses.length]
@@ -114,7 +122,7 @@ export async function dialServer(
       );
   }
   try {
-    const transport = await Promise.race([connecting, timeout]);
+    const transport = await Promise.race([connecting, timeout ?? arm()]);
     return { transport, addresses: Math.max(1, addresses.length), address };
   } catch (error) {
     // A connection that completes after the deadline must not leak.

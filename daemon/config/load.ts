@@ -6,7 +6,7 @@
  * @module
  */
 
-import { readFile as fsReadFile } from "node:fs/promises";
+import { readHostTextFile } from "../../util/host.ts";
 import { formatHostPort, type HostPort } from "../../util/address.ts";
 import type { Issue, ValidationResult } from "./types.ts";
 import { embeddedDefaults } from "./defaults.ts";
@@ -70,7 +70,7 @@ export interface LoadOptions {
   env?: Record<string, string | undefined>;
   /** Command-line settings. */
   flags?: ConfigFlags;
-  /** Reads the config file; `node:fs/promises` by default. */
+  /** Reads the config file; `readHostTextFile` by default. */
   readFile?: (path: string) => Promise<string>;
 }
 
@@ -168,7 +168,7 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadResult>
   if (file !== undefined) {
     let text: string;
     try {
-      text = await (options.readFile ?? ((p) => fsReadFile(p, "utf8")))(file);
+      text = await (options.readFile ?? readHostTextFile)(file);
     } catch (error) {
       const { code, name } = (error ?? {}) as { code?: unknown; name?: unknown };
       // Deno refuses a path its --allow-read does not cover with NotCapable and no code.

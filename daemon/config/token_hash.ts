@@ -14,7 +14,8 @@
  * @module
  */
 
-import { createHash, randomBytes } from "node:crypto";
+import { randomBase64Url } from "../../util/random.ts";
+import { sha256Hex } from "../../util/sha256.ts";
 
 /** Prefix of a stored token hash; the rest is 64 lowercase hex digits. */
 export const TOKEN_HASH_PREFIX = "sha256:";
@@ -26,7 +27,7 @@ const HASH_PATTERN = /^sha256:[0-9a-f]{64}$/;
 
 /** Hashes a token to its stored form `sha256:<hex>`. */
 export function hashToken(token: string): string {
-  return TOKEN_HASH_PREFIX + createHash("sha256").update(token, "utf8").digest("hex");
+  return TOKEN_HASH_PREFIX + sha256Hex(token);
 }
 
 /** True when `text` is a stored token hash (`sha256:` and 64 lowercase hex digits). */
@@ -39,5 +40,5 @@ export function isTokenHash(text: string): boolean {
  * lets secret scanners and humans recognise a leaked tunnelmux token.
  */
 export function generateToken(): string {
-  return "tmx_" + randomBytes(32).toString("base64url");
+  return "tmx_" + randomBase64Url(32);
 }

@@ -8,7 +8,7 @@
 
 import { type HostPort, type IpAddress, parseHostPort, parseIp } from "../../util/address.ts";
 import { classify, parseHost } from "../policy/ip_ranges.ts";
-import { hostname } from "node:os";
+import { hostName } from "../../util/host.ts";
 import type {
   AcmeConfig,
   ClientConfig,
@@ -582,7 +582,7 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
       `${show(text)} must be letters, digits, "_" or "-" (up to 64)`,
     );
   };
-  const node = name("node", hostname().split(".")[0].replace(/[^A-Za-z0-9_-]/g, "-"));
+  const node = name("node", hostName().split(".")[0].replace(/[^A-Za-z0-9_-]/g, "-"));
   const bucketPrefix = name("bucketPrefix", "tunnelmux");
   const listen = listenAddress(w, raw.listen ?? "0.0.0.0:7090", "cluster.listen");
   let advertise = raw.advertise === undefined

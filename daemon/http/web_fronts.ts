@@ -9,7 +9,7 @@
  * @module
  */
 
-import { readFile } from "node:fs/promises";
+import { readHostTextFile } from "../../util/host.ts";
 import type { TransportListener } from "../../protocol/transport.ts";
 import { listenTcp } from "../../transport/mod.ts";
 import type { HostPort } from "../../util/address.ts";
@@ -93,8 +93,8 @@ export class WebFronts {
       const where = `http.certificates[${i}] (${files.cert})`;
       try {
         const served = certificates.add({
-          cert: await readFile(files.cert, "utf8"),
-          key: await readFile(files.key, "utf8"),
+          cert: await readHostTextFile(files.cert),
+          key: await readHostTextFile(files.key),
         }, "file");
         log.info("certificate loaded", {
           names: served.names.join(","),

@@ -7,9 +7,8 @@
  * @module
  */
 
-import { randomBytes } from "node:crypto";
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
+import { randomHex } from "../../util/random.ts";
+import { joinHostPath, readHostTextFile } from "../../util/host.ts";
 import { isObject } from "../../util/is_object.ts";
 import { isTokenHash } from "../config/token_hash.ts";
 import type { TokenScopes } from "./scopes.ts";
@@ -41,12 +40,12 @@ export const TOKEN_ID = /^tok_[0-9a-f]{16}$/;
 
 /** A fresh random token id. */
 export function newTokenId(): string {
-  return "tok_" + randomBytes(8).toString("hex");
+  return "tok_" + randomHex(8);
 }
 
 /** Where the token file of `dataDir` is. */
 export function tokenFilePath(dataDir: string): string {
-  return join(dataDir, TOKEN_FILE);
+  return joinHostPath(dataDir, TOKEN_FILE);
 }
 
 /** The file's JSON text for `records`. */
@@ -112,7 +111,7 @@ export async function readTokenFile(dataDir: string): Promise<TokenRecord[]> {
   const path = tokenFilePath(dataDir);
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    text = await readHostTextFile(path);
   } catch (error) {
     if ((error as { code?: string }).code === "ENOENT") return [];
     throw error;

@@ -319,7 +319,8 @@ export class TokenStore implements TokenRegistry {
    * A timer that fires a little early finds nothing expired and simply re-arms.
    */
   #schedule(): void {
-    clearTimeout(this.#timer);
+    // Only when armed: a first timer call loads Deno's timers module, a few ms of every start.
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#closed) return;
     let next = Infinity;

@@ -5,8 +5,8 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
-import { createHash, timingSafeEqual } from "node:crypto";
+import { constantTimeEqual } from "../../util/constant_time.ts";
+import { sha256 } from "../../util/sha256.ts";
 import { hashToken, isTokenHash, TOKEN_HASH_PREFIX } from "../config/token_hash.ts";
 
 /** Longer presented tokens are refused without hashing, so a client cannot make us hash megabytes. */
@@ -24,9 +24,8 @@ export const MAX_TOKEN_LENGTH = 1024;
  * ```
  */
 export function tokenMatches(secret: string, hash: string): boolean {
-  const actual = Buffer.from(hashToken(secret));
-  const expected = Buffer.from(hash);
-  return actual.length === expected.length && timingSafeEqual(actual, expected);
+  const encoder = new TextEncoder();
+  return constantTimeEqual(encoder.encode(hashToken(secret)), encoder.encode(hash));
 }
 
 /** One client's stored credential. */
@@ -39,7 +38,7 @@ export interface TokenEntry {
 
 /** Options of a {@link TokenVerifier}. */
 export interface TokenVerifierOptions {
-  /** The digest comparison; `timingSafeEqual` unless a test wants to count the comparisons. */
+  /** The digest comparison; `constantTimeEqual` unless a test wants to count the comparisons. */
   compare?: (a: Uint8Array, b: Uint8Array) => boolean;
 }
 
@@ -50,7 +49,7 @@ interface Stored {
 
 /**
  * Checks presented tokens against the configured clients. Every stored digest is compared on
- * every call, with `timingSafeEqual` and no early exit, so neither the time taken nor the order
+ * every call, with `constantTimeEqual` and no early exit, so neither the time taken nor the order
  * of clients in the config tells an attacker how close a guess was or which client it hit.
  */
 export class TokenVerifier {
@@ -59,7 +58,7 @@ export class TokenVerifier {
 
   /** Builds a verifier; throws on malformed or duplicate hashes (config validation catches both first). */
   constructor(entries: readonly TokenEntry[], options: TokenVerifierOptions = {}) {
-    this.#compare = options.compare ?? timingSafeEqual;
+    this.#compare = options.compare ?? constantTimeEqual;
     this.replace(entries);
   }
 
@@ -74,7 +73,7 @@ export class TokenVerifier {
       if (!isTokenHash(hash)) throw new Error(`client "${name}": malformed token hash`);
       if (seen.has(hash)) throw new Error(`client "${name}": duplicate token`);
       seen.add(hash);
-      next.push({ name, digest: Buffer.from(hash.slice(TOKEN_HASH_PREFIX.length), "hex") });
+      next.push({ name, digest: fromHex(hash.slice(TOKEN_HASH_PREFIX.length)) });
     }
     this.#entries = next;
   }
@@ -88,7 +87,7 @@ export class TokenVerifier {
   verify(presented: unknown): string | undefined {
     if (typeof presented !== "string" || presented.length === 0) return undefined;
     if (presented.length > MAX_TOKEN_LENGTH) return undefined;
-    const digest = createHash("sha256").update(presented, "utf8").digest();
+    const digest = sha256(presented);
     const entries = this.#entries; // one snapshot, even if replace() runs meanwhile
     let match: string | undefined;
     for (const entry of entries) {
@@ -98,4 +97,11 @@ export class TokenVerifier {
     }
     return match;
   }
+}
+
+/** The bytes of an even-length hex string (already checked by `isTokenHash`). */
+function fromHex(hex: string): Uint8Array {
+  const bytes = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
+  return bytes;
 }

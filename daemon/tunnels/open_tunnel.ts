@@ -7,7 +7,7 @@
  * @module
  */
 
-import { randomBytes } from "node:crypto";
+import { randomHex, randomUint32 } from "../../util/random.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { ClientConfig } from "../config/mod.ts";
 import type { Logger } from "../../util/log.ts";
@@ -54,7 +54,7 @@ export interface OpenTunnelOptions {
 
 /** A fresh tunnel id (`t-` and 12 hex digits), for port tunnels and HTTP tunnels alike. */
 export function newTunnelId(): string {
-  return `t-${randomBytes(6).toString("hex")}`;
+  return `t-${randomHex(6)}`;
 }
 
 /**
@@ -144,7 +144,7 @@ export async function openTunnel(
 }
 
 function pick(client: ClientConfig): number[] {
-  const start = randomBytes(4).readUInt32BE(0);
+  const start = randomUint32();
   const ports: number[] = [];
   for (const port of allowedPorts(client.expose, start)) {
     ports.push(port);
