@@ -5,7 +5,7 @@
  * @module
  */
 
-import { nodeBuiltin } from "../../util/host.ts";
+import { sha1 } from "../../util/sha1.ts";
 
 /** The GUID the server appends to our key before hashing (§1.3). */
 const WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -37,9 +37,7 @@ export function newKey(): string {
 
 /** The `Sec-WebSocket-Accept` a server must answer `key` with: base64(SHA-1(key + GUID)). */
 export function acceptFor(key: string): string {
-  // node:crypto on first use, not at start: its polyfill costs Deno tens of milliseconds to load.
-  const { createHash } = nodeBuiltin("node:crypto");
-  return createHash("sha1").update(key + WEBSOCKET_GUID).digest("base64");
+  return btoa(String.fromCharCode(...sha1(key + WEBSOCKET_GUID)));
 }
 
 /**
