@@ -9,12 +9,11 @@ import { HandshakeAdmission } from "./session/admission.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
 import { readHostTextFile } from "../util/host.ts";
-import { listenTcp, listenTls } from "../transport/mod.ts";
+import { listenTcp, listenTls } from "../transport/tcp.ts";
 import { HttpStats } from "./http/http_stats.ts";
 import { WebFronts } from "./http/web_fronts.ts";
 import { VisitorAccounts } from "./tunnels/visitor_limit.ts";
 import { CertificateStore } from "./tls/certificates.ts";
-import { listenWebSocket } from "../transport/ws/mod.ts";
 import { ClientSession, type DaemonContext, type TransportKind } from "./session/client_session.ts";
 import type { Config } from "./config/mod.ts";
 import type { Logger } from "../util/log.ts";
@@ -269,6 +268,9 @@ export class Daemon {
       }
       if (listen.websocket) {
         const websocket = listen.websocket;
+        // Loaded only when a WebSocket listener is asked for (it is on by default): a daemon
+        // without one starts without that code.
+        const { listenWebSocket } = await import("../transport/ws/mod.ts");
         const listener = await this.#listen(
           "tunnels over WebSocket",
           websocket,

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { connectTcp } from "../transport/mod.ts";
+import { connectTcp } from "../transport/tcp.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { ResetReason } from "./reset_reasons.ts";
 import { sharedDeadlines } from "../util/deadlines.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { WebSocketConnectError } from "../../transport/ws/mod.ts";
+import { WebSocketConnectError } from "../../transport/ws/connect_error.ts";
 import { ClientError } from "../errors.ts";
 import { unbracketHost } from "../../util/address.ts";
 

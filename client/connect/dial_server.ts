@@ -11,8 +11,7 @@
  */
 
 import type { Transport } from "../../protocol/transport.ts";
-import { connectTcp, connectTls } from "../../transport/mod.ts";
-import { connectWebSocket } from "../../transport/ws/mod.ts";
+import { connectTcp, connectTls } from "../../transport/tcp.ts";
 import { parseIp, unbracketHost } from "../../util/address.ts";
 
 /** What {@linkcode dialServer} reached. */
@@ -113,7 +112,10 @@ export async function dialServer(
       break;
     case "ws:":
     case "wss:":
-      connecting = connectWebSocket(url, { caCerts: options.caCerts, address });
+      // The WebSocket code loads only for a ws:// or wss:// server.
+      connecting = import("../../transport/ws/mod.ts").then(({ connectWebSocket }) =>
+        connectWebSocket(url, { caCerts: options.caCerts, address })
+      );
       break;
     default:
       clearTimeout(timer);

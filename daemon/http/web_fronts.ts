@@ -11,7 +11,7 @@
 
 import { readHostTextFile } from "../../util/host.ts";
 import type { TransportListener } from "../../protocol/transport.ts";
-import { listenTcp } from "../../transport/mod.ts";
+import { listenTcp } from "../../transport/tcp.ts";
 import type { HostPort } from "../../util/address.ts";
 import type { Logger } from "../../util/log.ts";
 import { currentRuntime } from "../../util/runtime.ts";
@@ -21,7 +21,7 @@ import type { HostRoute } from "../registry/registry.ts";
 import type { AcmeCertificates } from "../tls/acme.ts";
 import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { CertificateStore } from "../tls/certificates.ts";
-import { type HttpFrontOptions, serveHttpConnection } from "./http_front.ts";
+import type { HttpFrontOptions } from "./http_front.ts";
 import type { HttpStats } from "./http_stats.ts";
 
 /** What the web fronts need from their daemon. */
@@ -71,7 +71,9 @@ export class WebFronts {
   }
 
   /** Binds the HTTP port. Rejects if it cannot be bound. */
-  listenHttp(address: HostPort): Promise<TransportListener> {
+  async listenHttp(address: HostPort): Promise<TransportListener> {
+    // The HTTP front loads with the first HTTP port: a daemon without one starts without it.
+    const { serveHttpConnection } = await import("./http_front.ts");
     return listenTcp(address, (visitor) => {
       if (!this.#admit()) return visitor.close();
       serveHttpConnection(visitor, {

@@ -10,7 +10,7 @@
  */
 
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
-import { listenTcp } from "../../transport/mod.ts";
+import { listenTcp } from "../../transport/tcp.ts";
 import type { Logger } from "../../util/log.ts";
 import { type Balance, chooseRoute, type RouteCandidate } from "../registry/route_choice.ts";
 

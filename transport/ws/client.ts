@@ -37,10 +37,10 @@ import { connectTcp, connectTls } from "../tcp.ts";
 import {
   DEFAULT_MAX_MESSAGE_SIZE,
   SOCKET_SEND_LIMIT,
-  WebSocketConnectError,
   type WebSocketConnectOptions,
   WebSocketTransport,
 } from "./transport.ts";
+import { WebSocketConnectError } from "./connect_error.ts";
 import { RawSocketDriver, Relay } from "./driver.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "../io/chunk_queue.ts";
 

@@ -14,7 +14,8 @@ import { listenBunWebSocket } from "./server_bun.ts";
 import { listenRawWebSocket } from "./server.ts";
 import type { WebSocketConnectOptions, WebSocketListenOptions } from "./transport.ts";
 
-export { CloseCode, WebSocketCloseError, WebSocketConnectError } from "./transport.ts";
+export { CloseCode, WebSocketCloseError } from "./transport.ts";
+export { WebSocketConnectError } from "./connect_error.ts";
 export type { WebSocketConnectOptions, WebSocketListenOptions } from "./transport.ts";
 
 /**
