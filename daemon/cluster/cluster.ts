@@ -334,12 +334,13 @@ export class Cluster {
       presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
       presence.onNodeGone = (info) => self.#nodeGone(info);
       // Now and then, check that this node's records are still there as it wrote them (a NATS
-      // failover, or a node that wrongly took us for gone); cheap: one read per record.
+      // failover, or a node that wrongly took us for gone): one read per record of its own.
       presence.onBeat = (beats) => {
         if (beats % REASSERT_EVERY_BEATS !== 0) return;
         void registry!.reassert();
-        // And that this node's view matches the buckets (a watch can stall silently).
-        void registry!.resync().catch(() => {});
+        // And that the watches still follow the buckets (a watch can stall silently): one
+        // request per bucket; a bucket is read whole again only if its watch fell behind.
+        void registry!.checkWatches().catch(() => {});
       };
       presence.onSelfLost = () => {
         void registry!.reassert();

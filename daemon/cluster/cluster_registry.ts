@@ -42,6 +42,7 @@ import { type Balance, chooseRoute } from "../registry/route_choice.ts";
 import type { StreamOpener } from "./peers.ts";
 import type { Presence } from "./presence.ts";
 import { RelayRoute } from "./relay_route.ts";
+import { Follower } from "./follower.ts";
 
 /** One offer of a named service as a route (its id in its node is its session). */
 type ServiceClaim = RouteClaim & { readonly name: string; readonly balance?: Balance };
@@ -113,7 +114,8 @@ export class ClusterRegistry implements Registry {
   #turn = 0;
   readonly #watchers = new Set<(change: RegistryChange) => void>();
   readonly #stops: (() => void)[] = [];
-  readonly #watches = new Map<string, { stop(): void }>();
+  /** The watches of the ports, services and hosts buckets. */
+  readonly #followers: Follower[];
 
   /** A registry over `options.local` and the cluster's buckets; call {@linkcode start}. */
   constructor(options: ClusterRegistryOptions) {
@@ -202,6 +204,36 @@ export class ClusterRegistry implements Registry {
         );
       },
     });
+    const follow = (
+      name: string,
+      bucket: KvBucket,
+      records: { apply(entry: KvEntry): void; forget(key: string): void; keys(): Iterable<string> },
+    ) =>
+      new Follower({
+        name,
+        bucket,
+        apply: (entry) => records.apply(entry),
+        // Missing from the listing: gone, unless written since (confirm before forgetting).
+        reconcile: async (listed) => {
+          for (const key of [...records.keys()]) {
+            if (listed.has(key)) continue;
+            const entry = await bucket.get(key);
+            if (entry?.operation === "PUT") records.apply(entry);
+            else records.forget(key);
+          }
+        },
+        onStall: (what) => {
+          options.count("registry_watch_stalled");
+          options.log.warn("cluster watch fell behind; reading the bucket again", {
+            bucket: what,
+          });
+        },
+      });
+    this.#followers = [
+      follow("ports", options.link.ports, this.#ports),
+      follow("services", options.link.services, this.#services),
+      follow("hosts", options.link.hosts, this.#hosts),
+    ];
     // Sessions, tunnels and this node's offers change in the local part; pass those on.
     this.#stops.push(options.local.watch((change) => {
       if (change.kind === "session" || change.kind === "tunnel" || change.kind === "service") {
@@ -221,28 +253,18 @@ export class ClusterRegistry implements Registry {
    * came back (a watch may not survive a server failover) and now and then.
    */
   async resync(): Promise<void> {
-    const { link } = this.#options;
-    await this.#follow(
-      "ports",
-      link.ports,
-      (entry) => this.#ports.apply(entry),
-      (key) => this.#ports.forget(key),
-      () => this.#ports.keys(),
-    );
-    await this.#follow(
-      "services",
-      link.services,
-      (entry) => this.#services.apply(entry),
-      (key) => this.#services.forget(key),
-      () => this.#services.keys(),
-    );
-    await this.#follow(
-      "hosts",
-      link.hosts,
-      (entry) => this.#hosts.apply(entry),
-      (key) => this.#hosts.forget(key),
-      () => this.#hosts.keys(),
-    );
+    for (const follower of this.#followers) await follower.start();
+  }
+
+  /**
+   * Checks that the watches still follow their buckets: one request per bucket, whatever the
+   * number of records and nodes; a bucket is read whole again only when its watch fell behind
+   * (see `follower.ts`). Resolves to how many had.
+   */
+  async checkWatches(): Promise<number> {
+    let stalled = 0;
+    for (const follower of this.#followers) if (!(await follower.check())) stalled++;
+    return stalled;
   }
 
   /** Stops following. Claims stay until released (or until this node's presence expires). */
@@ -251,7 +273,7 @@ export class ClusterRegistry implements Registry {
     this.#services.stop();
     this.#hosts.stop();
     for (const stop of this.#stops) stop();
-    for (const watch of this.#watches.values()) watch.stop();
+    for (const follower of this.#followers) follower.stop();
   }
 
   // ---- sessions and tunnels: node-local ----
@@ -468,35 +490,6 @@ export class ClusterRegistry implements Registry {
    * every entry may have expired at once, and live nodes are still writing theirs again.
    */
   settleUntil = 0;
-
-  async #follow(
-    name: string,
-    bucket: KvBucket,
-    apply: (entry: KvEntry) => void,
-    forget: (key: string) => void,
-    cached: () => Iterable<string>,
-  ): Promise<void> {
-    this.#watches.get(name)?.stop();
-    const watch = await bucket.watch({ include: "updates" });
-    this.#watches.set(name, watch);
-    (async () => {
-      for await (const entry of watch) apply(entry);
-    })().catch(() => {});
-    // Then the current values (applying one twice is harmless: revisions decide).
-    const listed = new Set<string>();
-    for await (const key of await bucket.keys()) {
-      listed.add(key);
-      const entry = await bucket.get(key);
-      if (entry) apply(entry);
-    }
-    // Missing from the listing: gone, unless written since (confirm before forgetting).
-    for (const key of [...cached()]) {
-      if (listed.has(key)) continue;
-      const entry = await bucket.get(key);
-      if (entry?.operation === "PUT") apply(entry);
-      else forget(key);
-    }
-  }
 
   #emit(change: RegistryChange): void {
     for (const watcher of this.#watchers) {

@@ -30,6 +30,11 @@ export interface KvBucket {
   watch(options?: { include?: string }): Promise<AsyncIterable<KvEntry> & { stop(): void }>;
   /** Every live key. */
   keys(): Promise<AsyncIterable<string>>;
+  /**
+   * The bucket's last revision: the stream sequence of its latest write, deletion or expiry
+   * marker, whatever the key. One request, whatever the number of records.
+   */
+  lastRevision(): Promise<number>;
 }
 
 /** One KV entry, as `@nats-io/kv` gives it. */
@@ -184,6 +189,7 @@ export async function connectNats(
       // deno-lint-ignore no-explicit-any
       watch: (options) => kv.watch(options as any),
       keys: () => kv.keys(),
+      lastRevision: async () => (await kv.status()).streamInfo.state.last_seq,
       history: () => kv.history(),
     };
     return signedBucket(raw, {

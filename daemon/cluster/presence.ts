@@ -2,7 +2,11 @@
  * Presence: which nodes of the cluster are alive. Each node keeps one entry in the `nodes` bucket,
  * whose TTL is the presence TTL, and rewrites it every third of the TTL. A node that dies stops
  * rewriting, NATS expires the entry, and every watcher sees it go (an expiry arrives as a `PURGE`
- * marker; a periodic listing catches anything a watch missed).
+ * marker). Each beat also checks, with one request, that the watch still follows the bucket (see
+ * `follower.ts`): the bucket is read whole only at start, after NATS came back and when the watch
+ * fell behind. A node the watch has not shown beating for {@linkcode GONE_AFTER_TTLS} TTLs is taken
+ * for gone even if its expiry marker never came. So a node's steady work is one write and one
+ * request per beat, plus the watch bringing every other node's beats: no read per node.
  *
  * A node writes its entry with a compare-and-set on the revision it wrote last. When that fails,
  * the entry expired while this node was away (a long pause, NATS out of reach for longer than the
@@ -16,6 +20,14 @@
 
 import type { Logger } from "../../util/log.ts";
 import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
+import { Follower } from "./follower.ts";
+
+/**
+ * A node unseen for this many TTLs is gone, marker or not: its entry expired a third of a TTL ago
+ * at least (every live node beats each third), and a stalled watch is found and read again within
+ * two beats, before that.
+ */
+export const GONE_AFTER_TTLS = 4 / 3;
 
 /** A node's presence entry. */
 export interface NodeInfo {
@@ -68,7 +80,7 @@ export class Presence {
   readonly #seen = new Map<string, number>();
   #revision = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
-  #watch: { stop(): void } | undefined;
+  readonly #follower: Follower;
   #beating = false;
   #beats = 0;
   #stopped = false;
@@ -76,6 +88,18 @@ export class Presence {
   /** A presence for `options.self`; nothing is written until {@linkcode start}. */
   constructor(options: PresenceOptions) {
     this.#options = options;
+    this.#follower = new Follower({
+      name: "nodes",
+      bucket: options.bucket,
+      apply: (entry) => this.#apply(entry),
+      // A listing is not proof of absence (during a NATS failover it can come back short): a
+      // node missing from it is gone only once this node has not seen it beat for a whole TTL.
+      reconcile: (listed) => {
+        this.#sweep(options.ttlMs, listed);
+        return Promise.resolve();
+      },
+      onStall: () => options.log.warn("cluster presence watch fell behind; reading it again"),
+    });
   }
 
   /** This node's name. */
@@ -98,13 +122,7 @@ export class Presence {
 
   /** (Re)starts the watch of the bucket and reads it whole (a watch may not survive a failover). */
   async refollow(): Promise<void> {
-    this.#watch?.stop();
-    const watch = await this.#options.bucket.watch({ include: "updates" });
-    this.#watch = watch;
-    (async () => {
-      for await (const entry of watch) this.#apply(entry);
-    })().catch(() => {});
-    await this.#scan();
+    await this.#follower.start();
   }
 
   /** Writes this node's entry now (NATS just came back: others may have seen it expire). */
@@ -133,7 +151,7 @@ export class Presence {
     if (this.#stopped) return;
     this.#stopped = true;
     clearInterval(this.#timer);
-    this.#watch?.stop();
+    this.#follower.stop();
     await this.#options.bucket.delete(this.node, { previousSeq: this.#revision }).catch(() => {});
   }
 
@@ -166,23 +184,25 @@ export class Presence {
     } finally {
       this.#beating = false;
     }
-    await this.#scan().catch(() => {});
+    try {
+      // The watch first: a stalled one is read again here, before the sweep judges by it.
+      if (await this.#follower.check()) {
+        this.#sweep(GONE_AFTER_TTLS * this.#options.ttlMs);
+      }
+    } catch {
+      // NATS is unreachable; the next beat checks again.
+    }
   }
 
-  /** Lists the live entries and reconciles: catches expiries a watch did not deliver. */
-  async #scan(): Promise<void> {
-    const live = new Set<string>();
-    for await (const key of await this.#options.bucket.keys()) live.add(key);
-    for (const key of live) {
-      const entry = await this.#options.bucket.get(key);
-      if (entry) this.#apply(entry);
-    }
-    // A listing is not proof of absence (during a NATS failover it can come back short): a node
-    // missing from it is gone only once this node has not seen it beat for a whole TTL.
+  /**
+   * Takes for gone every other node not seen beating for `unseenMs` (and, after a full read,
+   * not in `listed`): catches expiries whose marker the watch did not bring.
+   */
+  #sweep(unseenMs: number, listed?: ReadonlySet<string>): void {
     const now = Date.now();
     for (const info of [...this.#nodes.values()]) {
-      if (live.has(info.node) || info.node === this.node) continue;
-      if (now - (this.#seen.get(info.node) ?? 0) > this.#options.ttlMs) this.#gone(info);
+      if (info.node === this.node || listed?.has(info.node)) continue;
+      if (now - (this.#seen.get(info.node) ?? 0) > unseenMs) this.#gone(info);
     }
   }
 

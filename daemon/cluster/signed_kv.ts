@@ -165,6 +165,9 @@ export function signedBucket(raw: RawBucket, options: SignedBucketOptions): KvBu
       return entry && believe(entry);
     },
     delete: (key, deleteOptions) => raw.delete(key, deleteOptions),
+    // A number, not a record: nothing to sign. A forged write raises it, and its watch entry
+    // (refused, seen as a deletion) carries the same revision, so a follower is not misled.
+    lastRevision: () => raw.lastRevision(),
     async watch(watchOptions) {
       const inner = await raw.watch(watchOptions);
       return {
