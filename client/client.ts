@@ -331,10 +331,13 @@ export class Client extends Emitter<ClientEvents> {
 
   /**
    * Opens a stream to `target` (`host:port`) through the daemon. The daemon checks its allowlist
-   * and dials; a refusal arrives as a reset of the stream whose error names the reason.
+   * and dials; a refusal arrives as a reset of the stream whose error names the reason. With
+   * `confirm`, the stream's first byte is 0, sent once the target is connected (before its bytes).
    */
-  open(target: string): Stream {
-    return this.#openWith({ kind: "forward", target });
+  open(target: string, options: { confirm?: boolean } = {}): Stream {
+    return this.#openWith(
+      options.confirm ? { kind: "forward", target, confirm: "1" } : { kind: "forward", target },
+    );
   }
 
   /**
