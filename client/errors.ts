@@ -24,6 +24,7 @@ export type ClientErrorCode =
   | "tunnel_closed"
   | "local_dial_failed"
   | "forward_failed"
+  | "socks_refused"
   | StreamResetCode;
 
 /** Why the daemon (or the other client) reset a stream, as a {@linkcode ClientError} code. */

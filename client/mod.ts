@@ -25,6 +25,8 @@ export type {
   HealthInfo,
   OfferOptions,
   RetryInfo,
+  SocksOptions,
+  SocksServer,
   Tunnel,
 } from "./client.ts";
 export { connectHa, HaClient } from "./ha_client.ts";
@@ -36,5 +38,6 @@ export { Emitter } from "./emitter.ts";
 export type { HostResolver } from "./connect/dial_server.ts";
 export type { BackoffOptions } from "./connect/backoff.ts";
 export { ClientError, describeStreamError } from "./errors.ts";
+export { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks.ts";
 export type { ClientErrorCode, StreamResetCode } from "./errors.ts";
 export { Stream } from "../protocol/stream.ts";
