@@ -78,6 +78,8 @@ export function socksReplyForReset(resetCode: number | undefined): number {
       return SocksReply.ConnectionRefused;
     case ResetReason.DialTimeout:
       return SocksReply.TtlExpired;
+    case ResetReason.NetworkUnreachable:
+      return SocksReply.NetworkUnreachable;
     default:
       return SocksReply.GeneralFailure;
   }

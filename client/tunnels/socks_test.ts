@@ -309,6 +309,7 @@ describe("SOCKS5 front (daemon in process)", () => {
       [ResetReason.DialFailed, 4],
       [ResetReason.DialRefused, 5],
       [ResetReason.DialTimeout, 6],
+      [ResetReason.NetworkUnreachable, 3],
       [ResetReason.LimitReached, 1],
       [ResetReason.BadHeader, 1],
       [undefined, 1],
