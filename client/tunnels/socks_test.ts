@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import type { Socket } from "node:net";
 import { SocksClient } from "socks";
 import { connect, type SocksServer } from "../client.ts";
+import { connectHa } from "../ha_client.ts";
 import type { Client } from "../client.ts";
 import type { ClientError } from "../errors.ts";
 import { Daemon } from "../../daemon/daemon.ts";
@@ -296,6 +297,56 @@ describe("SOCKS5 front (daemon in process)", () => {
       await waitFor(() => capped.stats.active === 0, "both to be gone");
     } finally {
       capped.close();
+    }
+  });
+
+  it("holds back a SOCKS client that writes and never reads, through the stream's backpressure", async () => {
+    // A raw socket: the socks client's keeps reading on its own, which would defeat the test.
+    const { socket, bytes } = await exchange(
+      Number(socks.address.split(":")[1]),
+      [[5, 1, 0, ...connectV4(echo.port)]],
+      12,
+    );
+    assert.deepEqual(bytes, [5, 0, ...socksReply(SocksReply.Succeeded)]);
+    socket.removeAllListeners("data");
+    // The echo answers everything; nobody reads its answers, so both directions fill up.
+    const limit = 1024 * 1024 * 1024;
+    const chunk = pattern(256 * 1024, 3);
+    let written = 0;
+    const pump = () => {
+      while (written < limit && !socket.destroyed) {
+        written += chunk.length;
+        if (!socket.write(chunk)) return;
+      }
+    };
+    socket.on("drain", pump);
+    socket.pause();
+    pump();
+    let last = -1, still = 0;
+    await waitFor(() => {
+      still = written === last ? still + 1 : 0;
+      last = written;
+      return still >= 10;
+    }, { timeoutMs: 60_000, intervalMs: 50, message: "the writer to be held back" });
+    assert.ok(written < limit, `the writer could write everything (${written} bytes)`);
+    socket.destroy();
+    await waitFor(() => socks.stats.active === 0, "the held connection to be gone");
+  });
+
+  it("serves an HA client's SOCKS through a ready session", async () => {
+    const ha = await connectHa([`tcp://${daemon.addresses.tcp}`], { token: TOKEN, sessions: 2 });
+    const front = await ha.socks({ listen: "127.0.0.1:0" });
+    try {
+      const got = await exchange(
+        Number(front.address.split(":")[1]),
+        [[5, 1, 0, ...connectV4(echo.port), ...text("ha")]],
+        14,
+      );
+      assert.deepEqual(got.bytes, [5, 0, ...socksReply(SocksReply.Succeeded), ...text("ha")]);
+      got.socket.destroy();
+    } finally {
+      front.close();
+      await ha.close();
     }
   });
 
