@@ -374,7 +374,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
           listen: server.address,
           auth: socks.user ? "username/password" : "none",
         });
-        return () => Promise.resolve(server.close());
+        return () => server.close();
       });
     }
     for (const offer of next.offers) {

@@ -6,6 +6,9 @@ import assert from "node:assert/strict";
 import process from "node:process";
 import { Buffer } from "node:buffer";
 import { execFile, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import {
   baseEnv,
   cleanup,
@@ -14,6 +17,7 @@ import {
   type DaemonProcess,
   newToken,
   pattern,
+  register,
   runCommand,
   runtimeArgs,
   startClient,
@@ -125,6 +129,44 @@ describe("tunnelmux client --socks, used by curl", { skip: !HAVE_CURL && "curl i
     assert.equal(wrong.code, 97, wrong.stderr);
     const none = await curl(["-x", `socks5h://127.0.0.1:${port}`, url]);
     assert.equal(none.code, 97, none.stderr);
+  });
+
+  it("takes a new password from its file on SIGHUP, and the old one no longer works", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tunnelmux-socks-"));
+    register(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, "client.jsonc");
+    writeFileSync(join(dir, "socks-password"), "pw-one-7f3a\n");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        socks: "127.0.0.1:0",
+        socksUser: "bob",
+        socksPasswordFile: "socks-password",
+      }),
+    );
+    const client = await startClient({ server: daemon.tcpUrl, token, args: ["--config", file] });
+    try {
+      const url = `http://127.0.0.1:${web.port}/hello`;
+      const first = await socksPort(client);
+      const before = await curl(["-x", `socks5h://bob:pw-one-7f3a@127.0.0.1:${first}`, url]);
+      assert.equal(before.stdout.toString(), "hello", before.stderr);
+      const from = client.logs().length;
+      writeFileSync(join(dir, "socks-password"), "pw-two-9c1e\n");
+      client.signal("SIGHUP");
+      await client.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
+      const entry = await client.waitForLog((e) => e.msg === "socks5 listening", 15_000, from);
+      const port = Number(String(entry.listen).split(":").pop());
+      const old = await curl(["-x", `socks5h://bob:pw-one-7f3a@127.0.0.1:${port}`, url]);
+      assert.equal(old.code, 97, old.stderr);
+      const now = await curl(["-x", `socks5h://bob:pw-two-9c1e@127.0.0.1:${port}`, url]);
+      assert.equal(now.stdout.toString(), "hello", now.stderr);
+      assert.ok(
+        !client.stderr().includes("pw-one-7f3a") && !client.stderr().includes("pw-two-9c1e"),
+        "the password is not logged",
+      );
+    } finally {
+      await client.stop();
+    }
   });
 });
 

@@ -59,8 +59,11 @@ export interface SocksServer {
     aToB: number;
     bToA: number;
   };
-  /** Stops listening; open connections continue. */
-  close(): void;
+  /**
+   * Stops listening; open connections continue. Resolves once the address can be bound again (a
+   * front restarted on its port, after a reload).
+   */
+  close(): Promise<void>;
 }
 
 /** The reply code that tells a SOCKS client why the daemon refused or failed a forward. */
@@ -182,7 +185,7 @@ export async function listenSocks(
   return {
     address: formatHostPort(listener.hostname, listener.port),
     stats,
-    close: () => void listener.close(),
+    close: () => listener.close(),
   };
 }
 

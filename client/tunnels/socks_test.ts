@@ -110,7 +110,7 @@ describe("SOCKS5 front (daemon in process)", () => {
     socks = await client.socks({ listen: "127.0.0.1:0" });
   });
   after(async () => {
-    socks.close();
+    await socks.close();
     await client.close();
     await daemon.stop();
     await echo.close();
@@ -263,7 +263,7 @@ describe("SOCKS5 front (daemon in process)", () => {
       );
       assert.ok(errors.some((e) => e.code === "socks_refused" && /wrong username/.test(e.message)));
     } finally {
-      guarded.close();
+      await guarded.close();
     }
   });
 
@@ -296,7 +296,7 @@ describe("SOCKS5 front (daemon in process)", () => {
       assert.equal(capped.stats.refused, 2);
       await waitFor(() => capped.stats.active === 0, "both to be gone");
     } finally {
-      capped.close();
+      await capped.close();
     }
   });
 
@@ -345,7 +345,7 @@ describe("SOCKS5 front (daemon in process)", () => {
       assert.deepEqual(got.bytes, [5, 0, ...socksReply(SocksReply.Succeeded), ...text("ha")]);
       got.socket.destroy();
     } finally {
-      front.close();
+      await front.close();
       await ha.close();
     }
   });
