@@ -8,6 +8,7 @@
  * const client = await connect("ws://127.0.0.1:7080/tunnel", { token: "…" });
  * const web = await client.expose({ local: "127.0.0.1:3000", remotePort: 8080 });
  * const db = await client.forward({ listen: "127.0.0.1:15432", target: "db.internal:5432" });
+ * const proxy = await client.socks({ listen: "127.0.0.1:1080" }); // targets on its allowlist
  * client.on("error", (error) => console.error(error.message));
  * ```
  *
