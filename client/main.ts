@@ -113,9 +113,9 @@ The token comes from TUNNELMUX_TOKEN or a file (--token-file, tokenFile), never 
 arguments are visible to every user of the machine in the process list. Every problem in the
 flags, variables and file is reported at once, named by its flag or its path in the file.
 
-Each --expose, --http, --tls, --forward, --socks, --offer and --use stands alone: one that cannot start
-(a port or name another client holds, one the daemon does not allow this client, a local port
-in use) is logged with its reason and left out, and the others run.
+Each --expose, --http, --tls, --forward, --socks, --offer and --use stands alone: one that
+cannot start (a port or name another client holds, one the daemon does not allow this client, a
+local port in use) is logged with its reason and left out, and the others run.
 
 Exit status: 0 after SIGTERM or SIGINT; 1 when the client gives up: settings that cannot work,
 a mistake retrying cannot fix (a URL at the wrong kind of listener, a refused token), no
