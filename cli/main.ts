@@ -25,7 +25,8 @@ Usage:
 Commands:
   daemon        run the daemon (embedded defaults: tunnels on 127.0.0.1:7000 over TCP and
                 ws://127.0.0.1:7080/tunnel, the admin API on 127.0.0.1:7081)
-  client        connect to a daemon: expose local services, forward, offer and use services
+  client        connect to a daemon: expose local services, forward (also as a SOCKS5 proxy),
+                offer and use services
   check         validate the daemon's configuration and report every error (daemon check)
   healthcheck   exit 0 if the daemon's admin API is ready (daemon healthcheck)
   token         print a new client token and the "sha256:…" form the daemon's config takes;

@@ -28,6 +28,7 @@ import { Emitter } from "./emitter.ts";
 import { ClientError } from "./errors.ts";
 import { type Forward, listenForward } from "./tunnels/forward_listener.ts";
 import { watchHealth } from "./tunnels/health_reports.ts";
+import { listenSocks, type SocksOptions, type SocksServer } from "./tunnels/socks.ts";
 import {
   newOfferRecord,
   type OfferOptions,
@@ -49,7 +50,7 @@ import {
 } from "./tunnels/expose.ts";
 import { acceptIncoming, type VisitorRoutes } from "./tunnels/visitors.ts";
 
-export type { ExposeOptions, Forward, OfferOptions, Tunnel };
+export type { ExposeOptions, Forward, OfferOptions, SocksOptions, SocksServer, Tunnel };
 
 /** Fatal codes that are retried once a session was up: answers of the wrong listener. */
 const RETRIED_ONCE_UP = new Set<string>(["wrong_protocol", "upgrade_refused"]);
@@ -331,10 +332,13 @@ export class Client extends Emitter<ClientEvents> {
 
   /**
    * Opens a stream to `target` (`host:port`) through the daemon. The daemon checks its allowlist
-   * and dials; a refusal arrives as a reset of the stream whose error names the reason.
+   * and dials; a refusal arrives as a reset of the stream whose error names the reason. With
+   * `confirm`, the stream's first byte is 0, sent once the target is connected (before its bytes).
    */
-  open(target: string): Stream {
-    return this.#openWith({ kind: "forward", target });
+  open(target: string, options: { confirm?: boolean } = {}): Stream {
+    return this.#openWith(
+      options.confirm ? { kind: "forward", target, confirm: "1" } : { kind: "forward", target },
+    );
   }
 
   /**
@@ -344,6 +348,16 @@ export class Client extends Emitter<ClientEvents> {
    */
   forward(options: { listen: string; target?: string; service?: string }): Promise<Forward> {
     return listenForward(options, () => this, (error) => this.emit("error", error));
+  }
+
+  /**
+   * A SOCKS5 server on `options.listen` (loopback unless credentials are set): every CONNECT is a
+   * forward to the target the SOCKS client names, resolved and checked against the allowlist by
+   * the daemon, and answered with the SOCKS reply code that says how that went. Failures are
+   * `error` events.
+   */
+  socks(options: SocksOptions): Promise<SocksServer> {
+    return listenSocks(options, () => this, (error) => this.emit("error", error));
   }
 
   /** Opens a stream to a named service another client offers. */

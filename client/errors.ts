@@ -24,6 +24,7 @@ export type ClientErrorCode =
   | "tunnel_closed"
   | "local_dial_failed"
   | "forward_failed"
+  | "socks_refused"
   | StreamResetCode;
 
 /** Why the daemon (or the other client) reset a stream, as a {@linkcode ClientError} code. */
@@ -38,7 +39,8 @@ export type StreamResetCode =
   | "not_authenticated"
   | "address_denied"
   | "resolve_failed"
-  | "idle_timeout";
+  | "idle_timeout"
+  | "network_unreachable";
 
 /** Reset reason codes (`tunnel/reset_reasons.ts`) → error codes. */
 const RESET_CODES: Record<number, ClientErrorCode> = {
@@ -58,6 +60,7 @@ const RESET_CODES: Record<number, ClientErrorCode> = {
   [ResetReason.AddressDenied]: "address_denied",
   [ResetReason.ResolveFailed]: "resolve_failed",
   [ResetReason.IdleTimeout]: "idle_timeout",
+  [ResetReason.NetworkUnreachable]: "network_unreachable",
 };
 
 const FATAL = new Set<ClientErrorCode>([

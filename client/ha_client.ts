@@ -21,6 +21,7 @@ import { Client, type ConnectOptions, type ExposeOptions, type OfferOptions } fr
 import { ClientError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
 import { type Forward, listenForward } from "./tunnels/forward_listener.ts";
+import { listenSocks, type SocksOptions, type SocksServer } from "./tunnels/socks.ts";
 
 /** Options of {@linkcode connectHa}: a client's, plus how many nodes to keep sessions to. */
 export interface HaOptions extends ConnectOptions {
@@ -154,6 +155,18 @@ export class HaClient extends Emitter<HaEvents> {
    */
   forward(options: { listen: string; target?: string; service?: string }): Promise<Forward> {
     return listenForward(options, () => {
+      const member = this.members.find((m) => m.state === "ready");
+      if (!member) throw new ClientError("not_connected", "no session is ready");
+      return member;
+    }, (error) => this.emit("error", error, -1));
+  }
+
+  /**
+   * A SOCKS5 server on `options.listen`; each CONNECT goes through the first session that is
+   * ready when it comes (see `Client.socks`).
+   */
+  socks(options: SocksOptions): Promise<SocksServer> {
+    return listenSocks(options, () => {
       const member = this.members.find((m) => m.state === "ready");
       if (!member) throw new ClientError("not_connected", "no session is ready");
       return member;

@@ -21,6 +21,7 @@ import { argsErrorMessage } from "../util/args_error.ts";
 import { watchFile } from "../util/watch_file.ts";
 import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
+import { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks.ts";
 import { Client } from "./client.ts";
 import {
   type ClientFlags,
@@ -40,7 +41,8 @@ Options:
                                TUNNELMUX_CLIENT_CONFIG): server, tokenFile, name, ca, ha,
                                reconnect, readyTimeoutMs, keepAliveIntervalMs,
                                keepAliveTimeoutMs, group, groupKeyFile, shared, proxyProtocol,
-                               health, healthIntervalMs, logFormat, and the lists expose,
+                               health, healthIntervalMs, logFormat, socks (ADDR, or true),
+                               socksUser, socksPasswordFile, and the lists expose,
                                http, tls, forward, offer, use
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
@@ -65,6 +67,16 @@ Options:
                                with its own certificate); repeatable
   --forward LISTEN=TARGET      listen on LISTEN (HOST:PORT) here; each connection goes through
                                the daemon to TARGET (HOST:PORT); repeatable
+  --socks [ADDR]               a SOCKS5 proxy on ADDR (HOST:PORT or PORT; default
+                               127.0.0.1:1080): each CONNECT is a forward to the target the
+                               SOCKS client names, the name resolved by the daemon and checked
+                               against this client's forward allowlist there (socks5h:// works;
+                               BIND, UDP ASSOCIATE and SOCKS4 are refused); a non-loopback ADDR
+                               needs credentials
+  --socks-user NAME            require username/password (RFC 1929) on the SOCKS proxy; the
+                               password comes from TUNNELMUX_SOCKS_PASSWORD or a file
+                               (--socks-password-file FILE, env TUNNELMUX_SOCKS_PASSWORD_FILE),
+                               never from a flag
   --offer NAME=LOCAL           offer named service NAME, served by LOCAL here; repeatable
   --use LISTEN=NAME            listen on LISTEN here for named service NAME; repeatable
   --name NAME                  how the daemon's logs call this client
@@ -101,9 +113,9 @@ The token comes from TUNNELMUX_TOKEN or a file (--token-file, tokenFile), never 
 arguments are visible to every user of the machine in the process list. Every problem in the
 flags, variables and file is reported at once, named by its flag or its path in the file.
 
-Each --expose, --http, --tls, --forward, --offer and --use stands alone: one that cannot start
-(a port or name another client holds, one the daemon does not allow this client, a local port
-in use) is logged with its reason and left out, and the others run.
+Each --expose, --http, --tls, --forward, --socks, --offer and --use stands alone: one that
+cannot start (a port or name another client holds, one the daemon does not allow this client, a
+local port in use) is logged with its reason and left out, and the others run.
 
 Exit status: 0 after SIGTERM or SIGINT; 1 when the client gives up: settings that cannot work,
 a mistake retrying cannot fix (a URL at the wrong kind of listener, a refused token), no
@@ -123,6 +135,9 @@ const OPTIONS = {
   http: { type: "string", multiple: true },
   tls: { type: "string", multiple: true },
   forward: { type: "string", multiple: true },
+  socks: { type: "string" },
+  "socks-user": { type: "string" },
+  "socks-password-file": { type: "string" },
   offer: { type: "string", multiple: true },
   use: { type: "string", multiple: true },
   name: { type: "string" },
@@ -146,7 +161,21 @@ const OPTIONS = {
 const FLAG_HINTS = {
   "--token": "the token is never a flag (the process list shows arguments to every user): " +
     "set TUNNELMUX_TOKEN or give --token-file FILE",
+  "--socks-password": "a password is never a flag (the process list shows arguments to every " +
+    "user): set TUNNELMUX_SOCKS_PASSWORD or give --socks-password-file FILE",
 };
+
+/**
+ * `--socks` may stand without its address (the default one): parseArgs wants a value for a string
+ * option, so a bare `--socks` (last, or before another option) gets the default spelled out.
+ */
+function defaultSocksAddress(args: string[]): string[] {
+  return args.map((arg, i) =>
+    arg === "--socks" && (i === args.length - 1 || args[i + 1].startsWith("-"))
+      ? `--socks=${DEFAULT_SOCKS_LISTEN}`
+      : arg
+  );
+}
 
 /** What is running now for each expose, forward, use and offer, by the text that asked for it. */
 type Running = Map<string, () => Promise<void>>;
@@ -156,7 +185,7 @@ type Running = Map<string, () => Promise<void>>;
  * code. Run directly, this file passes its own arguments.
  */
 export async function main(args: string[] = hostArgs()): Promise<number> {
-  args = [...args];
+  args = defaultSocksAddress(args);
   if (args[0] === "--") args.shift();
   let flags: ClientFlags & { help?: boolean; "watch-config"?: boolean };
   try {
@@ -283,6 +312,8 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
 
   const sdk = ha ?? client;
   const running: Running = new Map();
+  /** The password the running SOCKS front checks, to tell when a reload changes it. */
+  let socksPassword: string | undefined;
   /**
    * Starts what `next` asks for and `running` lacks; stops what it no longer asks for. Each
    * stands or falls alone: one refused is logged with its reason and left out. Resolves with how
@@ -290,13 +321,17 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
    */
   const apply = async (next: ClientSettings): Promise<number> => {
     let failed = 0;
+    const socks = next.socks;
+    // The password is no part of the key (keys are logged): a new one restarts the front.
+    const socksKey = socks && `socks ${socks.listen}${socks.user ? ` user ${socks.user}` : ""}`;
     const wanted = new Set([
       ...next.exposes.map((e) => `expose ${e.key}`),
       ...next.forwards.map((f) => f.key),
+      ...(socksKey ? [socksKey] : []),
       ...next.offers.map((o) => `offer ${o.key}`),
     ]);
     for (const [key, stop] of [...running]) {
-      if (wanted.has(key)) continue;
+      if (wanted.has(key) && !(key === socksKey && socks!.password !== socksPassword)) continue;
       running.delete(key);
       await stop().catch(() => {});
       log.info("stopped", { what: key });
@@ -329,6 +364,17 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
           log.info("forwarding", { listen: forward.address, target: spec.target });
         } else log.info("using service", { listen: forward.address, service: spec.service });
         return () => Promise.resolve(forward.close());
+      });
+    }
+    if (socks && socksKey) {
+      await start(socksKey, async () => {
+        const server = await sdk.socks(socks);
+        socksPassword = socks.password;
+        log.info("socks5 listening", {
+          listen: server.address,
+          auth: socks.user ? "username/password" : "none",
+        });
+        return () => server.close();
       });
     }
     for (const offer of next.offers) {

@@ -8,6 +8,7 @@
  * const client = await connect("ws://127.0.0.1:7080/tunnel", { token: "…" });
  * const web = await client.expose({ local: "127.0.0.1:3000", remotePort: 8080 });
  * const db = await client.forward({ listen: "127.0.0.1:15432", target: "db.internal:5432" });
+ * const proxy = await client.socks({ listen: "127.0.0.1:1080" }); // targets on its allowlist
  * client.on("error", (error) => console.error(error.message));
  * ```
  *
@@ -25,6 +26,8 @@ export type {
   HealthInfo,
   OfferOptions,
   RetryInfo,
+  SocksOptions,
+  SocksServer,
   Tunnel,
 } from "./client.ts";
 export { connectHa, HaClient } from "./ha_client.ts";
@@ -36,5 +39,6 @@ export { Emitter } from "./emitter.ts";
 export type { HostResolver } from "./connect/dial_server.ts";
 export type { BackoffOptions } from "./connect/backoff.ts";
 export { ClientError, describeStreamError } from "./errors.ts";
+export { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks.ts";
 export type { ClientErrorCode, StreamResetCode } from "./errors.ts";
 export { Stream } from "../protocol/stream.ts";

@@ -34,6 +34,7 @@ function readTextFile(path: string): string {
   return nodeBuiltin("node:fs").readFileSync(path, "utf8");
 }
 import type { HealthOptions } from "./tunnels/health_check.ts";
+import { DEFAULT_SOCKS_LISTEN, socksOptionsProblem } from "./tunnels/socks.ts";
 
 /** The client command's flags, as parsed (each optional). */
 export interface ClientFlags {
@@ -44,6 +45,9 @@ export interface ClientFlags {
   http?: string[];
   tls?: string[];
   forward?: string[];
+  socks?: string;
+  "socks-user"?: string;
+  "socks-password-file"?: string;
   offer?: string[];
   use?: string[];
   name?: string;
@@ -77,6 +81,14 @@ export interface ForwardSpec {
   readonly service?: string;
 }
 
+/** The SOCKS5 front: where it listens, and the credentials it requires, if any. */
+export interface SocksSpec {
+  /** `HOST:PORT`. */
+  readonly listen: string;
+  readonly user?: string;
+  readonly password?: string;
+}
+
 /** A named service to offer. */
 export interface OfferSpec {
   /** `NAME=LOCAL`, as written. */
@@ -104,6 +116,8 @@ export interface ClientSettings {
   readonly logFormat: "auto" | "pretty" | "json";
   readonly exposes: ExposeSpec[];
   readonly forwards: ForwardSpec[];
+  /** The SOCKS5 front, when asked for. */
+  readonly socks?: SocksSpec;
   readonly offers: OfferSpec[];
 }
 
@@ -141,6 +155,9 @@ const FILE_KEYS = new Set([
   "http",
   "tls",
   "forward",
+  "socks",
+  "socksUser",
+  "socksPasswordFile",
   "offer",
   "use",
   "logFormat",
@@ -465,6 +482,56 @@ export function clientSettings(
     const listen = listenAddress(source, parts[0]);
     if (listen) forwards.push({ key: `use ${source.value}`, listen, service: parts[1] });
   }
+  /**
+   * The SOCKS5 front: `--socks [ADDR]` (or `socks`: an address, or true for the default one),
+   * its username (`--socks-user`, `socksUser`) and password (TUNNELMUX_SOCKS_PASSWORD, or a file:
+   * `--socks-password-file`, `socksPasswordFile`; never a flag, as the token is not).
+   */
+  const socksSettings = (): SocksSpec | undefined => {
+    const fileValue = file.socks;
+    let source: Sourced<string> | undefined = flag("socks", flags.socks);
+    if (!source && fileValue !== undefined && fileValue !== false) {
+      if (fileValue === true) source = { value: DEFAULT_SOCKS_LISTEN, where: "socks" };
+      else source = fileString("socks");
+    }
+    const userSource = flag("socks-user", flags["socks-user"]) ?? fileString("socksUser");
+    const passwordFile = flag("socks-password-file", flags["socks-password-file"]) ??
+      variable("TUNNELMUX_SOCKS_PASSWORD_FILE") ?? fileString("socksPasswordFile");
+    let password = variable("TUNNELMUX_SOCKS_PASSWORD")?.value;
+    if (passwordFile && (flags["socks-password-file"] !== undefined || password === undefined)) {
+      password = readSecret(passwordFile);
+    }
+    if (!source) {
+      // Variables may be set for every client of a machine; flags and the file speak for this one.
+      const stray = userSource ??
+        (passwordFile?.where !== "TUNNELMUX_SOCKS_PASSWORD_FILE" ? passwordFile : undefined);
+      if (stray) fail(stray.where, "SOCKS credentials need --socks (or socks)");
+      return undefined;
+    }
+    const listen = listenAddress(source, source.value);
+    if (!listen) return undefined;
+    const user = userSource?.value;
+    if (user !== undefined && password === undefined && !passwordFile) {
+      fail(
+        userSource!.where,
+        "a SOCKS username needs its password: TUNNELMUX_SOCKS_PASSWORD, --socks-password-file " +
+          "or socksPasswordFile",
+      );
+      return undefined;
+    }
+    if (user === undefined && password !== undefined) {
+      fail(
+        passwordFile?.where ?? "TUNNELMUX_SOCKS_PASSWORD",
+        "a SOCKS password needs its username: --socks-user or socksUser",
+      );
+      return undefined;
+    }
+    const spec = { listen, ...(user !== undefined ? { user, password } : {}) };
+    const problem = socksOptionsProblem(spec);
+    if (problem) fail(source.where, problem);
+    return problem ? undefined : spec;
+  };
+  const socks = socksSettings();
   const offers: OfferSpec[] = [];
   for (const source of list("offer")) {
     const parts = pair(source);
@@ -476,10 +543,13 @@ export function clientSettings(
       options: { ...(group !== undefined ? { group, groupKey } : {}), health },
     });
   }
-  if (exposes.length + forwards.length + offers.length === 0 && errors.length === 0) {
+  if (
+    exposes.length + forwards.length + offers.length === 0 && !socks && errors.length === 0
+  ) {
     fail(
       "(client)",
-      "nothing to do: give --expose, --http, --tls, --forward, --offer or --use (see --help)",
+      "nothing to do: give --expose, --http, --tls, --forward, --socks, --offer or --use " +
+        "(see --help)",
     );
   }
 
@@ -500,6 +570,7 @@ export function clientSettings(
       logFormat,
       exposes,
       forwards,
+      ...(socks ? { socks } : {}),
       offers,
     },
   };

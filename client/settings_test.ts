@@ -176,4 +176,58 @@ describe("clientSettings", () => {
     const bad = clientSettings({ flags: { ...base, "ready-timeout-ms": "soon" }, env });
     assert.deepEqual(bad.errors.map((e) => e.where), ["--ready-timeout-ms"]);
   });
+
+  it("--socks [ADDR]: alone is enough, a bare port is loopback, credentials as the token is read", () => {
+    const env = { TUNNELMUX_TOKEN: TOKEN };
+    const server = ["tcp://a:1"];
+    const alone = clientSettings({ flags: { server, socks: "1081" }, env });
+    assert.deepEqual(alone.errors, []);
+    assert.deepEqual(alone.settings!.socks, { listen: "127.0.0.1:1081" });
+    const file = join(dir, "socks.jsonc");
+    writeFileSync(join(dir, "socks-password"), "from a file\n");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        server,
+        socks: true,
+        socksUser: "alice",
+        socksPasswordFile: "socks-password",
+      }),
+    );
+    const fromFile = clientSettings({ flags: { config: file }, env });
+    assert.deepEqual(fromFile.settings!.socks, {
+      listen: "127.0.0.1:1080",
+      user: "alice",
+      password: "from a file",
+    });
+    const open = clientSettings({
+      flags: { server, socks: "0.0.0.0:1080", "socks-user": "bob" },
+      env: { ...env, TUNNELMUX_SOCKS_PASSWORD: "from the environment" },
+    });
+    assert.deepEqual(open.settings!.socks, {
+      listen: "0.0.0.0:1080",
+      user: "bob",
+      password: "from the environment",
+    });
+  });
+
+  it("--socks on a public address without credentials is refused, saying why", () => {
+    const env = { TUNNELMUX_TOKEN: TOKEN };
+    const server = ["tcp://a:1"];
+    const said = (flags: Record<string, string>, extra: Record<string, string> = {}) =>
+      clientSettings({ flags: { server, ...flags }, env: { ...env, ...extra } }).errors
+        .map((e) => `${e.where}: ${e.message}`);
+    assert.match(said({ socks: "0.0.0.0:1080" })[0], /^--socks: .*not a loopback.*password/);
+    assert.match(said({ socks: "1080", "socks-user": "a" })[0], /^--socks-user: .*password/);
+    assert.match(
+      said({ socks: "1080" }, { TUNNELMUX_SOCKS_PASSWORD: "x" })[0],
+      /^TUNNELMUX_SOCKS_PASSWORD: .*username/,
+    );
+    assert.match(
+      clientSettings({ flags: { server, expose: ["1=127.0.0.1:2"], "socks-user": "a" }, env })
+        .errors.map((e) => e.message)[0],
+      /need --socks/,
+    );
+    assert.match(said({ socks: "nowhere" })[0], /^--socks: bad listen address/);
+  });
 });

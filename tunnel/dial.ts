@@ -11,7 +11,7 @@ import { ResetReason } from "./reset_reasons.ts";
 import { sharedDeadlines } from "../util/deadlines.ts";
 
 /** Why a dial failed. */
-export type DialFailure = "refused" | "timeout" | "failed";
+export type DialFailure = "refused" | "timeout" | "unreachable" | "failed";
 
 /** A dial that did not produce a connection. */
 export class DialError extends Error {
@@ -34,12 +34,14 @@ export function dialFailureOf(error: unknown): DialFailure {
 const DIAL_RESET = {
   refused: ResetReason.DialRefused,
   timeout: ResetReason.DialTimeout,
+  unreachable: ResetReason.NetworkUnreachable,
   failed: ResetReason.DialFailed,
 } as const satisfies Record<DialFailure, ResetReason>;
 
 /**
  * The reset reason that tells a stream's opener why its target could not be dialed: refused,
- * timed out, or `DialFailed` for anything else (unreachable, name not found, not a DialError).
+ * timed out, its network unreachable, or `DialFailed` for anything else (a host unreachable, a
+ * name not found, not a DialError).
  *
  * @example
  * ```ts
@@ -86,11 +88,13 @@ export function dialTcp(
         settled = true;
         // Deno names the error class, Node and Bun set an errno code.
         const refused = error.name === "ConnectionRefused" || error.code === "ECONNREFUSED";
+        const unreachable = error.name === "NetworkUnreachable" || error.code === "ENETUNREACH";
         // The runtime's own message repeats the address (Node: "connect ECONNREFUSED host:port").
         const message = refused
           ? `${hostname}:${port} refused the connection`
           : `${hostname}:${port}: ${error.message}`;
-        reject(new DialError(refused ? "refused" : "failed", message, { cause: error }));
+        const reason = refused ? "refused" : unreachable ? "unreachable" : "failed";
+        reject(new DialError(reason, message, { cause: error }));
       },
     );
   });

@@ -53,6 +53,27 @@ describe("resetReasonForDial", () => {
     assert.equal(resetReasonForDial(new DialError("refused", "x")), ResetReason.DialRefused);
     assert.equal(resetReasonForDial(new DialError("timeout", "x")), ResetReason.DialTimeout);
     assert.equal(resetReasonForDial(new DialError("failed", "x")), ResetReason.DialFailed);
+    assert.equal(
+      resetReasonForDial(new DialError("unreachable", "x")),
+      ResetReason.NetworkUnreachable,
+    );
+  });
+
+  it("tells an unreachable network from other failures, in each runtime's words", async () => {
+    const failures: [Error, string][] = [
+      [Object.assign(new Error("connect ENETUNREACH"), { code: "ENETUNREACH" }), "unreachable"],
+      [
+        Object.assign(new Error("Network is unreachable"), { name: "NetworkUnreachable" }),
+        "unreachable",
+      ],
+      [Object.assign(new Error("connect EHOSTUNREACH"), { code: "EHOSTUNREACH" }), "failed"],
+    ];
+    for (const [cause, reason] of failures) {
+      await assert.rejects(
+        dialTcp("10.0.0.1", 80, 5_000, () => Promise.reject(cause)),
+        (error: unknown) => error instanceof DialError && error.reason === reason,
+      );
+    }
   });
 
   it("counts anything that is not a DialError as failed", () => {

@@ -40,6 +40,8 @@ export const ResetReason = {
   ResolveFailed: 14,
   /** The connection sat idle past the idle timeout. */
   IdleTimeout: 15,
+  /** The target's network could not be reached (no route to it). */
+  NetworkUnreachable: 16,
 } as const;
 
 /** A reset reason code. */
@@ -66,6 +68,7 @@ const TEXT: Record<number, string> = {
   [ResetReason.AddressDenied]: "link-local, unspecified and multicast targets are not allowed",
   [ResetReason.ResolveFailed]: "the target name did not resolve",
   [ResetReason.IdleTimeout]: "idle for too long",
+  [ResetReason.NetworkUnreachable]: "the target's network could not be reached",
 };
 
 /**

@@ -25,7 +25,10 @@ export const MAX_STREAM_HEADER_BODY = 4096;
 export const StreamKind = {
   /** The client's control channel: framed control messages (see `control.ts`). */
   control: 1,
-  /** Client → daemon: connect me to `target`. */
+  /**
+   * Client → daemon: connect me to `target`. With `confirm: "1"` the daemon sends one byte, 0,
+   * once the target is connected and before any of its bytes (a SOCKS front needs to know).
+   */
   forward: 2,
   /** Daemon → client: a visitor arrived on reverse tunnel `tunnel`. */
   visitor: 3,
@@ -38,7 +41,7 @@ export const StreamKind = {
 /** What a stream is. */
 export type StreamHeader =
   | { kind: "control" }
-  | { kind: "forward"; target: string }
+  | { kind: "forward"; target: string; confirm?: "1" }
   | { kind: "visitor"; tunnel: string; remote: string; local: string }
   | { kind: "service"; service: string; from?: string }
   | { kind: "echo" };
@@ -59,13 +62,16 @@ const KIND_NAMES = new Map<number, StreamHeader["kind"]>(
 /** The string fields each kind requires (and may have). */
 const FIELDS: Record<StreamHeader["kind"], { required: string[]; optional: string[] }> = {
   control: { required: [], optional: [] },
-  forward: { required: ["target"], optional: [] },
+  forward: { required: ["target"], optional: ["confirm"] },
   visitor: { required: ["tunnel", "remote", "local"], optional: [] },
   service: { required: ["service"], optional: ["from"] },
   echo: { required: [], optional: [] },
 };
 
 const MAX_FIELD_LENGTH = 512;
+
+/** Fields that are flags rather than free text, and the one value each may have. */
+const FLAG_VALUES: Record<string, string> = { confirm: "1" };
 
 // One of each per process: every visitor's stream header goes through them.
 const encoder = new TextEncoder();
@@ -134,6 +140,9 @@ function checkFields(kind: StreamHeader["kind"], fields: unknown): StreamHeader 
     }
     if (typeof value !== "string" || value.length === 0 || value.length > MAX_FIELD_LENGTH) {
       throw new StreamHeaderError(`field "${name}" must be a non-empty string`);
+    }
+    if (name in FLAG_VALUES && value !== FLAG_VALUES[name]) {
+      throw new StreamHeaderError(`field "${name}" must be "${FLAG_VALUES[name]}"`);
     }
     header[name] = value;
   }

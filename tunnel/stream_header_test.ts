@@ -11,6 +11,7 @@ import {
 const HEADERS: StreamHeader[] = [
   { kind: "control" },
   { kind: "forward", target: "db.internal:5432" },
+  { kind: "forward", target: "db.internal:5432", confirm: "1" },
   { kind: "visitor", tunnel: "t-1", remote: "203.0.113.9:50123", local: "127.0.0.1:8080" },
   { kind: "service", service: "ssh-box" },
   { kind: "service", service: "ssh-box", from: "laptop" },
@@ -57,6 +58,13 @@ describe("stream header", () => {
       ...new TextEncoder().encode('{"x":1}'),
     ], /unexpected/],
     ["invalid UTF-8", [1, 2, 0, 2, 0xff, 0xfe], /UTF-8/],
+    ["a flag with another value", [
+      1,
+      2,
+      0,
+      32,
+      ...new TextEncoder().encode('{"target":"a:1","confirm":"yes"}'),
+    ], /must be "1"/],
   ];
   for (const [name, bytes, message] of bad) {
     it(`rejects ${name}`, () => {

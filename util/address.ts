@@ -194,3 +194,16 @@ export function formatHostPort(host: string | undefined, port?: number): string 
   const shown = bracketHost(host);
   return port === undefined ? shown : `${shown}:${port}`;
 }
+
+/**
+ * Whether a listener on `host` is reachable from this machine only: `localhost`, 127.0.0.0/8, or
+ * `::1` (IPv4-mapped loopback included). Anything else, `0.0.0.0` and names included, is not.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const bare = unbracketHost(host);
+  if (bare.toLowerCase() === "localhost") return true;
+  const ip = parseIp(bare);
+  if (!ip) return false;
+  const b = unmapIPv4(ip).bytes;
+  return b.length === 4 ? b[0] === 127 : b.subarray(0, 15).every((x) => x === 0) && b[15] === 1;
+}

@@ -6,6 +6,7 @@ import {
   formatIp,
   type IpAddress,
   ipEquals,
+  isLoopbackHost,
   parseHostPort,
   parseIp,
   parseIPv4,
@@ -172,6 +173,19 @@ describe("splitHostPort", () => {
   it("gives undefined without a colon after the host, or with a bracket not closed before one", () => {
     for (const text of ["example.com", "[::1]", "[::1]80", "[::1", ""]) {
       assert.equal(splitHostPort(text), undefined, text);
+    }
+  });
+});
+
+describe("isLoopbackHost", () => {
+  it("tells loopback listen hosts from the rest", () => {
+    for (
+      const host of ["127.0.0.1", "127.9.8.7", "::1", "[::1]", "::ffff:127.0.0.1", "LocalHost"]
+    ) {
+      assert.equal(isLoopbackHost(host), true, host);
+    }
+    for (const host of ["0.0.0.0", "::", "10.0.0.1", "::2", "example.com", "128.0.0.1", ""]) {
+      assert.equal(isLoopbackHost(host), false, host);
     }
   });
 });

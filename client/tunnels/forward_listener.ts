@@ -24,8 +24,11 @@ export interface Forward {
 
 /** Opens streams through the daemon: a client, or the session an HA client picks. */
 export interface StreamSource {
-  /** A stream to `target` (`host:port`), through the daemon. */
-  open(target: string): Stream;
+  /**
+   * A stream to `target` (`host:port`), through the daemon; with `confirm` its first byte, 0,
+   * says the target is connected.
+   */
+  open(target: string, options?: { confirm?: boolean }): Stream;
   /** A stream to the named service. */
   openService(name: string): Stream;
 }

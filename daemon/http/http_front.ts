@@ -926,6 +926,7 @@ function noResponse(error: Error | undefined): string {
     case ResetReason.DialTimeout:
       return "the tunnel's local service did not answer in time";
     case ResetReason.DialFailed:
+    case ResetReason.NetworkUnreachable:
       return "the tunnel's local service could not be reached";
     default:
       return "the service closed without a response";

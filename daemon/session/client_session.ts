@@ -317,7 +317,7 @@ export class ClientSession implements SessionHandle {
                   reason,
                 });
               },
-            });
+            }, header.confirm === "1");
           case "service": {
             const decision = canUseService(client, header.service);
             if (!decision.ok) {

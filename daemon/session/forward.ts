@@ -2,7 +2,8 @@
  * Forward streams: a client asks the daemon to connect it to `host:port`. The target must match
  * the client's allowlist, its name is resolved and every resolved address checked, and the daemon
  * dials exactly the address it checked, so DNS cannot change the answer in between. Refusals go
- * back as a reset with a reason code, and are logged.
+ * back as a reset with a reason code, and are logged. A stream that asked for it (`confirm`) gets
+ * one byte, 0, once the target is connected: a SOCKS front answers its client only then.
  *
  * @module
  */
@@ -51,13 +52,15 @@ export function resetReasonForDenial(code: DenyCode): number {
 
 /**
  * Serves one forward stream to `target` (`host:port` as the client wrote it). `rest` is payload that
- * arrived with the stream header. Resolves when the stream is done.
+ * arrived with the stream header; with `confirm`, the byte 0 goes back before the target's bytes.
+ * Resolves when the stream is done.
  */
 export async function serveForward(
   stream: Stream,
   target: string,
   rest: Uint8Array,
   context: ForwardContext,
+  confirm = false,
 ): Promise<SpliceResult | undefined> {
   const log = context.log.child({ stream: stream.id, target });
   const split = /^(.*):(\d{1,5})$/.exec(target);
@@ -98,6 +101,8 @@ export async function serveForward(
     );
   }
   log.debug("forward connected", { ip: resolved.ip, rule: resolved.rule.text });
+  // A fresh byte each time: a written chunk is the stream's, which may frame it in place.
+  if (confirm) stream.write(Uint8Array.of(0));
   return splice(streamEnd(stream), transportEnd(socket), { aFirst: rest });
 }
 

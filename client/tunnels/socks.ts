@@ -1,0 +1,413 @@
+/**
+ * A SOCKS5 front on the client: a local listener whose every CONNECT becomes a forward stream to
+ * the target the SOCKS client names. The name is not resolved here: the daemon resolves it and
+ * checks the resolved address against this client's forward allowlist at dial time, exactly as for
+ * `--forward`, so the front is never an open proxy. The SOCKS reply waits for the daemon's answer
+ * (a `confirm` forward: its first byte says the target is connected; a refusal is a reset whose
+ * reason becomes the reply code).
+ *
+ * Bounded: a deadline on the handshake, one on the daemon's answer, a cap on connections at once,
+ * and the stream's backpressure in both directions as a forward has.
+ *
+ * @module
+ */
+
+import type { Stream } from "../../protocol/stream.ts";
+import type { Transport } from "../../protocol/transport.ts";
+import { listenTcp } from "../../transport/mod.ts";
+import { type PipeEnd, type PipeHandlers, splice, streamEnd } from "../../tunnel/splice.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { formatHostPort, isLoopbackHost, parseHostPort } from "../../util/address.ts";
+import { releaseBytes } from "../../util/buffer_pool.ts";
+import { type Deadline, sharedDeadlines } from "../../util/deadlines.ts";
+import { nodeBuiltin } from "../../util/host.ts";
+import { ClientError, describeStreamError } from "../errors.ts";
+import type { StreamSource } from "./forward_listener.ts";
+import { SocksParser, SocksReply, socksReply, type SocksTarget } from "./socks_parser.ts";
+
+/** Where the SOCKS front listens unless told otherwise. */
+export const DEFAULT_SOCKS_LISTEN = "127.0.0.1:1080";
+
+/** How a SOCKS front is set up. */
+export interface SocksOptions {
+  /** `host:port` to listen on (port 0 = any). A non-loopback address needs credentials. */
+  listen: string;
+  /** With `password`: require RFC 1929 username/password authentication. */
+  user?: string;
+  /** The password of `user`. */
+  password?: string;
+  /** From accept to a complete request, greeting and credentials included. Default 10 s. */
+  handshakeTimeoutMs?: number;
+  /** From the request to the daemon's answer (connected, or refused). Default 30 s. */
+  connectTimeoutMs?: number;
+  /** SOCKS connections at once, handshakes included; more are closed at accept. Default 256. */
+  maxConnections?: number;
+}
+
+/** A running SOCKS front. */
+export interface SocksServer {
+  /** The local address it listens on (the real port when 0 was asked for). */
+  readonly address: string;
+  /**
+   * Live counters: connections accepted, `active` now, `refused` (handshake failures, refused
+   * or failed CONNECTs, connections over the cap), and bytes `aToB` toward targets, `bToA` back.
+   */
+  readonly stats: {
+    connections: number;
+    active: number;
+    refused: number;
+    aToB: number;
+    bToA: number;
+  };
+  /**
+   * Stops listening; open connections continue. Resolves once the address can be bound again (a
+   * front restarted on its port, after a reload).
+   */
+  close(): Promise<void>;
+}
+
+/** The reply code that tells a SOCKS client why the daemon refused or failed a forward. */
+export function socksReplyForReset(resetCode: number | undefined): number {
+  switch (resetCode) {
+    case ResetReason.NotAllowed:
+    case ResetReason.LoopbackDenied:
+    case ResetReason.MetadataDenied:
+    case ResetReason.AddressDenied:
+      return SocksReply.NotAllowed;
+    case ResetReason.ResolveFailed:
+    case ResetReason.DialFailed:
+      return SocksReply.HostUnreachable;
+    case ResetReason.DialRefused:
+      return SocksReply.ConnectionRefused;
+    case ResetReason.DialTimeout:
+      return SocksReply.TtlExpired;
+    case ResetReason.NetworkUnreachable:
+      return SocksReply.NetworkUnreachable;
+    default:
+      return SocksReply.GeneralFailure;
+  }
+}
+
+/** Why a listen address and credentials cannot serve, or undefined when they can. */
+export function socksOptionsProblem(options: SocksOptions): string | undefined {
+  let hostname: string;
+  try {
+    hostname = parseHostPort(options.listen).hostname;
+  } catch (error) {
+    return (error as Error).message;
+  }
+  const user = options.user ?? "", password = options.password ?? "";
+  if ((user === "") !== (password === "")) {
+    return "a SOCKS username needs a password and a password a username";
+  }
+  if (
+    new TextEncoder().encode(user).length > 255 || new TextEncoder().encode(password).length > 255
+  ) {
+    return "a SOCKS username and password are at most 255 bytes each (RFC 1929)";
+  }
+  if (user === "" && !isLoopbackHost(hostname)) {
+    return `${options.listen} is not a loopback address: anyone who reaches it could use this ` +
+      "client's forwards, so a SOCKS front there needs a username and password (or listen on " +
+      "127.0.0.1)";
+  }
+  return undefined;
+}
+
+/**
+ * A check of RFC 1929 credentials against `user` and `password` that takes the same time
+ * whatever it is given: SHA-256 digests of both, compared without an early exit.
+ */
+function credentialCheck(
+  user: string,
+  password: string,
+): (user: Uint8Array, password: Uint8Array) => boolean {
+  // node:crypto on first use, not at start: its polyfill costs Deno tens of milliseconds to load.
+  const { createHash, timingSafeEqual } = nodeBuiltin("node:crypto");
+  const digest = (a: Uint8Array | string, b: Uint8Array | string) =>
+    new Uint8Array([
+      ...createHash("sha256").update(a).digest(),
+      ...createHash("sha256").update(b).digest(),
+    ]);
+  const expected = digest(user, password);
+  return (u, p) => timingSafeEqual(digest(u, p), expected);
+}
+
+/**
+ * Listens on `options.listen` and serves SOCKS5 CONNECT through streams from the source `via`
+ * returns at each request (which throws when no session can take one: the client then gets
+ * "general failure"). Throws a `TypeError` for a non-loopback address without credentials.
+ * Refusals and failures go to `onError`.
+ */
+export async function listenSocks(
+  options: SocksOptions,
+  via: () => StreamSource,
+  onError: (error: ClientError) => void,
+): Promise<SocksServer> {
+  const problem = socksOptionsProblem(options);
+  if (problem) throw new TypeError(problem);
+  const limits: Limits = {
+    handshakeTimeoutMs: options.handshakeTimeoutMs ?? 10_000,
+    connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
+  };
+  const maxConnections = options.maxConnections ?? 256;
+  const check = options.user ? credentialCheck(options.user, options.password!) : undefined;
+  const stats = { connections: 0, active: 0, refused: 0, aToB: 0, bToA: 0 };
+  let full = false;
+  const listener = await listenTcp(parseHostPort(options.listen), (local) => {
+    stats.connections++;
+    if (stats.active >= maxConnections) {
+      stats.refused++;
+      // Said once per spell at the cap, not once per connection a flood brings.
+      if (!full) {
+        onError(
+          new ClientError(
+            "limit_reached",
+            `socks: ${maxConnections} connections at once; closing new ones until some end`,
+          ),
+        );
+      }
+      full = true;
+      return local.close();
+    }
+    stats.active++;
+    new SocksConnection(local, {
+      parser: new SocksParser(check ? { credentials: check } : {}),
+      limits,
+      via,
+      stats,
+      onError,
+      done: () => {
+        stats.active--;
+        if (stats.active < maxConnections) full = false;
+      },
+    }).start();
+  });
+  return {
+    address: formatHostPort(listener.hostname, listener.port),
+    stats,
+    close: () => listener.close(),
+  };
+}
+
+interface Limits {
+  handshakeTimeoutMs: number;
+  connectTimeoutMs: number;
+}
+
+interface ConnectionContext {
+  parser: SocksParser;
+  limits: Limits;
+  via: () => StreamSource;
+  stats: SocksServer["stats"];
+  onError: (error: ClientError) => void;
+  /** The connection is closed. */
+  done: () => void;
+}
+
+/** How long a refused connection may linger, reading, after its reply and FIN. */
+const LINGER_MS = 2_000;
+
+/**
+ * One SOCKS connection: the handshake, the wait for the daemon, then a splice. The local socket is
+ * started once, with handlers that follow the phase: a transport takes its handlers only once.
+ */
+class SocksConnection {
+  readonly #local: Transport;
+  readonly #context: ConnectionContext;
+  #phase: "handshake" | "connecting" | "relay" | "refused" | "closed" = "handshake";
+  /** The one deadline of the current phase (handshake, the daemon's answer, lingering). */
+  #deadline: Deadline | undefined;
+  #stream: Stream | undefined;
+  #target: SocksTarget | undefined;
+  /** The splice's handlers for the local side, once relaying. */
+  #relay: PipeHandlers | undefined;
+  #localEnded = false;
+
+  constructor(local: Transport, context: ConnectionContext) {
+    this.#local = local;
+    this.#context = context;
+  }
+
+  start(): void {
+    this.#deadline = sharedDeadlines.add(this.#context.limits.handshakeTimeoutMs, () => {
+      if (this.#phase === "handshake") {
+        this.#context.stats.refused++;
+        this.#local.close();
+      }
+    });
+    this.#local.start({
+      // Chunks may be pooled: each is released here, or handed on with its claim to a write.
+      releases: true,
+      data: (chunk) => this.#onData(chunk),
+      drain: () => this.#relay?.drain(),
+      end: () => this.#onEnd(),
+      close: (error) => this.#onClose(error),
+    });
+  }
+
+  #onData(chunk: Uint8Array): void {
+    switch (this.#phase) {
+      case "handshake":
+        return this.#handshake(chunk);
+      case "connecting":
+        // The client spoke before the reply (optimistic data): it waits in the stream's window.
+        if (!this.#stream!.write(chunk)) this.#local.pause();
+        return;
+      case "relay":
+        return this.#relay!.data(chunk);
+      default:
+        releaseBytes(chunk);
+    }
+  }
+
+  #handshake(chunk: Uint8Array): void {
+    const step = this.#context.parser.push(chunk);
+    for (const reply of step.replies) this.#local.write(reply);
+    if (step.failure) {
+      releaseBytes(chunk);
+      this.#context.stats.refused++;
+      if (step.badCredentials) {
+        this.#context.onError(
+          new ClientError("socks_refused", `socks: ${this.#local.remoteAddress}: ${step.failure}`),
+        );
+      }
+      return this.#linger();
+    }
+    if (!step.connect) return releaseBytes(chunk);
+    this.#connect(step.connect, chunk, step.rest!);
+  }
+
+  /** The request is complete: open the stream, with the payload that came with the request. */
+  #connect(target: SocksTarget, chunk: Uint8Array, rest: Uint8Array): void {
+    this.#deadline?.cancel();
+    this.#target = target;
+    let stream: Stream;
+    try {
+      stream = this.#context.via().open(target.address, { confirm: true });
+    } catch (error) {
+      releaseBytes(chunk);
+      return this.#refuse(SocksReply.GeneralFailure, (error as Error).message);
+    }
+    this.#stream = stream;
+    this.#phase = "connecting";
+    if (rest.length > 0) {
+      if (!stream.write(rest)) this.#local.pause();
+    } else releaseBytes(chunk);
+    if (this.#localEnded) stream.end();
+    this.#deadline = sharedDeadlines.add(this.#context.limits.connectTimeoutMs, () => {
+      if (this.#phase !== "connecting") return;
+      stream.onClose = null;
+      stream.reset(ResetReason.None);
+      this.#refuse(
+        SocksReply.TtlExpired,
+        `no answer from the daemon within ${this.#context.limits.connectTimeoutMs} ms`,
+      );
+    });
+    stream.onDrain = () => this.#local.resume();
+    stream.onData = (data) => {
+      if (data.length === 0) return;
+      if (data[0] !== 0) {
+        stream.onClose = null;
+        stream.reset(ResetReason.None);
+        return this.#refuse(SocksReply.GeneralFailure, "the daemon's answer is not 0");
+      }
+      this.#connected(stream, data.subarray(1));
+    };
+    stream.onEnd = () => {
+      stream.onClose = null;
+      stream.reset(ResetReason.None);
+      this.#refuse(SocksReply.GeneralFailure, "the daemon ended the stream without an answer");
+    };
+    stream.onClose = (error) => {
+      const code = (error as { resetCode?: number } | undefined)?.resetCode;
+      const hint = code === ResetReason.BadHeader
+        ? " (a daemon older than this client cannot answer SOCKS requests)"
+        : "";
+      this.#refuse(
+        socksReplyForReset(code),
+        `${error ? describeStreamError(error) : "the stream closed"}${hint}`,
+      );
+    };
+  }
+
+  /** The daemon connected the target: reply, pass what the target already said, splice. */
+  #connected(stream: Stream, first: Uint8Array): void {
+    this.#deadline?.cancel();
+    this.#phase = "relay";
+    this.#local.write(socksReply(SocksReply.Succeeded));
+    if (first.length > 0) this.#local.write(first);
+    const local: PipeEnd = {
+      listen: (handlers) => {
+        this.#relay = handlers;
+        // An end that came while the daemon was dialing was passed on then; the splice needs it too.
+        if (this.#localEnded) handlers.end();
+      },
+      write: (chunk) => this.#local.write(chunk),
+      end: () => this.#local.end(),
+      pause: () => this.#local.pause(),
+      resume: () => this.#local.resume(),
+      abort: () => this.#local.close(),
+    };
+    const { stats, onError } = this.#context;
+    const target = this.#target!.address;
+    splice(local, streamEnd(stream), { counters: stats }).then((result) => {
+      if (result.error) {
+        onError(
+          new ClientError(
+            "forward_failed",
+            `socks CONNECT ${target}: ${describeStreamError(result.error)}`,
+          ),
+        );
+      }
+    });
+  }
+
+  /** Answers the SOCKS client with `code`, tells why, and closes. */
+  #refuse(code: number, why: string): void {
+    if (this.#phase === "closed" || this.#phase === "refused") return;
+    this.#context.stats.refused++;
+    this.#local.write(socksReply(code));
+    const target = this.#target ? ` ${this.#target.address}` : "";
+    this.#context.onError(new ClientError("forward_failed", `socks CONNECT${target}: ${why}`));
+    this.#linger();
+  }
+
+  /**
+   * After a refusal: FIN, and read what the client still sends until it closes (at most
+   * {@linkcode LINGER_MS}), so that closing with unread bytes does not reset the connection
+   * and take the reply with it.
+   */
+  #linger(): void {
+    this.#phase = "refused";
+    this.#deadline?.cancel();
+    this.#local.resume();
+    this.#local.end();
+    this.#deadline = sharedDeadlines.add(LINGER_MS, () => this.#local.close());
+  }
+
+  #onEnd(): void {
+    this.#localEnded = true;
+    switch (this.#phase) {
+      case "handshake":
+      case "refused":
+        return this.#local.close();
+      case "connecting":
+        return this.#stream!.end();
+      case "relay":
+        return this.#relay!.end();
+    }
+  }
+
+  #onClose(error?: Error): void {
+    const phase = this.#phase;
+    this.#phase = "closed";
+    this.#deadline?.cancel();
+    if (phase === "relay") this.#relay!.close(error);
+    else if (phase === "connecting") {
+      const stream = this.#stream!;
+      stream.onClose = null;
+      stream.reset(ResetReason.None);
+    }
+    this.#context.done();
+  }
+}
