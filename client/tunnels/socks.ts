@@ -14,13 +14,14 @@
 
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import { listenTcp } from "../../transport/mod.ts";
+import { listenTcp } from "../../transport/tcp.ts";
 import { type PipeEnd, type PipeHandlers, splice, streamEnd } from "../../tunnel/splice.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { formatHostPort, isLoopbackHost, parseHostPort } from "../../util/address.ts";
 import { releaseBytes } from "../../util/buffer_pool.ts";
 import { type Deadline, sharedDeadlines } from "../../util/deadlines.ts";
-import { nodeBuiltin } from "../../util/host.ts";
+import { constantTimeEqual } from "../../util/constant_time.ts";
+import { sha256 } from "../../util/sha256.ts";
 import { ClientError, describeStreamError } from "../errors.ts";
 import type { StreamSource } from "./forward_listener.ts";
 import { SocksParser, SocksReply, socksReply, type SocksTarget } from "./socks_parser.ts";
@@ -121,15 +122,10 @@ function credentialCheck(
   user: string,
   password: string,
 ): (user: Uint8Array, password: Uint8Array) => boolean {
-  // node:crypto on first use, not at start: its polyfill costs Deno tens of milliseconds to load.
-  const { createHash, timingSafeEqual } = nodeBuiltin("node:crypto");
   const digest = (a: Uint8Array | string, b: Uint8Array | string) =>
-    new Uint8Array([
-      ...createHash("sha256").update(a).digest(),
-      ...createHash("sha256").update(b).digest(),
-    ]);
+    new Uint8Array([...sha256(a), ...sha256(b)]);
   const expected = digest(user, password);
-  return (u, p) => timingSafeEqual(digest(u, p), expected);
+  return (u, p) => constantTimeEqual(digest(u, p), expected);
 }
 
 /**
