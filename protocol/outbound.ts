@@ -33,7 +33,13 @@ export class Outbound {
   #control = new Uint8Array(HEADER_LENGTH * 8);
   #controlLength = 0;
   #queuedPingReplies = 0;
-  #pending = new Set<Stream>();
+  // Streams with something to send, in the order they asked; each one's `_outboundQueued` says it
+  // is here. An array and a flag, not a Set: a Set that goes from one member to none and back on
+  // every round trip reallocates its table each time, and iterating it allocates an iterator.
+  // Counts rather than `length` (here and in the plan below): an array emptied by `length = 0`
+  // gives its storage up and allocates again at the next push.
+  #pending: (Stream | undefined)[] = [];
+  #pendingCount = 0;
   #scheduled = false;
   #writable = true;
   #closed = false;
@@ -49,6 +55,7 @@ export class Outbound {
   #planStreams: Stream[] = [];
   #planCredit: number[] = [];
   #planData: number[] = [];
+  #planCount = 0;
 
   /** Writes to `transport`, counting into `stats`. */
   constructor(transport: Transport, config: SessionConfig, stats: SessionStats) {
@@ -119,20 +126,25 @@ export class Outbound {
   /** The stream has something to send; it joins the next batch. */
   schedule(stream: Stream): void {
     if (this.#closed) return;
-    this.#pending.add(stream);
+    if (!stream._outboundQueued) {
+      stream._outboundQueued = true;
+      this.#pending[this.#pendingCount++] = stream;
+    }
     this.#schedule();
   }
 
   /** The transport drained: resume writing. */
   drained(): void {
     this.#writable = true;
-    if (this.#controlLength > 0 || this.#pending.size > 0) this.#schedule();
+    if (this.#controlLength > 0 || this.#pendingCount > 0) this.#schedule();
   }
 
   /** Stops writing for good; queued frames are dropped. */
   close(): void {
     this.#closed = true;
-    this.#pending.clear();
+    for (let i = 0; i < this.#pendingCount; i++) this.#pending[i]!._outboundQueued = false;
+    this.#pending = [];
+    this.#pendingCount = 0;
     this.#controlLength = 0;
   }
 
@@ -162,7 +174,7 @@ export class Outbound {
    */
   #assemble(): Uint8Array | null {
     const sendableTotal = this.#plan();
-    if (this.#planStreams.length === 0 && this.#controlLength === 0) return null;
+    if (this.#planCount === 0 && this.#controlLength === 0) return null;
     if (sendableTotal > this.#batchBudget) this.#shareBudget();
     const size = this.#batchSize();
     // Not zero-filled: every byte handed out (up to `at`) is written below, and zero-filling a
@@ -195,24 +207,31 @@ export class Outbound {
     const streams = this.#planStreams;
     const credits = this.#planCredit;
     const data = this.#planData;
-    streams.length = 0;
-    credits.length = 0;
-    data.length = 0;
+    let count = 0;
     let now = -1; // read the clock only if some stream returns credit
     let sendableTotal = 0;
-    for (const stream of this.#pending) {
+    const pending = this.#pending;
+    let kept = 0;
+    // The count is read on each turn: a stream scheduled meanwhile is planned too.
+    for (let i = 0; i < this.#pendingCount; i++) {
+      const stream = pending[i]!;
       if (now < 0 && stream._creditDue) now = performance.now();
       const credit = stream._takeCredit(now);
       const sendable = stream._sendable();
       if (credit === 0 && sendable === 0 && !stream._hasFlags && !stream._finDue()) {
-        this.#pending.delete(stream);
+        stream._outboundQueued = false;
         continue;
       }
-      streams.push(stream);
-      credits.push(credit);
-      data.push(sendable);
+      pending[kept++] = stream;
+      streams[count] = stream;
+      credits[count] = credit;
+      data[count] = sendable;
+      count++;
       sendableTotal += sendable;
     }
+    pending.fill(undefined, kept, this.#pendingCount);
+    this.#pendingCount = kept;
+    this.#planCount = count;
     return sendableTotal;
   }
 
@@ -221,12 +240,13 @@ export class Outbound {
     const data = this.#planData;
     const maxFrame = this.#config.maxDataFrameSize;
     let budget = this.#batchBudget;
-    const wants = data.slice();
-    data.fill(0);
+    const count = this.#planCount;
+    const wants = data.slice(0, count);
+    data.fill(0, 0, count);
     let progress = true;
     while (budget > 0 && progress) {
       progress = false;
-      for (let i = 0; i < wants.length && budget > 0; i++) {
+      for (let i = 0; i < count && budget > 0; i++) {
         const n = Math.min(wants[i] - data[i], maxFrame, budget);
         if (n > 0) {
           data[i] += n;
@@ -242,7 +262,7 @@ export class Outbound {
     const data = this.#planData;
     const maxFrame = this.#config.maxDataFrameSize;
     let size = this.#controlLength;
-    for (let i = 0; i < data.length; i++) {
+    for (let i = 0; i < this.#planCount; i++) {
       const n = data[i];
       if (this.#needsHeaderFrame(i)) size += HEADER_LENGTH;
       // Room for the data frames, and for a FIN frame after them should the data end the stream.
@@ -263,7 +283,7 @@ export class Outbound {
   /** Then window updates and flag-only frames (SYN, ACK, a FIN with no data before it). */
   #writeHeaderFrames(out: Uint8Array, at: number): number {
     const streams = this.#planStreams;
-    for (let i = 0; i < streams.length; i++) {
+    for (let i = 0; i < this.#planCount; i++) {
       const stream = streams[i];
       if (!this.#needsHeaderFrame(i)) continue;
       let flags = stream._takeFlags();
@@ -285,7 +305,7 @@ export class Outbound {
   #writeData(out: Uint8Array, at: number): number {
     const streams = this.#planStreams;
     const maxFrame = this.#config.maxDataFrameSize;
-    for (let i = 0; i < streams.length; i++) {
+    for (let i = 0; i < this.#planCount; i++) {
       let remaining = this.#planData[i];
       const stream = streams[i];
       while (remaining > 0) {
@@ -303,11 +323,25 @@ export class Outbound {
         this.#stats.framesOut.windowUpdate++;
         stream._finSent();
       }
+    }
+    this.#dropFinished();
+    return at;
+  }
+
+  /** Takes the streams with nothing left to send off the pending list, keeping the others' order. */
+  #dropFinished(): void {
+    const pending = this.#pending;
+    let kept = 0;
+    for (let i = 0; i < this.#pendingCount; i++) {
+      const stream = pending[i]!;
       if (stream._sendable() === 0 && !stream._finDue() && !stream._creditDue) {
-        this.#pending.delete(stream);
+        stream._outboundQueued = false;
+      } else {
+        pending[kept++] = stream;
       }
     }
-    return at;
+    pending.fill(undefined, kept, this.#pendingCount);
+    this.#pendingCount = kept;
   }
 
   /** A stream needs a header-only frame: credit to return, or flags/FIN that no data frame carries. */
@@ -320,7 +354,7 @@ export class Outbound {
 
   #notifyDrains(): void {
     const streams = this.#planStreams;
-    for (let i = 0; i < streams.length; i++) {
+    for (let i = 0; i < this.#planCount; i++) {
       const stream = streams[i];
       if (stream._drainDue()) stream.onDrain?.();
     }

@@ -77,6 +77,8 @@ export class Stream {
   bytesIn = 0;
   /** Payload bytes sent. */
   bytesOut = 0;
+  /** @internal Whether the session's outbound list holds this stream (its membership flag). */
+  _outboundQueued = false;
   /** Called when the stream is done for good; `error` is set if it was reset or failed. */
   onClose: ((error?: Error) => void) | null = null;
   /** Called when queued writes fell to half the high-water mark after `write()` returned false. */

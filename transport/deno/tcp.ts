@@ -196,36 +196,59 @@ export class DenoTcpTransport implements Transport {
     }
   }
 
-  readonly #startPump = () => void this.#pump();
+  readonly #startPump = () => this.#nextWrite();
+  // The chunk being written (given back whole once written) and its part not yet taken.
+  #chunk: Uint8Array | undefined;
+  #rest: Uint8Array | undefined;
 
-  /** Writes the queue out; `#writing` is set by whoever started it. */
-  async #pump(): Promise<void> {
-    try {
-      while (!this.#queue.empty && !this.#sink.closed) {
-        // Chunks queued during the previous write go out joined in one, when any is small: a
-        // write is an op and a system call, dearer than copying its bytes.
-        const chunk = this.#queue.takeJoined(MAX_BATCH);
-        let pending = chunk;
-        this.#inFlight = pending.length;
-        while (pending.length > 0) {
-          // conn.write may take only part of the buffer; loop until the kernel has all of it.
-          const n = await this.#conn.write(pending);
-          if (this.#sink.closed) return;
-          this.#inFlight -= n;
-          pending = pending.subarray(n);
-          if (this.#gate.drainDue(this.bufferedAmount)) this.#sink.drain();
-        }
-        // Written whole: the claim the writer passed with the chunk, if pooled, is given back.
-        releaseBytes(chunk);
-      }
-    } catch (error) {
-      this.#fail(error);
-      return;
-    } finally {
+  /**
+   * Writes the queue out, one `conn.write` at a time; `#writing` is set by whoever started it.
+   * Callbacks bound once, not an async loop: an async function started for every burst of writes
+   * allocated its frame and promises each time, most of a round trip's garbage.
+   */
+  #nextWrite(): void {
+    if (this.#queue.empty || this.#sink.closed) {
       this.#writing = false;
+      if (this.#gate.ending && !this.#sink.closed) void this.#shutdownWrite();
+      return;
     }
-    if (this.#gate.ending && !this.#sink.closed) await this.#shutdownWrite();
+    // Chunks queued during the previous write go out joined in one, when any is small: a write is
+    // an op and a system call, dearer than copying its bytes.
+    const chunk = this.#queue.takeJoined(MAX_BATCH);
+    this.#chunk = chunk;
+    this.#inFlight = chunk.length;
+    this.#write(chunk);
   }
+
+  #write(pending: Uint8Array): void {
+    this.#rest = pending;
+    this.#conn.write(pending).then(this.#written, this.#writeFailed);
+  }
+
+  readonly #written = (n: number): void => {
+    try {
+      if (this.#sink.closed) {
+        this.#writing = false;
+        return;
+      }
+      this.#inFlight -= n;
+      const rest = this.#rest!;
+      if (this.#gate.drainDue(this.bufferedAmount)) this.#sink.drain();
+      // conn.write may take only part of the buffer: write the rest until the kernel has it all.
+      if (n < rest.length) return this.#write(rest.subarray(n));
+      // Written whole: the claim the writer passed with the chunk, if pooled, is given back.
+      releaseBytes(this.#chunk!);
+      this.#chunk = this.#rest = undefined;
+      this.#nextWrite();
+    } catch (error) {
+      this.#writeFailed(error);
+    }
+  };
+
+  readonly #writeFailed = (error: unknown): void => {
+    this.#writing = false;
+    this.#fail(error);
+  };
 
   async #shutdownWrite(): Promise<void> {
     try {

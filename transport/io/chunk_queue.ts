@@ -33,8 +33,12 @@ export const JOIN_BELOW = 16 * 1024;
  * a large head chunk is handed out as views (no copy).
  */
 export class ChunkQueue {
-  #chunks: Uint8Array[] = [];
+  // Queued chunks are #chunks[#head] to #chunks[#tail - 1]; slots outside hold undefined. The
+  // array is kept when the queue empties (the indices go back to 0): a new array, or a length set
+  // to 0, would allocate again at the next push, on every round trip of a request and answer.
+  #chunks: (Uint8Array | undefined)[] = [];
   #head = 0;
+  #tail = 0;
   #bytes = 0;
 
   /** Queued bytes not yet taken. */
@@ -50,15 +54,19 @@ export class ChunkQueue {
   /** Appends a chunk; the queue now owns it. Empty chunks are ignored. */
   push(chunk: Uint8Array): void {
     if (chunk.length === 0) return;
-    this.#chunks.push(chunk);
+    this.#chunks[this.#tail++] = chunk;
     this.#bytes += chunk.length;
   }
 
   /** Puts a piece the socket refused back in front, to go out first. */
   unshift(message: Uint8Array): void {
     if (message.length === 0) return;
-    if (this.#head > 0) this.#chunks[--this.#head] = message;
-    else this.#chunks.unshift(message);
+    if (this.#head > 0) {
+      this.#chunks[--this.#head] = message;
+    } else {
+      this.#chunks.splice(0, 0, message);
+      this.#tail++;
+    }
     this.#bytes += message.length;
   }
 
@@ -67,7 +75,7 @@ export class ChunkQueue {
    * fills the piece alone (no copy), otherwise the next chunks joined, the last one possibly cut.
    */
   take(max: number): Uint8Array {
-    const first = this.#chunks[this.#head];
+    const first = this.#chunks[this.#head]!;
     if (first.length >= max) {
       const out = first.subarray(0, max);
       // The rest stays queued, so the piece needs a claim of its own when it leaves.
@@ -83,7 +91,7 @@ export class ChunkQueue {
     const out = new Uint8Array(size);
     let offset = 0;
     while (offset < size) {
-      const chunk = this.#chunks[this.#head];
+      const chunk = this.#chunks[this.#head]!;
       const n = Math.min(chunk.length, size - offset);
       out.set(n === chunk.length ? chunk : chunk.subarray(0, n), offset);
       offset += n;
@@ -102,13 +110,13 @@ export class ChunkQueue {
    */
   takeWrite(max: number): Uint8Array {
     const chunks = this.#chunks;
-    const first = chunks[this.#head];
+    const first = chunks[this.#head]!;
     let end = this.#head;
     let size = 0;
     while (
-      end < chunks.length && chunks[end].length < JOIN_BELOW && size + chunks[end].length <= max
+      end < this.#tail && chunks[end]!.length < JOIN_BELOW && size + chunks[end]!.length <= max
     ) {
-      size += chunks[end++].length;
+      size += chunks[end++]!.length;
     }
     if (end - this.#head <= 1) {
       this.#consumeHead(first, first.length);
@@ -130,9 +138,9 @@ export class ChunkQueue {
     let end = this.#head;
     let size = 0;
     let small = false;
-    while (end < chunks.length && size + chunks[end].length <= max) {
-      if (chunks[end].length < JOIN_BELOW) small = true;
-      size += chunks[end++].length;
+    while (end < this.#tail && size + chunks[end]!.length <= max) {
+      if (chunks[end]!.length < JOIN_BELOW) small = true;
+      size += chunks[end++]!.length;
     }
     if (!small || end - this.#head <= 1) return this.shift();
     const pooled = size > POOLED_JOIN ? acquireAtLeast(size)?.subarray(0, size) : undefined;
@@ -143,7 +151,7 @@ export class ChunkQueue {
   #joinInto(out: Uint8Array): Uint8Array {
     for (let offset = 0; offset < out.length;) {
       // Not a saved `chunks`: taking the head may compact the queue into a new array.
-      const chunk = this.#chunks[this.#head];
+      const chunk = this.#chunks[this.#head]!;
       out.set(chunk, offset);
       offset += chunk.length;
       this.#consumeHead(chunk, chunk.length);
@@ -154,12 +162,12 @@ export class ChunkQueue {
 
   /** The next chunk as it was pushed (or its rest, after a partial take), without removing it. */
   peek(): Uint8Array | undefined {
-    return this.#bytes === 0 ? undefined : this.#chunks[this.#head];
+    return this.#bytes === 0 ? undefined : this.#chunks[this.#head]!;
   }
 
   /** Removes and returns the next chunk whole, the same array {@linkcode peek} shows. */
   shift(): Uint8Array {
-    const first = this.#chunks[this.#head];
+    const first = this.#chunks[this.#head]!;
     this.#consumeHead(first, first.length);
     return first;
   }
@@ -168,6 +176,7 @@ export class ChunkQueue {
   clear(): void {
     this.#chunks = [];
     this.#head = 0;
+    this.#tail = 0;
     this.#bytes = 0;
   }
 
@@ -177,13 +186,15 @@ export class ChunkQueue {
       this.#chunks[this.#head] = chunk.subarray(n);
       return;
     }
-    this.#head++;
+    this.#chunks[this.#head++] = undefined;
     // Keep take() O(1) amortised without letting the dead prefix grow with total traffic.
-    if (this.#head === this.#chunks.length) {
-      this.#chunks = [];
-      this.#head = 0;
-    } else if (this.#head > 1024 && this.#head * 2 > this.#chunks.length) {
-      this.#chunks = this.#chunks.slice(this.#head);
+    if (this.#head === this.#tail) {
+      this.#head = this.#tail = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > this.#tail) {
+      const chunks = this.#chunks;
+      chunks.copyWithin(0, this.#head, this.#tail);
+      chunks.fill(undefined, this.#tail - this.#head, this.#tail);
+      this.#tail -= this.#head;
       this.#head = 0;
     }
   }
