@@ -192,9 +192,10 @@ export class ChunkQueue {
       this.#head = this.#tail = 0;
     } else if (this.#head > 1024 && this.#head * 2 > this.#tail) {
       const chunks = this.#chunks;
-      chunks.copyWithin(0, this.#head, this.#tail);
-      chunks.fill(undefined, this.#tail - this.#head, this.#tail);
-      this.#tail -= this.#head;
+      const live = this.#tail - this.#head;
+      for (let i = 0; i < live; i++) chunks[i] = chunks[this.#head + i];
+      for (let i = live; i < this.#tail; i++) chunks[i] = undefined;
+      this.#tail = live;
       this.#head = 0;
     }
   }
