@@ -70,11 +70,11 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
-/** Polls `probe` every 5 ms until it resolves true; rejects after the deadline. */
+/** Polls `probe` every 2 ms until it resolves true; rejects after the deadline. */
 async function until(probe: () => Promise<boolean>, what: string, since: number): Promise<void> {
   while (!(await probe())) {
     if (Date.now() - since > DEADLINE_MS) throw new Error(`${what}: not within ${DEADLINE_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await new Promise((resolve) => setTimeout(resolve, 2));
   }
 }
 
