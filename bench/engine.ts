@@ -25,6 +25,14 @@ import { currentRuntime } from "../util/runtime.ts";
 
 const PAYLOAD = new Uint8Array(1024).fill(7);
 
+/** Runs `once` 200 times to warm up, then `count` times one after another: runs per second. */
+async function streamsPerSecond(once: () => Promise<void>, count: number): Promise<number> {
+  for (let i = 0; i < 200; i++) await once();
+  const start = performance.now();
+  for (let i = 0; i < count; i++) await once();
+  return count / ((performance.now() - start) / 1000);
+}
+
 /** Streams per second of `count` sequential 1 KiB echo streams over tunnelmux in memory. */
 export async function tunnelmuxRate(count: number): Promise<number> {
   const [a, b] = memoryPair();
@@ -45,10 +53,7 @@ export async function tunnelmuxRate(count: number): Promise<number> {
       stream.onClose = (error) => error && reject(error);
       stream.write(PAYLOAD);
     });
-  for (let i = 0; i < 200; i++) await once();
-  const start = performance.now();
-  for (let i = 0; i < count; i++) await once();
-  const rate = count / ((performance.now() - start) / 1000);
+  const rate = await streamsPerSecond(once, count);
   client.destroy();
   server.destroy();
   return rate;
@@ -89,10 +94,7 @@ export async function yamuxJsRate(count: number): Promise<number> {
       stream.on("error", reject);
       stream.write(PAYLOAD);
     });
-  for (let i = 0; i < 200; i++) await once();
-  const start = performance.now();
-  for (let i = 0; i < count; i++) await once();
-  const rate = count / ((performance.now() - start) / 1000);
+  const rate = await streamsPerSecond(once, count);
   client.destroy();
   server.destroy();
   return rate;

@@ -15,19 +15,11 @@
  * @module
  */
 
-const encoder = new TextEncoder();
+import { mdPad } from "./md_pad.ts";
 
 /** The SHA-1 digest of `data` (20 bytes); a string is hashed as its UTF-8 bytes. */
 export function sha1(data: Uint8Array | string): Uint8Array {
-  const bytes = typeof data === "string" ? encoder.encode(data) : data;
-  const blocks = Math.ceil((bytes.length + 9) / 64);
-  const padded = new Uint8Array(blocks * 64);
-  padded.set(bytes);
-  padded[bytes.length] = 0x80;
-  const view = new DataView(padded.buffer);
-  const bits = bytes.length * 8;
-  view.setUint32(padded.length - 8, Math.floor(bits / 0x1_0000_0000));
-  view.setUint32(padded.length - 4, bits >>> 0);
+  const { padded, view } = mdPad(data);
   const h = Int32Array.from([0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0]);
   const w = new Int32Array(80);
   for (let block = 0; block < padded.length; block += 64) {

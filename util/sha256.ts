@@ -16,6 +16,8 @@
  * @module
  */
 
+import { mdPad } from "./md_pad.ts";
+
 const K = new Uint32Array([
   0x428a2f98,
   0x71374491,
@@ -94,21 +96,9 @@ const INITIAL = [
   0x5be0cd19,
 ];
 
-const encoder = new TextEncoder();
-
 /** The SHA-256 digest of `data` (32 bytes); a string is hashed as its UTF-8 bytes. */
 export function sha256(data: Uint8Array | string): Uint8Array {
-  const bytes = typeof data === "string" ? encoder.encode(data) : data;
-  // The message, a 1 bit, zeros, and its length in bits as a 64-bit big-endian number, filling
-  // whole 64-byte blocks.
-  const blocks = Math.ceil((bytes.length + 9) / 64);
-  const padded = new Uint8Array(blocks * 64);
-  padded.set(bytes);
-  padded[bytes.length] = 0x80;
-  const view = new DataView(padded.buffer);
-  const bits = bytes.length * 8;
-  view.setUint32(padded.length - 8, Math.floor(bits / 0x1_0000_0000));
-  view.setUint32(padded.length - 4, bits >>> 0);
+  const { padded, view } = mdPad(data);
   const h = Int32Array.from(INITIAL);
   const w = new Int32Array(64);
   for (let block = 0; block < padded.length; block += 64) {
