@@ -40,8 +40,9 @@ Options:
                                TUNNELMUX_CLIENT_CONFIG): server, tokenFile, name, ca, ha,
                                reconnect, readyTimeoutMs, keepAliveIntervalMs,
                                keepAliveTimeoutMs, group, groupKeyFile, shared, proxyProtocol,
-                               health, healthIntervalMs, logFormat, and the lists expose,
-                               http, tls, forward, offer, use
+                               health, healthIntervalMs, logFormat, httpPolicy (the HTTP
+                               tunnels' policy.http: see docs/policy.md), and the lists expose,
+                               http, tls, forward, offer, use, basicAuth
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
@@ -60,6 +61,11 @@ Options:
                                where it has a certificate for the name) whose Host is NAME (a
                                label under the daemon's domain, or a full host name the daemon
                                allows this client) go to LOCAL (HOST:PORT); repeatable
+  --basic-auth USER:PASSWORD   every --http tunnel asks its visitors for basic auth; the
+                               password is hashed here (scrypt) and never sent; better
+                               USER:scrypt:… from "tunnelmux hash-password", since arguments
+                               show in the process list; repeatable (any listed user gets in)
+  --host-rewrite HOST[:PORT]   the Host header the --http tunnels' local services see
   --tls NAME=LOCAL             a TLS tunnel: connections to the daemon's HTTPS port whose TLS
                                server name is NAME go to LOCAL undecrypted (LOCAL serves TLS
                                with its own certificate); repeatable
@@ -121,6 +127,8 @@ const OPTIONS = {
   "token-file": { type: "string" },
   expose: { type: "string", multiple: true },
   http: { type: "string", multiple: true },
+  "basic-auth": { type: "string", multiple: true },
+  "host-rewrite": { type: "string" },
   tls: { type: "string", multiple: true },
   forward: { type: "string", multiple: true },
   offer: { type: "string", multiple: true },

@@ -189,6 +189,9 @@ export class WebFronts {
       onExchange: (exchange) =>
         this.#options.httpStats.record(exchange, route(exchange.host) !== undefined),
       acmeAnswer: this.#acme && ((token) => this.#acme?.httpAnswer(token)),
+      // Refusals by a tunnel's policy.http, by reason (basic_wrong, jwt_invalid, …): brute force
+      // shows in the daemon's events.
+      onRefused: (_host, reason) => this.#options.count(`http_policy_${reason}`),
     };
   }
 }

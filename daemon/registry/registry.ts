@@ -26,6 +26,8 @@ import type { Transport } from "../../protocol/transport.ts";
 import type { SpliceCounters } from "../../tunnel/splice.ts";
 import type { Balance } from "./route_choice.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
+import type { HttpGate } from "../http/http_gate.ts";
+import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
 
 /** How a client reached the daemon. */
 export type TransportKind = "tcp" | "tls" | "ws" | "wss";
@@ -109,6 +111,8 @@ export interface HostRoute {
   open(remote: string, local: string): Stream | undefined;
   /** Counts the bytes of one request {@linkcode open} was for, once it is over. */
   exchanged(bytesIn: number, bytesOut: number): void;
+  /** An HTTP tunnel's `policy.http` as the HTTP front applies it; undefined: none. */
+  readonly gate?: HttpGate;
 }
 
 /**
@@ -182,6 +186,8 @@ export interface HostClaim extends RouteClaim {
   readonly host: string;
   /** A TLS tunnel (its connections passed through), not an HTTP one. */
   readonly passthrough: boolean;
+  /** An HTTP tunnel's `policy.http`, so every node's HTTP front applies it. */
+  readonly http?: HttpPolicy;
 }
 
 /** The outcome of {@linkcode Registry.claimPort}. */

@@ -13,6 +13,7 @@ import type { ClientMessage } from "../../tunnel/control.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { claimableHost } from "../policy/host_names.ts";
+import { type HttpPolicy, parseHttpPolicy } from "../../tunnel/policy/http_policy.ts";
 import type { Registry } from "../registry/registry.ts";
 import { newTunnelId } from "../tunnels/open_tunnel.ts";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
@@ -76,6 +77,8 @@ export async function exposeHttp(
   }
   const named = claimableHost(name, client.expose.hosts, context.config().http.domain);
   if (!named.ok) return answer.fail("not_allowed", named.message);
+  const policy = httpPolicyOf(message.policy, passthrough);
+  if (!policy.ok) return answer.fail(policy.code, policy.error);
   // Visitors are sent where TLS works for the name, else to plain HTTP.
   const secure = passthrough || httpPort === undefined ||
     (httpsPort !== undefined && context.terminates(named.host));
@@ -94,6 +97,7 @@ export async function exposeHttp(
     host: named.host,
     passthrough,
     urls,
+    httpPolicy: policy.policy,
     label: message.label,
     visitorLimit: context.visitorLimit(client.name),
     log: context.log,
@@ -120,6 +124,55 @@ export async function exposeHttp(
     url,
   });
 }
+
+/**
+ * The `policy.http` of an expose request: checked strictly, and refused when it asks for a rule
+ * this daemon does not enforce yet (a rule ignored would leave the app open), or when the tunnel
+ * is a TLS one (its requests are never seen). Other keys of `policy` are refused too, until the
+ * daemon enforces them.
+ */
+function httpPolicyOf(
+  value: Record<string, unknown> | undefined,
+  passthrough: boolean,
+): { ok: true; policy: HttpPolicy | undefined } | {
+  ok: false;
+  code: "not_allowed";
+  error: string;
+} {
+  if (value === undefined) return { ok: true, policy: undefined };
+  for (const key of Object.keys(value)) {
+    if (key !== "http") {
+      return {
+        ok: false,
+        code: "not_allowed",
+        error: `policy.${key}: not enforced by this daemon`,
+      };
+    }
+  }
+  if (value.http === undefined) return { ok: true, policy: undefined };
+  if (passthrough) {
+    return {
+      ok: false,
+      code: "not_allowed",
+      error: "policy.http: a TLS tunnel's requests are not seen",
+    };
+  }
+  const parsed = parseHttpPolicy(value.http, "policy.http");
+  if (!parsed.ok) return { ok: false, code: "not_allowed", error: parsed.error };
+  for (const key of UNENFORCED) {
+    if (parsed.policy[key] !== undefined) {
+      return {
+        ok: false,
+        code: "not_allowed",
+        error: `policy.http.${key}: not enforced by this daemon yet`,
+      };
+    }
+  }
+  return { ok: true, policy: parsed.policy };
+}
+
+/** Rules of `policy.http` the HTTP front does not apply yet. */
+const UNENFORCED = ["oidc", "pathPrefix"] as const;
 
 /** `http://HOST[:PORT]/` or `https://…`, the scheme's default port left out. */
 function webUrl(secure: boolean, host: string, port: number): string {

@@ -103,6 +103,7 @@ export class SessionTunnels {
     return {
       host: tunnel.host!,
       passthrough: tunnel.passthrough,
+      ...(tunnel.httpPolicy ? { http: tunnel.httpPolicy } : {}),
       tunnel: tunnel.id,
       session: this.#context.sessionId,
       client: tunnel.client,

@@ -16,7 +16,7 @@
  */
 
 import { Buffer } from "node:buffer";
-import { randomBytes, scrypt, timingSafeEqual } from "node:crypto";
+import { randomBytes, scrypt, scryptSync, timingSafeEqual } from "node:crypto";
 
 /** The prefix of a password hash. */
 export const PASSWORD_HASH_PREFIX = "scrypt:";
@@ -73,6 +73,16 @@ export async function hashPassword(password: string): Promise<string> {
   const { N, r, p } = DEFAULT_COST;
   return `${PASSWORD_HASH_PREFIX}${N}:${r}:${p}:${salt.toString("base64url")}:${
     Buffer.from(key).toString("base64url")
+  }`;
+}
+
+/** As {@linkcode hashPassword}, blocking (for a command's settings, read once at start). */
+export function hashPasswordSync(password: string): string {
+  const salt = randomBytes(16);
+  const { N, r, p } = DEFAULT_COST;
+  const key = scryptSync(password, salt, 32, { ...DEFAULT_COST, maxmem: MAX_MEMORY + 1024 * 1024 });
+  return `${PASSWORD_HASH_PREFIX}${N}:${r}:${p}:${salt.toString("base64url")}:${
+    key.toString("base64url")
   }`;
 }
 
