@@ -305,8 +305,8 @@ describe("HTTP tunnels' policy.http", () => {
       /not_allowed: .*policy\.http\.basicAuth\[0\]\.password: unknown key/,
     );
     assert.match(
-      await refusal({ http: { oidc: { issuer: "https://idp.test", clientId: "c" } } }),
-      /not_allowed: .*policy\.http\.oidc: not enforced by this daemon yet/,
+      await refusal({ http: { pathPrefix: "/api" } }),
+      /not_allowed: .*policy\.http\.pathPrefix: not enforced by this daemon yet/,
     );
     assert.match(await refusal({ http: {} }, null), /not_allowed: .*only an HTTP tunnel/);
     assert.deepEqual(daemon.registry.tunnels().map((t) => t.host), []);

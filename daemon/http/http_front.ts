@@ -194,6 +194,8 @@ interface RoutedHead {
   keepFor: string | undefined;
   /** Bytes after the head (its body's first, or pipelined). */
   rest: Uint8Array;
+  /** The tunnel's policy let it through (and said who for the app), if it has a gate. */
+  verdict?: GateVerdict;
 }
 
 /**
@@ -513,7 +515,16 @@ class HttpConnection {
       keepFor,
       rest,
     };
-    const verdict = route.gate?.guards ? route.gate.check(head.fields) : undefined;
+    const verdict = route.gate?.guards
+      ? route.gate.check({
+        method,
+        target,
+        hostValue: authority ?? hostValue,
+        host: host!,
+        proto: this.#options.proto,
+        fields: head.fields,
+      })
+      : undefined;
     if (verdict instanceof Promise) {
       this.#phase = "gate";
       this.#visitor.pause();
@@ -524,6 +535,7 @@ class HttpConnection {
       return false;
     }
     if (verdict && !verdict.ok) return this.#gateRefused(routed, verdict);
+    routed.verdict = verdict;
     return this.#open(routed);
   }
 
@@ -536,6 +548,7 @@ class HttpConnection {
     this.#visitor.resume();
     this.#phase = "head";
     if (this.#visitorEnded) routed.keepFor = undefined;
+    routed.verdict = verdict;
     const kept = verdict?.ok ? this.#open(routed) : this.#gateRefused(routed, verdict);
     if (kept && this.#pending.length > 0) this.#startHead();
   }
@@ -549,9 +562,11 @@ class HttpConnection {
     verdict: Extract<GateVerdict, { ok: false }> | undefined,
   ): boolean {
     const status = verdict?.status ?? 401;
-    this.#options.onRefused?.(routed.host, verdict?.reason ?? "error");
+    // The login's redirects and pages are answers, not refusals.
+    if (status >= 400) this.#options.onRefused?.(routed.host, verdict?.reason ?? "error");
     this.#pending = routed.rest;
-    return this.#refuse(status, "unauthorized", routed.host, routed.keepFor, verdict?.fields);
+    const message = verdict?.message ?? "unauthorized";
+    return this.#refuse(status, message, routed.host, routed.keepFor, verdict?.fields);
   }
 
   /** Opens the request's stream and sends its head on; true when answered here and kept. */
@@ -599,7 +614,7 @@ class HttpConnection {
     ) => [name, name.toLowerCase() === "host" ? authority : value] as [string, string]);
     const out = this.#requestHead(
       authority === undefined ? routed.startLine : `${method} ${target} HTTP/1.${minor}`,
-      route.gate ? route.gate.requestFields(fields) : fields,
+      route.gate ? route.gate.requestFields(fields, routed.verdict) : fields,
       hostValue,
     );
     if (kept && body.kind === "none" && SAFE_METHODS.has(method)) exchange.replay = out;

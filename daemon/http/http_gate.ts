@@ -14,26 +14,44 @@
 
 import { createHash } from "node:crypto";
 import { Buffer } from "node:buffer";
-import { createRemoteJWKSet, customFetch, jwtVerify, type JWTVerifyGetKey } from "jose";
+import type { JWTVerifyGetKey } from "jose";
 import type { HeaderRules, HttpPolicy } from "../../tunnel/policy/http_policy.ts";
+import {
+  type LoginRequest,
+  type LoginVerdict,
+  OidcLogin,
+  withoutLoginCookies,
+} from "./oidc_login.ts";
 import {
   parsePasswordHash,
   type PasswordHash,
   verifyPassword,
 } from "../../tunnel/policy/password_hash.ts";
 
-/** A request's verdict: let through, or refused with the answer's status and fields. */
+/**
+ * A request's verdict: let through (with the fields saying who, for the app), or answered by the
+ * daemon with `status`, `fields` and the short text `message` (a refusal, or the login's own
+ * pages and redirects).
+ */
 export type GateVerdict =
-  | { ok: true }
+  | { ok: true; identity?: [string, string][] }
   | {
     ok: false;
-    /** 401. */
+    /** 401, or the login's 302, 403, 200 (logout). */
     status: number;
-    /** Fields of the answer (`WWW-Authenticate`). */
+    /** Fields of the answer (`WWW-Authenticate`, `Location`, `Set-Cookie`). */
     fields: [string, string][];
+    /** The answer's body. */
+    message: string;
     /** Why, for the daemon's counters (never sent to the visitor). */
-    reason: "basic_missing" | "basic_wrong" | "jwt_missing" | "jwt_invalid";
+    reason: string;
   };
+
+/** A request as the gate sees it. */
+export type GateRequest = LoginRequest;
+
+/** Fields the daemon writes for the app about an OIDC login; a visitor's own are dropped. */
+const IDENTITY_FIELDS = ["x-tunnelmux-user", "x-tunnelmux-email"];
 
 /** The realm basic auth names; the same for every tunnel, so it says nothing about one. */
 const REALM = "tunnelmux";
@@ -80,9 +98,15 @@ async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
   return new Response(Buffer.concat(chunks), { status: response.status });
 }
 
+/** jose, loaded with the first token (off the daemon's start path). */
+let jose: Promise<typeof import("jose")> | undefined;
+
 /** The key set at `url`: one per URL, the oldest forgotten past {@linkcode MAX_KEY_SETS}. */
-function keySet(url: string): JWTVerifyGetKey {
+async function keySet(url: string): Promise<JWTVerifyGetKey> {
   let found = keySets.get(url);
+  if (found) return found;
+  const { createRemoteJWKSet, customFetch } = await (jose ??= import("jose"));
+  found = keySets.get(url);
   if (found) return found;
   found = createRemoteJWKSet(new URL(url), {
     timeoutDuration: 5_000,
@@ -106,6 +130,7 @@ export class HttpGate {
   readonly #users = new Map<string, PasswordHash>();
   /** sha256 of an accepted `Authorization` value → when it stops being taken without scrypt. */
   readonly #verified = new Map<string, number>();
+  readonly #login: OidcLogin | undefined;
 
   /** A gate for `policy` (already checked by `parseHttpPolicy`). */
   constructor(policy: HttpPolicy) {
@@ -114,28 +139,67 @@ export class HttpGate {
       const parsed = parsePasswordHash(passwordHash);
       if (typeof parsed !== "string") this.#users.set(user, parsed);
     }
+    this.#login = policy.oidc && new OidcLogin(policy.oidc);
   }
 
   /** Whether requests must be checked at all (some auth is required). */
   get guards(): boolean {
-    return this.policy.basicAuth !== undefined || this.policy.jwt !== undefined;
+    return this.policy.basicAuth !== undefined || this.policy.jwt !== undefined ||
+      this.#login !== undefined;
   }
 
   /**
    * The verdict on a request with `fields`: at once when it needs no work (no auth, credentials
    * verified before), else a promise (scrypt, a JWKS fetch).
    */
-  check(fields: readonly [string, string][]): GateVerdict | Promise<GateVerdict> {
-    const authorization = fields.filter(([name]) => name.toLowerCase() === "authorization");
+  check(request: GateRequest): GateVerdict | Promise<GateVerdict> {
+    const authorization = request.fields.filter(([name]) => name.toLowerCase() === "authorization");
     const value = authorization.length === 1 ? authorization[0][1] : undefined;
-    if (this.policy.basicAuth) return this.#basic(value);
-    if (this.policy.jwt) return this.#jwt(value);
-    return { ok: true };
+    const first = this.policy.basicAuth
+      ? this.#basic(value)
+      : this.policy.jwt
+      ? this.#jwt(value)
+      : { ok: true } as const;
+    if (!this.#login) return first;
+    // Both required: the header's auth first, then the login.
+    const then = (verdict: GateVerdict) => verdict.ok ? this.#oidc(request) : verdict;
+    return first instanceof Promise ? first.then(then) : then(first);
   }
 
-  #refuse(reason: Extract<GateVerdict, { ok: false }>["reason"], challenge: string): GateVerdict {
+  async #oidc(request: GateRequest): Promise<GateVerdict> {
+    let verdict: LoginVerdict;
+    try {
+      verdict = await this.#login!.check(request);
+    } catch {
+      // The provider cannot be reached: nobody in, and nothing said about why.
+      verdict = {
+        ok: false,
+        status: 503,
+        fields: [],
+        message: "login unavailable",
+        reason: "oidc_error",
+      };
+    }
+    if (!verdict.ok) {
+      if (verdict.status >= 400) {
+        this.refused.set(verdict.reason, (this.refused.get(verdict.reason) ?? 0) + 1);
+      }
+      return verdict;
+    }
+    const identity: [string, string][] = [["x-tunnelmux-user", verdict.identity.sub]];
+    if (verdict.identity.email) identity.push(["x-tunnelmux-email", verdict.identity.email]);
+    return { ok: true, identity };
+  }
+
+  #refuse(reason: string, challenge: string): GateVerdict {
     this.refused.set(reason, (this.refused.get(reason) ?? 0) + 1);
-    return { ok: false, status: 401, fields: [["www-authenticate", challenge]], reason };
+    return {
+      ok: false,
+      status: 401,
+      fields: [["www-authenticate", challenge]],
+      message: "unauthorized",
+      reason,
+    };
   }
 
   #basic(value: string | undefined): GateVerdict | Promise<GateVerdict> {
@@ -169,7 +233,8 @@ export class HttpGate {
       /^bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+) *$/i.exec(value);
     if (!match) return this.#refuse("jwt_missing", `Bearer realm="${REALM}"`);
     try {
-      await jwtVerify(match[1], keySet(rule.jwksUrl), {
+      const { jwtVerify } = await (jose ??= import("jose"));
+      await jwtVerify(match[1], await keySet(rule.jwksUrl), {
         issuer: rule.issuer,
         audience: rule.audience,
         algorithms: ALGORITHMS,
@@ -185,9 +250,15 @@ export class HttpGate {
    * The request's fields as the app gets them: basic-auth credentials removed (they are the
    * daemon's, not the app's), the header rules applied, `Host` rewritten.
    */
-  requestFields(fields: [string, string][]): [string, string][] {
+  requestFields(fields: [string, string][], verdict?: GateVerdict): [string, string][] {
     let out = fields;
     if (this.policy.basicAuth) out = out.filter(([name]) => name.toLowerCase() !== "authorization");
+    if (this.#login) {
+      out = withoutLoginCookies(out).filter(([name]) =>
+        !IDENTITY_FIELDS.includes(name.toLowerCase())
+      );
+      if (verdict?.ok && verdict.identity) out.push(...verdict.identity);
+    }
     if (this.policy.requestHeaders) out = applyRules(out, this.policy.requestHeaders);
     const host = this.policy.hostRewrite;
     if (host !== undefined) {

@@ -22,6 +22,8 @@ import type { AcmeCertificates } from "../tls/acme.ts";
 import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { CertificateStore } from "../tls/certificates.ts";
 import { type HttpFrontOptions, serveHttpConnection } from "./http_front.ts";
+import { loadSessionKey, setSessionKeySource } from "./oidc_login.ts";
+import { hostEnv } from "../../util/host.ts";
 import type { HttpStats } from "./http_stats.ts";
 
 /** What the web fronts need from their daemon. */
@@ -58,6 +60,10 @@ export class WebFronts {
   /** Fronts for a daemon; nothing listens until {@linkcode listenHttp} or {@linkcode listenHttps}. */
   constructor(options: WebFrontsOptions) {
     this.#options = options;
+    // OIDC logins' session cookies: the key is read (or made) at the first login.
+    setSessionKeySource(() =>
+      loadSessionKey(options.config().dataDir, hostEnv().TUNNELMUX_HTTP_SESSION_KEY)
+    );
   }
 
   /** Whether the HTTPS port can terminate TLS for `host` (a certificate, or ACME to get one). */

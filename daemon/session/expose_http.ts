@@ -172,7 +172,7 @@ function httpPolicyOf(
 }
 
 /** Rules of `policy.http` the HTTP front does not apply yet. */
-const UNENFORCED = ["oidc", "pathPrefix"] as const;
+const UNENFORCED = ["pathPrefix"] as const;
 
 /** `http://HOST[:PORT]/` or `https://…`, the scheme's default port left out. */
 function webUrl(secure: boolean, host: string, port: number): string {
