@@ -550,8 +550,11 @@ function httpPolicySetting(
   if (Object.keys(value).length === 0) return undefined;
   const parsed = parseHttpPolicy(value, "httpPolicy");
   if (!parsed.ok) {
+    // An error in what a flag gave is named by the flag.
     const where = users.length > 0 && parsed.error.startsWith("httpPolicy.basicAuth")
-      ? "--basic-auth"
+      ? users[0].where
+      : hostRewrite && parsed.error.startsWith("httpPolicy.hostRewrite")
+      ? hostRewrite.where
       : parsed.error.slice(0, parsed.error.indexOf(":"));
     fail(where, parsed.error.slice(parsed.error.indexOf(":") + 2));
     return undefined;
