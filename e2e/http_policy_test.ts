@@ -19,6 +19,7 @@ import { tcpConnect } from "../testing/visitors.ts";
 import { DEFAULT_TIMEOUT_MS, withTimeout } from "../testing/wait.ts";
 
 const ALICE = "policy-test-alice-0123456789abcdef";
+const BOB = "policy-test-bob-0123456789abcdefgh";
 const DOMAIN = "tunnels.test";
 
 interface Seen {
@@ -68,7 +69,10 @@ describe("HTTP tunnels' policy.http", () => {
     daemon = await startDaemonInProcess({
       listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
       http: { domain: DOMAIN },
-      clients: [{ name: "alice", token: ALICE, expose: { hosts: ["*"] } }],
+      clients: [
+        { name: "alice", token: ALICE, expose: { hosts: ["*"] } },
+        { name: "bob", token: BOB, expose: { hosts: ["*"] } },
+      ],
     });
     url = `tcp://${daemon.addresses.tcp}`;
     httpPort = portOf(daemon.addresses.http);
@@ -132,7 +136,7 @@ describe("HTTP tunnels' policy.http", () => {
       policy: { http: { basicAuth: [{ user: "alice", passwordHash: hash }] } },
     });
     const host = `guarded.${DOMAIN}`;
-    const before = web.seen.length;
+    const seenBefore = web.seen.length;
     const missing = await get(host);
     assert.equal(missing.status, 401);
     assert.equal(missing.headers["www-authenticate"], 'Basic realm="tunnelmux", charset="UTF-8"');
@@ -142,7 +146,7 @@ describe("HTTP tunnels' policy.http", () => {
     assert.equal(wrong.body, "unauthorized\n");
     assert.equal((await get(host, { authorization: basic("mallory", "x") })).status, 401);
     assert.equal((await get(host, { authorization: "Basic !!!" })).status, 401);
-    assert.equal(web.seen.length, before, "no refused request reached the app");
+    assert.equal(web.seen.length, seenBefore, "no refused request reached the app");
 
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     try {
@@ -151,7 +155,7 @@ describe("HTTP tunnels' policy.http", () => {
       for (let i = 0; i < 3; i++) answers.push(await get(host, auth, agent, `/ok${i}`));
       assert.deepEqual(answers.map((a) => a.status), [200, 200, 200]);
       assert.ok(answers[2].reused, "one kept-alive connection");
-      for (const seen of web.seen.slice(before)) {
+      for (const seen of web.seen.slice(seenBefore)) {
         assert.equal(seen.headers.authorization, undefined, "the credentials stop at the daemon");
       }
       // A wrong one on the same kept connection is refused, and the connection stays usable.
@@ -287,6 +291,71 @@ describe("HTTP tunnels' policy.http", () => {
     await tunnel.close();
   });
 
+  it("several tunnels of one client under one name, by the longest path prefix", async () => {
+    const apps = [await app(), await app(), await app()];
+    const bob = await connect(url, { token: BOB, reconnect: false });
+    const root = await client.expose({ local: apps[0].address, http: "shop" });
+    const api = await client.expose({
+      local: apps[1].address,
+      http: "shop",
+      policy: { http: { pathPrefix: "/api/" } },
+    });
+    const v1 = await client.expose({
+      local: apps[2].address,
+      http: "shop",
+      policy: { http: { pathPrefix: "/api/v1" } },
+    });
+    try {
+      assert.equal(api.url, `http://shop.${DOMAIN}:${httpPort}/api/`);
+      const host = `shop.${DOMAIN}`;
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const expected: [string, number][] = [
+        ["/", 0],
+        ["/apix", 0],
+        ["/api", 1],
+        ["/api?q=1", 1],
+        ["/api/x", 1],
+        ["/api/v1", 2],
+        ["/api/v1/orders/7", 2],
+        ["/api/v10", 1],
+        ["/", 0],
+      ];
+      try {
+        for (const [path, index] of expected) {
+          const counts = apps.map((a) => a.seen.length);
+          const answer = await get(host, {}, agent, path);
+          assert.equal(answer.status, 200, path);
+          const grew = apps.map((a, i) => a.seen.length - counts[i]);
+          assert.deepEqual(grew, apps.map((_, i) => i === index ? 1 : 0), `${path} → app ${index}`);
+          assert.equal(apps[index].seen.at(-1)!.url, path, "the path goes on whole");
+        }
+      } finally {
+        agent.destroy();
+      }
+      // Another client takes no path of alice's name, nor the same prefix twice.
+      const taken = await bob.expose({
+        local: apps[0].address,
+        http: "shop",
+        policy: { http: { pathPrefix: "/admin" } },
+      }).then(() => "exposed", (error: ClientError) => error.code);
+      assert.equal(taken, "conflict");
+      const twice = await client.expose({
+        local: apps[0].address,
+        http: "shop",
+        policy: { http: { pathPrefix: "/api" } },
+      }).then(() => "exposed", (error: ClientError) => error.code);
+      assert.equal(twice, "conflict");
+      // A prefix let go: its paths go to the name's own tunnel again.
+      await v1.close();
+      const apiSeen = apps[1].seen.length;
+      assert.equal((await get(host, {}, undefined, "/api/v1/x")).status, 200);
+      assert.equal(apps[1].seen.length, apiSeen + 1, "now the /api tunnel's");
+    } finally {
+      await Promise.all([root.close(), api.close(), bob.close()]);
+      for (const a of apps) a.server.close();
+    }
+  });
+
   it("refuses a policy it cannot take, naming the field", async () => {
     const refusal = async (policy: Record<string, unknown>, http: string | null = "p") => {
       try {
@@ -305,8 +374,8 @@ describe("HTTP tunnels' policy.http", () => {
       /not_allowed: .*policy\.http\.basicAuth\[0\]\.password: unknown key/,
     );
     assert.match(
-      await refusal({ http: { pathPrefix: "/api" } }),
-      /not_allowed: .*policy\.http\.pathPrefix: not enforced by this daemon yet/,
+      await refusal({ allow: ["10.0.0.0/8"], http: {} }),
+      /not_allowed: .*policy\.allow: not enforced by this daemon/,
     );
     assert.match(await refusal({ http: {} }, null), /not_allowed: .*only an HTTP tunnel/);
     assert.deepEqual(daemon.registry.tunnels().map((t) => t.host), []);

@@ -64,12 +64,17 @@ export interface HttpExchange {
   bytesOut: number;
   /** From the head's arrival to the response's end. */
   ms: number;
+  /** Whether a tunnel held its host (and path); false for a host nobody holds, or none. */
+  routed?: boolean;
 }
 
 /** What {@linkcode serveHttpConnection} needs. */
 export interface HttpFrontOptions {
-  /** The route for `host`, or undefined when no tunnel holds it. */
-  route(host: string): HttpRoute | undefined;
+  /**
+   * The route for `host` and the request's `path` (the tunnel of the longest path prefix it lies
+   * under, else the name's own), or undefined when no tunnel holds it.
+   */
+  route(host: string, path?: string): HttpRoute | undefined;
   /** `http` or `https` (after TLS termination): what `X-Forwarded-Proto` says. */
   proto: "http" | "https";
   /** Keep incoming `X-Forwarded-*` / `Forwarded` and append to them, instead of replacing them. */
@@ -491,7 +496,7 @@ class HttpConnection {
     // close, the connection's framing is intact and it can take the next request (in `rest`).
     const keepFor = !closeAfter && body.kind === "none" && !this.#visitorEnded ? method : undefined;
     const host = requestHost(hostValue);
-    const route = host === undefined ? undefined : this.#options.route(host);
+    const route = host === undefined ? undefined : this.#options.route(host, target);
     if (!route) {
       this.#pending = rest;
       return this.#refuse(404, `no tunnel for ${hostValue}`, hostValue, keepFor);
@@ -922,6 +927,7 @@ class HttpConnection {
       bytesIn: exchange.bytesIn,
       bytesOut: exchange.bytesOut,
       ms: performance.now() - exchange.started,
+      routed: true,
     });
   }
 
@@ -940,7 +946,9 @@ class HttpConnection {
     keepFor?: string,
     fields: [string, string][] = [],
   ): boolean {
-    this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0 });
+    // Our 404 is for a host (or path) no tunnel holds; other answers of ours name a held host.
+    const routed = host !== "" && status !== 404;
+    this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0, routed });
     if (keepFor === undefined) {
       this.#phase = "closing";
       this.#visitor.write(keptResponse(status, message, false, fields, false));

@@ -30,8 +30,11 @@ import type { HttpStats } from "./http_stats.ts";
 export interface WebFrontsOptions {
   /** The configuration in force (read per connection: a reload changes limits at once). */
   config: () => Config;
-  /** The route to the client holding `host`, if any (this node's tunnel, or a relay). */
-  route: (host: string) => HostRoute | undefined;
+  /**
+   * The route to the client holding `host`, if any (this node's tunnel, or a relay); given a
+   * request's `path`, the one of the longest path prefix it lies under.
+   */
+  route: (host: string, path?: string) => HostRoute | undefined;
   /** The certificates the HTTPS port terminates with. */
   certificates: CertificateStore;
   /** Per-host counters of the HTTP front. */
@@ -180,8 +183,8 @@ export class WebFronts {
   /** How the HTTP front serves a connection of the HTTP port, or a terminated one of HTTPS. */
   #httpOptions(proto: "http" | "https"): HttpFrontOptions {
     const config = this.#options.config();
-    const route = (host: string) => {
-      const found = this.#options.route(host);
+    const route = (host: string, path?: string) => {
+      const found = this.#options.route(host, path);
       // A TLS tunnel's name takes TLS connections only, never requests.
       return found && !found.passthrough ? found : undefined;
     };
@@ -193,7 +196,10 @@ export class WebFronts {
       // Asked at each request: a reload applies to connections already open.
       responseTimeoutMs: () => this.#options.config().limits.httpResponseTimeoutMs,
       onExchange: (exchange) =>
-        this.#options.httpStats.record(exchange, route(exchange.host) !== undefined),
+        this.#options.httpStats.record(
+          exchange,
+          exchange.routed ?? route(exchange.host) !== undefined,
+        ),
       acmeAnswer: this.#acme && ((token) => this.#acme?.httpAnswer(token)),
       // Refusals by a tunnel's policy.http, by reason (basic_wrong, jwt_invalid, …): brute force
       // shows in the daemon's events.

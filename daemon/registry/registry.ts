@@ -188,6 +188,11 @@ export interface HostClaim extends RouteClaim {
   readonly passthrough: boolean;
   /** An HTTP tunnel's `policy.http`, so every node's HTTP front applies it. */
   readonly http?: HttpPolicy;
+  /**
+   * The path under `host` it serves (`policy.http.pathPrefix`): several tunnels of one client may
+   * hold one name, each request going to the longest prefix its path lies under.
+   */
+  readonly pathPrefix?: string;
 }
 
 /** The outcome of {@linkcode Registry.claimPort}. */
@@ -342,9 +347,12 @@ export interface Registry {
   releaseHost(claim: HostClaim, tunnel: TunnelHandle): Promise<void>;
   /**
    * The tunnel holding `host`: this node's own, or in a cluster a relay to the node that holds
-   * it (its visitors and requests cross one relay session); undefined when nobody does.
+   * it (its visitors and requests cross one relay session); undefined when nobody does. Given a
+   * request's `path`, the tunnel holding the longest path prefix of `host` it lies under, if any.
    */
-  hostRoute(host: string): HostRoute | undefined;
+  hostRoute(host: string, path?: string): HostRoute | undefined;
+  /** Whether host claims may name a `pathPrefix` (a single node: yes; a cluster: not yet). */
+  readonly pathPrefixes?: boolean;
 
   /** Calls `listener` with every change from now on; returns the function that stops it. */
   watch(listener: (change: RegistryChange) => void): () => void;

@@ -79,14 +79,18 @@ export async function exposeHttp(
   if (!named.ok) return answer.fail("not_allowed", named.message);
   const policy = httpPolicyOf(message.policy, passthrough);
   if (!policy.ok) return answer.fail(policy.code, policy.error);
+  const prefix = policy.policy?.pathPrefix;
+  if (prefix !== undefined && !context.registry.pathPrefixes) {
+    return answer.fail("not_allowed", "policy.http.pathPrefix: not available in a cluster yet");
+  }
   // Visitors are sent where TLS works for the name, else to plain HTTP.
   const secure = passthrough || httpPort === undefined ||
     (httpsPort !== undefined && context.terminates(named.host));
   const port = (secure ? httpsPort : httpPort) as number;
-  const url = webUrl(secure, named.host, port);
+  const url = webUrl(secure, named.host, port, prefix);
   // Requests by name reach it on the HTTP port too, when its visitors are sent to HTTPS.
   const urls = secure && !passthrough && httpPort !== undefined
-    ? [webUrl(false, named.host, httpPort), url]
+    ? [webUrl(false, named.host, httpPort, prefix), url]
     : [url];
   const tunnel = new ReverseTunnel({
     id: newTunnelId(),
@@ -105,7 +109,7 @@ export async function exposeHttp(
   const claimed = await context.registry.claimHost(context.tunnels.hostClaim(tunnel), tunnel);
   if (!claimed.ok) {
     return claimed.reason === "taken"
-      ? answer.fail("conflict", `${named.host} is held by another tunnel`)
+      ? answer.fail("conflict", `${named.host}${prefix ?? ""} is held by another tunnel`)
       : answer.fail("unavailable", "the cluster registry cannot be reached; try again");
   }
   // The session may have ended while the name was being claimed.
@@ -126,10 +130,9 @@ export async function exposeHttp(
 }
 
 /**
- * The `policy.http` of an expose request: checked strictly, and refused when it asks for a rule
- * this daemon does not enforce yet (a rule ignored would leave the app open), or when the tunnel
- * is a TLS one (its requests are never seen). Other keys of `policy` are refused too, until the
- * daemon enforces them.
+ * The `policy.http` of an expose request: checked strictly, and refused for a TLS tunnel (its
+ * requests are never seen). Other keys of `policy` are refused, until the daemon enforces them (a
+ * rule ignored would leave the app open).
  */
 function httpPolicyOf(
   value: Record<string, unknown> | undefined,
@@ -159,22 +162,13 @@ function httpPolicyOf(
   }
   const parsed = parseHttpPolicy(value.http, "policy.http");
   if (!parsed.ok) return { ok: false, code: "not_allowed", error: parsed.error };
-  for (const key of UNENFORCED) {
-    if (parsed.policy[key] !== undefined) {
-      return {
-        ok: false,
-        code: "not_allowed",
-        error: `policy.http.${key}: not enforced by this daemon yet`,
-      };
-    }
-  }
   return { ok: true, policy: parsed.policy };
 }
 
-/** Rules of `policy.http` the HTTP front does not apply yet. */
-const UNENFORCED = ["pathPrefix"] as const;
-
-/** `http://HOST[:PORT]/` or `https://…`, the scheme's default port left out. */
-function webUrl(secure: boolean, host: string, port: number): string {
-  return `${secure ? "https" : "http"}://${host}${port === (secure ? 443 : 80) ? "" : `:${port}`}/`;
+/** `http://HOST[:PORT]/[PREFIX/]` or `https://…`, the scheme's default port left out. */
+function webUrl(secure: boolean, host: string, port: number, prefix = "/"): string {
+  const path = prefix.endsWith("/") ? prefix : `${prefix}/`;
+  return `${secure ? "https" : "http"}://${host}${
+    port === (secure ? 443 : 80) ? "" : `:${port}`
+  }${path}`;
 }

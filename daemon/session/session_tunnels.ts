@@ -104,6 +104,7 @@ export class SessionTunnels {
       host: tunnel.host!,
       passthrough: tunnel.passthrough,
       ...(tunnel.httpPolicy ? { http: tunnel.httpPolicy } : {}),
+      ...(tunnel.httpPolicy?.pathPrefix ? { pathPrefix: tunnel.httpPolicy.pathPrefix } : {}),
       tunnel: tunnel.id,
       session: this.#context.sessionId,
       client: tunnel.client,
