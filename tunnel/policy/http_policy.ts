@@ -370,3 +370,16 @@ export function underPrefix(path: string, prefix: string): boolean {
   if (prefix === "/") return true;
   return path === prefix || path.startsWith(`${prefix}/`) || path.startsWith(`${prefix}?`);
 }
+
+/**
+ * `policy` as an operator's view may show it (the admin API, logs): users without their hashes,
+ * the OIDC client secret only said to be set; everything else as it is.
+ */
+export function httpPolicyView(policy: HttpPolicy): Record<string, unknown> {
+  const view: Record<string, unknown> = { ...policy };
+  if (policy.basicAuth) view.basicAuth = policy.basicAuth.map(({ user }) => ({ user }));
+  if (policy.oidc?.clientSecret !== undefined) {
+    view.oidc = { ...policy.oidc, clientSecret: "(set)" };
+  }
+  return view;
+}

@@ -2,7 +2,13 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { type HttpPolicy, narrowHttpPolicy, parseHttpPolicy, underPrefix } from "./http_policy.ts";
+import {
+  type HttpPolicy,
+  httpPolicyView,
+  narrowHttpPolicy,
+  parseHttpPolicy,
+  underPrefix,
+} from "./http_policy.ts";
 
 const HASH = `scrypt:16384:8:1:${"A".repeat(22)}:${"B".repeat(43)}`;
 
@@ -151,5 +157,21 @@ describe("narrowHttpPolicy", () => {
     assert.ok(underPrefix("/api?q", "/api"));
     assert.ok(!underPrefix("/apix", "/api"));
     assert.ok(underPrefix("/anything", "/"));
+  });
+});
+
+describe("httpPolicyView", () => {
+  it("shows users without their hashes and no OIDC client secret", () => {
+    const view = httpPolicyView({
+      basicAuth: [{ user: "alice", passwordHash: HASH }],
+      oidc: { issuer: "https://idp", clientId: "c", clientSecret: "s3cret" },
+      hostRewrite: "h",
+    });
+    assert.deepEqual(view, {
+      basicAuth: [{ user: "alice" }],
+      oidc: { issuer: "https://idp", clientId: "c", clientSecret: "(set)" },
+      hostRewrite: "h",
+    });
+    assert.doesNotMatch(JSON.stringify(view), /s3cret|scrypt/);
   });
 });
