@@ -272,10 +272,7 @@ export class OidcLogin {
       .setIssuer(this.#rule.issuer)
       .setExpirationTime(`${SESSION_SECONDS}s`)
       .encrypt(key);
-    // Back where the visitor was going: a path on this host only, never elsewhere.
-    const back = typeof flow.r === "string" && flow.r.startsWith("/") && !flow.r.startsWith("//")
-      ? flow.r
-      : "/";
+    const back = returnPath(flow.r);
     return {
       ok: false,
       status: 302,
@@ -315,6 +312,15 @@ function refusal(
   fields: [string, string][] = [],
 ): LoginVerdict {
   return { ok: false, status, message, reason, fields: [...fields, ["cache-control", "no-store"]] };
+}
+
+/**
+ * Where a visitor goes after logging in: the path it asked for, on this host only. Anything a
+ * browser could read as another host (`//evil`, `/\evil`, which browsers take as `//evil`) or
+ * that is not a path goes to `/`.
+ */
+export function returnPath(target: unknown): string {
+  return typeof target === "string" && /^\/(?![/\\])[^\\]*$/.test(target) ? target : "/";
 }
 
 /** Where the provider sends the visitor back: the callback on the host it used. */

@@ -15,6 +15,7 @@ import { EncryptJWT } from "jose";
 import {
   loadSessionKey,
   OidcLogin,
+  returnPath,
   setSessionKeySource,
   withoutLoginCookies,
 } from "./oidc_login.ts";
@@ -87,6 +88,15 @@ describe("OIDC login", () => {
     );
     const back = await login.check(post(undefined, "app.test", "/.tunnelmux/oidc/callback?code=x"));
     assert.equal(!back.ok && back.status, 400);
+  });
+
+  it("sends a visitor back to a path of this host only", () => {
+    assert.equal(returnPath("/a/b?c=d"), "/a/b?c=d");
+    for (
+      const elsewhere of ["//evil.test/", "/\\evil.test", "/a\\..\\", "https://evil.test/", "", 7]
+    ) {
+      assert.equal(returnPath(elsewhere), "/", String(elsewhere));
+    }
   });
 
   it("keeps its cookies from the app, and the app's own", () => {
