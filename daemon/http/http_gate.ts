@@ -79,6 +79,14 @@ const ALGORITHMS = [
 
 const keySets = new Map<string, JWTVerifyGetKey>();
 
+/**
+ * Password checks (scrypt: tens of ms and 32 MiB each) running at once, daemon-wide, and their
+ * bound: past it a credential not verified before is refused without being hashed, so wrong
+ * passwords sent fast cannot make the daemon spend unbounded CPU and memory.
+ */
+let hashing = 0;
+const MAX_HASHING = 2;
+
 /** Fetches a JWKS document, refusing one over {@linkcode MAX_JWKS_BYTES}. */
 async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
   const response = await fetch(url, init);
@@ -130,6 +138,8 @@ export class HttpGate {
   readonly #users = new Map<string, PasswordHash>();
   /** sha256 of an accepted `Authorization` value → when it stops being taken without scrypt. */
   readonly #verified = new Map<string, number>();
+  /** Credentials being hashed now, by the same key: others with them wait for that hash. */
+  readonly #hashing = new Map<string, Promise<boolean>>();
   readonly #login: OidcLogin | undefined;
 
   /** A gate for `policy` (already checked by `parseHttpPolicy`). */
@@ -216,15 +226,26 @@ export class HttpGate {
     const colon = decoded.indexOf(":");
     const hash = colon > 0 ? this.#users.get(decoded.slice(0, colon)) : undefined;
     if (!hash) return this.#refuse("basic_wrong", challenge);
-    this.hashed++;
-    return verifyPassword(decoded.slice(colon + 1), hash).then((ok) => {
+    // A browser's parallel first requests carry the same credential: one hash for them all.
+    let pending = this.#hashing.get(key);
+    if (!pending) {
+      if (hashing >= MAX_HASHING) return this.#refuse("basic_busy", challenge);
+      this.hashed++;
+      hashing++;
+      pending = verifyPassword(decoded.slice(colon + 1), hash).catch(() => false).finally(() => {
+        hashing--;
+        this.#hashing.delete(key);
+      });
+      this.#hashing.set(key, pending);
+    }
+    return pending.then((ok) => {
       if (!ok) return this.#refuse("basic_wrong", challenge);
       if (this.#verified.size >= MAX_VERIFIED) {
         this.#verified.delete(this.#verified.keys().next().value!);
       }
       this.#verified.set(key, performance.now() + VERIFIED_MS);
       return { ok: true } as const;
-    }, () => this.#refuse("basic_wrong", challenge));
+    });
   }
 
   async #jwt(value: string | undefined): Promise<GateVerdict> {

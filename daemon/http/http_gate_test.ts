@@ -61,6 +61,32 @@ describe("HttpGate", () => {
     assert.deepEqual(Object.fromEntries(gate.refused), { basic_wrong: 2 });
   });
 
+  it("hashes at most two passwords at once, daemon-wide: the others are refused unhashed", async () => {
+    const passwordHash = await hashPassword("p");
+    const gates = [
+      new HttpGate({ basicAuth: [{ user: "u", passwordHash }] }),
+      new HttpGate({
+        basicAuth: [{ user: "u", passwordHash }],
+      }),
+    ];
+    const attempts = [];
+    for (let i = 0; i < 6; i++) {
+      const wrong = request([["authorization", `Basic ${btoa(`u:wrong${i}`)}`]]);
+      attempts.push(gates[i % 2].check(wrong));
+    }
+    const verdicts = await Promise.all(attempts);
+    assert.ok(verdicts.every((v) => !v.ok));
+    assert.equal(gates[0].hashed + gates[1].hashed, 2);
+    const busy = (gates[0].refused.get("basic_busy") ?? 0) +
+      (gates[1].refused.get("basic_busy") ?? 0);
+    assert.equal(busy, 4);
+    // Once those are done: a browser's six parallel first requests, one hash for all.
+    const right = request([["authorization", `Basic ${btoa("u:p")}`]]);
+    const parallel = await Promise.all([1, 2, 3, 4, 5, 6].map(() => gates[0].check(right)));
+    assert.ok(parallel.every((v) => v.ok));
+    assert.equal(gates[0].hashed, 2, "one more hash");
+  });
+
   describe("bearer JWT", () => {
     let server: Server;
     let base: string;
