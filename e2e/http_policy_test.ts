@@ -202,6 +202,40 @@ describe("HTTP tunnels' policy.http", () => {
     }
   });
 
+  it("pipelined requests wait for the password hash, and are answered in order", async () => {
+    const hash = await hashPassword("pipe");
+    const tunnel = await client.expose({
+      local: web.address,
+      http: "piped",
+      policy: { http: { basicAuth: [{ user: "p", passwordHash: hash }] } },
+    });
+    const socket = await tcpConnect(httpPort);
+    try {
+      const chunks: Uint8Array[] = [];
+      socket.on("data", (c: Uint8Array) => chunks.push(c));
+      const head = (path: string, password: string, last = false) =>
+        `GET ${path} HTTP/1.1\r\nHost: piped.${DOMAIN}\r\nAuthorization: ${
+          basic("p", password)
+        }\r\n${last ? "Connection: close\r\n" : ""}\r\n`;
+      // In one write: a wrong password (hashed, refused), a right one (hashed), the right one
+      // again (remembered), each waiting for the one before.
+      socket.write(head("/1", "nope") + head("/2", "pipe") + head("/3", "pipe", true));
+      await withTimeout(
+        new Promise<void>((resolve) => socket.on("end", () => resolve())),
+        DEFAULT_TIMEOUT_MS,
+        "the three answers",
+      );
+      const text = Buffer.concat(chunks).toString("latin1");
+      const statuses = [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+      assert.deepEqual(statuses, [401, 200, 200]);
+      const urls = [...text.matchAll(/"url":"([^"]+)"/g)].map((m) => m[1]);
+      assert.deepEqual(urls, ["/2", "/3"]);
+    } finally {
+      socket.destroy();
+      await tunnel.close();
+    }
+  });
+
   it("a bearer JWT: issuer, audience, expiry and signature checked against the JWKS", async () => {
     const tunnel = await client.expose({
       local: web.address,
