@@ -106,6 +106,9 @@ const RESERVED_FIELDS = new Set([
   "x-forwarded-proto",
   "x-forwarded-host",
   "forwarded",
+  // What an OIDC login tells the app: the daemon's word alone.
+  "x-tunnelmux-user",
+  "x-tunnelmux-email",
 ]);
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/;
 /** A field value: visible ASCII, spaces and tabs inside, nothing that could end the line. */

@@ -97,6 +97,7 @@ describe("parseHttpPolicy", () => {
       [{ requestHeaders: { add: { "x-a": 1 } } }, "requestHeaders.add.x-a: must be"],
       [{ responseHeaders: { remove: ["Content-Length"] } }, "responseHeaders.remove[0]: Content"],
       [{ requestHeaders: { set: { Host: "x" } } }, "use hostRewrite for Host"],
+      [{ requestHeaders: { set: { "X-Tunnelmux-User": "admin" } } }, "written by the daemon"],
       [{ requestHeaders: { move: [] } }, "policy.http.requestHeaders.move: unknown key"],
       [{ hostRewrite: "a b" }, "policy.http.hostRewrite: must be a host"],
       [{ pathPrefix: "api" }, "policy.http.pathPrefix: must be a path"],
