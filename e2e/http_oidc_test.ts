@@ -6,6 +6,9 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, request, type Server } from "node:http";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
 import { type Client, connect } from "../client/mod.ts";
 import type { Daemon } from "../daemon/daemon.ts";
@@ -14,6 +17,7 @@ import { startCommand, type Started } from "../testing/mod.ts";
 import { DEFAULT_TIMEOUT_MS, withTimeout } from "../testing/wait.ts";
 
 const TOKEN = "oidc-test-client-0123456789abcdef";
+const dataDir = mkdtempSync(join(tmpdir(), "tunnelmux-oidc-"));
 const DOMAIN = "tunnels.test";
 const CHROMIUM = "/usr/bin/chromium";
 /** Upper bound of every browser wait; never a threshold. */
@@ -33,6 +37,8 @@ describe("an OIDC login in front of an HTTP tunnel", () => {
       listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
       http: { domain: DOMAIN },
       clients: [{ name: "web", token: TOKEN, expose: { hosts: ["*"] } }],
+      // The session key is made there at the first login.
+      dataDir,
     });
     httpPort = portOf(daemon.addresses.http);
     provider = startCommand("node", [
@@ -88,6 +94,7 @@ describe("an OIDC login in front of an HTTP tunnel", () => {
     daemon?.stop();
     app?.close();
     await provider?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
   });
 
   const appUrl = (path: string) => `http://app.${DOMAIN}:${httpPort}${path}`;
@@ -118,6 +125,8 @@ describe("an OIDC login in front of an HTTP tunnel", () => {
       // Logged in: another page of the app, straight through.
       await page.goto(appUrl("/second"));
       assert.equal(JSON.parse(await page.locator("body").innerText()).url, "/second");
+
+      assert.ok(existsSync(join(dataDir, "http-session.key")), "the key made in the data dir");
 
       await page.goto(appUrl("/.tunnelmux/oidc/logout"));
       assert.equal((await page.locator("body").innerText()).trim(), "logged out");
