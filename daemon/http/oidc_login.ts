@@ -76,6 +76,7 @@ export function loadSessionKey(dataDir: string, env: string | undefined): Uint8A
 
 /** A request as the login sees it. */
 export interface LoginRequest {
+  /** The request's method. */
   method: string;
   /** The request target (origin-form). */
   target: string;
@@ -83,11 +84,16 @@ export interface LoginRequest {
   hostValue: string;
   /** The host name alone (what cookies are bound to). */
   host: string;
+  /** Whether the visitor came over TLS (then the cookies are `Secure`). */
   proto: "http" | "https";
+  /** The request's header fields. */
   fields: readonly [string, string][];
 }
 
-/** What the front does with a request. */
+/**
+ * What the front does with a request: let it through as `identity`, or answer it with `status`,
+ * `fields` and `message` (a redirect to log in, the callback's redirect back, a refusal).
+ */
 export type LoginVerdict =
   | { ok: true; identity: Identity }
   | {
@@ -100,7 +106,9 @@ export type LoginVerdict =
 
 /** Who logged in. */
 export interface Identity {
+  /** The provider's subject. */
   sub: string;
+  /** The email, when the provider gave one. */
   email?: string;
 }
 
