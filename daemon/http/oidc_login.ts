@@ -108,7 +108,7 @@ export type LoginVerdict =
 export interface Identity {
   /** The provider's subject. */
   sub: string;
-  /** The email, when the provider gave one. */
+  /** The email, when the provider gave one and did not say it is unverified. */
   email?: string;
 }
 
@@ -272,7 +272,10 @@ export class OidcLogin {
     if (!this.#allowed(claims)) {
       return refusal(403, "forbidden", "oidc_denied", [["set-cookie", clear]]);
     }
-    const email = typeof claims.email === "string" ? claims.email : undefined;
+    // An email the provider says it has not verified is not told to the app as the user's.
+    const email = typeof claims.email === "string" && claims.email_verified !== false
+      ? claims.email
+      : undefined;
     const session = await new EncryptJWT({ cid: this.#rule.clientId, ...(email ? { email } : {}) })
       .setProtectedHeader({ alg: "dir", enc: "A256GCM" })
       .setSubject(String(claims.sub))
