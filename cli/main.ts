@@ -31,6 +31,8 @@ Commands:
   healthcheck   exit 0 if the daemon's admin API is ready (daemon healthcheck)
   token         print a new client token and the "sha256:…" form the daemon's config takes;
                 "token hash" reads a token on stdin and prints its form
+  hash-password read a password on stdin and print its "scrypt:…" hash, for a basic-auth user
+                of an HTTP tunnel (--basic-auth USER:scrypt:…, or httpPolicy in a config)
   echo          a plain yamux echo peer, for interop and benchmarks
   bench         the benchmark suites (tunnelmux beside raw TCP and other tunnels)
   version       print the version and the runtime
@@ -78,6 +80,33 @@ daemon's config ("token": "sha256:…"): the daemon never needs the token itself
   return 0;
 }
 
+/** `tunnelmux hash-password`. */
+async function hashPasswordCommand(args: string[]): Promise<number> {
+  if (args[0] === "-h" || args[0] === "--help") {
+    console.log(`tunnelmux hash-password: hash a password for an HTTP tunnel's basic auth
+
+Usage:
+  tunnelmux hash-password < file     the "scrypt:…" hash of the password on stdin
+
+Give it as --basic-auth USER:scrypt:… or in a client config's basicAuth list
+("USER:scrypt:…"): the client sends only the hash, and the daemon keeps only the hash.`);
+    return 0;
+  }
+  if (args.length > 0) {
+    console.error(`tunnelmux hash-password: unexpected "${args[0]}" (see --help)`);
+    return 2;
+  }
+  // One line: a trailing newline (echo, a heredoc) is not part of the password.
+  const password = (await readStdin()).replace(/\r?\n$/, "");
+  if (password === "") {
+    console.error("tunnelmux hash-password: no password on stdin");
+    return 2;
+  }
+  const { hashPassword } = await import("../tunnel/policy/password_hash.ts");
+  console.log(await hashPassword(password));
+  return 0;
+}
+
 /**
  * Runs `tunnelmux` with `args` (the words after the command name) and resolves with the exit
  * code, once the command is over (the daemon and a client when they stop), or with undefined when
@@ -111,6 +140,8 @@ export async function main(args: string[]): Promise<number | undefined> {
       return await (await import("../client/main.ts")).main(rest);
     case "token":
       return await token(rest);
+    case "hash-password":
+      return await hashPasswordCommand(rest);
     case "echo":
       // The daemon and the client watch their launcher themselves; these two end with it (and
       // so take its pid out of the environment their own children would inherit).

@@ -42,8 +42,9 @@ Options:
                                reconnect, readyTimeoutMs, keepAliveIntervalMs,
                                keepAliveTimeoutMs, group, groupKeyFile, shared, proxyProtocol,
                                health, healthIntervalMs, logFormat, socks (ADDR, or true),
-                               socksUser, socksPasswordFile, and the lists expose,
-                               http, tls, forward, offer, use
+                               socksUser, socksPasswordFile, httpPolicy (the HTTP tunnels'
+                               policy.http: see docs/policy.md), and the lists expose, http,
+                               tls, forward, offer, use, basicAuth
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
@@ -62,6 +63,11 @@ Options:
                                where it has a certificate for the name) whose Host is NAME (a
                                label under the daemon's domain, or a full host name the daemon
                                allows this client) go to LOCAL (HOST:PORT); repeatable
+  --basic-auth USER:PASSWORD   every --http tunnel asks its visitors for basic auth; the
+                               password is hashed here (scrypt) and never sent; better
+                               USER:scrypt:… from "tunnelmux hash-password", since arguments
+                               show in the process list; repeatable (any listed user gets in)
+  --host-rewrite HOST[:PORT]   the Host header the --http tunnels' local services see
   --tls NAME=LOCAL             a TLS tunnel: connections to the daemon's HTTPS port whose TLS
                                server name is NAME go to LOCAL undecrypted (LOCAL serves TLS
                                with its own certificate); repeatable
@@ -133,6 +139,8 @@ const OPTIONS = {
   "token-file": { type: "string" },
   expose: { type: "string", multiple: true },
   http: { type: "string", multiple: true },
+  "basic-auth": { type: "string", multiple: true },
+  "host-rewrite": { type: "string" },
   tls: { type: "string", multiple: true },
   forward: { type: "string", multiple: true },
   socks: { type: "string" },

@@ -32,6 +32,8 @@ export type {
 } from "./client.ts";
 export { connectHa, HaClient } from "./ha_client.ts";
 export { HealthMonitor, probe } from "./tunnels/health_check.ts";
+export { hashPassword } from "../tunnel/policy/password_hash.ts";
+export type { HttpPolicy } from "../tunnel/policy/http_policy.ts";
 export type { HealthCheck, HealthOptions } from "./tunnels/health_check.ts";
 export type { HaEvents, HaOptions, HaSession } from "./ha_client.ts";
 export { Backoff } from "./connect/backoff.ts";

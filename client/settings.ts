@@ -35,6 +35,9 @@ function readTextFile(path: string): string {
 }
 import type { HealthOptions } from "./tunnels/health_check.ts";
 import { DEFAULT_SOCKS_LISTEN, socksOptionsProblem } from "./tunnels/socks.ts";
+import { type HttpPolicy, parseHttpPolicy } from "../tunnel/policy/http_policy.ts";
+import { hashPasswordSync, PASSWORD_HASH_PREFIX } from "../tunnel/policy/password_hash.ts";
+import { isObject } from "../util/is_object.ts";
 
 /** The client command's flags, as parsed (each optional). */
 export interface ClientFlags {
@@ -63,6 +66,8 @@ export interface ClientFlags {
   "keepalive-interval-ms"?: string;
   "keepalive-timeout-ms"?: string;
   "log-format"?: string;
+  "basic-auth"?: string[];
+  "host-rewrite"?: string;
 }
 
 /** A reverse tunnel to hold, with the text that asked for it (its identity across reloads). */
@@ -161,6 +166,8 @@ const FILE_KEYS = new Set([
   "offer",
   "use",
   "logFormat",
+  "basicAuth",
+  "httpPolicy",
 ]);
 
 /** A value and where it came from. */
@@ -391,6 +398,16 @@ export function clientSettings(
     }
   }
 
+  const httpPolicy = httpPolicySetting(
+    file.httpPolicy,
+    [
+      ...fileList("basicAuth"),
+      ...(flags["basic-auth"] ?? []).map((value) => ({ value, where: "--basic-auth" })),
+    ],
+    flag("host-rewrite", flags["host-rewrite"]),
+    fail,
+  );
+
   // ---- the lists: the file's first, then the flags' ----
   const list = (key: "expose" | "http" | "tls" | "forward" | "offer" | "use") => [
     ...fileList(key),
@@ -453,6 +470,7 @@ export function clientSettings(
       http: parts[0],
       local: parts[1],
       health,
+      ...(httpPolicy ? { policy: { http: httpPolicy } } : {}),
     });
   }
   // TLS tunnels: the same names, on the daemon's HTTPS port, passed through to a TLS service.
@@ -574,6 +592,49 @@ export function clientSettings(
       offers,
     },
   };
+}
+
+/**
+ * The `policy.http` of the client's HTTP tunnels: the file's `httpPolicy` (checked as the daemon
+ * will), with `--basic-auth USER:PASSWORD` users added (hashed here: the password never leaves;
+ * `USER:scrypt:…` is taken as a hash already made) and `--host-rewrite`.
+ */
+function httpPolicySetting(
+  fromFile: unknown,
+  users: Sourced<string>[],
+  hostRewrite: Sourced<string> | undefined,
+  fail: (where: string, message: string) => void,
+): HttpPolicy | undefined {
+  const value: Record<string, unknown> = isObject(fromFile) ? { ...fromFile } : {};
+  if (fromFile !== undefined && !isObject(fromFile)) fail("httpPolicy", "expected an object");
+  const basicAuth = Array.isArray(value.basicAuth) ? [...value.basicAuth] : [];
+  for (const source of users) {
+    const colon = source.value.indexOf(":");
+    if (colon <= 0 || colon === source.value.length - 1) {
+      fail(source.where, "expects USER:PASSWORD (or USER:scrypt:… from tunnelmux hash-password)");
+      continue;
+    }
+    const secret = source.value.slice(colon + 1);
+    basicAuth.push({
+      user: source.value.slice(0, colon),
+      passwordHash: secret.startsWith(PASSWORD_HASH_PREFIX) ? secret : hashPasswordSync(secret),
+    });
+  }
+  if (basicAuth.length > 0) value.basicAuth = basicAuth;
+  if (hostRewrite) value.hostRewrite = hostRewrite.value;
+  if (Object.keys(value).length === 0) return undefined;
+  const parsed = parseHttpPolicy(value, "httpPolicy");
+  if (!parsed.ok) {
+    // An error in what a flag gave is named by the flag.
+    const where = users.length > 0 && parsed.error.startsWith("httpPolicy.basicAuth")
+      ? users[0].where
+      : hostRewrite && parsed.error.startsWith("httpPolicy.hostRewrite")
+      ? hostRewrite.where
+      : parsed.error.slice(0, parsed.error.indexOf(":"));
+    fail(where, parsed.error.slice(parsed.error.indexOf(":") + 2));
+    return undefined;
+  }
+  return parsed.policy;
 }
 
 /** A readable report of `errors`, one per line, for the command's stderr. */

@@ -4,12 +4,58 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { clientSettings, formatSettingsErrors } from "./settings.ts";
+import { verifyPassword } from "../tunnel/policy/password_hash.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "tunnelmux-settings-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const TOKEN = "a-token-of-24-characters-or-more";
 
 describe("clientSettings", () => {
+  it("gives the HTTP tunnels a policy.http: --basic-auth hashed here, the file's httpPolicy checked", async () => {
+    const file = join(dir, "policy.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        httpPolicy: { requestHeaders: { remove: ["x-debug"] } },
+        basicAuth: [
+          "carol:scrypt:16384:8:1:AAAAAAAAAAAAAAAAAAAAAA:BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB",
+        ],
+      }),
+    );
+    const { settings, errors } = clientSettings({
+      flags: {
+        config: file,
+        server: ["tcp://a:7000"],
+        http: ["app=127.0.0.1:3000"],
+        expose: ["0=127.0.0.1:4000"],
+        "basic-auth": ["alice:pw"],
+        "host-rewrite": "localhost:3000",
+      },
+      env: { TUNNELMUX_TOKEN: TOKEN },
+    });
+    assert.deepEqual(errors, []);
+    const [port, app] = [settings!.exposes[0], settings!.exposes[1]];
+    assert.equal(port.policy, undefined, "a port's tunnel takes no policy.http");
+    const policy = app.policy!.http!;
+    assert.deepEqual(policy.requestHeaders, { remove: ["x-debug"] });
+    assert.equal(policy.hostRewrite, "localhost:3000");
+    assert.deepEqual(policy.basicAuth!.map((u) => u.user), ["carol", "alice"]);
+    const hash = policy.basicAuth![1].passwordHash;
+    assert.doesNotMatch(hash, /pw/);
+    assert.ok(await verifyPassword("pw", hash), "alice's password, hashed");
+
+    const bad = clientSettings({
+      flags: {
+        server: ["tcp://a:7000"],
+        http: ["app=127.0.0.1:3000"],
+        "basic-auth": ["nocolon"],
+        "host-rewrite": "a b",
+      },
+      env: { TUNNELMUX_TOKEN: TOKEN },
+    });
+    assert.deepEqual(bad.errors.map((e) => e.where), ["--basic-auth", "--host-rewrite"]);
+  });
+
   it("takes flags and variables alone, as before config files", () => {
     const { settings, errors } = clientSettings({
       flags: {

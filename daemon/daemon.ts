@@ -163,7 +163,7 @@ export class Daemon {
     this.#visitors.setCaps(config.clients);
     this.#web = new WebFronts({
       config: () => this.#effective,
-      route: (host) => this.#context.registry.hostRoute(host),
+      route: (host, path) => this.#context.registry.hostRoute(host, path),
       certificates: this.certificates,
       httpStats: this.httpStats,
       count: (event) => this.counters.count(event),

@@ -85,6 +85,9 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
 With no clients configured, a client named "default" is created; its token is TUNNELMUX_TOKEN
 or, if unset, generated and printed once at start. The admin API (default 127.0.0.1:7081) takes
 the bearer token TUNNELMUX_ADMIN_TOKEN, likewise generated and printed once when unset.
+An HTTP tunnel's OIDC login (policy.http.oidc, docs/policy.md) encrypts its session cookies
+with TUNNELMUX_HTTP_SESSION_KEY (32 bytes, base64url; the same on every node of a cluster) or,
+unset, a key made at the first login in the data dir (http-session.key).
 
 Signals: SIGTERM or SIGINT drain (GoAway to every client, up to the grace period, default
 30 s); a second one stops at once (copies of SIGINT or SIGTERM within 200 ms of each other are

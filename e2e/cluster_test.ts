@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { hasOpenssl, makeTestIdentity } from "../transport/_test_certificate.ts";
-import { connect as sdkConnect, connectHa } from "../client/mod.ts";
+import { connect as sdkConnect, connectHa, hashPassword } from "../client/mod.ts";
 import {
   assertSameBytes,
   cleanup,
@@ -176,10 +176,20 @@ function httpAddressOf(node: DaemonProcess): string {
 }
 
 /** A GET of `/hi` to `address` with `Host: host`: the status and body. */
-function httpGet(address: string, host: string): Promise<{ status: number; body: string }> {
+function httpGet(
+  address: string,
+  host: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
   const [hostname, port] = [address.slice(0, address.lastIndexOf(":")), address.split(":").pop()];
   return new Promise((resolve, reject) => {
-    httpRequest({ host: hostname, port: Number(port), path: "/hi", headers: { host } }, (res) => {
+    const options = {
+      host: hostname,
+      port: Number(port),
+      path: "/hi",
+      headers: { host, ...headers },
+    };
+    httpRequest(options, (res) => {
       let body = "";
       res.setEncoding("utf8").on("data", (d: string) => body += d);
       res.on("end", () => resolve({ status: res.statusCode!, body }));
@@ -1287,6 +1297,30 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
         {
           message: "node a serving web.tunnels.test through b",
         },
+      );
+
+      // A name's policy.http travels with its claim: the other node's front applies it too.
+      const passwordHash = await hashPassword("pw");
+      await onA.expose({
+        local,
+        http: "guarded",
+        policy: { http: { basicAuth: [{ user: "u", passwordHash }] } },
+      });
+      const guarded = "guarded.tunnels.test";
+      await waitFor(async () => (await httpGet(httpAddressOf(b), guarded)).status === 401, {
+        message: "node b refusing guarded.tunnels.test without credentials",
+      });
+      const auth = { authorization: `Basic ${btoa("u:pw")}` };
+      assert.equal((await httpGet(httpAddressOf(b), guarded, auth)).status, 200);
+      assert.equal(
+        (await httpGet(httpAddressOf(b), guarded, { authorization: `Basic ${btoa("u:no")}` }))
+          .status,
+        401,
+      );
+      // Path prefixes are a single node's for now: refused, not ignored.
+      await assert.rejects(
+        onA.expose({ local, http: "parts", policy: { http: { pathPrefix: "/x" } } }),
+        /pathPrefix: not available in a cluster yet/,
       );
     } finally {
       await Promise.all([onA.close(), onB.close()]);

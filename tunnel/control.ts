@@ -50,6 +50,11 @@ export type ClientMessage =
      * service that speaks TLS itself.
      */
     passthrough?: boolean;
+    /**
+     * The tunnel's visitor policy (docs/policy.md); checked by the daemon, which refuses a policy
+     * it cannot enforce rather than ignoring a rule.
+     */
+    policy?: Record<string, unknown>;
   }
   /** Close a reverse tunnel. */
   | { type: "unexpose"; id: number; tunnel: string }
@@ -127,7 +132,7 @@ export class ControlMessageError extends Error {
   }
 }
 
-type FieldType = "string" | "id" | "port" | "version" | "boolean";
+type FieldType = "string" | "id" | "port" | "version" | "boolean" | "object";
 
 const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, boolean]>> = {
   hello: {
@@ -147,6 +152,7 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     shared: ["boolean", false],
     http: ["string", false],
     passthrough: ["boolean", false],
+    policy: ["object", false],
   },
   unexpose: { id: ["id", true], tunnel: ["string", true] },
   health: {
@@ -208,5 +214,7 @@ function valid(type: FieldType, value: unknown): boolean {
       return Number.isInteger(value) && (value as number) >= 1;
     case "boolean":
       return typeof value === "boolean";
+    case "object":
+      return typeof value === "object" && value !== null && !Array.isArray(value);
   }
 }

@@ -14,6 +14,7 @@
  * @module
  */
 
+import { toBase64Url } from "./base64.ts";
 import { toHex } from "./sha256.ts";
 
 /** `count` random bytes. */
@@ -28,9 +29,7 @@ export function randomHex(count: number): string {
 
 /** `count` random bytes in unpadded base64url (RFC 4648 §5). */
 export function randomBase64Url(count: number): string {
-  let binary = "";
-  for (const byte of randomBytes(count)) binary += String.fromCharCode(byte);
-  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return toBase64Url(randomBytes(count));
 }
 
 /** A random integer from 0 to 2³² − 1. */

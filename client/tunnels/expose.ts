@@ -11,6 +11,7 @@ import type { DaemonMessage } from "../../tunnel/control.ts";
 import { parseHostPort } from "../../util/address.ts";
 import type { HealthMonitor, HealthOptions } from "./health_check.ts";
 import type { ControlRequest } from "../connect/requests.ts";
+import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
 
 /** What `Client.expose` asks for. */
 export interface ExposeOptions {
@@ -56,6 +57,12 @@ export interface ExposeOptions {
    * sessions) instead. Default: no check.
    */
   health?: HealthOptions;
+  /**
+   * The tunnel's visitor policy (docs/policy.md); for now its `http` part, for an HTTP tunnel:
+   * basic auth (users with `scrypt:` hashes: see `hashPassword`), a bearer JWT, header rules,
+   * `hostRewrite`. The daemon refuses the tunnel rather than ignore a rule it cannot enforce.
+   */
+  policy?: { http?: HttpPolicy };
 }
 
 /** A reverse tunnel held by the client. Its remote port stays the same across reconnects when it can. */
@@ -105,7 +112,7 @@ export function newTunnelRecord(options: ExposeOptions, kept: boolean): TunnelRe
 
 /** The `expose` request for `options`, asking for `port` (0: any the daemon allows). */
 export function exposeRequest(options: ExposeOptions, port: number): ControlRequest {
-  const { bindHost, label, group, groupKey, shared, http, tls } = options;
+  const { bindHost, label, group, groupKey, shared, http, tls, policy } = options;
   const name = tls ?? http;
   return {
     type: "expose",
@@ -118,6 +125,7 @@ export function exposeRequest(options: ExposeOptions, port: number): ControlRequ
     shared,
     http: name,
     passthrough: tls === undefined ? undefined : true,
+    policy: policy as Record<string, unknown> | undefined,
   };
 }
 

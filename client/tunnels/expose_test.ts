@@ -53,6 +53,7 @@ describe("exposeRequest", () => {
       shared: true,
       http: undefined,
       passthrough: undefined,
+      policy: undefined,
     });
   });
 
@@ -64,6 +65,9 @@ describe("exposeRequest", () => {
     const tls = exposeRequest({ local: "127.0.0.1:3443", tls: "secure" }, 0);
     assert.equal(tls.type === "expose" && tls.http, "secure");
     assert.equal(tls.type === "expose" && tls.passthrough, true);
+    const policy = { http: { hostRewrite: "localhost:3000" } };
+    const guarded = exposeRequest({ local: "127.0.0.1:3000", http: "app", policy }, 0);
+    assert.deepEqual(guarded.type === "expose" && guarded.policy, policy, "the policy goes along");
   });
 });
 

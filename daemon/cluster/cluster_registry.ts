@@ -19,6 +19,7 @@
  * @module
  */
 
+import { type HttpPolicy, parseHttpPolicy } from "../../tunnel/policy/http_policy.ts";
 import type { LocalRegistry } from "../registry/local_registry.ts";
 import type {
   ClaimResult,
@@ -169,11 +170,16 @@ export class ClusterRegistry implements Registry {
       noun: "host",
       kind: {
         keyOf: (claim) => hostKeyOf(claim.host),
-        subjectOf: (claim) => ({ host: claim.host, passthrough: claim.passthrough }),
+        subjectOf: (claim) => ({
+          host: claim.host,
+          passthrough: claim.passthrough,
+          ...(claim.http ? { http: claim.http } : {}),
+        }),
         claimOf: (record, route) => ({
           ...routeClaim(record, route),
           host: record.host as string,
           passthrough: record.passthrough === true,
+          ...(record.http === undefined ? {} : { http: recordPolicy(record.http) }),
         }),
       },
       // Another node's name: reach it here through a relay route to that node, whose visitors
@@ -198,6 +204,7 @@ export class ClusterRegistry implements Registry {
             bindHost: claim.host,
             port: 0,
             passthrough: claim.passthrough,
+            httpPolicy: claim.http,
             up: () => options.reachable?.(claim.node) ?? true,
             log: options.log,
           }),
@@ -517,6 +524,15 @@ function serviceClaimOf(offer: ServiceOffer): ServiceClaim {
 }
 
 /** The record of an offer, from its cluster route. */
+/**
+ * Another node's record of a tunnel's `policy.http`, checked as a client's would be; one this
+ * node cannot read (a newer node's rule) lets nobody in rather than being ignored.
+ */
+function recordPolicy(value: unknown): HttpPolicy {
+  const parsed = parseHttpPolicy(value, "http");
+  return parsed.ok ? parsed.policy : { basicAuth: [] };
+}
+
 function recordOf(claim: ServiceClaim): ServiceRecord {
   const { name, client, session, node, owner, balance } = claim;
   return { name, client, session, node, owner, balance };

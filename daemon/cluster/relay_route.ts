@@ -11,6 +11,8 @@
 import type { Logger } from "../../util/log.ts";
 import type { RouteClaim } from "../registry/registry.ts";
 import { StreamRoute } from "../tunnels/stream_route.ts";
+import { HttpGate } from "../http/http_gate.ts";
+import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
 import type { StreamOpener } from "./peers.ts";
 
 /** How to make a {@linkcode RelayRoute}. */
@@ -30,6 +32,8 @@ export interface RelayRouteOptions {
   port: number;
   /** For a host name's route: whether the tunnel is a TLS one (connections passed through). */
   passthrough?: boolean;
+  /** For an HTTP tunnel's name: its `policy.http`, applied by this node's HTTP front. */
+  httpPolicy?: HttpPolicy;
   /** Logger. */
   log: Logger;
 }
@@ -48,6 +52,8 @@ export class RelayRoute extends StreamRoute {
   readonly port: number;
   /** A TLS tunnel's name: connections are passed through, never HTTP requests. */
   readonly passthrough: boolean;
+  /** The HTTP front's gate for the tunnel's `policy.http`, if it has one. */
+  readonly gate: HttpGate | undefined;
   readonly #up: () => boolean;
 
   /** A route over `options.opener` to the tunnel `options.claim` names. */
@@ -61,6 +67,7 @@ export class RelayRoute extends StreamRoute {
     this.bindHost = options.bindHost;
     this.port = options.port;
     this.passthrough = options.passthrough ?? false;
+    this.gate = options.httpPolicy && new HttpGate(options.httpPolicy);
     this.#up = options.up;
   }
 

@@ -26,7 +26,7 @@
 
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import { bareLineFeed, headEnd, plainResponse, responseHead } from "../../transport/http/head.ts";
+import { bareLineFeed, headEnd, responseHead } from "../../transport/http/head.ts";
 import {
   ChunkedScanner,
   fieldValues,
@@ -40,6 +40,7 @@ import { requestHost } from "../policy/host_names.ts";
 import { concat } from "../../util/bytes.ts";
 import { splitHostPort } from "../../util/address.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import type { GateVerdict, HttpGate } from "./http_gate.ts";
 
 /** How a request reaches the client holding its host. */
 export interface HttpRoute {
@@ -47,6 +48,8 @@ export interface HttpRoute {
   open(remote: string, local: string): Stream | undefined;
   /** Counts one request's bytes (head and body each way), told once when it is over. */
   exchanged?(bytesIn: number, bytesOut: number): void;
+  /** The tunnel's `policy.http`: who may reach it, what changes on the way; none: all, nothing. */
+  readonly gate?: HttpGate;
 }
 
 /** One finished request, for metrics and logs. */
@@ -61,12 +64,17 @@ export interface HttpExchange {
   bytesOut: number;
   /** From the head's arrival to the response's end. */
   ms: number;
+  /** Whether a tunnel held its host (and path); false for a host nobody holds, or none. */
+  routed?: boolean;
 }
 
 /** What {@linkcode serveHttpConnection} needs. */
 export interface HttpFrontOptions {
-  /** The route for `host`, or undefined when no tunnel holds it. */
-  route(host: string): HttpRoute | undefined;
+  /**
+   * The route for `host` and the request's `path` (the tunnel of the longest path prefix it lies
+   * under, else the name's own), or undefined when no tunnel holds it.
+   */
+  route(host: string, path?: string): HttpRoute | undefined;
   /** `http` or `https` (after TLS termination): what `X-Forwarded-Proto` says. */
   proto: "http" | "https";
   /** Keep incoming `X-Forwarded-*` / `Forwarded` and append to them, instead of replacing them. */
@@ -93,6 +101,8 @@ export interface HttpFrontOptions {
   onExchange?(exchange: HttpExchange): void;
   /** Told once when the visitor connection has closed (for a count of open connections). */
   onClose?(): void;
+  /** Told when a tunnel's `policy.http` refused a request (`reason` for counters, never sent). */
+  onRefused?(host: string, reason: string): void;
   /**
    * Whether this connection may carry requests for `host` (a TLS connection: the names its
    * certificate serves); others get 421 Misdirected Request. Absent: any host.
@@ -135,23 +145,63 @@ function withConnectionClose(startLine: string, fields: [string, string][]): Uin
   return encoder.encode(`${text}connection: close\r\n\r\n`);
 }
 
+/** A message head from its start line and fields, byte for byte as read (Latin-1). */
+function serializeHead(startLine: string, fields: [string, string][]): Uint8Array {
+  let text = `${startLine}\r\n`;
+  for (const [name, value] of fields) text += `${name}: ${value}\r\n`;
+  text += "\r\n";
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return bytes;
+}
+
 /**
- * Our own short plain-text answer (as `plainResponse`) on a connection that stays open: it says
+ * Our own short plain-text answer, with `fields` first: on a connection that stays open it says
  * `connection: keep-alive` (an HTTP/1.0 visitor needs that said), and to a HEAD request it is the
- * head alone (a body would be read as the next response).
+ * head alone (a body would be read as the next response); else `connection: close`.
  */
-function keptResponse(status: number, message: string, headOnly: boolean): Uint8Array {
+function keptResponse(
+  status: number,
+  message: string,
+  headOnly: boolean,
+  fields: [string, string][] = [],
+  keep = true,
+): Uint8Array {
   const body = encoder.encode(`${message}\n`);
   const head = responseHead(status, [
+    ...fields,
     ["content-type", "text/plain; charset=utf-8"],
     ["content-length", String(body.length)],
-    ["connection", "keep-alive"],
+    ["connection", keep ? "keep-alive" : "close"],
   ]);
   return headOnly ? head : concat([head, body]);
 }
 
-/** The connection's phases (a state machine for its lifecycle, not for its bytes). */
-type Phase = "head" | "request" | "tunnel" | "closing";
+/**
+ * The connection's phases (a state machine for its lifecycle, not for its bytes); `gate`: a
+ * request head waits for its tunnel's policy to decide (a password hash, a JWKS fetch).
+ */
+type Phase = "head" | "gate" | "request" | "tunnel" | "closing";
+
+/** A request head read and routed, before its stream opens. */
+interface RoutedHead {
+  host: string;
+  hostValue: string;
+  route: HttpRoute;
+  method: string;
+  target: string;
+  minor: string;
+  authority: string | undefined;
+  startLine: string;
+  fields: [string, string][];
+  body: BodyFraming;
+  closeAfter: boolean;
+  keepFor: string | undefined;
+  /** Bytes after the head (its body's first, or pipelined). */
+  rest: Uint8Array;
+  /** The tunnel's policy let it through (and said who for the app), if it has a gate. */
+  verdict?: GateVerdict;
+}
 
 /**
  * A finished exchange's stream, kept for the next request to the same host: the client's
@@ -259,6 +309,10 @@ class HttpConnection {
       }
       case "tunnel":
         if (!this.#exchange!.stream.write(chunk)) this.#visitor.pause();
+        break;
+      case "gate":
+        // Paused: only what was already on its way; the request's, kept for after the verdict.
+        this.#append(chunk);
         break;
       case "closing":
         break;
@@ -442,7 +496,7 @@ class HttpConnection {
     // close, the connection's framing is intact and it can take the next request (in `rest`).
     const keepFor = !closeAfter && body.kind === "none" && !this.#visitorEnded ? method : undefined;
     const host = requestHost(hostValue);
-    const route = host === undefined ? undefined : this.#options.route(host);
+    const route = host === undefined ? undefined : this.#options.route(host, target);
     if (!route) {
       this.#pending = rest;
       return this.#refuse(404, `no tunnel for ${hostValue}`, hostValue, keepFor);
@@ -451,14 +505,88 @@ class HttpConnection {
     if (this.#options.authority && !this.#options.authority(host!)) {
       return this.#refuse(421, `this connection's certificate does not serve ${host}`, host!);
     }
-    const kept = this.#takeKept(host!, route);
+    const routed: RoutedHead = {
+      host: host!,
+      hostValue,
+      route,
+      method,
+      target,
+      minor,
+      authority,
+      startLine: head.startLine,
+      fields: head.fields,
+      body,
+      closeAfter,
+      keepFor,
+      rest,
+    };
+    const verdict = route.gate?.guards
+      ? route.gate.check({
+        method,
+        target,
+        hostValue: authority ?? hostValue,
+        host: host!,
+        proto: this.#options.proto,
+        fields: head.fields,
+      })
+      : undefined;
+    if (verdict instanceof Promise) {
+      this.#phase = "gate";
+      this.#visitor.pause();
+      verdict.then(
+        (decided) => this.#gated(routed, decided),
+        () => this.#gated(routed, undefined),
+      );
+      return false;
+    }
+    if (verdict && !verdict.ok) return this.#gateRefused(routed, verdict);
+    routed.verdict = verdict;
+    return this.#open(routed);
+  }
+
+  /** The policy decided on a request that waited for it (undefined: it failed: refused). */
+  #gated(routed: RoutedHead, verdict: GateVerdict | undefined): void {
+    if (this.#closed || this.#phase !== "gate") return;
+    // What came in meanwhile follows the head's own rest.
+    routed.rest = this.#pending.length > 0 ? concat([routed.rest, this.#pending]) : routed.rest;
+    this.#pending = EMPTY;
+    this.#visitor.resume();
+    this.#phase = "head";
+    if (this.#visitorEnded) routed.keepFor = undefined;
+    routed.verdict = verdict;
+    const kept = verdict?.ok ? this.#open(routed) : this.#gateRefused(routed, verdict);
+    if (kept && this.#pending.length > 0) this.#startHead();
+  }
+
+  /**
+   * A request the tunnel's policy refused: 401 with the scheme to use and nothing about why
+   * (counted by reason); the connection kept when nothing of the request is left unread.
+   */
+  #gateRefused(
+    routed: RoutedHead,
+    verdict: Extract<GateVerdict, { ok: false }> | undefined,
+  ): boolean {
+    const status = verdict?.status ?? 401;
+    // The login's redirects and pages are answers, not refusals.
+    if (status >= 400) this.#options.onRefused?.(routed.host, verdict?.reason ?? "error");
+    this.#pending = routed.rest;
+    const message = verdict?.message ?? "unauthorized";
+    return this.#refuse(status, message, routed.host, routed.keepFor, verdict?.fields);
+  }
+
+  /** Opens the request's stream and sends its head on; true when answered here and kept. */
+  #open(routed: RoutedHead): boolean {
+    const { host, hostValue, route, method, target, minor, authority, body, closeAfter, keepFor } =
+      routed;
+    const rest = routed.rest;
+    const kept = this.#takeKept(host, route);
     const stream = kept ?? route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
     if (!stream) {
       this.#pending = rest;
-      return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host!, keepFor);
+      return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host, keepFor);
     }
     const exchange: Exchange = {
-      host: host!,
+      host,
       route,
       method,
       stream,
@@ -486,15 +614,14 @@ class HttpConnection {
     stream.onDrain = () => this.#visitor.resume();
     stream.onEnd = () => this.#onResponseEnd(exchange);
     stream.onClose = (error) => this.#onResponseEnd(exchange, error);
-    const out = authority === undefined
-      ? this.#requestHead(head.startLine, head.fields, hostValue)
-      : this.#requestHead(
-        `${method} ${target} HTTP/1.${minor}`,
-        head.fields.map(([name, value]) =>
-          [name, name.toLowerCase() === "host" ? authority! : value] as [string, string]
-        ),
-        hostValue,
-      );
+    const fields = authority === undefined ? routed.fields : routed.fields.map((
+      [name, value],
+    ) => [name, name.toLowerCase() === "host" ? authority : value] as [string, string]);
+    const out = this.#requestHead(
+      authority === undefined ? routed.startLine : `${method} ${target} HTTP/1.${minor}`,
+      route.gate ? route.gate.requestFields(fields, routed.verdict) : fields,
+      hostValue,
+    );
     if (kept && body.kind === "none" && SAFE_METHODS.has(method)) exchange.replay = out;
     exchange.bytesIn += out.length;
     stream.write(out);
@@ -628,9 +755,13 @@ class HttpConnection {
     const saysClose = /\bclose\b/i.test(fieldValues(head.fields, "connection").join(","));
     // Closing after this one for a reason of ours (the request limit), or the visitor's: say so,
     // or a kept-alive visitor would send its next request into a closing connection.
+    const gate = exchange.route.gate;
+    const fields = gate?.rewritesResponses ? gate.responseFields(head.fields) : head.fields;
     const out = exchange.closeAfter && !saysClose && framing.kind !== "tunnel"
-      ? withConnectionClose(head.startLine, head.fields)
-      : headBytes;
+      ? withConnectionClose(head.startLine, fields)
+      : fields === head.fields
+      ? headBytes
+      : serializeHead(head.startLine, fields);
     exchange.bytesOut += out.length;
     this.#visitor.write(out);
     exchange.status = status;
@@ -796,6 +927,7 @@ class HttpConnection {
       bytesIn: exchange.bytesIn,
       bytesOut: exchange.bytesOut,
       ms: performance.now() - exchange.started,
+      routed: true,
     });
   }
 
@@ -807,15 +939,23 @@ class HttpConnection {
    * intact and no reason to close), keeps the connection for the next request, whose bytes are
    * then in `#pending`. Returns whether it kept it.
    */
-  #refuse(status: number, message: string, host = "", keepFor?: string): boolean {
-    this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0 });
+  #refuse(
+    status: number,
+    message: string,
+    host = "",
+    keepFor?: string,
+    fields: [string, string][] = [],
+  ): boolean {
+    // Our 404 is for a host (or path) no tunnel holds; other answers of ours name a held host.
+    const routed = host !== "" && status !== 404;
+    this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0, routed });
     if (keepFor === undefined) {
       this.#phase = "closing";
-      this.#visitor.write(plainResponse(status, message));
+      this.#visitor.write(keptResponse(status, message, false, fields, false));
       this.#finish();
       return false;
     }
-    this.#visitor.write(keptResponse(status, message, keepFor === "HEAD"));
+    this.#visitor.write(keptResponse(status, message, keepFor === "HEAD", fields));
     this.#phase = "head";
     this.#visitor.resume();
     // Idle until the next head starts (or at once, with pipelined bytes: see the callers).

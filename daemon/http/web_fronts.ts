@@ -22,14 +22,19 @@ import type { AcmeCertificates } from "../tls/acme.ts";
 import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { CertificateStore } from "../tls/certificates.ts";
 import type { HttpFrontOptions } from "./http_front.ts";
+import { loadSessionKey, setSessionKeySource } from "./oidc_login.ts";
+import { hostEnv } from "../../util/host.ts";
 import type { HttpStats } from "./http_stats.ts";
 
 /** What the web fronts need from their daemon. */
 export interface WebFrontsOptions {
   /** The configuration in force (read per connection: a reload changes limits at once). */
   config: () => Config;
-  /** The route to the client holding `host`, if any (this node's tunnel, or a relay). */
-  route: (host: string) => HostRoute | undefined;
+  /**
+   * The route to the client holding `host`, if any (this node's tunnel, or a relay); given a
+   * request's `path`, the one of the longest path prefix it lies under.
+   */
+  route: (host: string, path?: string) => HostRoute | undefined;
   /** The certificates the HTTPS port terminates with. */
   certificates: CertificateStore;
   /** Per-host counters of the HTTP front. */
@@ -58,6 +63,10 @@ export class WebFronts {
   /** Fronts for a daemon; nothing listens until {@linkcode listenHttp} or {@linkcode listenHttps}. */
   constructor(options: WebFrontsOptions) {
     this.#options = options;
+    // OIDC logins' session cookies: the key is read (or made) at the first login.
+    setSessionKeySource(() =>
+      loadSessionKey(options.config().dataDir, hostEnv().TUNNELMUX_HTTP_SESSION_KEY)
+    );
   }
 
   /** Whether the HTTPS port can terminate TLS for `host` (a certificate, or ACME to get one). */
@@ -176,8 +185,8 @@ export class WebFronts {
   /** How the HTTP front serves a connection of the HTTP port, or a terminated one of HTTPS. */
   #httpOptions(proto: "http" | "https"): HttpFrontOptions {
     const config = this.#options.config();
-    const route = (host: string) => {
-      const found = this.#options.route(host);
+    const route = (host: string, path?: string) => {
+      const found = this.#options.route(host, path);
       // A TLS tunnel's name takes TLS connections only, never requests.
       return found && !found.passthrough ? found : undefined;
     };
@@ -189,8 +198,14 @@ export class WebFronts {
       // Asked at each request: a reload applies to connections already open.
       responseTimeoutMs: () => this.#options.config().limits.httpResponseTimeoutMs,
       onExchange: (exchange) =>
-        this.#options.httpStats.record(exchange, route(exchange.host) !== undefined),
+        this.#options.httpStats.record(
+          exchange,
+          exchange.routed ?? route(exchange.host) !== undefined,
+        ),
       acmeAnswer: this.#acme && ((token) => this.#acme?.httpAnswer(token)),
+      // Refusals by a tunnel's policy.http, by reason (basic_wrong, jwt_invalid, …): brute force
+      // shows in the daemon's events.
+      onRefused: (_host, reason) => this.#options.count(`http_policy_${reason}`),
     };
   }
 }

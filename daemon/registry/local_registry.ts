@@ -8,6 +8,7 @@
  */
 
 import { chooseRoute } from "./route_choice.ts";
+import { underPrefix } from "../../tunnel/policy/http_policy.ts";
 import type { ServiceOffer } from "./registry.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type {
@@ -173,22 +174,61 @@ export class LocalRegistry implements Registry {
 
   // ---- host names of HTTP tunnels ----
 
+  /** Tunnels by place: the host name, or the host name and a path prefix (`host/api`). */
   readonly #hosts = new Map<string, TunnelHandle>();
+  /** The path prefixes held under each host that has any, longest first. */
+  readonly #prefixes = new Map<string, string[]>();
+
+  /** Path prefixes of HTTP tunnels are served on a single node. */
+  readonly pathPrefixes = true;
 
   claimHost(claim: HostClaim, tunnel: TunnelHandle): Promise<ClaimResult<HostClaim>> {
-    const holder = this.#hosts.get(claim.host);
+    const place = placeOf(claim);
+    const holder = this.#hosts.get(place);
     if (holder && holder !== tunnel) return Promise.resolve({ ok: false, reason: "taken" });
-    this.#hosts.set(claim.host, tunnel);
+    // The places of one name are one client's: no other may take a path of someone's name.
+    const others = [
+      claim.host,
+      ...(this.#prefixes.get(claim.host) ?? []).map((p) => claim.host + p),
+    ]
+      .map((key) => this.#hosts.get(key))
+      .filter((t) => t !== undefined && t !== tunnel);
+    if (others.some((t) => t!.client !== tunnel.client)) {
+      return Promise.resolve({ ok: false, reason: "taken" });
+    }
+    this.#hosts.set(place, tunnel);
+    if (claim.pathPrefix) {
+      const prefixes = this.#prefixes.get(claim.host) ?? [];
+      if (!prefixes.includes(claim.pathPrefix)) prefixes.push(claim.pathPrefix);
+      prefixes.sort((a, b) => b.length - a.length);
+      this.#prefixes.set(claim.host, prefixes);
+    }
     return Promise.resolve({ ok: true });
   }
 
   releaseHost(claim: HostClaim, tunnel: TunnelHandle): Promise<void> {
-    if (this.#hosts.get(claim.host) === tunnel) this.#hosts.delete(claim.host);
+    const place = placeOf(claim);
+    if (this.#hosts.get(place) !== tunnel) return Promise.resolve();
+    this.#hosts.delete(place);
+    const prefixes = claim.pathPrefix ? this.#prefixes.get(claim.host) : undefined;
+    if (prefixes) {
+      prefixes.splice(prefixes.indexOf(claim.pathPrefix!), 1);
+      if (prefixes.length === 0) this.#prefixes.delete(claim.host);
+    }
     return Promise.resolve();
   }
 
-  /** This node's tunnel holding `host` (a node holds its own names' routes only). */
-  hostRoute(host: string): TunnelHandle | undefined {
+  /**
+   * This node's tunnel holding `host` (a node holds its own names' routes only); given a
+   * request's `path`, the one of the longest prefix it lies under, else the name's own.
+   */
+  hostRoute(host: string, path?: string): TunnelHandle | undefined {
+    const prefixes = path === undefined ? undefined : this.#prefixes.get(host);
+    if (prefixes) {
+      for (const prefix of prefixes) {
+        if (underPrefix(path!, prefix)) return this.#hosts.get(host + prefix);
+      }
+    }
     return this.#hosts.get(host);
   }
 
@@ -260,4 +300,9 @@ export class LocalRegistry implements Registry {
       }
     }
   }
+}
+
+/** Where a host claim is kept: its name, and its path prefix when it has one. */
+function placeOf(claim: HostClaim): string {
+  return claim.pathPrefix ? claim.host + claim.pathPrefix : claim.host;
 }

@@ -225,3 +225,49 @@ describe("LocalRegistry: watch", () => {
     ]);
   });
 });
+
+describe("LocalRegistry: host names and their path prefixes", () => {
+  const claim = (host: string, tunnel: string, client = "alice", pathPrefix?: string) => ({
+    host,
+    passthrough: false,
+    tunnel,
+    session: "s1",
+    client,
+    node: "local",
+    ...(pathPrefix ? { pathPrefix } : {}),
+  });
+
+  it("routes a path to the longest prefix it lies under, else to the name's own tunnel", async () => {
+    const hosts = registry();
+    const root = fakeTunnel("root", { host: "a.test" });
+    const api = fakeTunnel("api", { host: "a.test" });
+    const v1 = fakeTunnel("v1", { host: "a.test" });
+    assert.ok((await hosts.claimHost(claim("a.test", "api", "alice", "/api"), api)).ok);
+    assert.equal(hosts.hostRoute("a.test", "/"), undefined, "no tunnel of the name's own yet");
+    assert.ok((await hosts.claimHost(claim("a.test", "root"), root)).ok);
+    assert.ok((await hosts.claimHost(claim("a.test", "v1", "alice", "/api/v1"), v1)).ok);
+    const routed = (path?: string) => hosts.hostRoute("a.test", path)?.id;
+    assert.deepEqual(
+      ["/", "/apix", "/api", "/api/v1/x", "/api/v10", undefined].map(routed),
+      ["root", "root", "api", "v1", "api", "root"],
+    );
+    await hosts.releaseHost(claim("a.test", "v1", "alice", "/api/v1"), v1);
+    assert.equal(routed("/api/v1/x"), "api");
+    await hosts.releaseHost(claim("a.test", "api", "alice", "/api"), api);
+    assert.equal(routed("/api/v1/x"), "root");
+  });
+
+  it("keeps every path of a name to the client holding it", async () => {
+    const hosts = registry();
+    const mine = fakeTunnel("mine", { host: "a.test" });
+    const theirs = fakeTunnel("theirs", { host: "a.test", client: "bob" });
+    assert.ok((await hosts.claimHost(claim("a.test", "mine", "alice", "/x"), mine)).ok);
+    const taken = [
+      await hosts.claimHost(claim("a.test", "theirs", "bob", "/y"), theirs),
+      await hosts.claimHost(claim("a.test", "theirs", "bob"), theirs),
+      await hosts.claimHost(claim("a.test", "theirs", "bob", "/x"), theirs),
+    ];
+    assert.deepEqual(taken.map((r) => r.ok), [false, false, false]);
+    assert.equal(hosts.hostRoute("a.test", "/y"), undefined);
+  });
+});

@@ -26,6 +26,8 @@ import type { Transport } from "../../protocol/transport.ts";
 import type { SpliceCounters } from "../../tunnel/splice.ts";
 import type { Balance } from "./route_choice.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
+import type { HttpGate } from "../http/http_gate.ts";
+import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
 
 /** How a client reached the daemon. */
 export type TransportKind = "tcp" | "tls" | "ws" | "wss";
@@ -109,6 +111,8 @@ export interface HostRoute {
   open(remote: string, local: string): Stream | undefined;
   /** Counts the bytes of one request {@linkcode open} was for, once it is over. */
   exchanged(bytesIn: number, bytesOut: number): void;
+  /** An HTTP tunnel's `policy.http` as the HTTP front applies it; undefined: none. */
+  readonly gate?: HttpGate;
 }
 
 /**
@@ -182,6 +186,13 @@ export interface HostClaim extends RouteClaim {
   readonly host: string;
   /** A TLS tunnel (its connections passed through), not an HTTP one. */
   readonly passthrough: boolean;
+  /** An HTTP tunnel's `policy.http`, so every node's HTTP front applies it. */
+  readonly http?: HttpPolicy;
+  /**
+   * The path under `host` it serves (`policy.http.pathPrefix`): several tunnels of one client may
+   * hold one name, each request going to the longest prefix its path lies under.
+   */
+  readonly pathPrefix?: string;
 }
 
 /** The outcome of {@linkcode Registry.claimPort}. */
@@ -336,9 +347,12 @@ export interface Registry {
   releaseHost(claim: HostClaim, tunnel: TunnelHandle): Promise<void>;
   /**
    * The tunnel holding `host`: this node's own, or in a cluster a relay to the node that holds
-   * it (its visitors and requests cross one relay session); undefined when nobody does.
+   * it (its visitors and requests cross one relay session); undefined when nobody does. Given a
+   * request's `path`, the tunnel holding the longest path prefix of `host` it lies under, if any.
    */
-  hostRoute(host: string): HostRoute | undefined;
+  hostRoute(host: string, path?: string): HostRoute | undefined;
+  /** Whether host claims may name a `pathPrefix` (a single node: yes; a cluster: not yet). */
+  readonly pathPrefixes?: boolean;
 
   /** Calls `listener` with every change from now on; returns the function that stops it. */
   watch(listener: (change: RegistryChange) => void): () => void;

@@ -63,6 +63,9 @@ export async function expose(
   if (message.http !== undefined) {
     return await exposeHttp(context, client, message, message.http, answer);
   }
+  if (message.policy !== undefined) {
+    return answer.fail("not_allowed", "policy: only an HTTP tunnel takes a policy on this daemon");
+  }
   const bindHost = message.bindHost ?? "127.0.0.1";
   const decision = canExpose(client, bindHost, message.port);
   if (!decision.ok) return answer.fail("not_allowed", decision.message);

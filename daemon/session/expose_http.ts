@@ -13,6 +13,7 @@ import type { ClientMessage } from "../../tunnel/control.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { claimableHost } from "../policy/host_names.ts";
+import { type HttpPolicy, parseHttpPolicy } from "../../tunnel/policy/http_policy.ts";
 import type { Registry } from "../registry/registry.ts";
 import { newTunnelId } from "../tunnels/open_tunnel.ts";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
@@ -76,14 +77,20 @@ export async function exposeHttp(
   }
   const named = claimableHost(name, client.expose.hosts, context.config().http.domain);
   if (!named.ok) return answer.fail("not_allowed", named.message);
+  const policy = httpPolicyOf(message.policy, passthrough);
+  if (!policy.ok) return answer.fail(policy.code, policy.error);
+  const prefix = policy.policy?.pathPrefix;
+  if (prefix !== undefined && !context.registry.pathPrefixes) {
+    return answer.fail("not_allowed", "policy.http.pathPrefix: not available in a cluster yet");
+  }
   // Visitors are sent where TLS works for the name, else to plain HTTP.
   const secure = passthrough || httpPort === undefined ||
     (httpsPort !== undefined && context.terminates(named.host));
   const port = (secure ? httpsPort : httpPort) as number;
-  const url = webUrl(secure, named.host, port);
+  const url = webUrl(secure, named.host, port, prefix);
   // Requests by name reach it on the HTTP port too, when its visitors are sent to HTTPS.
   const urls = secure && !passthrough && httpPort !== undefined
-    ? [webUrl(false, named.host, httpPort), url]
+    ? [webUrl(false, named.host, httpPort, prefix), url]
     : [url];
   const tunnel = new ReverseTunnel({
     id: newTunnelId(),
@@ -94,6 +101,7 @@ export async function exposeHttp(
     host: named.host,
     passthrough,
     urls,
+    httpPolicy: policy.policy,
     label: message.label,
     visitorLimit: context.visitorLimit(client.name),
     log: context.log,
@@ -101,7 +109,7 @@ export async function exposeHttp(
   const claimed = await context.registry.claimHost(context.tunnels.hostClaim(tunnel), tunnel);
   if (!claimed.ok) {
     return claimed.reason === "taken"
-      ? answer.fail("conflict", `${named.host} is held by another tunnel`)
+      ? answer.fail("conflict", `${named.host}${prefix ?? ""} is held by another tunnel`)
       : answer.fail("unavailable", "the cluster registry cannot be reached; try again");
   }
   // The session may have ended while the name was being claimed.
@@ -121,7 +129,46 @@ export async function exposeHttp(
   });
 }
 
-/** `http://HOST[:PORT]/` or `https://…`, the scheme's default port left out. */
-function webUrl(secure: boolean, host: string, port: number): string {
-  return `${secure ? "https" : "http"}://${host}${port === (secure ? 443 : 80) ? "" : `:${port}`}/`;
+/**
+ * The `policy.http` of an expose request: checked strictly, and refused for a TLS tunnel (its
+ * requests are never seen). Other keys of `policy` are refused, until the daemon enforces them (a
+ * rule ignored would leave the app open).
+ */
+function httpPolicyOf(
+  value: Record<string, unknown> | undefined,
+  passthrough: boolean,
+): { ok: true; policy: HttpPolicy | undefined } | {
+  ok: false;
+  code: "not_allowed";
+  error: string;
+} {
+  if (value === undefined) return { ok: true, policy: undefined };
+  for (const key of Object.keys(value)) {
+    if (key !== "http") {
+      return {
+        ok: false,
+        code: "not_allowed",
+        error: `policy.${key}: not enforced by this daemon`,
+      };
+    }
+  }
+  if (value.http === undefined) return { ok: true, policy: undefined };
+  if (passthrough) {
+    return {
+      ok: false,
+      code: "not_allowed",
+      error: "policy.http: a TLS tunnel's requests are not seen",
+    };
+  }
+  const parsed = parseHttpPolicy(value.http, "policy.http");
+  if (!parsed.ok) return { ok: false, code: "not_allowed", error: parsed.error };
+  return { ok: true, policy: parsed.policy };
+}
+
+/** `http://HOST[:PORT]/[PREFIX/]` or `https://…`, the scheme's default port left out. */
+function webUrl(secure: boolean, host: string, port: number, prefix = "/"): string {
+  const path = prefix.endsWith("/") ? prefix : `${prefix}/`;
+  return `${secure ? "https" : "http"}://${host}${
+    port === (secure ? 443 : 80) ? "" : `:${port}`
+  }${path}`;
 }

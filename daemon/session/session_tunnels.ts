@@ -103,6 +103,8 @@ export class SessionTunnels {
     return {
       host: tunnel.host!,
       passthrough: tunnel.passthrough,
+      ...(tunnel.httpPolicy ? { http: tunnel.httpPolicy } : {}),
+      ...(tunnel.httpPolicy?.pathPrefix ? { pathPrefix: tunnel.httpPolicy.pathPrefix } : {}),
       tunnel: tunnel.id,
       session: this.#context.sessionId,
       client: tunnel.client,

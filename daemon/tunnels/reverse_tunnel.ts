@@ -8,6 +8,8 @@
  * @module
  */
 
+import { HttpGate } from "../http/http_gate.ts";
+import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Logger } from "../../util/log.ts";
@@ -48,6 +50,8 @@ export interface ReverseTunnelOptions {
   passthrough?: boolean;
   /** With `host`: every URL visitors reach it by (the HTTP and the HTTPS port's). */
   urls?: readonly string[];
+  /** With `host`: the tunnel's `policy.http`, which the HTTP front applies to its requests. */
+  httpPolicy?: HttpPolicy;
   /** How many visitors it takes at once, with its client's other tunnels; default no limit. */
   visitorLimit?: VisitorLimit;
   /** Logger with the session's context. */
@@ -72,6 +76,10 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   readonly passthrough: boolean;
   /** Every URL visitors reach an HTTP or TLS tunnel by; empty for a port's tunnel. */
   readonly urls: readonly string[];
+  /** An HTTP tunnel's `policy.http`, if it has one. */
+  readonly httpPolicy: HttpPolicy | undefined;
+  /** The HTTP front's gate for {@linkcode httpPolicy}. */
+  readonly gate: HttpGate | undefined;
   /** When it was opened (ms since the epoch). */
   readonly createdAt = Date.now();
   /** False while the client reports its local service failing its health check. */
@@ -89,6 +97,8 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     this.host = options.host;
     this.passthrough = options.passthrough ?? false;
     this.urls = options.urls ?? [];
+    this.httpPolicy = options.httpPolicy;
+    this.gate = options.httpPolicy && new HttpGate(options.httpPolicy);
     this.#limit = options.visitorLimit;
   }
 
