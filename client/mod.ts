@@ -33,7 +33,13 @@ export type {
 export { connectHa, HaClient } from "./ha_client.ts";
 export { HealthMonitor, probe } from "./tunnels/health_check.ts";
 export { hashPassword } from "../tunnel/policy/password_hash.ts";
-export type { HttpPolicy } from "../tunnel/policy/http_policy.ts";
+export type {
+  BasicAuthUser,
+  HeaderRules,
+  HttpPolicy,
+  JwtRule,
+  OidcRule,
+} from "../tunnel/policy/http_policy.ts";
 export type { HealthCheck, HealthOptions } from "./tunnels/health_check.ts";
 export type { HaEvents, HaOptions, HaSession } from "./ha_client.ts";
 export { Backoff } from "./connect/backoff.ts";
