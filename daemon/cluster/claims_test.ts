@@ -458,6 +458,30 @@ describe("ClusterClaims", () => {
     assert.deepEqual(await a.claims.reassert(), []);
     assert.deepEqual(await routesOf(taken), ["n2/tb"]);
   });
+  it("a periodic check (rewrite: false) writes no record that holds its route as it is, only missing ones", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const held = unique();
+    const sick = unique();
+    const missing = unique();
+    await a.claims.claim(a.claim(held, "t1"));
+    const unwell = a.claim(sick, "t2");
+    await a.claims.claim(unwell);
+    await a.claims.setHealth(unwell, false);
+    await a.claims.setHealth(unwell, true); // healthy again: `healthy: true` stored
+    await a.claims.claim(a.claim(missing, "t3"));
+    const before = [(await entryOf(held)).revision, (await entryOf(sick)).revision];
+    await bucket.delete(`name-${missing}`);
+
+    assert.deepEqual(await a.claims.reassert({ rewrite: false }), []);
+    // Nothing written where the record already says what this node would write.
+    assert.deepEqual([(await entryOf(held)).revision, (await entryOf(sick)).revision], before);
+    assert.deepEqual(await routesOf(missing), ["n1/t3"]);
+    // The default (after this node was away) still writes them again.
+    await a.claims.reassert();
+    assert.ok((await entryOf(held)).revision > before[0]);
+  });
+
   it("applies no record a NATS user without the cluster key wrote, and a claim takes its key", async () => {
     const bare = await bareBucket(link.url, "claims-test-ports");
     const alive: Alive = new Set(["n9/r1"]);

@@ -343,7 +343,9 @@ export class Cluster {
       // failover, or a node that wrongly took us for gone): one read per record of its own.
       presence.onBeat = (beats) => {
         if (beats % REASSERT_EVERY_BEATS !== 0) return;
-        void registry!.reassert();
+        // Reads only: a record still as this node wrote it is not written again (each write
+        // reaches every node).
+        void registry!.reassert({ rewrite: false });
         // And that the watches still follow the buckets (a watch can stall silently): one
         // request per bucket; a bucket is read whole again only if its watch fell behind.
         void registry!.checkWatches().catch(() => {});
