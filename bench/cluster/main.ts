@@ -10,7 +10,7 @@
  *
  * ```sh
  * deno run -A bench/cluster/main.ts [--nodes 2,5,10] [--tunnels 100,1000] [--window 30]
- *   [--root DIR] [--out DIR]
+ *   [--root DIR] [--out DIR] [--from FILE,FILE]
  * ```
  *
  * @module
@@ -52,6 +52,8 @@ killed node's ports to be released.
   --root DIR       run the daemons from this checkout (to compare with an older commit)
   --no-churn       measure the steady state only
   --out DIR        write cluster.json, cluster.md and cluster.svg there
+  --from LIST      run nothing: merge finished runs' cluster.json files (comma-separated), print
+                   the table and, with --out, write the three files from them
   -h, --help       this text
 `;
 
@@ -357,6 +359,7 @@ async function main(): Promise<void> {
       root: { type: "string" },
       "no-churn": { type: "boolean", default: false },
       out: { type: "string" },
+      from: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -372,6 +375,15 @@ async function main(): Promise<void> {
       }
       return n;
     });
+  if (values.from) {
+    const merged = values.from.split(",").flatMap((file) => {
+      const runs = JSON.parse(readFileSync(file, "utf8"));
+      if (!Array.isArray(runs)) throw new Error(`--from: ${file} is not a cluster.json`);
+      return runs as ShapeResult[];
+    }).sort((a, b) => a.tunnels - b.tunnels || a.nodes - b.nodes);
+    report(merged, values.out);
+    return;
+  }
   const nodeCounts = list(values.nodes!, "nodes", 50);
   const tunnelCounts = list(values.tunnels!, "tunnels", 10_000);
   const window = Number(values.window);
@@ -399,26 +411,32 @@ async function main(): Promise<void> {
       console.error(markdownOf([r]).split("\n")[2]);
     }
   }
+  report(results, values.out);
+}
+
+/** Prints the table of `results` and, given `out`, writes the JSON, the table and the SVG. */
+function report(results: ShapeResult[], out: string | undefined): void {
   const table = markdownOf(results);
   console.log(table);
-  if (values.out) {
-    mkdirSync(values.out, { recursive: true });
-    writeFileSync(join(values.out, "cluster.json"), JSON.stringify(results, null, 2) + "\n");
-    writeFileSync(join(values.out, "cluster.md"), table + "\n");
-    const series = (pick: (r: ShapeResult) => number) =>
-      tunnelCounts.map((t) => ({
-        name: `${t} tunnels`,
-        points: results.filter((r) => r.tunnels === t).map((r) => ({ x: r.nodes, y: pick(r) })),
-      }));
-    writeFileSync(
-      join(values.out, "cluster.svg"),
-      renderCurves("tunnelmux cluster: coordination load over nodes", [
-        { title: "JetStream API requests/s", series: series((r) => r.rates.apiTotal) },
-        { title: "NATS messages out/s", series: series((r) => r.rates.outMsgs) },
-        { title: "CPU % per daemon", series: series((r) => r.cpuPercentPerNode) },
-      ]),
-    );
-  }
+  if (!out) return;
+  mkdirSync(out, { recursive: true });
+  writeFileSync(join(out, "cluster.json"), JSON.stringify(results, null, 2) + "\n");
+  writeFileSync(join(out, "cluster.md"), table + "\n");
+  const tunnelCounts = [...new Set(results.map((r) => r.tunnels))].sort((a, b) => a - b);
+  const series = (pick: (r: ShapeResult) => number) =>
+    tunnelCounts.map((t) => ({
+      name: `${t} tunnels`,
+      points: results.filter((r) => r.tunnels === t).sort((a, b) => a.nodes - b.nodes)
+        .map((r) => ({ x: r.nodes, y: pick(r) })),
+    }));
+  writeFileSync(
+    join(out, "cluster.svg"),
+    renderCurves("tunnelmux cluster: coordination load over nodes", [
+      { title: "NATS messages out/s", series: series((r) => r.rates.outMsgs) },
+      { title: "NATS messages in/s", series: series((r) => r.rates.inMsgs) },
+      { title: "CPU % per daemon", series: series((r) => r.cpuPercentPerNode) },
+    ]),
+  );
 }
 
 if (import.meta.main) {
