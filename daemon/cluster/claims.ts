@@ -285,12 +285,25 @@ export class ClusterClaims<C extends RouteClaim> {
     }
   }
 
-  /** A node run is gone: its routes are removed from every record (records left empty go). */
+  /**
+   * A node run is gone: its routes are removed from every record (records left empty go). Every
+   * live node does this at once, so each walks the records in its own random order and skips a
+   * record whose removal by another node its watch has already brought: the nodes share the
+   * work instead of each reading every record of the dead node.
+   */
   async nodeGone(node: string, run: string): Promise<void> {
-    for (const [key, cached] of [...this.#records]) {
-      if (!cached.record.routes.some((r) => r.node === node && r.run === run)) continue;
+    const dead = (r: StoredRoute) => r.node === node && r.run === run;
+    const held = [...this.#records].filter(([, cached]) => cached.record.routes.some(dead))
+      .map(([key]) => key);
+    for (let i = held.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [held[i], held[j]] = [held[j], held[i]];
+    }
+    for (const key of held) {
+      // Gone, or without the dead route, since: another node was first.
+      if (!this.#records.get(key)?.record.routes.some(dead)) continue;
       if (this.#o.alive(node, run)) return; // back already
-      await this.#removeRoutes(key, (r) => r.node === node && r.run === run).catch(() => {});
+      await this.#removeRoutes(key, dead).catch(() => {});
     }
   }
 

@@ -417,6 +417,35 @@ describe("ClusterClaims", () => {
     assert.equal(await routesOf(alone), undefined);
   });
 
+  it("skips a dead node's records whose release by another node its watch already brought", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const names = [unique(), unique(), unique(), unique()];
+    for (const [i, name] of names.entries()) await a.claims.claim(a.claim(name, `t${i}`));
+    const read: string[] = [];
+    const released = () => observer.claims;
+    const counted: KvBucket = {
+      ...bucket,
+      async get(key) {
+        read.push(key);
+        if (read.length === 1) {
+          // Meanwhile another node released all the others, and the watch brought it here.
+          for (const other of names.map((n) => `name-${n}`).filter((k) => k !== key)) {
+            await bucket.delete(other);
+            released().forget(other);
+          }
+        }
+        return await bucket.get(key);
+      },
+    };
+    const observer = node("n3", { alive, bucket: counted });
+    for (const name of names) observer.claims.apply(await entryOf(name));
+    alive.delete("n1/r1");
+    await observer.claims.nodeGone("n1", "r1");
+    assert.equal(read.length, 1, `read only what no other node had released: ${read}`);
+    for (const name of names) assert.equal(await routesOf(name), undefined);
+  });
+
   it("deletes a record it applied whose routes are all dead, once the record is stale", async () => {
     const alive: Alive = new Set();
     const a = node("n1", { alive });
