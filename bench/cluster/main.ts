@@ -71,6 +71,8 @@ export interface ShapeResult {
   rates: NatsCounters;
   cpuPercentPerNode: number;
   rssMiBPerNode: number;
+  /** nats-server's CPU over the window, % of one core (absent in runs made before it was kept). */
+  natsCpuPercent?: number;
   claimVisibleMs?: number;
   releaseMs?: number;
   loadAvg: number[];
@@ -161,7 +163,7 @@ async function runShape(
   try {
     const nats = await natsServerBinary();
     const natsPort = await freePort(), monitor = await freePort();
-    started(spawn(nats, [
+    const natsProcess = started(spawn(nats, [
       "-js",
       "-sd",
       join(dir, "nats"),
@@ -242,10 +244,12 @@ async function runShape(
     await sleep(Math.max(5_000, options.ttl));
     const nats0 = await varz();
     const procs0 = daemons.map((d) => procSample(d.pid!));
+    const natsCpu0 = procSample(natsProcess.pid!).cpu;
     const t0 = performance.now();
     await sleep(options.window * 1000);
     const nats1 = await varz();
     const procs1 = daemons.map((d) => procSample(d.pid!));
+    const natsCpu1 = procSample(natsProcess.pid!).cpu;
     const seconds = (performance.now() - t0) / 1000;
     const loadAvg = loadavg();
     const cpu = procs1.reduce((s, p, i) => s + p.cpu - procs0[i].cpu, 0) / nodes / seconds * 100;
@@ -256,6 +260,7 @@ async function runShape(
       rates: ratesOf(nats0, nats1, seconds),
       cpuPercentPerNode: cpu,
       rssMiBPerNode: procs1.reduce((s, p) => s + p.rss, 0) / nodes,
+      natsCpuPercent: (natsCpu1 - natsCpu0) / seconds * 100,
       loadAvg,
     };
     if (options.churn && nodes >= 2) {
@@ -338,13 +343,13 @@ export function markdownOf(results: readonly ShapeResult[]): string {
       r.rates.inMsgs.toFixed(0)
     } | ${r.rates.outMsgs.toFixed(0)} | ${(r.rates.outBytes / 1024).toFixed(1)} | ${
       r.cpuPercentPerNode.toFixed(1)
-    } | ${r.rssMiBPerNode.toFixed(0)} | ${r.claimVisibleMs?.toFixed(0) ?? "–"} | ${
-      r.releaseMs?.toFixed(0) ?? "–"
-    } | ${r.loadAvg[0].toFixed(1)} |`
+    } | ${r.rssMiBPerNode.toFixed(0)} | ${r.natsCpuPercent?.toFixed(1) ?? "–"} | ${
+      r.claimVisibleMs?.toFixed(0) ?? "–"
+    } | ${r.releaseMs?.toFixed(0) ?? "–"} | ${r.loadAvg[0].toFixed(1)} |`
   );
   return [
-    "| nodes | tunnels | JS API req/s | msgs in/s | msgs out/s | KiB out/s | CPU %/node | RSS MiB/node | claim seen ms | release ms | load |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
+    "| nodes | tunnels | JS API req/s | msgs in/s | msgs out/s | KiB out/s | CPU %/node | RSS MiB/node | nats-server CPU % | claim seen ms | release ms | load |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...rows,
   ].join("\n");
 }
