@@ -51,7 +51,9 @@ export function clusterApi(deps: ClusterApiDeps): Hono {
     const haOf = (data: unknown) => (data as { ha?: unknown } | null)?.ha;
     const summaries = health.answers.every((a) => Array.isArray(haOf(a.data)))
       ? health.answers.flatMap((a) =>
-        (haOf(a.data) as HaSummary[]).map((h) => ({ node: a.node, client: h.client, ha: h.wanted }))
+        (haOf(a.data) as Partial<HaSummary>[])
+          .filter((h) => typeof h?.client === "string" && Number.isInteger(h.wanted))
+          .map((h) => ({ node: a.node, client: h.client!, ha: h.wanted }))
       )
       : (await clusterListing(cluster, "sessions")).items as {
         node: string;
