@@ -5,8 +5,10 @@
  * T/N reverse tunnels there; then, in steady state, reads nats-server's `/varz` twice to get the
  * NATS messages, bytes and JetStream API requests per second, and each daemon's CPU and RSS from
  * `/proc`. Then churn: a few more tunnels claimed on node 1 (time until a watcher of the ports
- * bucket sees each), and the last node SIGKILLed (time until every one of its ports is released
- * by the others). Every process is started in its own process group and killed at the end.
+ * bucket sees each), the last node SIGKILLed (time until every one of its ports is released by
+ * the others), then restarted with its client (time until its tunnels are claimed again, and the
+ * NATS messages its start cost). Every process is started in its own process group and killed at
+ * the end.
  *
  * ```sh
  * deno run -A bench/cluster/main.ts [--nodes 2,5,10] [--tunnels 100,1000] [--window 30]
@@ -42,8 +44,9 @@ const HELP = `Usage: bench/cluster/main.ts [options]
 
 The cluster's coordination load: for each N × T, one nats-server, N daemons (Deno) and a client
 process per node holding T/N tunnels; NATS messages, bytes and JetStream API requests per second
-in steady state, each daemon's CPU and RSS, the time for a claim to reach a watcher and for a
-killed node's ports to be released.
+in steady state, each daemon's CPU and RSS, nats-server's CPU, the time for a claim to reach a
+watcher, for a killed node's ports to be released and for the node, restarted, to hold its
+tunnels again.
 
   --nodes LIST     node counts (default 2,5,10)
   --tunnels LIST   tunnel counts in the whole cluster (default 100,1000)
@@ -75,6 +78,10 @@ export interface ShapeResult {
   natsCpuPercent?: number;
   claimVisibleMs?: number;
   releaseMs?: number;
+  /** A killed node restarted: until its client's tunnels were all claimed again. */
+  rejoinMs?: number;
+  /** NATS messages in meanwhile (its start reads every bucket whole, then the claims). */
+  rejoinMsgs?: number;
   loadAvg: number[];
 }
 
@@ -184,6 +191,29 @@ async function runShape(
     const token = randomBytes(24).toString("base64url");
     const key = randomBytes(24).toString("base64url");
     const daemons: ChildProcess[] = [];
+    const startDaemon = (i: number) =>
+      started(spawn(DENO, [
+        "run",
+        "-A",
+        join(options.root, "daemon", "main.ts"),
+        "--config",
+        join(dir, `n${i}.json`),
+      ], {
+        stdio: ["ignore", "ignore", openSync(join(dir, `n${i}.log`), "a")],
+        detached: true,
+        env: { ...process.env, TUNNELMUX_CLUSTER_KEY: key, NO_COLOR: "1" },
+      }));
+    const startHolder = async (port: number) => {
+      const holder = new Holder(started(spawn(BUN, [
+        join(ROOT, "bench", "scale", "holder.ts"),
+        "--server",
+        `tcp://127.0.0.1:${port}`,
+        "--token",
+        token,
+      ], { stdio: ["pipe", "pipe", "ignore"], detached: true })));
+      await holder.ready();
+      return holder;
+    };
     const tcpPorts: number[] = [];
     for (let i = 1; i <= nodes; i++) {
       const tcp = await freePort(), relay = await freePort();
@@ -206,36 +236,15 @@ async function runShape(
           visitors: "owner",
         },
       };
-      const file = join(dir, `n${i}.json`);
-      writeFileSync(file, JSON.stringify(config));
-      daemons.push(started(spawn(DENO, [
-        "run",
-        "-A",
-        join(options.root, "daemon", "main.ts"),
-        "--config",
-        file,
-      ], {
-        stdio: ["ignore", "ignore", openSync(join(dir, `n${i}.log`), "w")],
-        detached: true,
-        env: { ...process.env, TUNNELMUX_CLUSTER_KEY: key, NO_COLOR: "1" },
-      })));
+      writeFileSync(join(dir, `n${i}.json`), JSON.stringify(config));
+      daemons.push(startDaemon(i));
     }
     for (const port of tcpPorts) {
       await until(`a daemon on ${port}`, 60_000, () => portOpen(port));
     }
     // The tunnels, T/N on each node, from one client process per node.
     const holders: Holder[] = [];
-    for (let i = 0; i < nodes; i++) {
-      const holder = new Holder(started(spawn(BUN, [
-        join(ROOT, "bench", "scale", "holder.ts"),
-        "--server",
-        `tcp://127.0.0.1:${tcpPorts[i]}`,
-        "--token",
-        token,
-      ], { stdio: ["pipe", "pipe", "ignore"], detached: true })));
-      await holder.ready();
-      holders.push(holder);
-    }
+    for (let i = 0; i < nodes; i++) holders.push(await startHolder(tcpPorts[i]));
     const share = (i: number) => Math.floor(tunnels / nodes) + (i < tunnels % nodes ? 1 : 0);
     await Promise.all(
       holders.map((h, i) => h.send({ op: "tunnels", count: share(i), local: "127.0.0.1:9" })),
@@ -317,6 +326,17 @@ async function runShape(
           () => Promise.resolve(released >= held ? true : undefined),
         );
         result.releaseMs = lastRelease - killedAt;
+        // The node restarted, and its client with it: time until its tunnels are claimed again,
+        // and what its start (every bucket read whole) cost NATS.
+        const before = await varz();
+        const restarted = performance.now();
+        daemons[nodes - 1] = startDaemon(nodes);
+        await until("the restarted daemon", 60_000, () => portOpen(tcpPorts[nodes - 1]));
+        const back = await startHolder(tcpPorts[nodes - 1]);
+        await back.send({ op: "tunnels", count: share(nodes - 1), local: "127.0.0.1:9" });
+        result.rejoinMs = performance.now() - restarted;
+        const after = await varz();
+        result.rejoinMsgs = after.inMsgs - before.inMsgs;
         watch.stop();
       } finally {
         await nc.close();
@@ -345,11 +365,13 @@ export function markdownOf(results: readonly ShapeResult[]): string {
       r.cpuPercentPerNode.toFixed(1)
     } | ${r.rssMiBPerNode.toFixed(0)} | ${r.natsCpuPercent?.toFixed(1) ?? "–"} | ${
       r.claimVisibleMs?.toFixed(0) ?? "–"
-    } | ${r.releaseMs?.toFixed(0) ?? "–"} | ${r.loadAvg[0].toFixed(1)} |`
+    } | ${r.releaseMs?.toFixed(0) ?? "–"} | ${r.rejoinMs?.toFixed(0) ?? "–"} | ${
+      r.rejoinMsgs ?? "–"
+    } | ${r.loadAvg[0].toFixed(1)} |`
   );
   return [
-    "| nodes | tunnels | JS API req/s | msgs in/s | msgs out/s | KiB out/s | CPU %/node | RSS MiB/node | nats-server CPU % | claim seen ms | release ms | load |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| nodes | tunnels | JS API req/s | msgs in/s | msgs out/s | KiB out/s | CPU %/node | RSS MiB/node | nats-server CPU % | claim seen ms | release ms | rejoin ms | rejoin msgs in | load |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...rows,
   ].join("\n");
 }
