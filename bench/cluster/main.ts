@@ -11,7 +11,7 @@
  * the end.
  *
  * ```sh
- * deno run -A bench/cluster/main.ts [--nodes 2,5,10] [--tunnels 100,1000] [--window 30]
+ * deno run -A bench/cluster/main.ts [--nodes 2,5,10] [--tunnels 100,1000] [--window 50]
  *   [--root DIR] [--out DIR] [--from FILE,FILE]
  * ```
  *
@@ -50,7 +50,9 @@ tunnels again.
 
   --nodes LIST     node counts (default 2,5,10)
   --tunnels LIST   tunnel counts in the whole cluster (default 100,1000)
-  --window S       steady-state window, seconds (default 30; two reassert periods is 50)
+  --window S       steady-state window, seconds (default 50: two periods of the records check
+                   at the default TTL; a window that is not a whole number of periods is
+                   biased by where it falls)
   --ttl MS         presence TTL (default 5000, the daemon's default)
   --root DIR       run the daemons from this checkout (to compare with an older commit)
   --no-churn       measure the steady state only
@@ -381,7 +383,7 @@ async function main(): Promise<void> {
     options: {
       nodes: { type: "string", default: "2,5,10" },
       tunnels: { type: "string", default: "100,1000" },
-      window: { type: "string", default: "30" },
+      window: { type: "string", default: "50" },
       ttl: { type: "string", default: "5000" },
       root: { type: "string" },
       "no-churn": { type: "boolean", default: false },
