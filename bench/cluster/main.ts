@@ -88,6 +88,8 @@ export interface ShapeResult {
 }
 
 const children: ChildProcess[] = [];
+/** Temporary directories of the shape running now, removed however the run ends. */
+const scratch = new Set<string>();
 
 function started(child: ChildProcess): ChildProcess {
   children.push(child);
@@ -169,6 +171,7 @@ async function runShape(
   options: { window: number; ttl: number; root: string; churn: boolean },
 ): Promise<ShapeResult> {
   const dir = mkdtempSync(join(tmpdir(), "tunnelmux-cluster-scale-"));
+  scratch.add(dir);
   try {
     const nats = await natsServerBinary();
     const natsPort = await freePort(), monitor = await freePort();
@@ -355,6 +358,7 @@ async function runShape(
     killAll();
     await sleep(500);
     rmSync(dir, { recursive: true, force: true });
+    scratch.delete(dir);
   }
 }
 
@@ -424,6 +428,7 @@ async function main(): Promise<void> {
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     process.on(signal, () => {
       killAll();
+      for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
       process.exit(130);
     });
   }
