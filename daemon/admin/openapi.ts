@@ -810,9 +810,56 @@ export const OPENAPI_DOCUMENT: Json = {
         "200": json("The cluster as this node sees it; `cluster` is null for a single node", {
           type: "object",
           required: ["cluster"],
-          properties: { cluster: { type: ["object", "null"] } },
+          properties: {
+            cluster: {
+              type: ["object", "null"],
+              description: "`nodes` (every live node, with its `health` answer or null), " +
+                "`missing` (nodes that did not answer within 2 s), `degraded` (`--ha` clients " +
+                "on fewer nodes than they asked for), `peers` (relay sessions), `counts` " +
+                "(`nodes`, `ports`, `routes`, `relays`: all of them), and one page of `ports` " +
+                "(every route, by port, node and tunnel) with this node's `relays` in the " +
+                "same range, and `nextCursor` (null on the last page).",
+              properties: {
+                counts: {
+                  type: "object",
+                  required: ["nodes", "ports", "routes", "relays"],
+                  properties: {
+                    nodes: { type: "integer" },
+                    ports: { type: "integer" },
+                    routes: { type: "integer" },
+                    relays: { type: "integer" },
+                  },
+                },
+                ports: { type: "array", items: { type: "object" } },
+                relays: { type: "array", items: { type: "object" } },
+                nextCursor: { type: ["string", "null"] },
+              },
+            },
+          },
         }),
-      }, { tags: ["cluster"] }),
+        "400": response("BadRequest"),
+      }, {
+        tags: ["cluster"],
+        parameters: [
+          {
+            name: "limit",
+            in: "query",
+            required: false,
+            description: "Routes per page (ports and relays can number 100,000).",
+            schema: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
+          },
+          {
+            name: "cursor",
+            in: "query",
+            required: false,
+            description: "The previous page's `nextCursor` (`PORT/NODE/TUNNEL`, its last route).",
+            schema: {
+              type: "string",
+              pattern: "^\\d{1,5}/[A-Za-z0-9._-]{1,128}/[A-Za-z0-9._-]{1,128}$",
+            },
+          },
+        ],
+      }),
     },
     "/v1/tunnels/{id}": {
       parameters: [pathParam("id", PARAM_PATTERNS.tunnel, "A tunnel id, e.g. `t-1a2b`.")],

@@ -30,6 +30,20 @@ export interface AnsweringNode {
   readonly certificates: { find(host: string): ServedCertificate | undefined };
 }
 
+/** The clients of `registry`'s sessions that asked for sessions on several nodes (`--ha`). */
+export function haClients(registry: Registry): { client: string; wanted: number }[] {
+  const wanted = new Map<string, number>();
+  for (const session of registry.sessions()) {
+    const client = session.client;
+    const ha = session.ha ?? 1;
+    if (client && ha >= 2) wanted.set(client, Math.max(ha, wanted.get(client) ?? 0));
+  }
+  return [...wanted].sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0).map(([client, n]) => ({
+    client,
+    wanted: n,
+  }));
+}
+
 /** Answers the other nodes' admin queries about `node` through `cluster`, from now on. */
 export function answerQueries(cluster: Pick<Cluster, "answer">, node: AnsweringNode): void {
   cluster.answer("sessions", () => node.registry.sessions().map(sessionSummary));
@@ -39,6 +53,9 @@ export function answerQueries(cluster: Pick<Cluster, "answer">, node: AnsweringN
     uptimeSeconds: Math.round((Date.now() - node.startedAt) / 1000),
     sessions: node.registry.sessionCount,
     tunnels: node.registry.tunnels().length,
+    // This node's --ha clients, so that `/v1/cluster` finds the degraded ones without asking
+    // every node for every session.
+    ha: haClients(node.registry),
   }));
   cluster.answer("kick", (data: { id?: unknown }) => {
     const session = typeof data?.id === "string" ? node.registry.session(data.id) : undefined;

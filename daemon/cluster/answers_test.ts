@@ -131,11 +131,29 @@ describe("cluster answers", () => {
       string,
       number
     >;
-    assert.deepEqual(Object.keys(health), ["state", "uptimeSeconds", "sessions", "tunnels"]);
+    assert.deepEqual(Object.keys(health), [
+      "state",
+      "uptimeSeconds",
+      "sessions",
+      "tunnels",
+      "ha",
+    ]);
     assert.equal(health.state, "running");
     assert.ok(Number.isInteger(health.uptimeSeconds) && health.uptimeSeconds >= 10);
     assert.equal(health.sessions, 1);
     assert.equal(health.tunnels, 1);
+    assert.deepEqual(health.ha, []);
+  });
+
+  it("names its --ha clients in its health, each with the most nodes any session asked for", () => {
+    const registry = memoryRegistry();
+    registry.addSession(fakeSession("s1", { client: "bob", ha: 2 }));
+    registry.addSession(fakeSession("s2", { client: "bob", ha: 3 }));
+    registry.addSession(fakeSession("s3", { client: "alice", ha: 2 }));
+    registry.addSession(fakeSession("s4", { client: "solo" }));
+    registry.addSession(fakeSession("s5", { client: null, ha: 2 }));
+    const health = answersOf(registry).get("health")!(null) as { ha: unknown };
+    assert.deepEqual(health.ha, [{ client: "alice", wanted: 2 }, { client: "bob", wanted: 3 }]);
   });
 
   it("kicks a session it has, and says found: false for any other id", () => {

@@ -285,12 +285,25 @@ export class ClusterClaims<C extends RouteClaim> {
     }
   }
 
-  /** A node run is gone: its routes are removed from every record (records left empty go). */
+  /**
+   * A node run is gone: its routes are removed from every record (records left empty go). Every
+   * live node does this at once, so each walks the records in its own random order and skips a
+   * record whose removal by another node its watch has already brought: the nodes share the
+   * work instead of each reading every record of the dead node.
+   */
   async nodeGone(node: string, run: string): Promise<void> {
-    for (const [key, cached] of [...this.#records]) {
-      if (!cached.record.routes.some((r) => r.node === node && r.run === run)) continue;
+    const dead = (r: StoredRoute) => r.node === node && r.run === run;
+    const held = [...this.#records].filter(([, cached]) => cached.record.routes.some(dead))
+      .map(([key]) => key);
+    for (let i = held.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [held[i], held[j]] = [held[j], held[i]];
+    }
+    for (const key of held) {
+      // Gone, or without the dead route, since: another node was first.
+      if (!this.#records.get(key)?.record.routes.some(dead)) continue;
       if (this.#o.alive(node, run)) return; // back already
-      await this.#removeRoutes(key, (r) => r.node === node && r.run === run).catch(() => {});
+      await this.#removeRoutes(key, dead).catch(() => {});
     }
   }
 
@@ -298,12 +311,17 @@ export class ClusterClaims<C extends RouteClaim> {
    * Writes this node's routes again where they went missing (its presence expired, NATS lost
    * them), and returns those whose key another owner took meanwhile: they must stop serving.
    * A route still there is rewritten too (same content), so that a node that saw this one gone
-   * and is about to remove it at the revision it saw finds the revision moved.
+   * and is about to remove it at the revision it saw finds the revision moved; that race exists
+   * only after this node was away (its presence lost, NATS back). The periodic check passes
+   * `rewrite: false`: a record that already holds this route as it is stays unwritten, since each
+   * write reaches every node's watch, and rewriting every record every period cost
+   * nodes × records deliveries per period.
    */
-  async reassert(): Promise<C[]> {
+  async reassert(options: { rewrite?: boolean } = {}): Promise<C[]> {
+    const rewrite = options.rewrite ?? true;
     const lost: C[] = [];
     for (const claim of [...this.#mine.values()]) {
-      const kept = await this.#reassertOne(claim);
+      const kept = await this.#reassertOne(claim, rewrite);
       if (kept === false) {
         this.#mine.delete(claim.tunnel);
         lost.push(claim);
@@ -330,7 +348,7 @@ export class ClusterClaims<C extends RouteClaim> {
   }
 
   /** true: held again; false: another owner holds the key; undefined: NATS away (later). */
-  async #reassertOne(claim: C): Promise<boolean | undefined> {
+  async #reassertOne(claim: C, rewrite: boolean): Promise<boolean | undefined> {
     const key = this.#o.kind.keyOf(claim);
     const route = this.#route(claim);
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
@@ -348,6 +366,7 @@ export class ClusterClaims<C extends RouteClaim> {
         if (!ours && !this.isStale(current, entry!.created.getTime())) return false;
         const previous = current.routes.find((r) => sameRoute(r, route));
         const kept = previous?.healthy === false ? { ...route, healthy: false } : route;
+        if (!rewrite && ours && previous && sameContent(previous, kept)) return true;
         const next: ClaimRecord = ours
           ? { ...current, routes: [...others, kept] }
           : this.#fresh(claim, route);
@@ -463,4 +482,10 @@ function parse(entry: KvEntry): ClaimRecord | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Whether two stored routes say the same (a route without `healthy` is healthy). */
+function sameContent(a: StoredRoute, b: StoredRoute): boolean {
+  return a.node === b.node && a.run === b.run && a.session === b.session &&
+    a.tunnel === b.tunnel && a.client === b.client && (a.healthy ?? true) === (b.healthy ?? true);
 }

@@ -417,6 +417,35 @@ describe("ClusterClaims", () => {
     assert.equal(await routesOf(alone), undefined);
   });
 
+  it("skips a dead node's records whose release by another node its watch already brought", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const names = [unique(), unique(), unique(), unique()];
+    for (const [i, name] of names.entries()) await a.claims.claim(a.claim(name, `t${i}`));
+    const read: string[] = [];
+    const released = () => observer.claims;
+    const counted: KvBucket = {
+      ...bucket,
+      async get(key) {
+        read.push(key);
+        if (read.length === 1) {
+          // Meanwhile another node released all the others, and the watch brought it here.
+          for (const other of names.map((n) => `name-${n}`).filter((k) => k !== key)) {
+            await bucket.delete(other);
+            released().forget(other);
+          }
+        }
+        return await bucket.get(key);
+      },
+    };
+    const observer = node("n3", { alive, bucket: counted });
+    for (const name of names) observer.claims.apply(await entryOf(name));
+    alive.delete("n1/r1");
+    await observer.claims.nodeGone("n1", "r1");
+    assert.equal(read.length, 1, `read only what no other node had released: ${read}`);
+    for (const name of names) assert.equal(await routesOf(name), undefined);
+  });
+
   it("deletes a record it applied whose routes are all dead, once the record is stale", async () => {
     const alive: Alive = new Set();
     const a = node("n1", { alive });
@@ -458,6 +487,30 @@ describe("ClusterClaims", () => {
     assert.deepEqual(await a.claims.reassert(), []);
     assert.deepEqual(await routesOf(taken), ["n2/tb"]);
   });
+  it("a periodic check (rewrite: false) writes no record that holds its route as it is, only missing ones", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const held = unique();
+    const sick = unique();
+    const missing = unique();
+    await a.claims.claim(a.claim(held, "t1"));
+    const unwell = a.claim(sick, "t2");
+    await a.claims.claim(unwell);
+    await a.claims.setHealth(unwell, false);
+    await a.claims.setHealth(unwell, true); // healthy again: `healthy: true` stored
+    await a.claims.claim(a.claim(missing, "t3"));
+    const before = [(await entryOf(held)).revision, (await entryOf(sick)).revision];
+    await bucket.delete(`name-${missing}`);
+
+    assert.deepEqual(await a.claims.reassert({ rewrite: false }), []);
+    // Nothing written where the record already says what this node would write.
+    assert.deepEqual([(await entryOf(held)).revision, (await entryOf(sick)).revision], before);
+    assert.deepEqual(await routesOf(missing), ["n1/t3"]);
+    // The default (after this node was away) still writes them again.
+    await a.claims.reassert();
+    assert.ok((await entryOf(held)).revision > before[0]);
+  });
+
   it("applies no record a NATS user without the cluster key wrote, and a claim takes its key", async () => {
     const bare = await bareBucket(link.url, "claims-test-ports");
     const alive: Alive = new Set(["n9/r1"]);

@@ -24,7 +24,7 @@ import { TokenStore } from "../tokens/store.ts";
 import { type DaemonEventType, EventFeed } from "../events.ts";
 import { ClusterRegistry } from "./cluster_registry.ts";
 import { openSigned, seal } from "./signed.ts";
-import { kvTokenBackend } from "./kv_tokens.ts";
+import { type KvTokenBackend, kvTokenBackend } from "./kv_tokens.ts";
 import { connectNats, type NatsLink, type NatsState } from "./nats.ts";
 import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
@@ -122,6 +122,8 @@ export class Cluster {
   /** Routes to tunnels held on other nodes, by `port/node/tunnel`. */
   readonly #relays = new Map<string, Relay>();
   #ports!: TunnelPorts;
+  /** The minted tokens' feed (the `tokens` bucket's watch). */
+  #tokens: KvTokenBackend | undefined;
   /** Relays whose claim went, still carrying visitors that arrived before. */
   readonly #draining = new Set<Relay>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
@@ -255,6 +257,7 @@ export class Cluster {
     }
     this.#relays.clear();
     this.registry.stop();
+    this.#tokens?.stop();
     this.#acme?.stop();
     this.#peers.close();
     await this.#presence.stop();
@@ -309,6 +312,8 @@ export class Cluster {
       ttlMs: config.presenceTtlMs,
       log,
     });
+    // Minted tokens: its watch checked with the registry's, restarted when NATS came back.
+    const tokens = kvTokenBackend(link.tokens);
     try {
       await peers.start();
       await presence.start();
@@ -325,22 +330,27 @@ export class Cluster {
           dataDir: deps.dataDir,
           log,
           onChange: deps.onTokensChange,
-          backend: kvTokenBackend(link.tokens),
+          backend: tokens,
         }),
       });
       cluster = new Cluster(config, link, presence, peers, registry, log);
       const self = cluster;
       self.#ports = deps.ports;
+      self.#tokens = tokens;
       presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
       presence.onNodeGone = (info) => self.#nodeGone(info);
       // Now and then, check that this node's records are still there as it wrote them (a NATS
       // failover, or a node that wrongly took us for gone): one read per record of its own.
       presence.onBeat = (beats) => {
         if (beats % REASSERT_EVERY_BEATS !== 0) return;
-        void registry!.reassert();
+        // Reads only: a record still as this node wrote it is not written again (each write
+        // reaches every node).
+        void registry!.reassert({ rewrite: false });
         // And that the watches still follow the buckets (a watch can stall silently): one
         // request per bucket; a bucket is read whole again only if its watch fell behind.
         void registry!.checkWatches().catch(() => {});
+        // The tokens bucket's too: a stalled watch would keep a revoked token working here.
+        void tokens.check().catch(() => {});
       };
       presence.onSelfLost = () => {
         void registry!.reassert();
@@ -355,6 +365,7 @@ export class Cluster {
         presence.beatNow();
         void presence.refollow().catch(() => {});
         void registry!.resync().then(() => registry!.reassert()).catch(() => {});
+        void tokens.refollow().catch(() => {});
         void self.#acme?.refollow().catch(() => {});
       };
       registry.onClaimLost = (claim) => self.#claimLost(claim);

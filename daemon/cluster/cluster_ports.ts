@@ -165,8 +165,8 @@ export class ClusterPorts {
    * Writes this node's routes again where they went missing, and returns those whose port
    * another owner took meanwhile: their tunnels must close.
    */
-  reassert(): Promise<PortClaim[]> {
-    return this.#claims.reassert();
+  reassert(options: { rewrite?: boolean } = {}): Promise<PortClaim[]> {
+    return this.#claims.reassert(options);
   }
 
   /** Stops timers. */

@@ -464,18 +464,19 @@ export class ClusterRegistry implements Registry {
 
   /**
    * Writes this node's records again where they went missing (this node's presence expired, or
-   * NATS lost them), and gives up those another node took in the meantime.
+   * NATS lost them), and gives up those another node took in the meantime. `rewrite: false`
+   * (the periodic check) leaves records that hold this node's routes as they are unwritten.
    */
-  async reassert(): Promise<void> {
+  async reassert(options: { rewrite?: boolean } = {}): Promise<void> {
     const { log } = this.#options;
-    for (const claim of await this.#ports.reassert()) {
+    for (const claim of await this.#ports.reassert(options)) {
       log.warn("port taken over by another node while this one was away; closing the tunnel", {
         port: claim.port,
         tunnel: claim.tunnel,
       });
       this.onClaimLost?.(claim);
     }
-    for (const claim of await this.#hosts.reassert()) {
+    for (const claim of await this.#hosts.reassert(options)) {
       log.warn("host name taken over by another node while this one was away; released", {
         host: claim.host,
         tunnel: claim.tunnel,
@@ -483,7 +484,7 @@ export class ClusterRegistry implements Registry {
       const tunnel = this.#local.hostRoute(claim.host);
       if (tunnel?.id === claim.tunnel) await this.#local.releaseHost(claim, tunnel);
     }
-    for (const claim of await this.#services.reassert()) {
+    for (const claim of await this.#services.reassert(options)) {
       log.warn("service taken over by another owner while this node was away; withdrawn", {
         service: claim.name,
         session: claim.session,

@@ -4,6 +4,12 @@
  * everywhere (each node follows the bucket and re-applies its clients on every change, within
  * the watch's delivery time). Records are stored as the file keeps them: hashes only.
  *
+ * The watch is a {@linkcode Follower}'s: a watch can stall without an error (a NATS server
+ * failover), and a node whose watch stalled would keep accepting a revoked token. The cluster
+ * calls {@linkcode KvTokenBackend.check} now and then (one request: the bucket's last revision),
+ * which reads the bucket again only when the watch fell behind, and
+ * {@linkcode KvTokenBackend.refollow} when NATS came back.
+ *
  * A record's key is its client name, so that two nodes minting the same name at once cannot
  * both succeed: the bucket's create-if-absent decides.
  *
@@ -13,6 +19,7 @@
 import { TOKEN_ID, type TokenRecord } from "../tokens/file.ts";
 import { type TokenBackend, TokenNameConflict } from "../tokens/store.ts";
 import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
+import { Follower } from "./follower.ts";
 
 /** The KV key of a minted token: its client name (names are key-safe: letters, digits, . _ -). */
 export function tokenKeyOf(name: string): string {
@@ -30,10 +37,24 @@ function parse(entry: KvEntry): TokenRecord | undefined {
   }
 }
 
-/** A {@linkcode TokenBackend} over the cluster's `tokens` bucket. */
-export function kvTokenBackend(bucket: KvBucket): TokenBackend {
+/** A {@linkcode TokenBackend} over the `tokens` bucket, with its watch checked and restarted. */
+export interface KvTokenBackend extends TokenBackend {
+  /**
+   * One request: whether the watch still follows the bucket; if it fell behind, the bucket is
+   * read again and what changed meanwhile reported. True when it was following (or not started).
+   */
+  check(): Promise<boolean>;
+  /** Restarts the watch and reads the bucket again (NATS came back). */
+  refollow(): Promise<void>;
+  /** Stops the watch. */
+  stop(): void;
+}
+
+/** A {@linkcode KvTokenBackend} over the cluster's `tokens` bucket. */
+export function kvTokenBackend(bucket: KvBucket): KvTokenBackend {
   /** What this node knows is in the bucket, by key, so deletions can name their record. */
   const known = new Map<string, TokenRecord>();
+  let follower: Follower | undefined;
   return {
     async load() {
       for await (const key of await bucket.keys()) {
@@ -71,20 +92,40 @@ export function kvTokenBackend(bucket: KvBucket): TokenBackend {
       }
     },
     follow(changed) {
-      bucket.watch({ include: "updates" }).then(async (watch) => {
-        for await (const entry of watch) {
-          const before = known.get(entry.key);
-          const record = entry.operation === "PUT" ? parse(entry) : undefined;
-          if (before && before.id !== record?.id) {
-            known.delete(entry.key);
-            changed(before, "removed");
-          }
-          if (record && before?.id !== record.id) {
-            known.set(entry.key, record);
-            changed(record, "added");
-          }
+      const apply = (entry: KvEntry) => {
+        const before = known.get(entry.key);
+        const record = entry.operation === "PUT" ? parse(entry) : undefined;
+        if (before && before.id !== record?.id) {
+          known.delete(entry.key);
+          changed(before, "removed");
         }
-      }).catch(() => {});
+        if (record && before?.id !== record.id) {
+          known.set(entry.key, record);
+          changed(record, "added");
+        }
+      };
+      follower = new Follower({
+        name: "tokens",
+        bucket,
+        apply,
+        // Known here, missing from the listing: revoked while the watch was not following,
+        // unless written since (a listing is not proof of absence: confirm each).
+        reconcile: async (listed) => {
+          for (const [key, before] of [...known]) {
+            if (listed.has(key)) continue;
+            const entry = await bucket.get(key);
+            if (entry) apply(entry);
+            else if (known.get(key) === before) {
+              known.delete(key);
+              changed(before, "removed");
+            }
+          }
+        },
+      });
+      follower.start().catch(() => {});
     },
+    check: () => follower?.check() ?? Promise.resolve(true),
+    refollow: () => follower?.start() ?? Promise.resolve(),
+    stop: () => follower?.stop(),
   };
 }

@@ -52,6 +52,24 @@ async function follower() {
   return { backend, changes };
 }
 
+/** `inner` with a watch that can be held: it drops what it should deliver, as a stalled one. */
+function holdable(inner: KvBucket) {
+  const control = { hold: false };
+  const wrapped: KvBucket = {
+    ...inner,
+    async watch(options) {
+      const watch = await inner.watch(options);
+      return {
+        stop: () => watch.stop(),
+        async *[Symbol.asyncIterator]() {
+          for await (const entry of watch) if (!control.hold) yield entry;
+        },
+      };
+    },
+  };
+  return { bucket: wrapped, control };
+}
+
 describe("kvTokenBackend", () => {
   before(async () => {
     link = await testNatsLink("tokens-test");
@@ -190,5 +208,31 @@ describe("kvTokenBackend", () => {
     const real = record(forged.name);
     await kvTokenBackend(bucket).add(real, [real]);
     assert.equal(JSON.parse((await bucket.get(tokenKeyOf(real.name)))!.string()).id, real.id);
+  });
+
+  it("finds a revocation its stalled watch missed by its checks, and reports it", async () => {
+    const { bucket: held, control } = holdable(bucket);
+    const backend = kvTokenBackend(held);
+    const other = kvTokenBackend(bucket);
+    const revoked = record(unique("revoked-unseen"));
+    await other.add(revoked, [revoked]);
+    assert.ok((await backend.load()).some((r) => r.id === revoked.id));
+    const all: string[] = [];
+    backend.follow!((r, op) => all.push(`${op} ${r.name} ${r.id}`));
+    await waitFor(async () => {
+      await other.add(record(unique("probe")), []);
+      return all.length > 0;
+    }, "the watch to start");
+    // The watch stalls; the token is revoked on another node meanwhile.
+    control.hold = true;
+    await other.remove(revoked, []);
+    const checks: boolean[] = [];
+    while (checks.length < 3 && !checks.includes(false)) checks.push(await backend.check());
+    assert.ok(checks.includes(false), `a check finds the watch behind: ${checks}`);
+    assert.ok(
+      all.includes(`removed ${revoked.name} ${revoked.id}`),
+      `the revocation reported: ${all.join(", ")}`,
+    );
+    backend.stop();
   });
 });

@@ -15,7 +15,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { AdminCluster, ClusterApiDeps } from "./deps.ts";
 import { ApiError } from "./errors.ts";
-import { sessionId, tunnelId } from "./params.ts";
+import { PAGE_DEFAULT, sessionId, tunnelId } from "./params.ts";
 
 /** How long a cluster-wide admin query waits for the nodes' answers. */
 export const QUERY_TIMEOUT_MS = 2_000;
@@ -38,15 +38,30 @@ export function clusterApi(deps: ClusterApiDeps): Hono {
 
   app.get("/v1/cluster", async (c) => {
     if (!cluster) return c.json({ cluster: null });
+    const { limit, cursor } = clusterPage(c.req.query());
     const view = cluster.view();
-    const [health, sessions] = await Promise.all([
-      cluster.ask("health", null, { timeoutMs: QUERY_TIMEOUT_MS }),
-      clusterListing(cluster, "sessions"),
-    ]);
-    const byNode = new Map(health.answers.map((a) => [a.node, a.data]));
-    // Clients that asked for sessions on several nodes (--ha) and have fewer now.
+    const health = await cluster.ask("health", null, { timeoutMs: QUERY_TIMEOUT_MS });
+    const byNode = new Map(health.answers.map((a) => {
+      const { ha: _, ...shown } = (a.data ?? {}) as Record<string, unknown>;
+      return [a.node, a.data ? shown : a.data];
+    }));
+    // Clients that asked for sessions on several nodes (--ha) and have fewer now. Each node's
+    // health answer names its own; a node of an older version does not, and only then is every
+    // node's whole session list asked for (100 nodes of 1,000 sessions each is megabytes).
+    const haOf = (data: unknown) => (data as { ha?: unknown } | null)?.ha;
+    const summaries = health.answers.every((a) => Array.isArray(haOf(a.data)))
+      ? health.answers.flatMap((a) =>
+        (haOf(a.data) as Partial<HaSummary>[])
+          .filter((h) => typeof h?.client === "string" && Number.isInteger(h.wanted))
+          .map((h) => ({ node: a.node, client: h.client!, ha: h.wanted }))
+      )
+      : (await clusterListing(cluster, "sessions")).items as {
+        node: string;
+        client: string | null;
+        ha?: number;
+      }[];
     const wanted = new Map<string, { wanted: number; nodes: Set<string> }>();
-    for (const s of sessions.items as { node: string; client: string | null; ha?: number }[]) {
+    for (const s of summaries) {
       if (!s.client || (s.ha ?? 1) < 2) continue;
       const entry = wanted.get(s.client) ?? { wanted: 0, nodes: new Set<string>() };
       entry.wanted = Math.max(entry.wanted, s.ha!);
@@ -56,6 +71,17 @@ export function clusterApi(deps: ClusterApiDeps): Hono {
     const degraded = [...wanted].filter(([, e]) => e.nodes.size < e.wanted).map((
       [client, e],
     ) => ({ client, wanted: e.wanted, nodes: [...e.nodes].sort() }));
+    // Ports and relays can number 100,000: one page of each, walked in the same order (port,
+    // node, tunnel) with one cursor, and their counts.
+    const claims = cluster.registry.claims().sort(compareRoutes);
+    const from = cursor === undefined ? 0 : claims.findIndex((r) => compareRoutes(r, cursor) > 0);
+    const start = from < 0 ? claims.length : from;
+    const ports = claims.slice(start, start + limit);
+    const more = start + limit < claims.length;
+    const last = more ? ports[ports.length - 1] : undefined;
+    const inPage = (r: RouteKey) =>
+      (cursor === undefined || compareRoutes(r, cursor) > 0) &&
+      (last === undefined || compareRoutes(r, last) <= 0);
     return c.json({
       cluster: {
         node: view.node,
@@ -73,13 +99,78 @@ export function clusterApi(deps: ClusterApiDeps): Hono {
         missing: health.missing,
         degraded,
         peers: view.peers,
-        relays: view.relays,
-        ports: cluster.registry.claims(),
+        counts: {
+          nodes: view.nodes.length,
+          ports: new Set(claims.map((r) => r.port)).size,
+          routes: claims.length,
+          relays: view.relays.length,
+        },
+        ports,
+        relays: view.relays.filter(inPage).sort(compareRoutes),
+        nextCursor: last ? cursorOf(last) : null,
       },
     });
   });
 
   return app;
+}
+
+/** A route or a relay, as ordered in `/v1/cluster`'s pages. */
+interface RouteKey {
+  readonly port: number;
+  readonly node: string;
+  readonly tunnel: string;
+}
+
+/** An `--ha` client of a node, in its health answer. */
+export interface HaSummary {
+  /** The client's name. */
+  client: string;
+  /** On how many nodes it asked for sessions. */
+  wanted: number;
+}
+
+/** Orders routes and relays by port, then node, then tunnel. */
+export function compareRoutes(a: RouteKey, b: RouteKey): number {
+  return a.port - b.port || compareText(a.node, b.node) || compareText(a.tunnel, b.tunnel);
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** A page's cursor: its last route, `PORT/NODE/TUNNEL`. */
+export function cursorOf(route: RouteKey): string {
+  return `${route.port}/${route.node}/${route.tunnel}`;
+}
+
+/** Largest `limit` of `/v1/cluster`'s pages. */
+const CLUSTER_PAGE_MAX = 1000;
+
+/**
+ * Reads `limit` (1..1000, default 100) and `cursor` (`PORT/NODE/TUNNEL`, the last route of the
+ * previous page) from `/v1/cluster`'s query; a 400 for anything else.
+ */
+export function clusterPage(
+  query: Record<string, string | undefined>,
+): { limit: number; cursor: RouteKey | undefined } {
+  let limit = PAGE_DEFAULT;
+  if (query.limit !== undefined) {
+    limit = /^\d{1,4}$/.test(query.limit) ? Number(query.limit) : NaN;
+    if (!(limit >= 1 && limit <= CLUSTER_PAGE_MAX)) {
+      throw new ApiError(
+        400,
+        "bad_request",
+        `limit must be an integer from 1 to ${CLUSTER_PAGE_MAX}`,
+      );
+    }
+  }
+  if (query.cursor === undefined) return { limit, cursor: undefined };
+  const match = /^(\d{1,5})\/([A-Za-z0-9._-]{1,128})\/([A-Za-z0-9._-]{1,128})$/.exec(query.cursor);
+  if (!match || Number(match[1]) > 65535) {
+    throw new ApiError(400, "bad_request", "cursor is the nextCursor of the previous page");
+  }
+  return { limit, cursor: { port: Number(match[1]), node: match[2], tunnel: match[3] } };
 }
 
 /** Lists `kind` (sessions or tunnels) of every node, each item with its `node`. */

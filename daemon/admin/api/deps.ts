@@ -72,8 +72,12 @@ export interface ClusterPeer {
 
 /** A listener this node keeps for a tunnel held on another node (shown as the view has it). */
 export interface ClusterRelay {
+  /** The public port relayed. */
+  readonly port: number;
   /** The node holding the tunnel. */
   readonly node: string;
+  /** The tunnel, on that node. */
+  readonly tunnel: string;
   /** Visitor bytes relayed to that node. */
   readonly bytesToOwner: number;
   /** Bytes relayed back to visitors. */

@@ -240,8 +240,8 @@ describe("GET /metrics (over fakes)", () => {
         nodes: [{ node: "n1", tunnels: 0, ...node }, { node: "n2", tunnels: 1, ...node }],
         peers: [{ node: "n2", connected: true, streamsOut: 3, streamsIn: 4 }],
         relays: [
-          { node: "n2", bytesToOwner: 10, bytesFromOwner: 1 },
-          { node: "n2", bytesToOwner: 5, bytesFromOwner: 2 },
+          { port: 9000, node: "n2", tunnel: "t-1", bytesToOwner: 10, bytesFromOwner: 1 },
+          { port: 9001, node: "n2", tunnel: "t-2", bytesToOwner: 5, bytesFromOwner: 2 },
         ],
       },
     });
