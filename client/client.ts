@@ -47,11 +47,7 @@ import {
   type TunnelRecord,
   tunnelView,
 } from "./tunnels/expose.ts";
-import {
-  acceptIncoming,
-  type VisitorInspector,
-  type VisitorRoutes,
-} from "./tunnels/visitors.ts";
+import { acceptIncoming, type VisitorInspector, type VisitorRoutes } from "./tunnels/visitors.ts";
 
 export type { ExposeOptions, Forward, OfferOptions, Tunnel };
 

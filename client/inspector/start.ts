@@ -20,7 +20,8 @@
  * @module
  */
 
-import { formatHostPort, parseHostPort, parseIp, unmapIPv4 } from "../../util/address.ts";
+import { formatHostPort, parseHostPort } from "../../util/address.ts";
+import { isLoopbackName } from "../settings.ts";
 import { serveHttp } from "../../transport/http/serve.ts";
 import type { VisitorInspector, VisitorObserver } from "../tunnels/visitors.ts";
 import { createInspectorApp } from "./app.ts";
@@ -52,14 +53,7 @@ export interface InspectorServer extends VisitorInspector {
 }
 
 /** Whether `hostname` is a loopback address (or `localhost`). */
-export function isLoopback(hostname: string): boolean {
-  if (hostname.toLowerCase() === "localhost") return true;
-  const parsed = parseIp(hostname.replace(/^\[|\]$/g, ""));
-  if (!parsed) return false;
-  const ip = unmapIPv4(parsed);
-  if (ip.family === 4) return ip.bytes[0] === 127;
-  return ip.bytes.every((b, i) => b === (i === 15 ? 1 : 0));
-}
+export const isLoopback: (hostname: string) => boolean = isLoopbackName;
 
 /** The inspector's address from `text` (`host:port`, a bare port, or empty for the default). */
 export function inspectAddress(text: string | undefined): { hostname: string; port: number } {

@@ -64,7 +64,11 @@ export function acceptIncoming(stream: Stream, routes: VisitorRoutes): void {
         if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
         local = tunnel.local;
         if (tunnel.http !== undefined && routes.inspector) {
-          observer = routes.inspector.observe({ tunnel: tunnel.http, local, remote: header.remote });
+          observer = routes.inspector.observe({
+            tunnel: tunnel.http,
+            local,
+            remote: header.remote,
+          });
           // The bytes that came with the header, seen here: the splice shows only later ones.
           observer.aToB(rest);
         }
