@@ -1,8 +1,8 @@
 // The module graph as Deno resolves it (`deno info --json`): what loads at start, and the floors.
 // The start path of the daemon, of the client and of the one `tunnelmux` command (which is also
-// the single binary's entry) must not load the admin API (hono), the cluster (NATS), the bench or
-// `node:process` (on Deno the last makes every start pay for Node's compatibility layer;
-// util/host.ts stands in), and a folder never imports one above it
+// the single binary's entry) must not load the admin API (hono), the client's request inspector,
+// the cluster (NATS), the bench or `node:process` (on Deno the last makes every start pay for
+// Node's compatibility layer; util/host.ts stands in), and a folder never imports one above it
 // (util → protocol → transport → tunnel → daemon / client → cli; daemon/ and client/ do not
 // import each other).
 import { describe, it } from "node:test";
@@ -84,12 +84,14 @@ describe("module graph", () => {
     ...new Set(["daemon/main.ts", "client/main.ts", "cli/main.ts", compiledEntry()]),
   ];
   for (const entry of entries) {
-    it(`${entry} starts without node:process, the admin API, the cluster, NATS or the bench`, async () => {
+    it(`${entry} starts without node:process, the admin API, the inspector, the cluster, NATS or the bench`, async () => {
       const loaded = [...startPath(await graphOf(entry), entry)];
       assert.ok(loaded.some((m) => m.startsWith("util/")), "the walk follows imports");
       const unwanted = loaded.filter((m) =>
         m === "node:process" || m.startsWith("daemon/admin/") ||
         m.startsWith("daemon/cluster/") || m.startsWith("bench/") ||
+        // The request inspector loads only when asked for (--inspect).
+        m.startsWith("client/inspector/") ||
         /^npm:(hono|@nats-io|acme-client)/.test(m)
       );
       assert.deepEqual(unwanted, []);
