@@ -298,7 +298,9 @@
     if (d.error) list.push(["error", d.error]);
     list.forEach(function (pair) {
       const div = el("div");
-      div.append(el("dt", pair[0]), el("dd", pair[1]));
+      const dd = el("dd", pair[1]);
+      dd.dataset.fact = pair[0];
+      div.append(el("dt", pair[0]), dd);
       facts.append(div);
     });
     const replays = rows.filter(function (r) {
