@@ -164,11 +164,11 @@ export function bodyView(body: CapturedBody, headers: readonly [string, string][
     if (["gzip", "x-gzip", "deflate", "br"].includes(encoding)) {
       try {
         bytes = decodeContent(encoding, raw);
-        if (bytes.length >= MAX_DECODED_BYTES) {
-          view.note = `decoded only up to ${MAX_DECODED_BYTES} bytes`;
-        }
       } catch (error) {
-        view.note = `cannot decode ${encoding}: ${(error as Error).message}`;
+        // zlib refuses to go past the bound (a "zip bomb" among others) with this code.
+        view.note = (error as { code?: string }).code === "ERR_BUFFER_TOO_LARGE"
+          ? `decodes to more than ${MAX_DECODED_BYTES} bytes: shown as it came`
+          : `cannot decode ${encoding}: ${(error as Error).message}`;
         bytes = raw;
       }
     } else view.note = `content coding ${encoding} shown as it came`;
