@@ -114,6 +114,8 @@ export class HttpObserver {
   readonly #started = new Map<Exchange, number>();
   /** performance.now() of the first byte of the request head being read. */
   #headStart = 0;
+  /** performance.now() of the first byte of the response head being read. */
+  #responseStart = 0;
   #upgraded: Exchange | undefined;
   #replayOf: number | undefined;
   #closed = false;
@@ -178,7 +180,10 @@ export class HttpObserver {
     while (at < chunk.length) {
       switch (side.mode) {
         case "head": {
-          if (side.headLength === 0 && isRequest) this.#headStart = performance.now();
+          if (side.headLength === 0) {
+            if (isRequest) this.#headStart = performance.now();
+            else this.#responseStart = performance.now();
+          }
           const end = this.#readHead(side, chunk, at);
           if (end < 0) return;
           at = end;
@@ -300,7 +305,9 @@ export class HttpObserver {
     exchange.status = status;
     exchange.reason = match[2] ?? "";
     exchange.responseHeaders = fields;
-    exchange.firstByteMs = performance.now() - this.#started.get(exchange)!;
+    // From the first byte of the head, which may have come in an earlier chunk than its end;
+    // an interim 1xx before it does not count.
+    exchange.firstByteMs = Math.max(0, this.#responseStart - this.#started.get(exchange)!);
     exchange.state = "responding";
     this.#recorder.grow(exchange, fieldsBytes(fields) + startLine.length);
     side.exchange = exchange;
