@@ -117,6 +117,8 @@ export class HttpObserver {
   /** performance.now() of the first byte of the response head being read. */
   #responseStart = 0;
   #upgraded: Exchange | undefined;
+  /** When the upgraded exchange's counts were last told to the subscribers. */
+  #countsToldAt = -Infinity;
   #replayOf: number | undefined;
   #closed = false;
 
@@ -467,6 +469,12 @@ export class HttpObserver {
         side.frameHeadLength = 0;
         side.frameHeadNeed = 2;
       }
+    }
+    // The live list follows the counts, once a second at most.
+    const now = performance.now();
+    if (now - this.#countsToldAt >= 1000) {
+      this.#countsToldAt = now;
+      this.#recorder.updated(this.#upgraded!);
     }
   }
 

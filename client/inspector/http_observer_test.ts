@@ -185,7 +185,10 @@ describe("HttpObserver", () => {
         ...new Uint8Array(payload),
       ]);
     const clientFrames = new Uint8Array([...masked(5, []), ...masked(200, [0, 200])]);
+    const told: number[] = [];
+    recorder.subscribe((e) => e.type === "updated" && told.push(e.exchange.upgrade!.framesIn));
     feed((c) => o.request(c), clientFrames, 3);
+    assert.ok(told.length > 0 && told[0] >= 0, "the live list hears of the counts before the end");
     const big = new Uint8Array(2 + 8 + 70000);
     big.set([0x82, 127, 0, 0, 0, 0, 0, 1, 0x11, 0x70]);
     feed((c) => o.response(c), new Uint8Array([0x81, 3, 97, 98, 99, ...big]), 4096);
