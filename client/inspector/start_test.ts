@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { inspectAddress, isLoopback, startInspector } from "./start.ts";
+import { startInspector as fromSdk } from "../mod.ts";
 
 describe("startInspector", () => {
   it("listens on a loopback address and serves its page and API there", async () => {
@@ -28,6 +29,15 @@ describe("startInspector", () => {
       assert.equal((await fetch(guarded.url + "/api/requests")).status, 401);
     } finally {
       await guarded.close();
+    }
+  });
+
+  it("is started through the SDK too, loading its modules on the first call", async () => {
+    const server = await fromSdk({ address: "127.0.0.1:0" });
+    try {
+      assert.equal((await fetch(server.url + "/api/requests")).status, 200);
+    } finally {
+      await server.close();
     }
   });
 
