@@ -1,4 +1,5 @@
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import assert from "node:assert/strict";
 import { HttpObserver, REDACTED } from "./http_observer.ts";
 import { bodyBytes, type Exchange, Recorder } from "./recorder.ts";
@@ -244,5 +245,90 @@ describe("HttpObserver", () => {
     } finally {
       poisonReleasedBuffers(was);
     }
+  });
+});
+
+/** One exchange as generated: a request (length-framed or chunked body) and its response. */
+const exchangeSpec = fc.record({
+  method: fc.constantFrom("GET", "POST", "PUT"),
+  path: fc.stringMatching(/^\/[a-z0-9/]{0,12}$/),
+  body: fc.string({ maxLength: 40 }),
+  chunked: fc.boolean(),
+  status: fc.constantFrom(200, 201, 404, 500),
+  response: fc.string({ maxLength: 40 }),
+  responseChunked: fc.boolean(),
+});
+
+/** A body framed by its length, or chunked. */
+function wire(chunked: boolean, body: string) {
+  const bytes = text.encode(body);
+  if (!chunked) return `Content-Length: ${bytes.length}\r\n\r\n${body}`;
+  // Two chunks (the second may be empty and is then left out), then the last chunk.
+  const half = Math.floor(body.length / 2);
+  const parts = [body.slice(0, half), body.slice(half)].filter((p) => p.length > 0);
+  const chunks = parts.map((p) => `${text.encode(p).length.toString(16)}\r\n${p}\r\n`).join("");
+  return `Transfer-Encoding: chunked\r\n\r\n${chunks}0\r\n\r\n`;
+}
+
+describe("HttpObserver: properties", () => {
+  it("any split of pipelined exchanges records the same requests, responses and bodies", () => {
+    fc.assert(
+      fc.property(
+        fc.array(exchangeSpec, { minLength: 1, maxLength: 4 }),
+        fc.array(fc.integer({ min: 1, max: 64 }), { minLength: 1, maxLength: 8 }),
+        (specs, sizes) => {
+          const requestTexts = specs.map((s) =>
+            `${s.method} ${s.path} HTTP/1.1\r\nHost: a\r\n` + wire(s.chunked, s.body)
+          );
+          const responseTexts = specs.map((s) =>
+            `HTTP/1.1 ${s.status} X\r\n` + wire(s.responseChunked, s.response)
+          );
+          const { recorder, observer: o } = observer();
+          const req = text.encode(requestTexts.join(""));
+          const res = text.encode(responseTexts.join(""));
+          // Where each request ends and each response starts: a service answers a request once it
+          // has it, so response i may flow only after request i's last byte (later requests,
+          // pipelined, still interleave with it).
+          const offsets = (texts: string[]) =>
+            texts.map((_, i) => text.encode(texts.slice(0, i).join("")).length);
+          const requestEnds = requestTexts.map((_, i) =>
+            text.encode(requestTexts.slice(0, i + 1).join("")).length
+          );
+          const responseStarts = offsets(responseTexts);
+          const responseLimit = (sent: number) => {
+            let limit = 0;
+            for (let i = 0; i < specs.length; i++) {
+              if (requestEnds[i] <= sent) {
+                limit = i + 1 < specs.length ? responseStarts[i + 1] : res.length;
+              }
+            }
+            return limit;
+          };
+          // Pieces of varying sizes, the two directions interleaved as they come.
+          let a = 0;
+          let b = 0;
+          for (let turn = 0; a < req.length || b < res.length; turn++) {
+            const size = sizes[turn % sizes.length];
+            if (a < req.length) o.request(req.slice(a, a += size));
+            const limit = responseLimit(a);
+            if (b < limit) o.response(res.slice(b, b = Math.min(limit, b + size)));
+          }
+          o.close();
+          assert.deepEqual(
+            recorder.list().map((e) => [
+              e.method,
+              e.target,
+              e.status,
+              e.state,
+              decode(bodyBytes(e.requestBody)),
+              decode(bodyBytes(e.responseBody)),
+              e.error,
+            ]),
+            specs.map((s) => [s.method, s.path, s.status, "done", s.body, s.response, undefined]),
+          );
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
