@@ -273,6 +273,13 @@ function ratioPairs(suite: Suite, impls: readonly string[]): Pair[] {
       ]);
     }
   }
+  // The request inspector on against off, same runtime: what watching the requests costs.
+  for (const inspect of impls.filter((i) => /^http-tunnelmux-.*-inspect$/.test(i))) {
+    const plain = inspect.replace(/-inspect$/, "");
+    if (impls.includes(plain)) {
+      pairs.push([inspect, plain], [inspect, plain, "cpu"], [inspect, plain, "p99"]);
+    }
+  }
   for (const ws of impls.filter((i) => /^tunnelmux-.*-ws$/.test(i))) {
     const tcp = ws.replace(/-ws$/, "-tcp");
     if (impls.includes(tcp)) pairs.push([ws, tcp]);

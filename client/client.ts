@@ -48,7 +48,7 @@ import {
   type TunnelRecord,
   tunnelView,
 } from "./tunnels/expose.ts";
-import { acceptIncoming, type VisitorRoutes } from "./tunnels/visitors.ts";
+import { acceptIncoming, type VisitorInspector, type VisitorRoutes } from "./tunnels/visitors.ts";
 
 export type { ExposeOptions, Forward, OfferOptions, SocksOptions, SocksServer, Tunnel };
 
@@ -102,6 +102,11 @@ export interface ConnectOptions {
   restoreTimeoutMs?: number;
   /** Deadline for dialing local targets of tunnels and services. Default 10 s. */
   dialTimeoutMs?: number;
+  /**
+   * Records the exchanges of this client's HTTP tunnels: an `Inspector` from
+   * `startInspector()` (`client/inspector/`). Default none, and then nothing looks at them.
+   */
+  inspector?: VisitorInspector;
   /**
    * Sessions this client keeps to distinct nodes (set by `HaClient`); told to the
    * daemon so its operators can see a client running degraded.
@@ -264,6 +269,7 @@ export class Client extends Emitter<ClientEvents> {
       service: (name) => this.#offers.get(name)?.local,
       deadlines: options,
       onDialError: (error) => this.emit("error", error),
+      inspector: options.inspector,
     };
     void this.#attempt();
   }

@@ -43,7 +43,8 @@ Options:
                                keepAliveTimeoutMs, group, groupKeyFile, shared, proxyProtocol,
                                health, healthIntervalMs, logFormat, socks (ADDR, or true),
                                socksUser, socksPasswordFile, httpPolicy (the HTTP tunnels'
-                               policy.http: see docs/policy.md), and the lists expose, http,
+                               policy.http: see docs/policy.md), inspect (true or an address),
+                               inspectUnredacted, inspectTokenFile, and the lists expose, http,
                                tls, forward, offer, use, basicAuth
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
@@ -113,6 +114,14 @@ Options:
   --keepalive-timeout-ms MS    reconnect when a ping is unanswered for MS (default 30000;
                                env TUNNELMUX_KEEPALIVE_TIMEOUT_MS)
   --log-format FORMAT          auto, pretty or json (default auto: pretty on a terminal)
+  --inspect [ADDR]             record every request through the --http tunnels and show them
+                               at http://ADDR (default 127.0.0.1:4040; a bare port is on
+                               127.0.0.1): headers, bodies up to 64 KiB, timings, the visitor's
+                               address, replays (edited or not), HAR export; the last 500
+                               requests (32 MiB at most) are kept. An address other machines can
+                               reach needs a token in TUNNELMUX_INSPECT_TOKEN (the page asks for it)
+  --inspect-unredacted         keep Authorization, Cookie and Set-Cookie values in the inspector
+                               (default: shown and kept as [redacted], left out of replays)
   -h, --help                   show this help
 
 The token comes from TUNNELMUX_TOKEN or a file (--token-file, tokenFile), never from a flag:
@@ -162,6 +171,8 @@ const OPTIONS = {
   "keepalive-timeout-ms": { type: "string" },
   "log-format": { type: "string" },
   "watch-config": { type: "boolean" },
+  inspect: { type: "string" },
+  "inspect-unredacted": { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -195,6 +206,13 @@ type Running = Map<string, () => Promise<void>>;
 export async function main(args: string[] = hostArgs()): Promise<number> {
   args = defaultSocksAddress(args);
   if (args[0] === "--") args.shift();
+  // `--inspect` takes its address optionally: alone (last, or before another flag) it is the
+  // default one. The client takes no positional words, so a word after it is its address.
+  args = args.map((arg, i) =>
+    arg === "--inspect" && (i + 1 >= args.length || args[i + 1].startsWith("-"))
+      ? "--inspect="
+      : arg
+  );
   let flags: ClientFlags & { help?: boolean; "watch-config"?: boolean };
   try {
     flags = parseArgs({ args, options: OPTIONS }).values;
@@ -236,7 +254,32 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     sink: (line) => writeStderr(line + "\n"),
   });
 
+  // The inspector's modules (its web app among them) load only when it is asked for: without it
+  // nothing looks at the tunnels' bytes.
+  let inspector: import("./inspector/start.ts").InspectorServer | undefined;
+  if (settings.inspect) {
+    const { startInspector } = await import("./inspector/start.ts");
+    try {
+      inspector = await startInspector({
+        address: settings.inspect.address,
+        token: settings.inspect.token,
+        unredacted: settings.inspect.unredacted,
+      });
+    } catch (error) {
+      log.error(`cannot start the inspector: ${(error as Error).message}`, {
+        address: settings.inspect.address,
+      });
+      return 1;
+    }
+    log.info("inspector listening", {
+      url: inspector.url,
+      redacted: !settings.inspect.unredacted,
+      ...(settings.inspect.token ? { token: "required" } : {}),
+    });
+  }
+
   const connectOptions = {
+    inspector,
     token: settings.token,
     name: settings.name,
     reconnect: settings.reconnect,
@@ -405,7 +448,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       return;
     }
     const next = again.settings;
-    const fixed = (["servers", "token", "ha", "name"] as const).filter((k) =>
+    const fixed = (["servers", "token", "ha", "name", "inspect"] as const).filter((k) =>
       JSON.stringify(next[k]) !== JSON.stringify(settings[k])
     );
     if (fixed.length > 0) {
@@ -468,9 +511,12 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   if (stopped !== undefined && !stopping) {
     stopping = true;
     await Promise.all(members.map((m) => m.close()));
+    await inspector?.close();
     return stopped;
   }
-  return await done;
+  const code = await done;
+  await inspector?.close();
+  return code;
 }
 
 if (import.meta.main) {

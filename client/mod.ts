@@ -50,3 +50,16 @@ export { ClientError, describeStreamError } from "./errors.ts";
 export { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks.ts";
 export type { ClientErrorCode, StreamResetCode } from "./errors.ts";
 export { Stream } from "../protocol/stream.ts";
+export type { VisitorInspector, VisitorObserver } from "./tunnels/visitors.ts";
+export type { InspectorServer, StartInspectorOptions } from "./inspector/start.ts";
+
+/**
+ * Starts the request inspector (docs/inspector.md): give the result to {@linkcode connect} as
+ * `inspector`. Its modules, web app included, load on the first call, not with the SDK.
+ */
+export async function startInspector(
+  options?: import("./inspector/start.ts").StartInspectorOptions,
+): Promise<import("./inspector/start.ts").InspectorServer> {
+  const { startInspector } = await import("./inspector/start.ts");
+  return await startInspector(options);
+}

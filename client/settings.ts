@@ -19,7 +19,7 @@
  */
 
 import { hostCwd, nodeBuiltin } from "../util/host.ts";
-import { parseHostPort, splitHostPort } from "../util/address.ts";
+import { parseHostPort, parseIp, splitHostPort, unmapIPv4 } from "../util/address.ts";
 import { parseJsonc } from "../util/jsonc.ts";
 import { suggest } from "../util/suggest.ts";
 import type { ExposeOptions, OfferOptions } from "./client.ts";
@@ -68,6 +68,9 @@ export interface ClientFlags {
   "log-format"?: string;
   "basic-auth"?: string[];
   "host-rewrite"?: string;
+  /** The inspector's address ("" for the default). */
+  inspect?: string;
+  "inspect-unredacted"?: boolean;
 }
 
 /** A reverse tunnel to hold, with the text that asked for it (its identity across reloads). */
@@ -124,6 +127,18 @@ export interface ClientSettings {
   /** The SOCKS5 front, when asked for. */
   readonly socks?: SocksSpec;
   readonly offers: OfferSpec[];
+  /** The request inspector, when asked for. */
+  readonly inspect?: InspectSettings;
+}
+
+/** Where and how the request inspector runs. */
+export interface InspectSettings {
+  /** `host:port`. */
+  readonly address: string;
+  /** Keep `Authorization`, `Cookie` and `Set-Cookie` values. */
+  readonly unredacted: boolean;
+  /** The API's bearer token (required off loopback). */
+  readonly token?: string;
 }
 
 /** One problem, named by where it came from. */
@@ -168,6 +183,9 @@ const FILE_KEYS = new Set([
   "logFormat",
   "basicAuth",
   "httpPolicy",
+  "inspect",
+  "inspectUnredacted",
+  "inspectTokenFile",
 ]);
 
 /** A value and where it came from. */
@@ -436,6 +454,49 @@ export function clientSettings(
     return hostPort(source, address, "listen address") ? address : undefined;
   };
 
+  let inspect: InspectSettings | undefined;
+  const inspectFile = file.inspect;
+  if (
+    inspectFile !== undefined && typeof inspectFile !== "boolean" && typeof inspectFile !== "string"
+  ) {
+    fail("inspect", 'expected true, false or an address ("127.0.0.1:4040")');
+  }
+  const inspectSource: Sourced<string> | undefined = flags.inspect !== undefined
+    ? { value: flags.inspect, where: "--inspect" }
+    : inspectFile === true
+    ? { value: "", where: "inspect" }
+    : typeof inspectFile === "string"
+    ? { value: inspectFile, where: "inspect" }
+    : undefined;
+  if (inspectSource) {
+    const text = inspectSource.value === "" ? "127.0.0.1:4040" : inspectSource.value;
+    const address = /^\d+$/.test(text) ? `127.0.0.1:${text}` : text;
+    let inspectToken = variable("TUNNELMUX_INSPECT_TOKEN")?.value;
+    const inspectTokenFile = fileString("inspectTokenFile");
+    if (inspectToken === undefined && inspectTokenFile) inspectToken = readSecret(inspectTokenFile);
+    if (inspectToken !== undefined && inspectToken.length < 16) {
+      fail("TUNNELMUX_INSPECT_TOKEN", "the inspector's token must have at least 16 characters");
+    }
+    if (hostPort(inspectSource, address, "inspector address")) {
+      const { hostname } = parseHostPort(address);
+      if (!isLoopbackName(hostname) && inspectToken === undefined) {
+        fail(
+          inspectSource.where,
+          `the inspector on ${address} would be reachable from other machines and shows ` +
+            "requests with their bodies: set TUNNELMUX_INSPECT_TOKEN (or inspectTokenFile), " +
+            "or use a loopback address",
+        );
+      }
+    }
+    inspect = {
+      address,
+      unredacted: flags["inspect-unredacted"] ?? fileBoolean("inspectUnredacted")?.value ?? false,
+      token: inspectToken,
+    };
+  } else if (flags["inspect-unredacted"]) {
+    fail("--inspect-unredacted", "only applies with --inspect");
+  }
+
   const exposes: ExposeSpec[] = [];
   for (const source of list("expose")) {
     const parts = pair(source);
@@ -590,6 +651,7 @@ export function clientSettings(
       forwards,
       ...(socks ? { socks } : {}),
       offers,
+      inspect,
     },
   };
 }
@@ -635,6 +697,18 @@ function httpPolicySetting(
     return undefined;
   }
   return parsed.policy;
+}
+
+/** Whether `hostname` is `localhost` or a loopback address (127/8, ::1). */
+export function isLoopbackName(hostname: string): boolean {
+  const name = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  if (name === "localhost") return true;
+  const ip = parseIp(name);
+  if (!ip) return false;
+  const plain = unmapIPv4(ip);
+  return plain.family === 4
+    ? plain.bytes[0] === 127
+    : plain.bytes.every((b, i) => b === (i === 15 ? 1 : 0));
 }
 
 /** A readable report of `errors`, one per line, for the command's stderr. */

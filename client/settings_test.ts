@@ -276,4 +276,47 @@ describe("clientSettings", () => {
     );
     assert.match(said({ socks: "nowhere" })[0], /^--socks: bad listen address/);
   });
+
+  it("--inspect: off unless asked, 127.0.0.1:4040 by default, off loopback only with a token", () => {
+    const base = { server: ["tcp://a:7000"], http: ["app=127.0.0.1:3000"] };
+    const env = { TUNNELMUX_TOKEN: TOKEN };
+    const run = (flags: Record<string, unknown>, extra: Record<string, string> = {}) =>
+      clientSettings({ flags: { ...base, ...flags }, env: { ...env, ...extra } });
+    assert.equal(run({}).settings!.inspect, undefined);
+    assert.deepEqual(run({ inspect: "" }).settings!.inspect, {
+      address: "127.0.0.1:4040",
+      unredacted: false,
+      token: undefined,
+    });
+    assert.equal(run({ inspect: "4041" }).settings!.inspect!.address, "127.0.0.1:4041");
+    assert.equal(run({ inspect: "[::1]:4040" }).errors.length, 0);
+    const open = run({ inspect: "0.0.0.0:4040" });
+    assert.equal(open.errors[0].where, "--inspect");
+    assert.match(open.errors[0].message, /TUNNELMUX_INSPECT_TOKEN/);
+    const withToken = run({ inspect: "0.0.0.0:4040" }, {
+      TUNNELMUX_INSPECT_TOKEN: "inspector-token-0123456789",
+    });
+    assert.deepEqual(withToken.errors, []);
+    assert.equal(withToken.settings!.inspect!.token, "inspector-token-0123456789");
+    assert.match(
+      run({ inspect: "" }, { TUNNELMUX_INSPECT_TOKEN: "short" }).errors[0].message,
+      /16 characters/,
+    );
+    assert.equal(run({ "inspect-unredacted": true }).errors[0].where, "--inspect-unredacted");
+    assert.equal(run({ inspect: "nope" }).errors[0].where, "--inspect");
+
+    const file = join(dir, "inspect.jsonc");
+    writeFileSync(file, '{ "inspect": true, "inspectUnredacted": true }');
+    const fromFile = clientSettings({ flags: { ...base, config: file }, env });
+    assert.deepEqual(fromFile.settings!.inspect, {
+      address: "127.0.0.1:4040",
+      unredacted: true,
+      token: undefined,
+    });
+    writeFileSync(file, '{ "inspect": 4040 }');
+    assert.equal(
+      clientSettings({ flags: { ...base, config: file }, env }).errors[0].where,
+      "inspect",
+    );
+  });
 });

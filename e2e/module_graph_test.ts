@@ -1,10 +1,10 @@
 // The module graph as Deno resolves it (`deno info --json`): what loads at start, and the floors.
 // The start path of the daemon, of the client and of the one `tunnelmux` command (which is also
-// the single binary's entry) must not load the admin API (hono), the cluster (NATS), the bench, an
-// npm package or any `node:` module (on Deno the first `node:` import makes every start pay
-// about 40 ms for Node's compatibility layer; util/host.ts and small util/ modules stand in,
-// and code off the start path loads `node:` modules where it runs), and a folder never imports
-// one above it
+// the single binary's entry) must not load the admin API (hono), the client's request inspector,
+// the cluster (NATS), the bench, an npm package or any `node:` module (on Deno the first `node:`
+// import makes every start pay about 40 ms for Node's compatibility layer; util/host.ts and small
+// util/ modules stand in, and code off the start path loads `node:` modules where it runs), and a
+// folder never imports one above it
 // (util → protocol → transport → tunnel → daemon / client → cli; daemon/ and client/ do not
 // import each other).
 import { describe, it } from "node:test";
@@ -86,7 +86,7 @@ describe("module graph", () => {
     ...new Set(["daemon/main.ts", "client/main.ts", "cli/main.ts", compiledEntry()]),
   ];
   for (const entry of entries) {
-    it(`${entry} starts without node: modules, npm packages, the admin API, the cluster or the bench`, async () => {
+    it(`${entry} starts without node: modules, npm packages, the admin API, the inspector, the cluster or the bench`, async () => {
       const loaded = [...startPath(await graphOf(entry), entry)];
       assert.ok(loaded.some((m) => m.startsWith("util/")), "the walk follows imports");
       const unwanted = loaded.filter((m) =>
@@ -95,7 +95,9 @@ describe("module graph", () => {
         m.startsWith("bench/") ||
         // The transports' barrel brings the WebSocket code, which loads when a ws:// URL or a
         // WebSocket listener asks for it.
-        m === "transport/mod.ts"
+        m === "transport/mod.ts" ||
+        // The request inspector loads only when asked for (--inspect).
+        m.startsWith("client/inspector/")
       );
       assert.deepEqual(unwanted, []);
     });

@@ -91,8 +91,21 @@ export interface SpliceCounters {
 }
 
 /**
+ * Looks at the bytes a splice relays (the client's request inspector), each chunk before it is
+ * written on: it must copy what it keeps (the chunk may be reused once it returns) and not throw.
+ */
+export interface SpliceObserver {
+  /** Bytes from `a` to `b`. */
+  aToB(chunk: Uint8Array): void;
+  /** Bytes from `b` to `a`. */
+  bToA(chunk: Uint8Array): void;
+}
+
+/**
  * Pipes `a` and `b` into each other until both are closed. `aFirst` is written to `b` before
- * anything else (bytes that arrived with a stream header). `counters`, if given, is updated live.
+ * anything else (bytes that arrived with a stream header; not shown to `observer`). `counters`,
+ * if given, is updated live; `observer`, if given, sees every later chunk (without one the relay
+ * path is the plain one).
  *
  * @example
  * ```ts ignore
@@ -102,7 +115,7 @@ export interface SpliceCounters {
 export function splice(
   a: PipeEnd,
   b: PipeEnd,
-  options: { aFirst?: Uint8Array; counters?: SpliceCounters } = {},
+  options: { aFirst?: Uint8Array; counters?: SpliceCounters; observer?: SpliceObserver } = {},
 ): Promise<SpliceResult> {
   const counters = options.counters ?? { aToB: 0, bToA: 0 };
   return new Promise((resolve) => {
@@ -136,6 +149,20 @@ export function splice(
     };
     const aHandlers = forward(a, b, (n) => counters.aToB += n);
     const bHandlers = forward(b, a, (n) => counters.bToA += n);
+    const observer = options.observer;
+    if (observer) {
+      // Looked at before it is written: once written, a pooled chunk may be reused.
+      const aData = aHandlers.data;
+      const bData = bHandlers.data;
+      aHandlers.data = (chunk) => {
+        observer.aToB(chunk);
+        aData(chunk);
+      };
+      bHandlers.data = (chunk) => {
+        observer.bToA(chunk);
+        bData(chunk);
+      };
+    }
     aHandlers.drain = () => b.resume();
     bHandlers.drain = () => a.resume();
     let aBlocked = false;

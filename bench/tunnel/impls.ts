@@ -438,10 +438,13 @@ const httpDirect: TunnelImpl = {
   start: (backend) => Promise.resolve({ address: backend, host: HTTP_HOST }),
 };
 
-/** tunnelmux's HTTP tunnel: the daemon's shared HTTP port, the client's --http. */
-function tunnelmuxHttp(runtime: JsRuntime): TunnelImpl {
+/**
+ * tunnelmux's HTTP tunnel: the daemon's shared HTTP port, the client's --http; with `inspect`,
+ * the client's request inspector on too (`--inspect 127.0.0.1:0`), to measure what it costs.
+ */
+function tunnelmuxHttp(runtime: JsRuntime, inspect = false): TunnelImpl {
   return {
-    id: `http-tunnelmux-${runtime}`,
+    id: `http-tunnelmux-${runtime}${inspect ? "-inspect" : ""}`,
     missing: null,
     async start(backend, dir) {
       const token = newToken("bench");
@@ -461,6 +464,7 @@ function tunnelmuxHttp(runtime: JsRuntime): TunnelImpl {
           `tcp://${server.ready[1]}`,
           "--http",
           `app=${backend}`,
+          ...(inspect ? ["--inspect", "127.0.0.1:0"] : []),
           "--no-reconnect",
           "--log-format",
           "json",
@@ -514,7 +518,9 @@ export function tunnelImpls(
   impls.push(...runtimes.map(jsrelay));
   if (foreignPeers) impls.push(frp(peersDir), chisel(peersDir), bore(peersDir), rathole(peersDir));
   // HTTP tunnels by name, their own family: `--only http` runs them.
-  impls.push(httpDirect, ...runtimes.map(tunnelmuxHttp));
+  impls.push(httpDirect, ...runtimes.map((runtime) => tunnelmuxHttp(runtime)));
+  // The inspector's cost: full runs only, as the foreign rows (a --quick smoke test skips it).
+  if (foreignPeers) impls.push(...runtimes.map((runtime) => tunnelmuxHttp(runtime, true)));
   if (foreignPeers) impls.push(frpHttp(peersDir));
   return impls;
 }

@@ -152,3 +152,40 @@ describe("tunnel report", () => {
     assert.doesNotMatch(text, /protocol benchmark/);
   });
 });
+
+describe("tunnel report: the request inspector's row", () => {
+  it("pairs the inspector-on HTTP row with the same runtime's plain one", () => {
+    const impls = ["http-direct", "http-tunnelmux-deno", "http-tunnelmux-deno-inspect"];
+    const values: Record<string, [number, number]> = {
+      "http-direct": [1000, 1000],
+      "http-tunnelmux-deno": [500, 400],
+      "http-tunnelmux-deno-inspect": [450, 400],
+    };
+    const samples: SampleRecord[] = [0, 1].flatMap((round) =>
+      impls.map((impl) => ({
+        round,
+        scenario: T1.id,
+        impl,
+        ok: true,
+        value: values[impl][round],
+        ...(impl === "http-direct" ? {} : { cpu: impl.endsWith("-inspect") ? 1.5 : 1 }),
+      }))
+    );
+    const report = buildReport(
+      ENV,
+      { rounds: 2 },
+      [{ scenario: T1, workload: T1.full, suite: "tunnel" as const }],
+      impls,
+      samples,
+      2,
+      [],
+    );
+    const ratio = (metric?: string) =>
+      report.ratios.find((r) =>
+        r.baseline === "http-tunnelmux-deno-inspect" && r.versus === "http-tunnelmux-deno" &&
+        r.metric === metric
+      );
+    assert.equal(ratio()?.median, (0.9 + 1) / 2);
+    assert.equal(ratio("cpu")?.median, 1.5);
+  });
+});

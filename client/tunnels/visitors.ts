@@ -14,7 +14,7 @@ import { DialError, dialTcp, resetReasonForDial } from "../../tunnel/dial.ts";
 import { encodeProxyV1, encodeProxyV2 } from "../../tunnel/proxy_protocol.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
+import { splice, type SpliceObserver, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
 import { parseHostPort } from "../../util/address.ts";
 import { ClientError } from "../errors.ts";
@@ -22,7 +22,7 @@ import { ClientError } from "../errors.ts";
 /** Where incoming streams go, and what to do when their local service cannot be reached. */
 export interface VisitorRoutes {
   /** The tunnel the daemon knows as `id`: its local service and PROXY protocol version. */
-  tunnel(id: string): { local: string; proxyProtocol?: "v1" | "v2" } | undefined;
+  tunnel(id: string): { local: string; proxyProtocol?: "v1" | "v2"; http?: string } | undefined;
   /** The local service of the offered service `name`. */
   service(name: string): string | undefined;
   /**
@@ -32,6 +32,20 @@ export interface VisitorRoutes {
   readonly deadlines: { readonly connectTimeoutMs?: number; readonly dialTimeoutMs?: number };
   /** The local service could not be dialed (a `local_dial_failed` error). */
   onDialError(error: ClientError): void;
+  /** The request inspector, watching HTTP tunnels' visitors; absent: nothing looks at them. */
+  readonly inspector?: VisitorInspector;
+}
+
+/** What watches an HTTP tunnel's visitor: the request inspector (`client/inspector/`). */
+export interface VisitorInspector {
+  /** An observer for one visitor's stream of the HTTP tunnel named `tunnel`. */
+  observe(visit: { tunnel: string; local: string; remote: string }): VisitorObserver;
+}
+
+/** Sees one visitor's bytes: the request direction is `aToB` (visitor to service). */
+export interface VisitorObserver extends SpliceObserver {
+  /** The stream is done; `error` when it failed (the local service unreachable, a reset). */
+  close(error?: Error): void;
 }
 
 /**
@@ -44,10 +58,20 @@ export function acceptIncoming(stream: Stream, routes: VisitorRoutes): void {
     ({ header, rest }) => {
       let local: string | undefined;
       let first = rest;
+      let observer: VisitorObserver | undefined;
       if (header.kind === "visitor") {
         const tunnel = routes.tunnel(header.tunnel);
         if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
         local = tunnel.local;
+        if (tunnel.http !== undefined && routes.inspector) {
+          observer = routes.inspector.observe({
+            tunnel: tunnel.http,
+            local,
+            remote: header.remote,
+          });
+          // The bytes that came with the header, seen here: the splice shows only later ones.
+          observer.aToB(rest);
+        }
         if (tunnel.proxyProtocol) first = withProxyHeader(tunnel.proxyProtocol, header, rest);
       } else if (header.kind === "service") {
         local = routes.service(header.service);
@@ -55,7 +79,7 @@ export function acceptIncoming(stream: Stream, routes: VisitorRoutes): void {
       } else {
         return stream.reset(ResetReason.BadHeader);
       }
-      void pipeToLocal(stream, local, first, routes);
+      void pipeToLocal(stream, local, first, routes, observer);
     },
     () => stream.reset(ResetReason.BadHeader),
   );
@@ -81,29 +105,36 @@ export function withProxyHeader(
 /**
  * Dials `local` and pipes `stream` to it, writing `first` (PROXY header, early payload) first.
  * A failed dial resets the stream with its reason (refused, timed out, failed) and is reported to
- * `routes.onDialError`. Resolves when the stream is done.
+ * `routes.onDialError`. `observer` (the inspector's) sees the bytes after `first` and is told
+ * the end. Resolves when the stream is done.
  */
 export async function pipeToLocal(
   stream: Stream,
   local: string,
   first: Uint8Array,
   routes: Pick<VisitorRoutes, "deadlines" | "onDialError">,
+  observer?: VisitorObserver,
 ): Promise<void> {
   const { hostname, port } = parseHostPort(local);
   let socket: Transport;
   try {
     socket = await dialTcp(hostname, port, routes.deadlines.dialTimeoutMs ?? 10_000);
   } catch (error) {
-    routes.onDialError(
-      // A DialError names the address already.
-      new ClientError(
-        "local_dial_failed",
-        error instanceof DialError
-          ? `cannot reach the local service: ${error.message}`
-          : `cannot reach ${local}: ${(error as Error).message}`,
-      ),
+    // A DialError names the address already.
+    const failure = new ClientError(
+      "local_dial_failed",
+      error instanceof DialError
+        ? `cannot reach the local service: ${error.message}`
+        : `cannot reach ${local}: ${(error as Error).message}`,
     );
+    observer?.close(failure);
+    routes.onDialError(failure);
     return stream.reset(resetReasonForDial(error));
   }
-  await splice(streamEnd(stream), transportEnd(socket), { aFirst: first });
+  if (!observer) {
+    await splice(streamEnd(stream), transportEnd(socket), { aFirst: first });
+    return;
+  }
+  const result = await splice(streamEnd(stream), transportEnd(socket), { aFirst: first, observer });
+  observer.close(result.error);
 }

@@ -1,6 +1,13 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { acceptIncoming, pipeToLocal, type VisitorRoutes, withProxyHeader } from "./visitors.ts";
+import {
+  acceptIncoming,
+  pipeToLocal,
+  type VisitorInspector,
+  type VisitorRoutes,
+  withProxyHeader,
+} from "./visitors.ts";
+import { EACH_TURN, waitFor } from "../../testing/wait.ts";
 import type { ClientError } from "../errors.ts";
 import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
@@ -110,6 +117,51 @@ describe("withProxyHeader", () => {
 });
 
 describe("acceptIncoming", () => {
+  it("shows an HTTP tunnel's visitor to the inspector, bytes unchanged; a port's tunnel never", async () => {
+    const service = await replayService();
+    const seen: { visit: unknown; aToB: string; bToA: string; closed: number }[] = [];
+    const inspector: VisitorInspector = {
+      observe(visit) {
+        const record = { visit, aToB: "", bToA: "", closed: 0 };
+        seen.push(record);
+        return {
+          // Decoded at once: a chunk may be a pooled buffer reused after the call.
+          aToB: (chunk) => void (record.aToB += new TextDecoder().decode(chunk)),
+          bToA: (chunk) => void (record.bToA += new TextDecoder().decode(chunk)),
+          close: () => void record.closed++,
+        };
+      },
+    };
+    const local = `127.0.0.1:${service.port}`;
+    const http = sessions({
+      ...routes({ local }),
+      inspector,
+      tunnel: () => ({ local, http: "app" }),
+    });
+    const port = sessions({ ...routes({ local }), inspector });
+    try {
+      const request = "GET / HTTP/1.1\r\nHost: app\r\n\r\n";
+      const back = await received(visit(http.daemon, VISITOR, request));
+      assert.equal(new TextDecoder().decode(back), request, "the bytes pass unchanged");
+      await waitFor(() => seen[0]?.closed === 1, { ...EACH_TURN, message: "the observer closed" });
+      assert.deepEqual(seen, [{
+        visit: { tunnel: "app", local, remote: VISITOR.remote },
+        aToB: request,
+        bToA: request,
+        closed: 1,
+      }]);
+      assert.equal(
+        new TextDecoder().decode(await received(visit(port.daemon, VISITOR, "raw"))),
+        "raw",
+      );
+      assert.equal(seen.length, 1, "a port's tunnel is not shown to the inspector");
+    } finally {
+      http.done();
+      port.done();
+      service.close();
+    }
+  });
+
   it("pipes a visitor to the tunnel's local service, both ways", async () => {
     const service = await replayService();
     const { daemon, done } = sessions(routes({ local: `127.0.0.1:${service.port}` }));
