@@ -90,9 +90,17 @@ export interface SpliceCounters {
   bToA: number;
 }
 
+/** What a limited direction spends its bytes against (a token bucket's `spend`). */
+export interface SpliceThrottle {
+  /** Spends `n` bytes just moved; returns the milliseconds to stop reading before moving more. */
+  spend(n: number): number;
+}
+
 /**
  * Pipes `a` and `b` into each other until both are closed. `aFirst` is written to `b` before
  * anything else (bytes that arrived with a stream header). `counters`, if given, is updated live.
+ * A direction with a `throttle` stops reading its source for as long as the throttle says after
+ * each chunk: the flow is held where it comes from (TCP or yamux window), never buffered here.
  *
  * @example
  * ```ts ignore
@@ -102,15 +110,24 @@ export interface SpliceCounters {
 export function splice(
   a: PipeEnd,
   b: PipeEnd,
-  options: { aFirst?: Uint8Array; counters?: SpliceCounters } = {},
+  options: {
+    aFirst?: Uint8Array;
+    counters?: SpliceCounters;
+    throttle?: { aToB?: SpliceThrottle; bToA?: SpliceThrottle };
+  } = {},
 ): Promise<SpliceResult> {
   const counters = options.counters ?? { aToB: 0, bToA: 0 };
   return new Promise((resolve) => {
     let open = 2;
     let failure: Error | undefined;
-    const forward = (from: PipeEnd, to: PipeEnd, count: (n: number) => void): PipeHandlers => {
+    const forward = (
+      from: PipeEnd,
+      to: PipeEnd,
+      count: (n: number) => void,
+      throttle: SpliceThrottle | undefined,
+    ): PipeHandlers => {
       let ended = false;
-      return {
+      const handlers: PipeHandlers = {
         // A pure relay: every chunk goes to `to.write` once, claim and all, and is not looked at
         // again, so pooled buffers come back as soon as the other end has written them.
         releases: true,
@@ -133,11 +150,38 @@ export function splice(
           if (--open === 0) resolve({ aToB: counters.aToB, bToA: counters.bToA, error: failure });
         },
       };
+      if (!throttle) return handlers;
+      // Limited: `from` reads again only when `to` has drained and the hold is over.
+      let blocked = false;
+      let hold: ReturnType<typeof setTimeout> | undefined;
+      const close = handlers.close;
+      handlers.data = (chunk) => {
+        count(chunk.length);
+        blocked = !to.write(chunk);
+        const wait = throttle.spend(chunk.length);
+        if (wait > 0 && hold === undefined) {
+          hold = setTimeout(() => {
+            hold = undefined;
+            if (!blocked) from.resume();
+          }, Math.ceil(wait));
+        }
+        if (blocked || hold !== undefined) from.pause();
+      };
+      handlers.close = (error) => {
+        clearTimeout(hold);
+        close(error);
+      };
+      resumers.set(from, () => {
+        blocked = false;
+        if (hold === undefined) from.resume();
+      });
+      return handlers;
     };
-    const aHandlers = forward(a, b, (n) => counters.aToB += n);
-    const bHandlers = forward(b, a, (n) => counters.bToA += n);
-    aHandlers.drain = () => b.resume();
-    bHandlers.drain = () => a.resume();
+    const resumers = new Map<PipeEnd, () => void>();
+    const aHandlers = forward(a, b, (n) => counters.aToB += n, options.throttle?.aToB);
+    const bHandlers = forward(b, a, (n) => counters.bToA += n, options.throttle?.bToA);
+    aHandlers.drain = resumers.get(b) ?? (() => b.resume());
+    bHandlers.drain = resumers.get(a) ?? (() => a.resume());
     let aBlocked = false;
     if (options.aFirst && options.aFirst.length > 0) {
       counters.aToB += options.aFirst.length;
