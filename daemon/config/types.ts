@@ -13,6 +13,7 @@
 
 import type { HostPort } from "../../util/address.ts";
 import type { ClientPolicy } from "../policy/policy.ts";
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 
 /** Where the daemon listens; `null` turns a listener off. */
 export interface ListenConfig {
@@ -154,6 +155,11 @@ export interface ClientConfig extends ClientPolicy {
   limits: ClientLimits;
   /** Groups this client may join (serving a group's tunnels with the other members). */
   groups: string[];
+  /**
+   * The visitor policy of its tunnels, defaults and ceilings: what the client asks for is narrowed
+   * by it (`docs/policy.md`). The daemon-wide `visitors` when the client sets none.
+   */
+  visitors: VisitorPolicy;
 }
 
 /** A group: several clients serve one tunnel, each joining with the group's key. */
@@ -244,6 +250,13 @@ export interface Config {
   cluster: ClusterConfig | null;
   /** HTTP tunnels' names and forwarding. */
   http: HttpConfig;
+  /** The visitor policy of clients that set none of their own (`docs/policy.md`). */
+  visitors: VisitorPolicy;
+  /**
+   * Networks (canonical CIDR) of fronts whose `X-Forwarded-For` / `Forwarded` the daemon believes
+   * for the visitor's address that visitor rules match; empty: the socket's address.
+   */
+  trustedProxies: string[];
 }
 
 /** A problem found in the configuration. */
