@@ -19,6 +19,8 @@
  * @module
  */
 
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
+import type { Entry } from "../../tunnel/policy/visitor_gate.ts";
 import type { SessionStats } from "../../protocol/stats.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
@@ -109,6 +111,8 @@ export interface HostRoute {
   open(remote: string, local: string): Stream | undefined;
   /** Counts the bytes of one request {@linkcode open} was for, once it is over. */
   exchanged(bytesIn: number, bytesOut: number): void;
+  /** Checks one HTTP request's visitor against the tunnel's policy (this node's tunnels only). */
+  enter?(remote: string): Entry;
 }
 
 /**
@@ -138,6 +142,12 @@ export interface TunnelHandle extends HostRoute {
   readonly healthy: boolean;
   /** False while its client reports its local service failing its health check. */
   reportedHealthy: boolean;
+  /** Its visitor policy in force: the operator's rules narrowed by the client's. */
+  readonly policy: VisitorPolicy;
+  /** The rules its client asked for, narrowed again when the operator's change. */
+  readonly requestedPolicy: VisitorPolicy;
+  /** Puts a new policy in force without closing it (a reload). */
+  setPolicy(policy: VisitorPolicy): void;
   /** Takes no more visitors; those connected finish (a drain). */
   stopAccepting(): void;
   /** Takes no more visitors and disconnects the connected ones. */

@@ -19,6 +19,7 @@ import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import type { Answer } from "./answer.ts";
 import type { VisitorLimit } from "../tunnels/visitor_limit.ts";
 import type { SessionTunnels } from "./session_tunnels.ts";
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 
 /** An `expose` request. */
 export type ExposeMessage = Extract<ClientMessage, { type: "expose" }>;
@@ -61,6 +62,7 @@ export async function exposeHttp(
   message: ExposeMessage,
   name: string,
   answer: Answer,
+  policy: { policy?: VisitorPolicy; requestedPolicy?: VisitorPolicy } = {},
 ): Promise<void> {
   const passthrough = message.passthrough === true;
   const httpPort = context.httpPort();
@@ -97,6 +99,7 @@ export async function exposeHttp(
     label: message.label,
     visitorLimit: context.visitorLimit(client.name),
     log: context.log,
+    ...policy,
   });
   const claimed = await context.registry.claimHost(context.tunnels.hostClaim(tunnel), tunnel);
   if (!claimed.ok) {

@@ -19,8 +19,10 @@
  * @module
  */
 
+import type { PolicyRefusal } from "../../tunnel/policy/visitor_gate.ts";
+
 /** Why a visitor was refused: the counter it is counted under. */
-export type VisitorRefusal = "tunnel_visitor_limit" | "client_visitor_limit";
+export type VisitorRefusal = "tunnel_visitor_limit" | "client_visitor_limit" | PolicyRefusal;
 
 /** One client's visitors on this node, across its tunnels, against its cap. */
 export class ClientVisitors {
@@ -84,6 +86,6 @@ export interface VisitorLimit {
   perTunnel(): number;
   /** Its client's account on this node. */
   client: ClientVisitors;
-  /** Counts a refusal. */
-  refused(reason: VisitorRefusal): void;
+  /** Counts a refusal (a policy's with the tunnel and the visitor, for the event feed). */
+  refused(reason: VisitorRefusal, detail?: { tunnel: string; visitor: string }): void;
 }
