@@ -176,6 +176,11 @@ export interface RouteClaim {
   readonly owner?: string;
   /** Whether this claim may share it with other claims of its owner. */
   readonly shared?: boolean;
+  /**
+   * The route's visitor policy as it was claimed, for every node to see (its holding node
+   * enforces the live one on every visitor, its own and those other nodes relay).
+   */
+  readonly policy?: VisitorPolicy;
 }
 
 /** A public port held for a reverse tunnel: cluster-wide, one owner at a time. */

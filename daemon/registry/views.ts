@@ -8,6 +8,7 @@
  * @module
  */
 
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { ServedCertificate } from "../tls/certificates.ts";
 import type { SessionHandle } from "./registry.ts";
 import type { TunnelHandle } from "./registry.ts";
@@ -103,7 +104,18 @@ export function tunnelView(
     bytesToVisitors: tunnel.stats.bToA,
     errors: tunnel.stats.errors,
     healthy: tunnel.healthy,
+    policy: policyView(tunnel.policy),
   };
+}
+
+/**
+ * A tunnel's visitor policy in force, as the operator sees it: every rule, but no secret (an
+ * OIDC client secret shows as set, not as it is).
+ */
+export function policyView(policy: VisitorPolicy): VisitorPolicy {
+  const oidc = (policy.http as { oidc?: Record<string, unknown> } | undefined)?.oidc;
+  if (!oidc || oidc.clientSecret === undefined) return policy;
+  return { ...policy, http: { ...policy.http, oidc: { ...oidc, clientSecret: "(set)" } } };
 }
 
 /**

@@ -107,6 +107,7 @@ export class SessionTunnels {
       session: this.#context.sessionId,
       client: tunnel.client,
       node: this.#context.registry.node,
+      ...(Object.keys(tunnel.policy).length > 0 ? { policy: tunnel.policy } : {}),
     };
   }
 
@@ -119,6 +120,7 @@ export class SessionTunnels {
       session: this.#context.sessionId,
       client: tunnel.client,
       node: this.#context.registry.node,
+      ...(Object.keys(tunnel.policy).length > 0 ? { policy: tunnel.policy } : {}),
     };
   }
 }

@@ -95,6 +95,7 @@ export async function openTunnel(
       node: registry.node,
       owner,
       shared: shared ?? false,
+      ...(options.policy ? { policy: options.policy } : {}),
     };
     const claimed = await registry.claimPort(claim);
     if (!claimed.ok) {
