@@ -30,6 +30,7 @@ export type {
 export { connectHa, HaClient } from "./ha_client.ts";
 export { HealthMonitor, probe } from "./tunnels/health_check.ts";
 export type { HealthCheck, HealthOptions } from "./tunnels/health_check.ts";
+export type { Bandwidth, VisitorPolicy } from "../tunnel/policy/visitor_policy.ts";
 export type { HaEvents, HaOptions, HaSession } from "./ha_client.ts";
 export { Backoff } from "./connect/backoff.ts";
 export { Emitter } from "./emitter.ts";
