@@ -155,16 +155,21 @@ export function splice(
       let blocked = false;
       let hold: ReturnType<typeof setTimeout> | undefined;
       const close = handlers.close;
+      // Bytes may still come after a pause (read before it): they are spent too, and the hold
+      // lasts until the debt is paid, however it grew.
+      const holdFor = (wait: number) => {
+        hold = setTimeout(() => {
+          const more = throttle.spend(0);
+          if (more > 0) return holdFor(more);
+          hold = undefined;
+          if (!blocked) from.resume();
+        }, Math.ceil(wait));
+      };
       handlers.data = (chunk) => {
         count(chunk.length);
         blocked = !to.write(chunk);
         const wait = throttle.spend(chunk.length);
-        if (wait > 0 && hold === undefined) {
-          hold = setTimeout(() => {
-            hold = undefined;
-            if (!blocked) from.resume();
-          }, Math.ceil(wait));
-        }
+        if (wait > 0 && hold === undefined) holdFor(wait);
         if (blocked || hold !== undefined) from.pause();
       };
       handlers.close = (error) => {
