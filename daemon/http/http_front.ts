@@ -846,12 +846,6 @@ class HttpConnection {
 
   // ---- refusals and endings -----------------------------------------------------------------
 
-  /**
-   * Answers `status` ourselves (nothing of this request reached a client's service, or it gave no
-   * response) and closes; or, given `keepFor` (the request's method: the caller found its framing
-   * intact and no reason to close), keeps the connection for the next request, whose bytes are
-   * then in `#pending`. Returns whether it kept it.
-   */
   /** The visitor of the request with `fields`, as the tunnel's policy judges it. */
   #visitorAddress(fields: [string, string][]): string {
     return forwardedVisitor(
@@ -861,6 +855,13 @@ class HttpConnection {
     );
   }
 
+  /**
+   * Answers `status` ourselves (nothing of this request reached a client's service, or it gave no
+   * response) and closes; or, given `keepFor` (the request's method: the caller found its framing
+   * intact and no reason to close), keeps the connection for the next request, whose bytes are
+   * then in `#pending`. Returns whether it kept it. Without a `message` the answer is a short
+   * HTML page that says only the status (a policy's refusal).
+   */
   #refuse(status: number, message: string, host = "", keepFor?: string): boolean {
     this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0 });
     if (keepFor === undefined) {
@@ -991,7 +992,6 @@ function noResponse(error: Error | undefined): string {
   }
 }
 
-/** The host part of a `host:port` address (brackets removed); a descriptive name as it is. */
 /**
  * The visitor a request is from, for a tunnel's policy: the connection's address, unless that is
  * a trusted front's; then the nearest address in its `X-Forwarded-For` (else `Forwarded`) that is
@@ -1019,6 +1019,7 @@ export function forwardedVisitor(
   return addressHost(remote);
 }
 
+/** The host part of a `host:port` address (brackets removed); a descriptive name as it is. */
 function addressHost(address: string): string {
   return splitHostPort(address)?.host ?? address;
 }
