@@ -16,6 +16,7 @@ import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import { pattern } from "../util/bytes.ts";
 
 const TOKEN = "visitor-policy-token-0123456789abcdef";
+const BOB = "visitor-policy-bob-0123456789abcdefgh";
 const DOMAIN = "tunnels.test";
 
 /** What `socket` receives after `text` is sent, until it echoes `text` or is closed. */
@@ -95,6 +96,12 @@ describe("visitor policy: who and how much, for every tunnel", () => {
       expose: { ports: [0, "20000-32767"], hosts: ["*"] },
       // The operator's rules for alice: the client's only narrow them.
       visitors: { allow: ["127.0.0.0/24"], deny: ["127.0.0.3/32"], connectionsPerVisitor: 4 },
+    }, {
+      name: "bob",
+      token: BOB,
+      expose: { ports: [0, "20000-32767"] },
+      // The operator's bandwidth for all of bob's tunnels together.
+      limits: { bandwidth: { in: 256 * 1024 } },
     }],
   };
 
@@ -186,10 +193,12 @@ describe("visitor policy: who and how much, for every tunnel", () => {
     await tunnel.close();
   });
 
-  it("holds a transfer to the tunnel's bandwidth instead of letting it through", async () => {
-    const rate = 256 * 1024;
-    const tunnel = await client.expose({ local: local(), policy: { bandwidth: { in: rate } } });
-    const socket = await tcpConnect(tunnel.remotePort, "127.0.0.1", "127.0.0.2");
+  /**
+   * Echoes 1.25 MiB through `port` limited to `rate` bytes/s visitor → service, and checks it
+   * took at least what the limit allows.
+   */
+  async function heldTransfer(port: number, rate: number): Promise<void> {
+    const socket = await tcpConnect(port, "127.0.0.1", "127.0.0.2");
     try {
       const size = 1280 * 1024;
       const payload = pattern(size, 7);
@@ -215,7 +224,26 @@ describe("visitor policy: who and how much, for every tunnel", () => {
       assert.ok(seconds >= least, `${size} bytes in ${seconds} s, at least ${least} s`);
     } finally {
       socket.destroy();
-      await tunnel.close();
+    }
+  }
+
+  it("holds a transfer to the tunnel's bandwidth instead of letting it through", async () => {
+    const rate = 256 * 1024;
+    const tunnel = await client.expose({ local: local(), policy: { bandwidth: { in: rate } } });
+    await heldTransfer(tunnel.remotePort, rate);
+    await tunnel.close();
+  });
+
+  it("holds a transfer to its client's bandwidth, set by the operator for all its tunnels", async () => {
+    const bob = await connect(`tcp://127.0.0.1:${portOf(daemon.addresses.tcp)}`, {
+      token: BOB,
+      reconnect: false,
+    });
+    try {
+      const tunnel = await bob.expose({ local: local() });
+      await heldTransfer(tunnel.remotePort, 256 * 1024);
+    } finally {
+      await bob.close();
     }
   });
 
@@ -236,7 +264,10 @@ describe("visitor policy: who and how much, for every tunnel", () => {
       // The operator's reload: rules narrowed again, the tunnel kept.
       const reloaded = validateConfig({
         ...config,
-        clients: [{ ...config.clients[0], visitors: { deny: ["127.0.0.4/32"] } }],
+        clients: [
+          { ...config.clients[0], visitors: { deny: ["127.0.0.4/32"] } },
+          config.clients[1],
+        ],
       });
       assert.deepEqual(reloaded.errors, []);
       daemon.reload(reloaded.config!);

@@ -1024,6 +1024,23 @@ describe("config: visitors and trustedProxies", () => {
     ]);
   });
 
+  it("a client's bandwidth across its tunnels, in limits", () => {
+    const valid = validateConfig(doc({
+      clients: [{ name: "a", token: TOKEN_A, limits: { bandwidth: { out: 1048576 } } }],
+    }));
+    assert.deepEqual(valid.errors, []);
+    assert.deepEqual(valid.config!.clients[0].limits.bandwidth, { out: 1048576 });
+    assert.deepEqual(
+      errors(doc({
+        clients: [{ name: "a", token: TOKEN_A, limits: { bandwidth: { in: 0, up: 1 } } }],
+      })),
+      [
+        `clients[0].limits.bandwidth.up: unknown key (did you mean "in"?)`,
+        `clients[0].limits.bandwidth.in: 0 must be an integer from 1 to 1000000000000`,
+      ],
+    );
+  });
+
   it("names the bad field of a policy and a bad trusted network by their paths", () => {
     assert.deepEqual(
       errors(doc({

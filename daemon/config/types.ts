@@ -145,6 +145,11 @@ export interface ClientLimits {
   streams: number;
   /** Visitors connected at once to its tunnels together, on one node. */
   visitors: number;
+  /**
+   * Bytes per second through all its tunnels together on one node, each way (`in`: visitors →
+   * services); absent: no limit beyond each tunnel's own (`visitors.bandwidth`).
+   */
+  bandwidth?: { in?: number; out?: number };
 }
 
 /** One client: its credential, its permissions and its limits. */

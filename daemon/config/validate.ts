@@ -36,7 +36,11 @@ import {
 } from "../policy/policy.ts";
 import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "./token_hash.ts";
 import { isHostName } from "../policy/host_names.ts";
-import { parseVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
+import {
+  MAX_BANDWIDTH,
+  parseVisitorPolicy,
+  type VisitorPolicy,
+} from "../../tunnel/policy/visitor_policy.ts";
 import { formatCidr, parseCidr } from "../../util/cidr.ts";
 
 const TOP_KEYS = [
@@ -431,6 +435,25 @@ function checkVisitors(w: Walker, value: unknown, path: string): VisitorPolicy |
   return w.error(result.error.slice(0, colon), result.error.slice(colon + 2));
 }
 
+/** A client's `limits.bandwidth` (`in`, `out`: bytes per second); null when it is bad. */
+function clientBandwidth(
+  w: Walker,
+  value: unknown,
+  path: string,
+): { in?: number; out?: number } | undefined | null {
+  if (value === undefined) return undefined;
+  const raw = w.object(value, path, ["in", "out"]);
+  if (!raw) return null;
+  const out: { in?: number; out?: number } = {};
+  for (const key of ["in", "out"] as const) {
+    if (raw[key] === undefined) continue;
+    const n = w.integer(raw[key], `${path}.${key}`, [1, MAX_BANDWIDTH]);
+    if (n === undefined) return null;
+    out[key] = n;
+  }
+  return out;
+}
+
 /** `trustedProxies`: the networks of fronts whose word on the visitor's address is believed. */
 function checkTrustedProxies(w: Walker, value: unknown): string[] | undefined {
   const list = w.array(value, "trustedProxies");
@@ -468,6 +491,7 @@ function checkClient(
     "tunnels",
     "streams",
     "visitors",
+    "bandwidth",
   ]);
   const cap = (key: "tunnels" | "streams" | "visitors", global: keyof Limits) => {
     const max = limits?.[global] ?? LIMIT_BOUNDS[global][1];
@@ -484,6 +508,7 @@ function checkClient(
   };
   const tunnels = cap("tunnels", "tunnelsPerClient"), streams = cap("streams", "streamsPerSession");
   const visitors = cap("visitors", "visitorsPerClient");
+  const bandwidth = clientBandwidth(w, rawLimits?.bandwidth, `${path}.limits.bandwidth`);
   const policy = raw.visitors === undefined
     ? visitorDefault ?? {}
     : checkVisitors(w, raw.visitors, `${path}.visitors`);
@@ -495,7 +520,7 @@ function checkClient(
   if (
     !name || !hash || !expose || !forward || !services || tunnels === undefined ||
     streams === undefined || visitors === undefined || !groups || groups.includes(undefined) ||
-    !policy
+    !policy || bandwidth === null
   ) {
     return undefined;
   }
@@ -505,7 +530,7 @@ function checkClient(
     expose,
     forward,
     services,
-    limits: { tunnels, streams, visitors },
+    limits: { tunnels, streams, visitors, ...(bandwidth ? { bandwidth } : {}) },
     groups: groups as string[],
     visitors: policy,
   };

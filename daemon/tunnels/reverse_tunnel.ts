@@ -154,9 +154,14 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     };
   }
 
-  /** The tunnel's bandwidth, each way, when its policy sets one (else nothing per chunk). */
+  /**
+   * The tunnel's bandwidth and its client's, each way, when either is set (else nothing per
+   * chunk): a chunk spends from both, and the longer hold wins.
+   */
   protected override throttle(): { aToB?: SpliceThrottle; bToA?: SpliceThrottle } | undefined {
-    const aToB = this.#gate.throttle("in"), bToA = this.#gate.throttle("out");
+    const client = this.#limit?.client;
+    const aToB = both(this.#gate.throttle("in"), client?.throttle("in"));
+    const bToA = both(this.#gate.throttle("out"), client?.throttle("out"));
     return aToB || bToA ? { aToB, bToA } : undefined;
   }
 
@@ -168,4 +173,13 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   override relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
     super.relayed(stream, remote, local, rest);
   }
+}
+
+/** One throttle spending from `a` and `b` together (the longer hold), or whichever is set. */
+function both(
+  a: SpliceThrottle | undefined,
+  b: SpliceThrottle | undefined,
+): SpliceThrottle | undefined {
+  if (!a || !b) return a ?? b;
+  return { spend: (n) => Math.max(a.spend(n), b.spend(n)) };
 }
