@@ -1002,8 +1002,9 @@ export function forwardedVisitor(
   fields: [string, string][],
   trusted: AddressRules | undefined,
 ): string {
+  if (!trusted) return addressHost(remote);
   const ip = visitorIp(remote);
-  if (!trusted || !ip || !trusted.admits(ip)) return addressHost(remote);
+  if (!ip || !trusted.admits(ip)) return addressHost(remote);
   let chain = fieldValues(fields, "x-forwarded-for").join(",").split(",").map((v) => v.trim());
   if (chain.every((v) => v === "")) {
     chain = fieldValues(fields, "forwarded").join(",").split(",").map((element) => {
