@@ -5,6 +5,7 @@
  * @module
  */
 
+import { AddressRules } from "../tunnel/policy/visitor_policy.ts";
 import { renarrow } from "./session/expose.ts";
 import { HandshakeAdmission } from "./session/admission.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
@@ -141,6 +142,7 @@ export class Daemon {
   /** Each client's visitors on this node, across its tunnels (`limits.visitors`). */
   readonly #visitors: VisitorAccounts;
   readonly #refusals = new Map<string, { at: number; suppressed: number }>();
+  #trusted: { list: readonly string[]; rules: AddressRules | undefined } | undefined;
   readonly #context: DaemonContext;
   #addresses: DaemonAddresses = {};
   #resolveStopped!: () => void;
@@ -157,7 +159,10 @@ export class Daemon {
       onChange: () => this.#apply(this.#config),
     });
     this.#local = new LocalRegistry({ tokens, node: config.cluster?.node });
-    this.#ports = new TunnelPorts(options.log);
+    this.#ports = new TunnelPorts(options.log, () => ({
+      trusted: this.#trustedProxies(),
+      timeoutMs: this.#config.limits.handshakeTimeoutMs,
+    }));
     this.#verifier = new TokenVerifier(
       config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })),
     );
@@ -200,6 +205,18 @@ export class Daemon {
         },
       }),
     };
+  }
+
+  /** `trustedProxies` of the configuration in force, compiled once per configuration. */
+  #trustedProxies(): AddressRules | undefined {
+    const list = this.#config.trustedProxies;
+    if (this.#trusted?.list !== list) {
+      this.#trusted = {
+        list,
+        rules: list.length > 0 ? new AddressRules({ allow: list }) : undefined,
+      };
+    }
+    return this.#trusted.rules;
   }
 
   /**

@@ -13,7 +13,8 @@ import { startEchoServer, startHttpServer, type TestServer } from "../testing/fa
 import { tcpConnect } from "../testing/visitors.ts";
 import { DEFAULT_TIMEOUT_MS, waitFor, withTimeout } from "../testing/wait.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
-import { pattern } from "../util/bytes.ts";
+import { concat, pattern } from "../util/bytes.ts";
+import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
 
 const TOKEN = "visitor-policy-token-0123456789abcdef";
 const BOB = "visitor-policy-bob-0123456789abcdefgh";
@@ -315,6 +316,60 @@ describe("visitor policy: who and how much, for every tunnel", () => {
     } finally {
       await tunnel.close();
     }
+  });
+
+  it("believes a trusted front's PROXY header for the visitor of a port's tunnel, no one else's", async () => {
+    const tunnel = await client.expose({ local: local(), policy: { deny: ["127.0.0.7/32"] } });
+    /** What comes back for `bytes` sent from `from`, until it echoes `expect` or is closed. */
+    const send = async (from: string, bytes: Uint8Array, expect: string) => {
+      const socket = await tcpConnect(tunnel.remotePort, "127.0.0.1", from);
+      try {
+        return await withTimeout(
+          new Promise<string>((resolve) => {
+            let got = "";
+            socket.setEncoding("latin1");
+            socket.on("data", (d: string) => {
+              got += d;
+              if (got === expect) resolve(got);
+            });
+            socket.on("end", () => resolve(got));
+            socket.on("close", () => resolve(got));
+            socket.write(bytes);
+          }),
+          DEFAULT_TIMEOUT_MS,
+          "an echo or a close",
+        );
+      } finally {
+        socket.destroy();
+      }
+    };
+    const withHeader = (header: Uint8Array) => concat([header, new TextEncoder().encode("ping")]);
+    const to = `127.0.0.1:${tunnel.remotePort}`;
+    // Through the front (127.0.0.8): the header is taken off, and its source is the visitor.
+    assert.equal(
+      await send("127.0.0.8", withHeader(encodeProxyV1("127.0.0.2:5555", to)), "ping"),
+      "ping",
+    );
+    assert.equal(
+      await send("127.0.0.8", withHeader(encodeProxyV2("127.0.0.2:5555", to)), "ping"),
+      "ping",
+    );
+    assert.equal(
+      await send("127.0.0.8", withHeader(encodeProxyV1("127.0.0.7:5555", to)), "ping"),
+      "",
+    );
+    assert.equal(
+      await send("127.0.0.8", new TextEncoder().encode("ping"), "ping"),
+      "",
+      "no header",
+    );
+    // From anyone else a header is the visitor's own bytes: passed on, never believed.
+    const forged = withHeader(encodeProxyV1("127.0.0.2:5555", to));
+    const echoed = await send("127.0.0.7", forged, new TextDecoder().decode(forged));
+    assert.equal(echoed, "", "127.0.0.7 is denied whatever it writes");
+    const plain = await send("127.0.0.2", forged, new TextDecoder().decode(forged));
+    assert.equal(plain, new TextDecoder().decode(forged), "the header reached the service as data");
+    await tunnel.close();
   });
 
   it("answers 429 to an HTTP visitor past its rate", async () => {

@@ -258,8 +258,9 @@ export interface Config {
   /** The visitor policy of clients that set none of their own (`docs/policy.md`). */
   visitors: VisitorPolicy;
   /**
-   * Networks (canonical CIDR) of fronts whose `X-Forwarded-For` / `Forwarded` the daemon believes
-   * for the visitor's address that visitor rules match; empty: the socket's address.
+   * Networks (canonical CIDR) of fronts whose word on the visitor's address the daemon believes
+   * for visitor rules: `X-Forwarded-For` / `Forwarded` on the HTTP ports, a PROXY protocol header
+   * (required from them) on tunnel ports; empty: the socket's address.
    */
   trustedProxies: string[];
 }
