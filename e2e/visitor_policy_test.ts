@@ -137,10 +137,21 @@ describe("visitor policy: who and how much, for every tunnel", () => {
       connectionsPerVisitor: 4,
     });
     const before = daemon.counters.get("policy_address");
+    const events: Record<string, unknown>[] = [];
+    const unsubscribe = daemon.events.subscribe((e) => {
+      if (e.type === "visitor_refused") events.push(e.fields);
+    });
     assert.equal(await visit(tunnel.remotePort, "127.0.0.2"), "echo");
     assert.equal(await visit(tunnel.remotePort, "127.0.0.3"), "closed", "the operator's deny");
     assert.equal(await visit(tunnel.remotePort, "127.0.0.9"), "closed", "outside the allow list");
+    unsubscribe();
     assert.equal(daemon.counters.get("policy_address") - before, 2);
+    // At most one event a second per tunnel and reason: the first refusal is told, with its
+    // visitor (the second too only if a second passed between them).
+    assert.ok(events.length >= 1 && events.length <= 2, JSON.stringify(events));
+    assert.equal(events[0].tunnel, tunnel.id);
+    assert.equal(events[0].reason, "policy_address");
+    assert.match(String(events[0].visitor), /^127\.0\.0\.3:/);
     assert.match(
       renderMetrics(daemon as never),
       /tunnelmux_visitor_policy_refusals_total\{reason="address"\} [2-9]/,
