@@ -681,12 +681,28 @@ export class Client extends Emitter<ClientEvents> {
   }
 
   #tunnelView(record: TunnelRecord): Tunnel {
-    return tunnelView(record, async () => {
-      this.#tunnels.delete(record);
-      if (this.#lifecycle.state === "ready") {
-        await this.#request({ type: "unexpose", tunnel: record.id });
-      }
-    });
+    return tunnelView(
+      record,
+      async () => {
+        this.#tunnels.delete(record);
+        if (this.#lifecycle.state === "ready") {
+          await this.#request({ type: "unexpose", tunnel: record.id });
+        }
+      },
+      async (policy) => {
+        // Asked for again on a reconnect: the record holds what the daemon should enforce.
+        const before = record.request.policy;
+        record.request = { ...record.request, policy };
+        if (this.#lifecycle.state !== "ready" || record.id === "" || record.closed) return;
+        const reply = await this.#request({ type: "policy", tunnel: record.id, policy }).catch(
+          (error) => {
+            record.request = { ...record.request, policy: before };
+            throw error;
+          },
+        );
+        if (reply.type !== "ok") throw new ClientError("protocol", "expected ok");
+      },
+    );
   }
 
   #request(message: ControlRequest): Promise<DaemonMessage> {

@@ -17,6 +17,7 @@
  * @module
  */
 
+import type { VisitorPolicy } from "../tunnel/policy/visitor_policy.ts";
 import { Client, type ConnectOptions, type ExposeOptions, type OfferOptions } from "./client.ts";
 import { ClientError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
@@ -116,7 +117,14 @@ export class HaClient extends Emitter<HaEvents> {
    */
   async expose(
     options: ExposeOptions,
-  ): Promise<{ remoteHost: string; remotePort: number; close(): Promise<void> }> {
+  ): Promise<
+    {
+      remoteHost: string;
+      remotePort: number;
+      close(): Promise<void>;
+      setPolicy(policy: VisitorPolicy): Promise<void>;
+    }
+  > {
     const shared = options.group === undefined ? { shared: true } : {};
     const first = await this.#firstReady();
     const tunnel = await first.expose({ ...options, ...shared });
@@ -131,6 +139,10 @@ export class HaClient extends Emitter<HaEvents> {
       remotePort: tunnel.remotePort,
       close: async () => {
         await Promise.all(tunnels.map((t) => t.close().catch(() => {})));
+      },
+      // Every session's route meets the same rules; the first refusal is the answer.
+      setPolicy: async (policy) => {
+        await Promise.all(tunnels.map((t) => t.setPolicy(policy)));
       },
     };
   }

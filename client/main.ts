@@ -7,6 +7,7 @@
  * @module
  */
 
+import type { VisitorPolicy } from "../tunnel/policy/visitor_policy.ts";
 import {
   exitHost,
   hostArgs,
@@ -42,10 +43,11 @@ Options:
                                reconnect, readyTimeoutMs, keepAliveIntervalMs,
                                keepAliveTimeoutMs, group, groupKeyFile, shared, proxyProtocol,
                                health, healthIntervalMs, logFormat, socks (ADDR, or true),
-                               socksUser, socksPasswordFile, httpPolicy (the HTTP tunnels'
-                               policy.http: see docs/policy.md), inspect (true or an address),
-                               inspectUnredacted, inspectTokenFile, and the lists expose, http,
-                               tls, forward, offer, use, basicAuth
+                               socksUser, socksPasswordFile, visitors (the visitor policy,
+                               docs/policy.md), httpPolicy (the HTTP tunnels' policy.http),
+                               inspect (true or an address), inspectUnredacted,
+                               inspectTokenFile, and the lists expose, http, tls, forward,
+                               offer, use, basicAuth
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
@@ -104,6 +106,19 @@ Options:
                                clients with one token, for high availability)
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
                                see the visitor's real address
+
+Visitor policy of every --expose, --http and --tls (docs/policy.md; the daemon narrows it by
+the operator's rules for this client, never widens it; a reload changes it in place):
+  --allow-ip CIDR[,CIDR…]      only visitors from these networks (IPv4 or IPv6; an address is
+                               one address); repeatable
+  --deny-ip CIDR[,CIDR…]       never visitors from these networks (wins over --allow-ip);
+                               repeatable
+  --rate N                     new connections (HTTP: requests) per second per visitor address
+  --tunnel-rate N              new connections per second to each tunnel, all visitors together
+  --max-conn-per-visitor N     connections (HTTP: requests) at once per visitor address
+  --bandwidth-in BYTES         bytes per second from visitors to the service, per tunnel
+                               (N, or with a k, m or g suffix: 1m is 1048576)
+  --bandwidth-out BYTES        bytes per second from the service to visitors, per tunnel
   --no-reconnect               exit when the connection is lost instead of reconnecting
   --ready-timeout-ms MS        give up (exit 1) when no session is ready MS after the start
                                (default 30000; 0: keep trying, for a client started before
@@ -173,6 +188,13 @@ const OPTIONS = {
   "watch-config": { type: "boolean" },
   inspect: { type: "string" },
   "inspect-unredacted": { type: "boolean" },
+  "allow-ip": { type: "string", multiple: true },
+  "deny-ip": { type: "string", multiple: true },
+  rate: { type: "string" },
+  "tunnel-rate": { type: "string" },
+  "max-conn-per-visitor": { type: "string" },
+  "bandwidth-in": { type: "string" },
+  "bandwidth-out": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -365,6 +387,11 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   const running: Running = new Map();
   /** The password the running SOCKS front checks, to tell when a reload changes it. */
   let socksPassword: string | undefined;
+  /** Each running expose's visitor policy (as JSON) and how to change it in place. */
+  const policies = new Map<
+    string,
+    { policy: string; set(policy: VisitorPolicy): Promise<void> }
+  >();
   /**
    * Starts what `next` asks for and `running` lacks; stops what it no longer asks for. Each
    * stands or falls alone: one refused is logged with its reason and left out. Resolves with how
@@ -384,6 +411,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     for (const [key, stop] of [...running]) {
       if (wanted.has(key) && !(key === socksKey && socks!.password !== socksPassword)) continue;
       running.delete(key);
+      policies.delete(key);
       await stop().catch(() => {});
       log.info("stopped", { what: key });
     }
@@ -403,8 +431,24 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       }
     };
     for (const expose of next.exposes) {
-      await start(`expose ${expose.key}`, async () => {
+      const key = `expose ${expose.key}`;
+      const policy = JSON.stringify(expose.policy ?? {});
+      const held = policies.get(key);
+      if (running.has(key) && held && held.policy !== policy) {
+        // The same tunnel with new visitor rules: changed in place, its visitors stay.
+        try {
+          await held.set(expose.policy ?? {});
+          held.policy = policy;
+          log.info("visitor policy changed", { what: key });
+        } catch (error) {
+          failed++;
+          log.error(`cannot change the visitor policy of ${key}: ${(error as Error).message}`);
+        }
+        continue;
+      }
+      await start(key, async () => {
         const tunnel = await sdk.expose(expose);
+        policies.set(key, { policy, set: (p) => tunnel.setPolicy(p) });
         return () => tunnel.close();
       });
     }

@@ -41,6 +41,7 @@ export type {
   OidcRule,
 } from "../tunnel/policy/http_policy.ts";
 export type { HealthCheck, HealthOptions } from "./tunnels/health_check.ts";
+export type { Bandwidth, VisitorPolicy } from "../tunnel/policy/visitor_policy.ts";
 export type { HaEvents, HaOptions, HaSession } from "./ha_client.ts";
 export { Backoff } from "./connect/backoff.ts";
 export { Emitter } from "./emitter.ts";

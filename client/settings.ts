@@ -38,6 +38,15 @@ import { DEFAULT_SOCKS_LISTEN, socksOptionsProblem } from "./tunnels/socks.ts";
 import { type HttpPolicy, parseHttpPolicy } from "../tunnel/policy/http_policy.ts";
 import { hashPasswordSync, PASSWORD_HASH_PREFIX } from "../tunnel/policy/password_hash.ts";
 import { isObject } from "../util/is_object.ts";
+import { parseVisitorPolicy, type VisitorPolicy } from "../tunnel/policy/visitor_policy.ts";
+
+/** `N`, or `N` with a `k`, `m` or `g` suffix (KiB, MiB, GiB): bytes; undefined if it is neither. */
+export function parseBytes(text: string): number | undefined {
+  const match = /^(\d+)([kmg]?)(?:i?b)?$/i.exec(text.trim());
+  if (!match) return undefined;
+  const scale = { "": 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[match[2].toLowerCase()]!;
+  return Number(match[1]) * scale;
+}
 
 /** The client command's flags, as parsed (each optional). */
 export interface ClientFlags {
@@ -71,6 +80,13 @@ export interface ClientFlags {
   /** The inspector's address ("" for the default). */
   inspect?: string;
   "inspect-unredacted"?: boolean;
+  "allow-ip"?: string[];
+  "deny-ip"?: string[];
+  rate?: string;
+  "tunnel-rate"?: string;
+  "max-conn-per-visitor"?: string;
+  "bandwidth-in"?: string;
+  "bandwidth-out"?: string;
 }
 
 /** A reverse tunnel to hold, with the text that asked for it (its identity across reloads). */
@@ -186,6 +202,7 @@ const FILE_KEYS = new Set([
   "inspect",
   "inspectUnredacted",
   "inspectTokenFile",
+  "visitors",
 ]);
 
 /** A value and where it came from. */
@@ -425,6 +442,67 @@ export function clientSettings(
     flag("host-rewrite", flags["host-rewrite"]),
     fail,
   );
+  // ---- the visitor policy of every tunnel: the file's `visitors`, the flags over it ----
+  let policy: VisitorPolicy | undefined;
+  {
+    const raw: Record<string, unknown> = file.visitors === undefined
+      ? {}
+      : typeof file.visitors === "object" && file.visitors !== null && !Array.isArray(file.visitors)
+      ? { ...file.visitors as Record<string, unknown> }
+      : (fail("visitors", "expected an object (see docs/policy.md)"), {});
+    const where: Record<string, string> = {};
+    const addList = (key: "allow" | "deny", name: "allow-ip" | "deny-ip") => {
+      const values = flags[name];
+      if (!values || values.length === 0) return;
+      const before = Array.isArray(raw[key]) ? raw[key] as unknown[] : [];
+      raw[key] = [...before, ...values.flatMap((v) => v.split(",")).map((v) => v.trim())];
+      where[key] = `--${name}`;
+    };
+    addList("allow", "allow-ip");
+    addList("deny", "deny-ip");
+    const setNumber = (key: string, name: keyof ClientFlags, bytes = false) => {
+      const text = flags[name] as string | undefined;
+      if (text === undefined) return;
+      const n = bytes ? parseBytes(text) : /^\d+$/.test(text) ? Number(text) : undefined;
+      if (n === undefined) {
+        return fail(
+          `--${name}`,
+          `must be ${bytes ? "bytes (N, Nk, Nm or Ng)" : "a number"}, got "${text}"`,
+        );
+      }
+      if (key.startsWith("bandwidth.")) {
+        const bandwidth = typeof raw.bandwidth === "object" && raw.bandwidth !== null
+          ? { ...raw.bandwidth as Record<string, unknown> }
+          : {};
+        bandwidth[key.slice("bandwidth.".length)] = n;
+        raw.bandwidth = bandwidth;
+      } else raw[key] = n;
+      where[key] = `--${name}`;
+    };
+    setNumber("connectionsPerSecond", "rate");
+    setNumber("tunnelConnectionsPerSecond", "tunnel-rate");
+    setNumber("connectionsPerVisitor", "max-conn-per-visitor");
+    setNumber("bandwidth.in", "bandwidth-in", true);
+    setNumber("bandwidth.out", "bandwidth-out", true);
+    if (Object.keys(raw).length > 0) {
+      const parsed = parseVisitorPolicy(raw, "visitors");
+      if (parsed.ok) policy = parsed.policy;
+      else {
+        // Named by the flag that set the bad value, else by its path in the file.
+        const colon = parsed.error.indexOf(": ");
+        const path = parsed.error.slice(0, colon).replace(/\[\d+\]$/, "");
+        const flagName = where[path.slice("visitors.".length)];
+        fail(flagName ?? parsed.error.slice(0, colon), parsed.error.slice(colon + 2));
+      }
+    }
+  }
+  // An HTTP tunnel's policy: `httpPolicy` (and its flags) as its `http` part, over `visitors.http`;
+  // other tunnels carry no HTTP rules.
+  const httpWithPolicy = policy || httpPolicy
+    ? { policy: { ...(policy ?? {}), ...(httpPolicy ? { http: httpPolicy } : {}) } }
+    : {};
+  const { http: _http, ...plain } = policy ?? {};
+  const withPolicy = Object.keys(plain).length > 0 ? { policy: plain } : {};
 
   // ---- the lists: the file's first, then the flags' ----
   const list = (key: "expose" | "http" | "tls" | "forward" | "offer" | "use") => [
@@ -519,6 +597,7 @@ export function clientSettings(
       proxyProtocol,
       health,
       ...membership,
+      ...withPolicy,
     });
   }
   // HTTP tunnels: NAME=LOCAL, NAME a label under the daemon's base domain or a full host name.
@@ -531,7 +610,7 @@ export function clientSettings(
       http: parts[0],
       local: parts[1],
       health,
-      ...(httpPolicy ? { policy: { http: httpPolicy } } : {}),
+      ...httpWithPolicy,
     });
   }
   // TLS tunnels: the same names, on the daemon's HTTPS port, passed through to a TLS service.
@@ -544,6 +623,7 @@ export function clientSettings(
       tls: parts[0],
       local: parts[1],
       health,
+      ...withPolicy,
     });
   }
   const forwards: ForwardSpec[] = [];

@@ -320,3 +320,58 @@ describe("clientSettings", () => {
     );
   });
 });
+
+describe("clientSettings: the visitor policy", () => {
+  it("takes the file's visitors, the flags adding to its lists and replacing its numbers", () => {
+    const file = join(dir, "policy.jsonc");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        server: "tcp://a:7000",
+        expose: ["0=127.0.0.1:3000"],
+        http: ["app=127.0.0.1:4000"],
+        visitors: { allow: ["10.0.0.0/8"], connectionsPerSecond: 50, bandwidth: { out: 100 } },
+      }),
+    );
+    const { settings, errors } = clientSettings({
+      flags: {
+        config: file,
+        "allow-ip": ["192.0.2.1,2001:db8::/32"],
+        "deny-ip": ["10.9.0.0/16"],
+        rate: "5",
+        "max-conn-per-visitor": "3",
+        "bandwidth-in": "1m",
+      },
+      env: { TUNNELMUX_TOKEN: TOKEN },
+    });
+    assert.deepEqual(errors, []);
+    const expected = {
+      allow: ["10.0.0.0/8", "192.0.2.1/32", "2001:db8::/32"],
+      deny: ["10.9.0.0/16"],
+      connectionsPerSecond: 5,
+      connectionsPerVisitor: 3,
+      bandwidth: { in: 1048576, out: 100 },
+    };
+    assert.deepEqual(settings!.exposes.map((e) => e.policy), [expected, expected]);
+  });
+
+  it("names the flag or the file's path of a bad rule", () => {
+    const file = join(dir, "bad-policy.jsonc");
+    writeFileSync(file, JSON.stringify({ expose: ["0=127.0.0.1:1"], visitors: { dney: [] } }));
+    const { errors } = clientSettings({
+      flags: { server: ["tcp://a:7000"], config: file, "allow-ip": ["10.0.0.1/8"], rate: "x" },
+      env: { TUNNELMUX_TOKEN: TOKEN },
+    });
+    assert.deepEqual(errors.map((e) => `${e.where}: ${e.message}`), [
+      `--rate: must be a number, got "x"`,
+      `visitors.dney: unknown key (did you mean "deny"?)`,
+    ]);
+    const flagOnly = clientSettings({
+      flags: { server: ["tcp://a:7000"], expose: ["0=127.0.0.1:1"], "allow-ip": ["10.0.0.1/8"] },
+      env: { TUNNELMUX_TOKEN: TOKEN },
+    });
+    assert.equal(flagOnly.errors.length, 1);
+    assert.equal(flagOnly.errors[0].where, "--allow-ip");
+    assert.match(flagOnly.errors[0].message, /host bits set; did you mean 10\.0\.0\.0\/8/);
+  });
+});

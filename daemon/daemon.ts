@@ -5,6 +5,8 @@
  * @module
  */
 
+import { AddressRules } from "../tunnel/policy/visitor_policy.ts";
+import { renarrow } from "./session/expose.ts";
 import { HandshakeAdmission } from "./session/admission.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
@@ -138,6 +140,8 @@ export class Daemon {
   readonly #web: WebFronts;
   /** Each client's visitors on this node, across its tunnels (`limits.visitors`). */
   readonly #visitors: VisitorAccounts;
+  readonly #refusals = new Map<string, { at: number; suppressed: number }>();
+  #trusted: { list: readonly string[]; rules: AddressRules | undefined } | undefined;
   readonly #context: DaemonContext;
   #addresses: DaemonAddresses = {};
   #resolveStopped!: () => void;
@@ -154,7 +158,10 @@ export class Daemon {
       onChange: () => this.#apply(this.#config),
     });
     this.#local = new LocalRegistry({ tokens, node: config.cluster?.node });
-    this.#ports = new TunnelPorts(options.log);
+    this.#ports = new TunnelPorts(options.log, () => ({
+      trusted: this.#trustedProxies(),
+      timeoutMs: this.#config.limits.handshakeTimeoutMs,
+    }));
     this.#verifier = new TokenVerifier(
       config.clients.map((c) => ({ name: c.name, hash: c.tokenHash })),
     );
@@ -191,9 +198,45 @@ export class Daemon {
       visitorLimit: (client) => ({
         perTunnel: () => this.#effective.limits.visitorsPerTunnel,
         client: this.#visitors.of(client),
-        refused: (reason) => this.counters.count(reason),
+        refused: (reason, detail) => {
+          this.counters.count(reason);
+          if (detail) this.#refusalEvent(client, reason, detail.tunnel, detail.visitor);
+        },
       }),
     };
+  }
+
+  /** `trustedProxies` of the configuration in force, compiled once per configuration. */
+  #trustedProxies(): AddressRules | undefined {
+    const list = this.#config.trustedProxies;
+    if (this.#trusted?.list !== list) {
+      this.#trusted = {
+        list,
+        rules: list.length > 0 ? new AddressRules({ allow: list }) : undefined,
+      };
+    }
+    return this.#trusted.rules;
+  }
+
+  /**
+   * A visitor a tunnel's policy refused, on the event feed: at most one event per tunnel and
+   * reason a second (a flood of refusals must not flood the feed), with how many it stands for.
+   */
+  #refusalEvent(client: string, reason: string, tunnel: string, visitor: string): void {
+    const key = `${tunnel} ${reason}`;
+    const now = Date.now();
+    const last = this.#refusals.get(key);
+    if (last && now - last.at < 1000) return void last.suppressed++;
+    // Bounded: the table of a second's refusals is dropped whole when it grows past its cap.
+    if (this.#refusals.size >= 1024) this.#refusals.clear();
+    this.#refusals.set(key, { at: now, suppressed: 0 });
+    this.events.publish("visitor_refused", {
+      client,
+      tunnel,
+      reason,
+      visitor,
+      suppressed: last?.suppressed,
+    });
   }
 
   /**
@@ -400,6 +443,12 @@ export class Daemon {
     };
     this.#verifier.replace(effective.clients.map((c) => ({ name: c.name, hash: c.tokenHash })));
     this.#visitors.setCaps(effective.clients);
+    // Visitor rules change in place: each tunnel keeps its visitors and meets the new rules next.
+    const rules = new Map(effective.clients.map((c) => [c.name, c.visitors]));
+    for (const tunnel of this.#local.tunnels()) {
+      const operator = rules.get(tunnel.client);
+      if (operator) tunnel.setPolicy(renarrow(operator, tunnel.requestedPolicy));
+    }
     const previous = new Map(this.#effective.clients.map((c) => [c.name, c.tokenHash]));
     const configured = new Set(this.#config.clients.map((c) => c.name));
     this.#config = config;

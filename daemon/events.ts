@@ -14,6 +14,7 @@ export type DaemonEventType =
   | "tunnel_down"
   | "route_health"
   | "stream_reset"
+  | "visitor_refused"
   | "auth_failure"
   | "token_minted"
   | "token_revoked"

@@ -12,6 +12,7 @@ import {
   baseEnv,
   cleanup,
   daemonConfig,
+  DEFAULT_TIMEOUT_MS,
   newToken,
   probePort,
   runCommand,
@@ -22,6 +23,7 @@ import {
   tcpConnect,
   tcpRoundTrip,
   waitFor,
+  withTimeout,
 } from "../testing/mod.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "tunnelmux-client-config-"));
@@ -163,5 +165,62 @@ describe("client config file", () => {
     assert.equal(client.logs().filter((e) => e.msg === "session ready").length, 1);
     echo.close();
     other.close();
+  });
+
+  it("a changed visitors policy is sent in place: same tunnel, its visitor stays, the next meet it", async () => {
+    const token = newToken("policy");
+    const daemon = await startDaemon({ config: daemonConfig([{ name: "laptop", token }]) });
+    const echo = await startEchoServer();
+    const file = join(dir, "policy.jsonc");
+    const expose = [`0=127.0.0.1:${echo.port}`];
+    writeClientConfig(file, { server: daemon.tcpUrl, expose, visitors: { deny: ["127.0.0.3"] } });
+    const client = await startClient({
+      server: daemon.tcpUrl,
+      token,
+      args: ["--config", file, "--watch-config"],
+    });
+    const { port } = await client.waitForTunnel();
+    /** Sends `text` from a socket and resolves what comes back before it echoes or closes. */
+    const exchange = (socket: Awaited<ReturnType<typeof tcpConnect>>, text: string) =>
+      withTimeout(
+        new Promise<string>((resolve) => {
+          let got = "";
+          const onData = (d: Uint8Array) => {
+            got += new TextDecoder().decode(d);
+            if (got === text) (socket.off("data", onData), resolve(got));
+          };
+          socket.on("data", onData);
+          // The daemon's close of a refused visitor arrives as an end (half-open sockets).
+          socket.once("end", () => resolve(got));
+          socket.once("close", () => resolve(got));
+          socket.write(text);
+        }),
+        DEFAULT_TIMEOUT_MS,
+        "an echo or a close",
+      );
+    const visit = async (from: string) => {
+      const socket = await tcpConnect(port, "127.0.0.1", from);
+      const got = await exchange(socket, "hi");
+      socket.destroy();
+      return got === "hi" ? "echo" : "closed";
+    };
+    assert.equal(await visit("127.0.0.2"), "echo");
+    assert.equal(await visit("127.0.0.3"), "closed");
+    const stays = await tcpConnect(port, "127.0.0.1", "127.0.0.2");
+    assert.equal(await exchange(stays, "one"), "one");
+    const from = client.logs().length;
+    writeClientConfig(`${file}.new`, {
+      server: daemon.tcpUrl,
+      expose,
+      visitors: { deny: ["127.0.0.2"] },
+    });
+    renameSync(`${file}.new`, file);
+    await client.waitForLog((e) => e.msg === "visitor policy changed", 15_000, from);
+    assert.equal(await visit("127.0.0.2"), "closed");
+    assert.equal(await visit("127.0.0.3"), "echo");
+    assert.equal(await exchange(stays, "two"), "two", "the connected visitor stays");
+    assert.equal(client.logs().filter((e) => e.msg === "tunnel up").length, 1, "never re-exposed");
+    stays.destroy();
+    echo.close();
   });
 });

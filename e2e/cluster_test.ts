@@ -23,9 +23,11 @@ import {
   startDaemon,
   startEchoServer,
   startTcpServer,
+  tcpConnect,
   tcpRoundTrip,
   type TestServer,
   waitFor,
+  withTimeout,
 } from "../testing/mod.ts";
 import { createServer } from "node:net";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
@@ -247,6 +249,42 @@ describe("cluster: three daemons and one NATS", () => {
         ),
       { timeoutMs: 15_000, message: "node B to stop relaying the closed tunnel" },
     );
+  });
+
+  it("a tunnel's visitor policy holds for visitors every node relays to it", async () => {
+    const client = await startClient({
+      server: nodes[0].tcpUrl,
+      token,
+      args: ["--expose", `0=127.0.0.1:${echo.port}`, "--deny-ip", "127.0.0.5"],
+    });
+    const { port } = await client.waitForTunnel();
+    const bytes = pattern(1024, 5);
+    await echoVia("127.0.0.2", port, bytes); // node B relays by now
+    /** A visit of node B's relay of the tunnel from `from`: the bytes echoed before it closed. */
+    const visitFrom = async (from: string) => {
+      const socket = await tcpConnect(port, "127.0.0.2", from);
+      try {
+        return await withTimeout(
+          new Promise<number>((resolve) => {
+            let got = 0;
+            socket.on("data", (d: Uint8Array) => {
+              got += d.length;
+              if (got >= bytes.length) resolve(got);
+            });
+            socket.once("end", () => resolve(got));
+            socket.once("close", () => resolve(got));
+            socket.write(bytes);
+          }),
+          15_000,
+          `a visit from ${from}`,
+        );
+      } finally {
+        socket.destroy();
+      }
+    };
+    assert.equal(await visitFrom("127.0.0.6"), bytes.length, "allowed through node B");
+    assert.equal(await visitFrom("127.0.0.5"), 0, "denied by the holding node, though relayed");
+    await client.stop();
   });
 
   it("a service offered on node A is used from node C", async () => {

@@ -56,9 +56,21 @@ export function tcpRoundTrip(
     });
 }
 
-/** Opens a plain TCP connection to 127.0.0.1:`port` (registered for cleanup). */
-export function tcpConnect(port: number, host = "127.0.0.1"): Promise<Socket> {
-  const socket = netConnect({ host, port, allowHalfOpen: true });
+/**
+ * Opens a plain TCP connection to 127.0.0.1:`port` (registered for cleanup), from
+ * `localAddress` when given (any of 127/8 on Linux: visitors with distinct addresses).
+ */
+export function tcpConnect(
+  port: number,
+  host = "127.0.0.1",
+  localAddress?: string,
+): Promise<Socket> {
+  const socket = netConnect({
+    host,
+    port,
+    allowHalfOpen: true,
+    ...(localAddress ? { localAddress } : {}),
+  });
   socket.on("error", () => {});
   register(() => void socket.destroy());
   return withTimeout(

@@ -9,6 +9,8 @@
  * @module
  */
 
+import { parseVisitorPolicy, type VisitorPolicy } from "./policy/visitor_policy.ts";
+
 /** The control protocol version this code speaks. */
 export const CONTROL_VERSION = 1;
 
@@ -51,11 +53,16 @@ export type ClientMessage =
      */
     passthrough?: boolean;
     /**
-     * The tunnel's visitor policy (docs/policy.md); checked by the daemon, which refuses a policy
-     * it cannot enforce rather than ignoring a rule.
+     * Who may visit and how much (`docs/policy.md`): the daemon narrows it by the operator's rules
+     * for the client and enforces the result.
      */
-    policy?: Record<string, unknown>;
+    policy?: VisitorPolicy;
   }
+  /**
+   * Replace the visitor policy of one of the session's tunnels (a reloaded client config), without
+   * closing it: visitors connected stay, the next ones meet the new rules.
+   */
+  | { type: "policy"; id: number; tunnel: string; policy: VisitorPolicy }
   /** Close a reverse tunnel. */
   | { type: "unexpose"; id: number; tunnel: string }
   /**
@@ -132,7 +139,7 @@ export class ControlMessageError extends Error {
   }
 }
 
-type FieldType = "string" | "id" | "port" | "version" | "boolean" | "object";
+type FieldType = "string" | "id" | "port" | "version" | "boolean" | "policy";
 
 const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, boolean]>> = {
   hello: {
@@ -152,8 +159,9 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     shared: ["boolean", false],
     http: ["string", false],
     passthrough: ["boolean", false],
-    policy: ["object", false],
+    policy: ["policy", false],
   },
+  policy: { id: ["id", true], tunnel: ["string", true], policy: ["policy", true] },
   unexpose: { id: ["id", true], tunnel: ["string", true] },
   health: {
     id: ["id", true],
@@ -189,6 +197,13 @@ export function parseClientMessage(value: unknown): ClientMessage {
   for (const [name, fieldValue] of Object.entries(fields)) {
     const field = spec[name];
     if (field === undefined) throw new ControlMessageError(`unexpected field "${name}" in ${type}`);
+    if (field[0] === "policy") {
+      // Kept in canonical form, so the daemon narrows and stores one spelling of each rule.
+      const parsed = parseVisitorPolicy(fieldValue, name);
+      if (!parsed.ok) throw new ControlMessageError(`bad ${type}: ${parsed.error}`);
+      (value as Record<string, unknown>)[name] = parsed.policy;
+      continue;
+    }
     if (!valid(field[0], fieldValue)) {
       throw new ControlMessageError(`bad value for "${name}" in ${type}`);
     }
@@ -214,7 +229,7 @@ function valid(type: FieldType, value: unknown): boolean {
       return Number.isInteger(value) && (value as number) >= 1;
     case "boolean":
       return typeof value === "boolean";
-    case "object":
-      return typeof value === "object" && value !== null && !Array.isArray(value);
+    case "policy":
+      return false; // checked by parseVisitorPolicy
   }
 }

@@ -14,6 +14,8 @@ describe("parseClientMessage", () => {
     { type: "offer", id: 6, service: "db", group: "web", groupKey: "k" },
     { type: "health", id: 7, tunnel: "t-1", healthy: false, detail: "refused" },
     { type: "health", id: 8, service: "db", healthy: true },
+    { type: "expose", id: 9, port: 0, policy: { deny: ["198.51.100.7/32"], bandwidth: { in: 9 } } },
+    { type: "policy", id: 10, tunnel: "t-1", policy: { connectionsPerSecond: 5 } },
   ];
   for (const message of good) {
     it(`accepts ${JSON.stringify(message)}`, () => {
@@ -40,6 +42,11 @@ describe("parseClientMessage", () => {
     [{ type: "health", id: 1, healthy: true }, /"tunnel" or "service"/],
     [{ type: "health", id: 1, tunnel: "t", service: "s", healthy: true }, /not both/],
     [{ type: "offer", id: 1, service: "db", group: "" }, /group/],
+    [{ type: "expose", id: 1, port: 0, policy: { alow: [] } }, /policy\.alow: unknown key/],
+    [{ type: "expose", id: 1, port: 0, policy: { deny: ["10.0.0.1/8"] } }, /policy\.deny\[0\]/],
+    [{ type: "expose", id: 1, port: 0, policy: [] }, /policy: .*object/],
+    [{ type: "policy", id: 1, tunnel: "t-1" }, /needs "policy"/],
+    [{ type: "policy", id: 1, tunnel: "t-1", policy: { connectionsPerVisitor: 0 } }, /integer/],
   ];
   for (const [message, reason] of bad) {
     it(`rejects ${JSON.stringify(message)}`, () => {
@@ -49,4 +56,18 @@ describe("parseClientMessage", () => {
       );
     });
   }
+});
+
+describe("parseClientMessage: a visitor policy", () => {
+  it("is kept in canonical form, one spelling of each rule", () => {
+    const message = parseClientMessage({
+      type: "expose",
+      id: 1,
+      port: 0,
+      policy: { allow: ["2001:DB8::/32", "192.0.2.1"] },
+    });
+    assert.deepEqual(message.type === "expose" && message.policy, {
+      allow: ["2001:db8::/32", "192.0.2.1/32"],
+    });
+  });
 });

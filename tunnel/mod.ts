@@ -27,3 +27,5 @@ export * from "./read_stream_header.ts";
 export * from "./reset_reasons.ts";
 export * from "./splice.ts";
 export * from "./stream_header.ts";
+export * from "./policy/visitor_policy.ts";
+export * from "./policy/visitor_gate.ts";

@@ -1,8 +1,8 @@
 /**
  * The PROXY protocol (HAProxy, versions 1 and 2): a header a reverse tunnel's client writes to its
  * local service before any data, so the service sees the real visitor's address instead of the
- * tunnel client's loopback one. Only TCP over IPv4/IPv6 is produced. (The decoder the tests use is
- * `_proxy_protocol_decoder.ts`, beside them.)
+ * tunnel client's loopback one. Only TCP over IPv4/IPv6 is produced. (The decoder is
+ * `proxy_protocol_decoder.ts`, beside it.)
  *
  * Addresses are `host:port` or `[v6]:port`, as the transports report them (`formatHostPort` in util/address.ts).
  * Anything else (`unknown`, host names, IPv6 zones are kept out of the header) is handled as the

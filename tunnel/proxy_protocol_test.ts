@@ -10,7 +10,7 @@ import {
   decodeProxyHeader,
   PROXY_V1_MAX_LENGTH,
   ProxyProtocolError,
-} from "./_proxy_protocol_decoder.ts";
+} from "./proxy_protocol_decoder.ts";
 
 const ascii = (text: string) => new TextEncoder().encode(text);
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);

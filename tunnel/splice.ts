@@ -90,6 +90,12 @@ export interface SpliceCounters {
   bToA: number;
 }
 
+/** What a limited direction spends its bytes against (a token bucket's `spend`). */
+export interface SpliceThrottle {
+  /** Spends `n` bytes just moved; returns the milliseconds to stop reading before moving more. */
+  spend(n: number): number;
+}
+
 /**
  * Looks at the bytes a splice relays (the client's request inspector), each chunk before it is
  * written on: it must copy what it keeps (the chunk may be reused once it returns) and not throw.
@@ -105,7 +111,9 @@ export interface SpliceObserver {
  * Pipes `a` and `b` into each other until both are closed. `aFirst` is written to `b` before
  * anything else (bytes that arrived with a stream header; not shown to `observer`). `counters`,
  * if given, is updated live; `observer`, if given, sees every later chunk (without one the relay
- * path is the plain one).
+ * path is the plain one). A direction with a `throttle` stops reading its source for as long as the
+ * throttle says after each chunk: the flow is held where it comes from (TCP or yamux window), never
+ * buffered here.
  *
  * @example
  * ```ts ignore
@@ -115,15 +123,25 @@ export interface SpliceObserver {
 export function splice(
   a: PipeEnd,
   b: PipeEnd,
-  options: { aFirst?: Uint8Array; counters?: SpliceCounters; observer?: SpliceObserver } = {},
+  options: {
+    aFirst?: Uint8Array;
+    counters?: SpliceCounters;
+    observer?: SpliceObserver;
+    throttle?: { aToB?: SpliceThrottle; bToA?: SpliceThrottle };
+  } = {},
 ): Promise<SpliceResult> {
   const counters = options.counters ?? { aToB: 0, bToA: 0 };
   return new Promise((resolve) => {
     let open = 2;
     let failure: Error | undefined;
-    const forward = (from: PipeEnd, to: PipeEnd, count: (n: number) => void): PipeHandlers => {
+    const forward = (
+      from: PipeEnd,
+      to: PipeEnd,
+      count: (n: number) => void,
+      throttle: SpliceThrottle | undefined,
+    ): PipeHandlers => {
       let ended = false;
-      return {
+      const handlers: PipeHandlers = {
         // A pure relay: every chunk goes to `to.write` once, claim and all, and is not looked at
         // again, so pooled buffers come back as soon as the other end has written them.
         releases: true,
@@ -146,9 +164,45 @@ export function splice(
           if (--open === 0) resolve({ aToB: counters.aToB, bToA: counters.bToA, error: failure });
         },
       };
+      if (!throttle) return handlers;
+      // Limited: `from` reads again only when `to` has drained and the hold is over.
+      let blocked = false;
+      let hold: ReturnType<typeof setTimeout> | undefined;
+      const close = handlers.close;
+      // Bytes may still come after a pause (read before it): they are spent too, and the hold
+      // lasts until the debt is paid, however it grew.
+      const holdFor = (wait: number) => {
+        hold = setTimeout(() => {
+          const more = throttle.spend(0);
+          if (more > 0) return holdFor(more);
+          hold = undefined;
+          if (!blocked) from.resume();
+        }, Math.ceil(wait));
+      };
+      handlers.data = (chunk) => {
+        count(chunk.length);
+        blocked = !to.write(chunk);
+        const wait = throttle.spend(chunk.length);
+        if (wait > 0 && hold === undefined) holdFor(wait);
+        if (blocked || hold !== undefined) from.pause();
+      };
+      handlers.close = (error) => {
+        clearTimeout(hold);
+        close(error);
+      };
+      const resume = () => {
+        blocked = false;
+        if (hold === undefined) from.resume();
+      };
+      if (from === a) resumeA = resume;
+      else resumeB = resume;
+      return handlers;
     };
-    const aHandlers = forward(a, b, (n) => counters.aToB += n);
-    const bHandlers = forward(b, a, (n) => counters.bToA += n);
+    // How a throttled source is resumed when the other end drains (unthrottled: resume() alone).
+    let resumeA: (() => void) | undefined;
+    let resumeB: (() => void) | undefined;
+    const aHandlers = forward(a, b, (n) => counters.aToB += n, options.throttle?.aToB);
+    const bHandlers = forward(b, a, (n) => counters.bToA += n, options.throttle?.bToA);
     const observer = options.observer;
     if (observer) {
       // Looked at before it is written: once written, a pooled chunk may be reused.
@@ -163,8 +217,8 @@ export function splice(
         bData(chunk);
       };
     }
-    aHandlers.drain = () => b.resume();
-    bHandlers.drain = () => a.resume();
+    aHandlers.drain = resumeB ?? (() => b.resume());
+    bHandlers.drain = resumeA ?? (() => a.resume());
     let aBlocked = false;
     if (options.aFirst && options.aFirst.length > 0) {
       counters.aToB += options.aFirst.length;

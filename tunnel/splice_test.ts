@@ -169,4 +169,71 @@ describe("splice: stream ↔ TCP socket", () => {
       echo.close();
     }
   });
+
+  it("a throttle holds its direction's reading: the source waits, nothing piles up here", async () => {
+    const echo = await tcpEcho();
+    const [a, b] = memoryPair();
+    let spent = 0, calls = 0;
+    const server = new Session(b, {
+      client: false,
+      config: QUIET,
+      onStream: async (stream) => {
+        const socket = await connectTcp({ hostname: "127.0.0.1", port: echo.port });
+        // Every chunk asks for an hour's hold: after the first, the stream must stop reading.
+        const hour = { spend: (n: number) => (spent += n, calls++, 3_600_000) };
+        void splice(streamEnd(stream), transportEnd(socket), { throttle: { aToB: hour } });
+      },
+    });
+    const client = new Session(a, { client: true, config: QUIET });
+    try {
+      const stream = client.open();
+      const payload = pattern(4 * 1024 * 1024, 3);
+      for (let at = 0; at < payload.length; at += 65536) {
+        stream.write(payload.subarray(at, at + 65536));
+      }
+      for (let i = 0; i < 100 && calls === 0; i++) await new Promise((r) => setTimeout(r, 5));
+      assert.ok(calls > 0, "the throttle saw the first chunk");
+      // Unheld, the 4 MiB would flow to the echo in a few turns; held, at most what arrived
+      // before the pause (one receive window) is ever read.
+      for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 5));
+      assert.ok(spent <= 512 * 1024, `${spent} bytes read while held`);
+    } finally {
+      client.destroy();
+      server.destroy();
+      echo.close();
+    }
+  });
+
+  it("a held direction resumes when its hold is over and delivers every byte", async () => {
+    const echo = await tcpEcho();
+    const [a, b] = memoryPair();
+    const holds: number[] = [];
+    const server = new Session(b, {
+      client: false,
+      config: QUIET,
+      onStream: async (stream) => {
+        const socket = await connectTcp({ hostname: "127.0.0.1", port: echo.port });
+        const some = { spend: () => (holds.push(holds.length < 3 ? 20 : 0), holds.at(-1)!) };
+        void splice(streamEnd(stream), transportEnd(socket), {
+          throttle: { aToB: some, bToA: some },
+        });
+      },
+    });
+    const client = new Session(a, { client: true, config: QUIET });
+    try {
+      const stream = client.open();
+      const echoed = collect(stream);
+      const payload = pattern(1024 * 1024, 4);
+      for (let at = 0; at < payload.length; at += 65536) {
+        stream.write(payload.subarray(at, at + 65536));
+      }
+      stream.end();
+      assert.deepEqual(await echoed, payload);
+      assert.ok(holds.length > 3, "every chunk went through the throttle");
+    } finally {
+      client.destroy();
+      server.destroy();
+      echo.close();
+    }
+  });
 });

@@ -10,8 +10,8 @@
 import type { DaemonMessage } from "../../tunnel/control.ts";
 import { parseHostPort } from "../../util/address.ts";
 import type { HealthMonitor, HealthOptions } from "./health_check.ts";
+import { parseVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { ControlRequest } from "../connect/requests.ts";
-import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
 
 /** What `Client.expose` asks for. */
 export interface ExposeOptions {
@@ -58,11 +58,14 @@ export interface ExposeOptions {
    */
   health?: HealthOptions;
   /**
-   * The tunnel's visitor policy (docs/policy.md); for now its `http` part, for an HTTP tunnel:
-   * basic auth (users with `scrypt:` hashes: see `hashPassword`), a bearer JWT, header rules,
-   * `hostRewrite`. The daemon refuses the tunnel rather than ignore a rule it cannot enforce.
+   * Who may visit and how much: visitor IP allow and deny lists, connection rates and counts per
+   * visitor address, bandwidth, and for an HTTP tunnel its `http` rules: basic auth (users with
+   * `scrypt:` hashes: see `hashPassword`), a bearer JWT, OIDC login, header rules, `hostRewrite`
+   * (`docs/policy.md`). The daemon narrows it by the operator's rules for this client (never
+   * widens it), enforces the result, and refuses the tunnel rather than ignore a rule it cannot
+   * enforce. Default: the operator's rules.
    */
-  policy?: { http?: HttpPolicy };
+  policy?: VisitorPolicy;
 }
 
 /** A reverse tunnel held by the client. Its remote port stays the same across reconnects when it can. */
@@ -82,6 +85,11 @@ export interface Tunnel {
   readonly local: string;
   /** Closes the tunnel on the daemon and forgets it. */
   close(): Promise<void>;
+  /**
+   * Replaces its visitor policy without closing it: visitors connected stay, the next ones meet
+   * the new rules (kept for reconnects too). Rejects if the daemon refuses the rules.
+   */
+  setPolicy(policy: VisitorPolicy): Promise<void>;
 }
 
 /** A tunnel the client holds, as the current session's daemon knows it. */
@@ -107,7 +115,17 @@ export interface TunnelRecord {
 /** A tunnel's record before it is exposed; a bad local address fails here, not at a visitor. */
 export function newTunnelRecord(options: ExposeOptions, kept: boolean): TunnelRecord {
   parseHostPort(options.local);
-  return { request: options, id: "", remoteHost: "", remotePort: 0, closed: false, kept };
+  const request = options.policy === undefined
+    ? options
+    : { ...options, policy: checkedPolicy(options.policy) };
+  return { request, id: "", remoteHost: "", remotePort: 0, closed: false, kept };
+}
+
+/** `policy` checked and in canonical form; a bad one throws a TypeError naming its field. */
+export function checkedPolicy(policy: unknown): VisitorPolicy {
+  const parsed = parseVisitorPolicy(policy, "policy");
+  if (!parsed.ok) throw new TypeError(`bad visitor policy: ${parsed.error}`);
+  return parsed.policy;
 }
 
 /** The `expose` request for `options`, asking for `port` (0: any the daemon allows). */
@@ -125,7 +143,8 @@ export function exposeRequest(options: ExposeOptions, port: number): ControlRequ
     shared,
     http: name,
     passthrough: tls === undefined ? undefined : true,
-    policy: policy as Record<string, unknown> | undefined,
+    // No rules of its own: left out, so a daemon without visitor policies still understands it.
+    ...(policy && Object.keys(policy).length > 0 ? { policy } : {}),
   };
 }
 
@@ -151,9 +170,14 @@ export function tunnelById(
 /**
  * The script's view of `record`, live: it reads the record, so it follows reconnects. Its
  * `close()` marks the record closed and stops its health check once, then calls `forget`
- * (which drops the record and tells the daemon).
+ * (which drops the record and tells the daemon); its `setPolicy` checks the rules and hands them
+ * to `setPolicy`.
  */
-export function tunnelView(record: TunnelRecord, forget: () => Promise<void>): Tunnel {
+export function tunnelView(
+  record: TunnelRecord,
+  forget: () => Promise<void>,
+  setPolicy: (policy: VisitorPolicy) => Promise<void>,
+): Tunnel {
   return {
     get id() {
       return record.id;
@@ -179,5 +203,6 @@ export function tunnelView(record: TunnelRecord, forget: () => Promise<void>): T
       record.monitor?.stop();
       await forget();
     },
+    setPolicy: (policy) => setPolicy(checkedPolicy(policy)),
   };
 }

@@ -99,7 +99,7 @@ describe("tunnelById", () => {
 describe("tunnelView", () => {
   it("follows the record across reconnects", () => {
     const record = exposed("t1", "0.0.0.0", 8080);
-    const view = tunnelView(record, NONE);
+    const view = tunnelView(record, NONE, NONE);
     assert.deepEqual([view.id, view.remotePort, view.url], ["t1", 8080, undefined]);
     recordExposed(record, {
       type: "exposed",
@@ -115,11 +115,14 @@ describe("tunnelView", () => {
     const http = { local: "127.0.0.1:3000", http: "app" };
     const host = "app.example.com";
     const told = exposed("t1", host, 443, http, "https://app.example.com/");
-    assert.equal(tunnelView(told, NONE).url, "https://app.example.com/");
+    assert.equal(tunnelView(told, NONE, NONE).url, "https://app.example.com/");
     // A daemon that does not say.
-    assert.equal(tunnelView(exposed("t1", host, 8080, http), NONE).url, `http://${host}:8080/`);
-    assert.equal(tunnelView(exposed("t1", host, 80, http), NONE).url, `http://${host}/`);
-    assert.equal(tunnelView(newTunnelRecord(http, true), NONE).url, undefined);
+    assert.equal(
+      tunnelView(exposed("t1", host, 8080, http), NONE, NONE).url,
+      `http://${host}:8080/`,
+    );
+    assert.equal(tunnelView(exposed("t1", host, 80, http), NONE, NONE).url, `http://${host}/`);
+    assert.equal(tunnelView(newTunnelRecord(http, true), NONE, NONE).url, undefined);
   });
 
   it("close() marks the record closed, stops its health check and forgets it, once", async () => {
@@ -129,9 +132,29 @@ describe("tunnelView", () => {
     let stopped = 0;
     record.monitor.stop = () => void stopped++;
     let forgotten = 0;
-    const view = tunnelView(record, () => Promise.resolve(void forgotten++));
+    const view = tunnelView(record, () => Promise.resolve(void forgotten++), NONE);
     await view.close();
     await view.close();
     assert.deepEqual([record.closed, stopped, forgotten], [true, 1, 1]);
+  });
+});
+
+describe("exposeRequest: the visitor policy", () => {
+  it("carries the rules checked and canonical, and none when there are none", () => {
+    const record = newTunnelRecord({
+      local: "127.0.0.1:3000",
+      policy: { allow: ["2001:DB8::/32"], connectionsPerVisitor: 2 },
+    }, false);
+    const request = exposeRequest(record.request, 0);
+    assert.deepEqual(request.type === "expose" && request.policy, {
+      allow: ["2001:db8::/32"],
+      connectionsPerVisitor: 2,
+    });
+    const none = exposeRequest({ local: "127.0.0.1:3000", policy: {} }, 0);
+    assert.ok(!("policy" in none));
+    assert.throws(
+      () => newTunnelRecord({ local: "127.0.0.1:3000", policy: { rate: 1 } as never }, false),
+      /bad visitor policy: policy\.rate: unknown key/,
+    );
   });
 });

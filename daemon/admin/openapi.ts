@@ -430,6 +430,11 @@ const schemas: Record<string, Json> = {
         type: "boolean",
         description: "false while its client reports the local service unhealthy (no visitors).",
       },
+      policy: {
+        type: "object",
+        description: "Its visitor policy in force: the operator's rules narrowed by the " +
+          "client's (docs/policy.md); {} when none.",
+      },
       routes: {
         type: "array",
         description: "GET /v1/tunnels/{id} only: every route of the tunnel's port.",

@@ -19,6 +19,7 @@
 
 import type { Logger } from "../../util/log.ts";
 import type { ClaimResult, RouteClaim } from "../registry/registry.ts";
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
 
 /** One route of a record, as stored. */
@@ -35,6 +36,8 @@ export interface StoredRoute {
   client: string;
   /** False while the client reports its local service unhealthy. */
   healthy?: boolean;
+  /** The route's visitor policy when it was claimed (absent: none). */
+  policy?: VisitorPolicy;
 }
 
 /** A record as stored: the subject's own fields (a port's address, a service's name) and these. */
@@ -434,6 +437,7 @@ export class ClusterClaims<C extends RouteClaim> {
       session: claim.session,
       tunnel: claim.tunnel,
       client: claim.client,
+      ...(claim.policy && Object.keys(claim.policy).length > 0 ? { policy: claim.policy } : {}),
     };
   }
 
@@ -462,6 +466,7 @@ export function routeClaim(record: ClaimRecord, route: StoredRoute): RouteClaim 
     node: route.node,
     owner: record.owner,
     shared: record.shared,
+    ...(route.policy ? { policy: route.policy } : {}),
   };
 }
 

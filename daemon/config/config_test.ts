@@ -1000,3 +1000,60 @@ describe("config: expose.anyPort", () => {
     );
   });
 });
+
+describe("config: visitors and trustedProxies", () => {
+  it("a client's visitors replace the daemon-wide ones; none at all is no rule", () => {
+    const { config, errors } = validateConfig(doc({
+      visitors: { connectionsPerSecond: 20, deny: ["198.51.100.7"] },
+      trustedProxies: ["10.0.0.0/8", "2001:DB8::/32"],
+      clients: [
+        { name: "a", token: TOKEN_A, visitors: { allow: ["203.0.113.0/24"] } },
+        { name: "b", token: TOKEN_B },
+      ],
+    }));
+    assert.deepEqual(errors, []);
+    assert.deepEqual(config!.visitors, { connectionsPerSecond: 20, deny: ["198.51.100.7/32"] });
+    assert.deepEqual(config!.clients[0].visitors, { allow: ["203.0.113.0/24"] });
+    assert.deepEqual(config!.clients[1].visitors, config!.visitors);
+    assert.deepEqual(config!.trustedProxies, ["10.0.0.0/8", "2001:db8::/32"]);
+    const plain = validateConfig(doc()).config!;
+    assert.deepEqual([plain.visitors, plain.clients[0].visitors, plain.trustedProxies], [
+      {},
+      {},
+      [],
+    ]);
+  });
+
+  it("a client's bandwidth across its tunnels, in limits", () => {
+    const valid = validateConfig(doc({
+      clients: [{ name: "a", token: TOKEN_A, limits: { bandwidth: { out: 1048576 } } }],
+    }));
+    assert.deepEqual(valid.errors, []);
+    assert.deepEqual(valid.config!.clients[0].limits.bandwidth, { out: 1048576 });
+    assert.deepEqual(
+      errors(doc({
+        clients: [{ name: "a", token: TOKEN_A, limits: { bandwidth: { in: 0, up: 1 } } }],
+      })),
+      [
+        `clients[0].limits.bandwidth.up: unknown key (did you mean "in"?)`,
+        `clients[0].limits.bandwidth.in: 0 must be an integer from 1 to 1000000000000`,
+      ],
+    );
+  });
+
+  it("names the bad field of a policy and a bad trusted network by their paths", () => {
+    assert.deepEqual(
+      errors(doc({
+        visitors: { denny: [] },
+        trustedProxies: ["10.0.0.1/8", 7],
+        clients: [{ name: "a", token: TOKEN_A, visitors: { bandwidth: { in: -1 } } }],
+      })),
+      [
+        `visitors.denny: unknown key (did you mean "deny"?)`,
+        `trustedProxies[0]: "10.0.0.1/8" is not a network: host bits set; did you mean 10.0.0.0/8?`,
+        `trustedProxies[1]: 7 is not a network: must be a string`,
+        `clients[0].visitors.bandwidth.in: -1 must be an integer from 1 to 1000000000000`,
+      ],
+    );
+  });
+});

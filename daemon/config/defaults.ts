@@ -49,5 +49,7 @@ export function embeddedDefaults(): Record<string, unknown> {
     }],
     cluster: null,
     http: { domain: null, trustForwarded: false, certificates: [], acme: null },
+    visitors: {},
+    trustedProxies: [],
   };
 }

@@ -13,6 +13,7 @@
 
 import type { HostPort } from "../../util/address.ts";
 import type { ClientPolicy } from "../policy/policy.ts";
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 
 /** Where the daemon listens; `null` turns a listener off. */
 export interface ListenConfig {
@@ -144,6 +145,11 @@ export interface ClientLimits {
   streams: number;
   /** Visitors connected at once to its tunnels together, on one node. */
   visitors: number;
+  /**
+   * Bytes per second through all its tunnels together on one node, each way (`in`: visitors →
+   * services); absent: no limit beyond each tunnel's own (`visitors.bandwidth`).
+   */
+  bandwidth?: { in?: number; out?: number };
 }
 
 /** One client: its credential, its permissions and its limits. */
@@ -154,6 +160,11 @@ export interface ClientConfig extends ClientPolicy {
   limits: ClientLimits;
   /** Groups this client may join (serving a group's tunnels with the other members). */
   groups: string[];
+  /**
+   * The visitor policy of its tunnels, defaults and ceilings: what the client asks for is narrowed
+   * by it (`docs/policy.md`). The daemon-wide `visitors` when the client sets none.
+   */
+  visitors: VisitorPolicy;
 }
 
 /** A group: several clients serve one tunnel, each joining with the group's key. */
@@ -244,6 +255,14 @@ export interface Config {
   cluster: ClusterConfig | null;
   /** HTTP tunnels' names and forwarding. */
   http: HttpConfig;
+  /** The visitor policy of clients that set none of their own (`docs/policy.md`). */
+  visitors: VisitorPolicy;
+  /**
+   * Networks (canonical CIDR) of fronts whose word on the visitor's address the daemon believes
+   * for visitor rules: `X-Forwarded-For` / `Forwarded` on the HTTP ports, a PROXY protocol header
+   * (required from them) on tunnel ports; empty: the socket's address.
+   */
+  trustedProxies: string[];
 }
 
 /** A problem found in the configuration. */

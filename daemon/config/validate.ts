@@ -36,6 +36,12 @@ import {
 } from "../policy/policy.ts";
 import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "./token_hash.ts";
 import { isHostName } from "../policy/host_names.ts";
+import {
+  MAX_BANDWIDTH,
+  parseVisitorPolicy,
+  type VisitorPolicy,
+} from "../../tunnel/policy/visitor_policy.ts";
+import { formatCidr, parseCidr } from "../../util/cidr.ts";
 
 const TOP_KEYS = [
   "$schema",
@@ -50,6 +56,8 @@ const TOP_KEYS = [
   "groups",
   "cluster",
   "http",
+  "visitors",
+  "trustedProxies",
 ];
 const LISTEN_KEYS = ["tcp", "websocket", "websocketPath", "admin", "http", "https"];
 const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
@@ -69,7 +77,16 @@ const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   keepAliveIntervalMs: [100, 3_600_000],
   keepAliveTimeoutMs: [100, 600_000],
 };
-const CLIENT_KEYS = ["name", "token", "expose", "forward", "services", "limits", "groups"];
+const CLIENT_KEYS = [
+  "name",
+  "token",
+  "expose",
+  "forward",
+  "services",
+  "limits",
+  "groups",
+  "visitors",
+];
 const CLIENT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /** Collects issues while walking the raw document; each check returns undefined on failure. */
@@ -410,7 +427,53 @@ function checkServices(
   return offer && use ? { offer, use } : undefined;
 }
 
-function checkClient(w: Walker, value: unknown, path: string, limits: Limits | undefined) {
+/** A visitor policy (`visitors`, a client's `visitors`), its first problem reported at its path. */
+function checkVisitors(w: Walker, value: unknown, path: string): VisitorPolicy | undefined {
+  const result = parseVisitorPolicy(value, path);
+  if (result.ok) return result.policy;
+  const colon = result.error.indexOf(": ");
+  return w.error(result.error.slice(0, colon), result.error.slice(colon + 2));
+}
+
+/** A client's `limits.bandwidth` (`in`, `out`: bytes per second); null when it is bad. */
+function clientBandwidth(
+  w: Walker,
+  value: unknown,
+  path: string,
+): { in?: number; out?: number } | undefined | null {
+  if (value === undefined) return undefined;
+  const raw = w.object(value, path, ["in", "out"]);
+  if (!raw) return null;
+  const out: { in?: number; out?: number } = {};
+  for (const key of ["in", "out"] as const) {
+    if (raw[key] === undefined) continue;
+    const n = w.integer(raw[key], `${path}.${key}`, [1, MAX_BANDWIDTH]);
+    if (n === undefined) return null;
+    out[key] = n;
+  }
+  return out;
+}
+
+/** `trustedProxies`: the networks of fronts whose word on the visitor's address is believed. */
+function checkTrustedProxies(w: Walker, value: unknown): string[] | undefined {
+  const list = w.array(value, "trustedProxies");
+  if (!list) return undefined;
+  const out = list.map((item, i) => {
+    const parsed = typeof item === "string" ? parseCidr(item) : undefined;
+    if (parsed?.ok) return formatCidr(parsed.cidr);
+    const why = parsed ? parsed.error : "must be a string";
+    return w.error(at("trustedProxies", i), `${show(item)} is not a network: ${why}`);
+  });
+  return out.includes(undefined) ? undefined : out as string[];
+}
+
+function checkClient(
+  w: Walker,
+  value: unknown,
+  path: string,
+  limits: Limits | undefined,
+  visitorDefault: VisitorPolicy | undefined,
+) {
   const raw = w.object(value, path, CLIENT_KEYS);
   if (!raw) return undefined;
   let name = w.string(raw.name, `${path}.name`);
@@ -428,6 +491,7 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
     "tunnels",
     "streams",
     "visitors",
+    "bandwidth",
   ]);
   const cap = (key: "tunnels" | "streams" | "visitors", global: keyof Limits) => {
     const max = limits?.[global] ?? LIMIT_BOUNDS[global][1];
@@ -444,6 +508,10 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
   };
   const tunnels = cap("tunnels", "tunnelsPerClient"), streams = cap("streams", "streamsPerSession");
   const visitors = cap("visitors", "visitorsPerClient");
+  const bandwidth = clientBandwidth(w, rawLimits?.bandwidth, `${path}.limits.bandwidth`);
+  const policy = raw.visitors === undefined
+    ? visitorDefault ?? {}
+    : checkVisitors(w, raw.visitors, `${path}.visitors`);
   const groups = w.array(raw.groups ?? [], `${path}.groups`)?.map((g, i) =>
     typeof g === "string" && CLIENT_NAME.test(g)
       ? g
@@ -451,7 +519,8 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
   );
   if (
     !name || !hash || !expose || !forward || !services || tunnels === undefined ||
-    streams === undefined || visitors === undefined || !groups || groups.includes(undefined)
+    streams === undefined || visitors === undefined || !groups || groups.includes(undefined) ||
+    !policy || bandwidth === null
   ) {
     return undefined;
   }
@@ -461,8 +530,9 @@ function checkClient(w: Walker, value: unknown, path: string, limits: Limits | u
     expose,
     forward,
     services,
-    limits: { tunnels, streams, visitors },
+    limits: { tunnels, streams, visitors, ...(bandwidth ? { bandwidth } : {}) },
     groups: groups as string[],
+    visitors: policy,
   };
   return client;
 }
@@ -673,13 +743,15 @@ export function validateConfig(raw: unknown): ValidationResult {
   if (listen?.admin && adminTokenHash === null) {
     w.error("adminToken", "required while listen.admin is on (or set listen.admin to null)");
   }
+  const visitors = checkVisitors(w, doc.visitors, "visitors");
+  const trustedProxies = checkTrustedProxies(w, doc.trustedProxies);
   const clients: ClientConfig[] = [];
   const list = w.array(doc.clients, "clients");
   if (list?.length === 0) w.error("clients", "no clients: nobody could connect");
   const names = new Map<string, number>();
   const hashes = new Map<string, string>(adminTokenHash ? [[adminTokenHash, "adminToken"]] : []);
   list?.forEach((entry, i) => {
-    const client = checkClient(w, entry, `clients[${i}]`, limits);
+    const client = checkClient(w, entry, `clients[${i}]`, limits, visitors);
     if (client) clients.push(client);
     // Duplicates are checked on the raw values, so they show even when the entry has other errors.
     if (!isObject(entry)) return;
@@ -730,7 +802,8 @@ export function validateConfig(raw: unknown): ValidationResult {
   }
   const ok = w.errors.length === 0 && listen && tls !== undefined && dataDir &&
     shutdownGraceMs !== undefined &&
-    limits && log && adminTokenHash !== undefined && cluster !== undefined && groups && http;
+    limits && log && adminTokenHash !== undefined && cluster !== undefined && groups && http &&
+    visitors && trustedProxies;
   const config = ok
     ? {
       listen,
@@ -744,6 +817,8 @@ export function validateConfig(raw: unknown): ValidationResult {
       groups,
       cluster,
       http,
+      visitors,
+      trustedProxies,
     }
     : undefined;
   return { config, errors: w.errors, warnings: w.warnings };

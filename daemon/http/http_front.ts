@@ -38,7 +38,9 @@ import {
 import type { BodyFraming } from "../../transport/http/framing.ts";
 import { requestHost } from "../policy/host_names.ts";
 import { concat } from "../../util/bytes.ts";
-import { splitHostPort } from "../../util/address.ts";
+import { formatIp, splitHostPort } from "../../util/address.ts";
+import { type Entry, visitorIp } from "../../tunnel/policy/visitor_gate.ts";
+import type { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import type { GateVerdict, HttpGate } from "./http_gate.ts";
 
@@ -50,6 +52,11 @@ export interface HttpRoute {
   exchanged?(bytesIn: number, bytesOut: number): void;
   /** The tunnel's `policy.http`: who may reach it, what changes on the way; none: all, nothing. */
   readonly gate?: HttpGate;
+  /**
+   * Checks one request from visitor address `remote` against the tunnel's visitor policy:
+   * admitted (with what to call when it is over) or refused and why. Absent: no policy.
+   */
+  enter?(remote: string): Entry;
 }
 
 /** One finished request, for metrics and logs. */
@@ -79,6 +86,11 @@ export interface HttpFrontOptions {
   proto: "http" | "https";
   /** Keep incoming `X-Forwarded-*` / `Forwarded` and append to them, instead of replacing them. */
   trustForwarded: boolean;
+  /**
+   * The fronts (`trustedProxies`) whose `X-Forwarded-For` / `Forwarded` name the visitor a
+   * tunnel's policy judges; absent or none: the connection's own address.
+   */
+  trustedProxies?(): AddressRules | undefined;
   /** Largest request head (default 16 KiB). */
   maxHeadBytes?: number;
   /** A request head must be complete this long after it starts (default 10 s). */
@@ -177,6 +189,27 @@ function keptResponse(
   return headOnly ? head : concat([head, body]);
 }
 
+const PAGE_TITLES: Record<number, string> = { 403: "Forbidden", 429: "Too Many Requests" };
+
+/**
+ * A policy's refusal as a short HTML page (403 or 429) that names no rule; `keep` says whether the
+ * connection stays open, and to a HEAD request it is the head alone.
+ */
+function htmlResponse(status: number, keep: boolean, headOnly = false): Uint8Array {
+  const title = `${status} ${PAGE_TITLES[status] ?? "Refused"}`;
+  const body = encoder.encode(
+    `<!doctype html>\n<html><head><meta charset="utf-8"><title>${title}</title></head>` +
+      `<body><h1>${title}</h1></body></html>\n`,
+  );
+  const head = responseHead(status, [
+    ["content-type", "text/html; charset=utf-8"],
+    ["content-length", String(body.length)],
+    ...(status === 429 ? [["retry-after", "1"] as [string, string]] : []),
+    ["connection", keep ? "keep-alive" : "close"],
+  ]);
+  return headOnly ? head : concat([head, body]);
+}
+
 /**
  * The connection's phases (a state machine for its lifecycle, not for its bytes); `gate`: a
  * request head waits for its tunnel's policy to decide (a password hash, a JWKS fetch).
@@ -201,6 +234,8 @@ interface RoutedHead {
   rest: Uint8Array;
   /** The tunnel's policy let it through (and said who for the app), if it has a gate. */
   verdict?: GateVerdict;
+  /** The visitor policy's admission of this request, to give back once it is over. */
+  leave?: () => void;
 }
 
 /**
@@ -246,6 +281,8 @@ interface Exchange {
   bytesOut: number;
   /** Its bytes were told to its route (once: it may be reported, then dropped). */
   counted: boolean;
+  /** What its route's policy wants called when it is over. */
+  leave: (() => void) | undefined;
 }
 
 /** Serves one visitor connection of the HTTP port until it closes. */
@@ -505,6 +542,14 @@ class HttpConnection {
     if (this.#options.authority && !this.#options.authority(host!)) {
       return this.#refuse(421, `this connection's certificate does not serve ${host}`, host!);
     }
+    const entry = route.enter?.(this.#visitorAddress(head.fields));
+    if (entry && !entry.ok) {
+      this.#pending = rest;
+      // Neither answer says which rule it was: the visitor learns nothing of the policy.
+      return entry.reason === "policy_address"
+        ? this.#refuse(403, "", host!, keepFor)
+        : this.#refuse(429, "", host!, keepFor);
+    }
     const routed: RoutedHead = {
       host: host!,
       hostValue,
@@ -519,6 +564,7 @@ class HttpConnection {
       closeAfter,
       keepFor,
       rest,
+      leave: entry?.leave,
     };
     const verdict = route.gate?.guards
       ? route.gate.check({
@@ -546,7 +592,10 @@ class HttpConnection {
 
   /** The policy decided on a request that waited for it (undefined: it failed: refused). */
   #gated(routed: RoutedHead, verdict: GateVerdict | undefined): void {
-    if (this.#closed || this.#phase !== "gate") return;
+    if (this.#closed || this.#phase !== "gate") {
+      routed.leave?.();
+      return;
+    }
     // What came in meanwhile follows the head's own rest.
     routed.rest = this.#pending.length > 0 ? concat([routed.rest, this.#pending]) : routed.rest;
     this.#pending = EMPTY;
@@ -566,6 +615,7 @@ class HttpConnection {
     routed: RoutedHead,
     verdict: Extract<GateVerdict, { ok: false }> | undefined,
   ): boolean {
+    routed.leave?.();
     const status = verdict?.status ?? 401;
     // The login's redirects and pages are answers, not refusals.
     if (status >= 400) this.#options.onRefused?.(routed.host, verdict?.reason ?? "error");
@@ -582,6 +632,7 @@ class HttpConnection {
     const kept = this.#takeKept(host, route);
     const stream = kept ?? route.open(this.#visitor.remoteAddress, this.#visitor.localAddress);
     if (!stream) {
+      routed.leave?.();
       this.#pending = rest;
       return this.#refuse(502, `the tunnel for ${host} cannot be reached`, host, keepFor);
     }
@@ -606,6 +657,7 @@ class HttpConnection {
       bytesIn: 0,
       bytesOut: 0,
       counted: false,
+      leave: routed.leave,
     };
     this.#exchange = exchange;
     this.#phase = "request";
@@ -933,11 +985,21 @@ class HttpConnection {
 
   // ---- refusals and endings -----------------------------------------------------------------
 
+  /** The visitor of the request with `fields`, as the tunnel's policy judges it. */
+  #visitorAddress(fields: [string, string][]): string {
+    return forwardedVisitor(
+      this.#visitor.remoteAddress,
+      fields,
+      this.#options.trustedProxies?.(),
+    );
+  }
+
   /**
    * Answers `status` ourselves (nothing of this request reached a client's service, or it gave no
    * response) and closes; or, given `keepFor` (the request's method: the caller found its framing
    * intact and no reason to close), keeps the connection for the next request, whose bytes are
-   * then in `#pending`. Returns whether it kept it.
+   * then in `#pending`. Returns whether it kept it. Without a `message` the answer is a short
+   * HTML page that says only the status (a policy's refusal).
    */
   #refuse(
     status: number,
@@ -951,11 +1013,17 @@ class HttpConnection {
     this.#options.onExchange?.({ host, status, bytesIn: 0, bytesOut: 0, ms: 0, routed });
     if (keepFor === undefined) {
       this.#phase = "closing";
-      this.#visitor.write(keptResponse(status, message, false, fields, false));
+      this.#visitor.write(
+        message ? keptResponse(status, message, false, fields, false) : htmlResponse(status, false),
+      );
       this.#finish();
       return false;
     }
-    this.#visitor.write(keptResponse(status, message, keepFor === "HEAD", fields));
+    this.#visitor.write(
+      message
+        ? keptResponse(status, message, keepFor === "HEAD", fields)
+        : htmlResponse(status, true, keepFor === "HEAD"),
+    );
     this.#phase = "head";
     this.#visitor.resume();
     // Idle until the next head starts (or at once, with pipelined bytes: see the callers).
@@ -1033,6 +1101,7 @@ class HttpConnection {
     if (exchange.counted) return;
     exchange.counted = true;
     exchange.route.exchanged?.(exchange.bytesIn, exchange.bytesOut);
+    exchange.leave?.();
   }
 
   #finish(): void {
@@ -1071,6 +1140,34 @@ function noResponse(error: Error | undefined): string {
     default:
       return "the service closed without a response";
   }
+}
+
+/**
+ * The visitor a request is from, for a tunnel's policy: the connection's address, unless that is
+ * a trusted front's; then the nearest address in its `X-Forwarded-For` (else `Forwarded`) that is
+ * not a trusted front's, walking from the right (the entries a visitor wrote itself come first).
+ */
+export function forwardedVisitor(
+  remote: string,
+  fields: [string, string][],
+  trusted: AddressRules | undefined,
+): string {
+  if (!trusted) return addressHost(remote);
+  const ip = visitorIp(remote);
+  if (!ip || !trusted.admits(ip)) return addressHost(remote);
+  let chain = fieldValues(fields, "x-forwarded-for").join(",").split(",").map((v) => v.trim());
+  if (chain.every((v) => v === "")) {
+    chain = fieldValues(fields, "forwarded").join(",").split(",").map((element) => {
+      const match = /(?:^|;)\s*for="?\[?([^\]";]+)/i.exec(element.trim());
+      return match ? match[1] : "";
+    });
+  }
+  for (let i = chain.length - 1; i >= 0; i--) {
+    const hop = visitorIp(chain[i]);
+    if (!hop) return chain[i] || addressHost(remote); // unreadable: judged as it is written
+    if (!trusted.admits(hop)) return formatIp(hop);
+  }
+  return addressHost(remote);
 }
 
 /** The host part of a `host:port` address (brackets removed); a descriptive name as it is. */

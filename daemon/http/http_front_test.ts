@@ -16,7 +16,9 @@ import { connectTcp, listenTcp, memoryPair, type TransportListener } from "../..
 import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import { DEFAULT_TIMEOUT_MS, waitFor, withTimeout } from "../../testing/wait.ts";
 import { tcpConnect } from "../../testing/visitors.ts";
+import { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
 import {
+  forwardedVisitor,
   type HttpExchange,
   type HttpFrontOptions,
   type HttpRoute,
@@ -658,5 +660,41 @@ describe("http_front", () => {
   it("answers a head that never completes with 408", async () => {
     const out = await raw("GET / HTTP/1.1\r\nHost: a.tunn");
     assert.match(out, /^HTTP\/1\.1 408 /);
+  });
+});
+
+describe("forwardedVisitor: whose address a tunnel's policy judges", () => {
+  const trusted = new AddressRules({ allow: ["10.0.0.0/8", "2001:db8::/32"] });
+  const xff = (value: string): [string, string][] => [["X-Forwarded-For", value]];
+
+  it("is the connection's own address without trusted fronts, whatever the headers say", () => {
+    assert.equal(
+      forwardedVisitor("198.51.100.1:5000", xff("192.0.2.9"), undefined),
+      "198.51.100.1",
+    );
+    assert.equal(
+      forwardedVisitor("[2001:db8::1]:5000", xff("192.0.2.9"), undefined),
+      "2001:db8::1",
+    );
+    assert.equal(forwardedVisitor("198.51.100.1:5000", xff("192.0.2.9"), trusted), "198.51.100.1");
+  });
+
+  it("from a trusted front, the nearest address of its chain that is not a trusted front's", () => {
+    assert.equal(forwardedVisitor("10.0.0.2:5000", xff("192.0.2.9"), trusted), "192.0.2.9");
+    // The visitor wrote the first entry itself: only what trusted hops appended counts.
+    assert.equal(
+      forwardedVisitor("10.0.0.2:5000", xff("203.0.113.66, 192.0.2.9, 10.1.1.1"), trusted),
+      "192.0.2.9",
+    );
+    assert.equal(
+      forwardedVisitor(
+        "10.0.0.2:5000",
+        [["Forwarded", 'for="[2001:db9::5]:80";proto=https']],
+        trusted,
+      ),
+      "2001:db9::5",
+    );
+    assert.equal(forwardedVisitor("10.0.0.2:5000", [], trusted), "10.0.0.2", "no chain: the front");
+    assert.equal(forwardedVisitor("10.0.0.2:5000", xff("unknown"), trusted), "unknown");
   });
 });

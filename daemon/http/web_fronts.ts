@@ -10,6 +10,7 @@
  */
 
 import { readHostTextFile } from "../../util/host.ts";
+import { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
 import type { TransportListener } from "../../protocol/transport.ts";
 import { listenTcp } from "../../transport/tcp.ts";
 import type { HostPort } from "../../util/address.ts";
@@ -59,6 +60,7 @@ export class WebFronts {
   #connections = 0;
   /** Certificates from ACME, when `http.acme` is set and the HTTPS port is on (or in a cluster). */
   #acme: AcmeCertificates | undefined;
+  #trusted: { list: readonly string[]; rules: AddressRules | undefined } | undefined;
 
   /** Fronts for a daemon; nothing listens until {@linkcode listenHttp} or {@linkcode listenHttps}. */
   constructor(options: WebFrontsOptions) {
@@ -182,6 +184,18 @@ export class WebFronts {
     return true;
   }
 
+  /** `trustedProxies` of the configuration in force, compiled once per configuration. */
+  #trustedProxies(): AddressRules | undefined {
+    const list = this.#options.config().trustedProxies;
+    if (this.#trusted?.list !== list) {
+      this.#trusted = {
+        list,
+        rules: list.length > 0 ? new AddressRules({ allow: list }) : undefined,
+      };
+    }
+    return this.#trusted.rules;
+  }
+
   /** How the HTTP front serves a connection of the HTTP port, or a terminated one of HTTPS. */
   #httpOptions(proto: "http" | "https"): HttpFrontOptions {
     const config = this.#options.config();
@@ -194,6 +208,7 @@ export class WebFronts {
       route,
       proto,
       trustForwarded: config.http.trustForwarded,
+      trustedProxies: () => this.#trustedProxies(),
       headerTimeoutMs: config.limits.handshakeTimeoutMs,
       // Asked at each request: a reload applies to connections already open.
       responseTimeoutMs: () => this.#options.config().limits.httpResponseTimeoutMs,

@@ -3,27 +3,16 @@
  * metadata, …), the IPv4 forms hidden inside IPv6 addresses, the `inet_aton` spellings, and host
  * names as a client writes them. The forward policy decides on bytes, never on strings, so every
  * spelling of an address (compressed IPv6, IPv4-mapped IPv6, `2130706433`, `0x7f.1`, `0177.0.0.1`,
- * `127.1`) lands on the same classification. Parsing and formatting literals is util/address.ts.
+ * `127.1`) lands on the same classification. Parsing and formatting literals is util/address.ts;
+ * networks (CIDR) are util/cidr.ts, re-exported here.
  *
  * @module
  */
 
-import {
-  formatIp,
-  type IpAddress,
-  parseIp,
-  parseIPv6,
-  unbracketHost,
-  unmapIPv4,
-} from "../../util/address.ts";
+import { type IpAddress, parseIPv6, unbracketHost } from "../../util/address.ts";
+import { cidrContains, parseCidr } from "../../util/cidr.ts";
 
-/** A network: the address with its host bits zero, and the prefix length. */
-export interface Cidr {
-  /** The network address (host bits zero). */
-  readonly ip: IpAddress;
-  /** Prefix length, 0 to 32 (IPv4) or 0 to 128 (IPv6). */
-  readonly prefix: number;
-}
+export { type Cidr, cidrContains, cidrLast, type CidrResult, parseCidr } from "../../util/cidr.ts";
 
 /**
  * Parses IPv4 the way `inet_aton` (and so `getaddrinfo`, `ping`, many HTTP clients) does: one to
@@ -52,64 +41,6 @@ export function parseInetAton(text: string): IpAddress | undefined {
     family: 4,
     bytes: new Uint8Array([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255]),
   };
-}
-
-/** Result of {@link parseCidr}: the network, or why the text is not one. */
-export type CidrResult = { ok: true; cidr: Cidr } | { ok: false; error: string };
-
-/**
- * Parses `a.b.c.d/n` or `v6/n` (canonical literals only). Host bits must be zero, because
- * `10.0.0.1/8` usually means the writer expected something narrower than what it allows.
- */
-export function parseCidr(text: string): CidrResult {
-  const slash = text.indexOf("/");
-  if (slash < 0) return { ok: false, error: "expected ADDRESS/PREFIX" };
-  const ip = parseIp(text.slice(0, slash));
-  if (!ip) return { ok: false, error: "not an IP address" };
-  const bits = ip.family === 4 ? 32 : 128;
-  const prefixText = text.slice(slash + 1);
-  const prefix = Number(prefixText);
-  if (!/^\d{1,3}$/.test(prefixText) || prefix > bits) {
-    return { ok: false, error: `prefix must be 0 to ${bits}` };
-  }
-  const network = maskBytes(ip.bytes, prefix);
-  if (!network.every((v, i) => v === ip.bytes[i])) {
-    const fixed = formatIp({ family: ip.family, bytes: network });
-    return { ok: false, error: `host bits set; did you mean ${fixed}/${prefix}?` };
-  }
-  return { ok: true, cidr: { ip, prefix } };
-}
-
-function maskBytes(bytes: Uint8Array, prefix: number): Uint8Array {
-  return bytes.map((v, i) => v & (0xff << Math.max(0, 8 - Math.max(0, prefix - 8 * i))) & 0xff);
-}
-
-/** The mapped form `::ffff:a.b.c.d` of an IPv4 address, so it can be compared to IPv6 networks. */
-function mapIPv4(ip: IpAddress): IpAddress {
-  if (ip.family === 6) return ip;
-  const bytes = new Uint8Array(16);
-  bytes[10] = bytes[11] = 255;
-  bytes.set(ip.bytes, 12);
-  return { family: 6, bytes };
-}
-
-/**
- * True when `cidr` contains `ip`. An IPv4-mapped IPv6 address matches IPv4 networks (and an IPv4
- * address matches `::ffff:0:0/96`-style networks), since the kernel dials both the same way.
- */
-export function cidrContains(cidr: Cidr, ip: IpAddress): boolean {
-  const target = cidr.ip.family === 4 ? unmapIPv4(ip) : mapIPv4(ip);
-  if (target.family !== cidr.ip.family) return false;
-  const masked = maskBytes(target.bytes, cidr.prefix);
-  return masked.every((v, i) => v === cidr.ip.bytes[i]);
-}
-
-/** The last address of a network (all host bits set). */
-export function cidrLast(cidr: Cidr): IpAddress {
-  const bytes = cidr.ip.bytes.map((v, i) =>
-    v | (~(0xff << Math.max(0, 8 - Math.max(0, cidr.prefix - 8 * i))) & 0xff)
-  );
-  return { family: cidr.ip.family, bytes };
 }
 
 /**

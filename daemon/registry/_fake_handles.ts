@@ -145,6 +145,8 @@ export type FakeTunnelOptions =
       | "createdAt"
       | "passthrough"
       | "reportedHealthy"
+      | "policy"
+      | "requestedPolicy"
     >
   >
   & { stats?: Partial<TunnelStats> };
@@ -166,6 +168,11 @@ export function fakeTunnel(id: string, options: FakeTunnelOptions = {}): FakeTun
     createdAt: options.createdAt ?? 0,
     passthrough: options.passthrough ?? false,
     reportedHealthy: options.reportedHealthy ?? true,
+    policy: options.policy ?? {},
+    requestedPolicy: options.requestedPolicy ?? {},
+    setPolicy() {
+      calls.push("setPolicy");
+    },
     stats: { connections: 0, active: 0, errors: 0, aToB: 0, bToA: 0, ...options.stats },
     get healthy() {
       return open && this.reportedHealthy;

@@ -19,6 +19,8 @@
  * @module
  */
 
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
+import type { Entry } from "../../tunnel/policy/visitor_gate.ts";
 import type { SessionStats } from "../../protocol/stats.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
@@ -113,6 +115,8 @@ export interface HostRoute {
   exchanged(bytesIn: number, bytesOut: number): void;
   /** An HTTP tunnel's `policy.http` as the HTTP front applies it; undefined: none. */
   readonly gate?: HttpGate;
+  /** Checks one HTTP request's visitor against the tunnel's policy (this node's tunnels only). */
+  enter?(remote: string): Entry;
 }
 
 /**
@@ -142,6 +146,12 @@ export interface TunnelHandle extends HostRoute {
   readonly healthy: boolean;
   /** False while its client reports its local service failing its health check. */
   reportedHealthy: boolean;
+  /** Its visitor policy in force: the operator's rules narrowed by the client's. */
+  readonly policy: VisitorPolicy;
+  /** The rules its client asked for, narrowed again when the operator's change. */
+  readonly requestedPolicy: VisitorPolicy;
+  /** Puts a new policy in force without closing it (a reload). */
+  setPolicy(policy: VisitorPolicy): void;
   /** Takes no more visitors; those connected finish (a drain). */
   stopAccepting(): void;
   /** Takes no more visitors and disconnects the connected ones. */
@@ -170,6 +180,11 @@ export interface RouteClaim {
   readonly owner?: string;
   /** Whether this claim may share it with other claims of its owner. */
   readonly shared?: boolean;
+  /**
+   * The route's visitor policy as it was claimed, for every node to see (its holding node
+   * enforces the live one on every visitor, its own and those other nodes relay).
+   */
+  readonly policy?: VisitorPolicy;
 }
 
 /** A public port held for a reverse tunnel: cluster-wide, one owner at a time. */

@@ -8,6 +8,8 @@
  * @module
  */
 
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
+import { httpPolicyView } from "../../tunnel/policy/http_policy.ts";
 import type { ServedCertificate } from "../tls/certificates.ts";
 import type { SessionHandle } from "./registry.ts";
 import type { TunnelHandle } from "./registry.ts";
@@ -103,7 +105,16 @@ export function tunnelView(
     bytesToVisitors: tunnel.stats.bToA,
     errors: tunnel.stats.errors,
     healthy: tunnel.healthy,
+    policy: policyView(tunnel.policy),
   };
+}
+
+/**
+ * A tunnel's visitor policy in force, as the operator sees it: every rule, but no secret (password
+ * hashes and an OIDC client secret show as set, not as they are: `httpPolicyView`).
+ */
+export function policyView(policy: VisitorPolicy): Record<string, unknown> {
+  return policy.http ? { ...policy, http: httpPolicyView(policy.http) } : { ...policy };
 }
 
 /**

@@ -37,7 +37,7 @@ import type { TokenVerifier } from "../tokens/verifier.ts";
 import type { DaemonEventType } from "../events.ts";
 import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
 import { answerTo } from "./answer.ts";
-import { expose, type ExposeContext, unexpose } from "./expose.ts";
+import { expose, type ExposeContext, setPolicy, unexpose } from "./expose.ts";
 import { type HealthContext, reportHealth } from "./health.ts";
 import { offer, type OfferContext, withdraw } from "./offer.ts";
 import { SessionTunnels, type SessionTunnelsContext } from "./session_tunnels.ts";
@@ -398,6 +398,8 @@ export class ClientSession implements SessionHandle {
         return await expose(handlers, client, message, answer);
       case "unexpose":
         return await unexpose(handlers, message, answer);
+      case "policy":
+        return setPolicy(handlers, client, message, answer);
       case "health":
         return await reportHealth(handlers, client, message, answer);
       case "offer":

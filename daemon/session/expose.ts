@@ -18,9 +18,13 @@ import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
 import type { Answer } from "./answer.ts";
 import { exposeHttp, type ExposeHttpContext, type ExposeMessage } from "./expose_http.ts";
 import { joinGroup } from "./join_group.ts";
+import { narrowVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { SessionTunnels } from "./session_tunnels.ts";
 
 export type { ExposeMessage };
+
+/** A `policy` request: new rules for one of the session's tunnels. */
+export type PolicyMessage = Extract<ClientMessage, { type: "policy" }>;
 
 /** An `unexpose` request. */
 export type UnexposeMessage = Extract<ClientMessage, { type: "unexpose" }>;
@@ -60,8 +64,13 @@ export async function expose(
   if (owned >= client.limits.tunnels) {
     return answer.fail("limit_reached", `tunnel limit ${client.limits.tunnels} reached`);
   }
+  // The rules the operator set for this client, narrowed by the client's own: never wider.
+  const requested = message.policy ?? {};
+  const narrowed = narrowVisitorPolicy(client.visitors, requested);
+  if (!narrowed.ok) return answer.fail("not_allowed", narrowed.error);
+  const policy = { policy: narrowed.policy, requestedPolicy: requested };
   if (message.http !== undefined) {
-    return await exposeHttp(context, client, message, message.http, answer);
+    return await exposeHttp(context, client, message, message.http, answer, policy);
   }
   if (message.policy !== undefined) {
     return answer.fail("not_allowed", "policy: only an HTTP tunnel takes a policy on this daemon");
@@ -89,6 +98,7 @@ export async function expose(
     shared,
     balance,
     visitorLimit: context.visitorLimit(client.name),
+    ...policy,
   });
   if (!opened.ok) return answer.fail(opened.code, opened.message);
   const tunnel = opened.tunnel;
@@ -130,4 +140,35 @@ export async function unexpose(
   ]);
   clearTimeout(timer);
   answer.send({ type: "ok", id: message.id });
+}
+
+/**
+ * Puts the rules `message` carries in force on one of the session's tunnels, narrowed by the
+ * operator's as at `expose`, without closing it; answers `ok`, `not_found` or `not_allowed`.
+ */
+export function setPolicy(
+  context: Pick<ExposeContext, "tunnels">,
+  client: ClientConfig,
+  message: PolicyMessage,
+  answer: Answer,
+): void {
+  const tunnel = context.tunnels.get(message.tunnel);
+  if (!tunnel) return answer.fail("not_found", `no tunnel ${message.tunnel} in this session`);
+  const narrowed = narrowVisitorPolicy(client.visitors, message.policy);
+  if (!narrowed.ok) return answer.fail("not_allowed", narrowed.error);
+  tunnel.requestedPolicy = message.policy;
+  tunnel.setPolicy(narrowed.policy);
+  answer.send({ type: "ok", id: message.id });
+}
+
+/**
+ * The policy in force for a tunnel whose client asked for `requested` under the operator's
+ * `operator` rules (a reload). When the two no longer share an allowed network, nobody may visit
+ * until the client narrows its own: never wider than the operator's.
+ */
+export function renarrow(operator: VisitorPolicy, requested: VisitorPolicy): VisitorPolicy {
+  const narrowed = narrowVisitorPolicy(operator, requested);
+  if (narrowed.ok) return narrowed.policy;
+  const { allow: _allow, ...rest } = operator;
+  return { ...rest, deny: ["0.0.0.0/0", "::/0"] };
 }

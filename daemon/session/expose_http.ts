@@ -13,13 +13,13 @@ import type { ClientMessage } from "../../tunnel/control.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { claimableHost } from "../policy/host_names.ts";
-import { type HttpPolicy, parseHttpPolicy } from "../../tunnel/policy/http_policy.ts";
 import type { Registry } from "../registry/registry.ts";
 import { newTunnelId } from "../tunnels/open_tunnel.ts";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import type { Answer } from "./answer.ts";
 import type { VisitorLimit } from "../tunnels/visitor_limit.ts";
 import type { SessionTunnels } from "./session_tunnels.ts";
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 
 /** An `expose` request. */
 export type ExposeMessage = Extract<ClientMessage, { type: "expose" }>;
@@ -62,6 +62,7 @@ export async function exposeHttp(
   message: ExposeMessage,
   name: string,
   answer: Answer,
+  effective: { policy?: VisitorPolicy; requestedPolicy?: VisitorPolicy } = {},
 ): Promise<void> {
   const passthrough = message.passthrough === true;
   const httpPort = context.httpPort();
@@ -77,9 +78,12 @@ export async function exposeHttp(
   }
   const named = claimableHost(name, client.expose.hosts, context.config().http.domain);
   if (!named.ok) return answer.fail("not_allowed", named.message);
-  const policy = httpPolicyOf(message.policy, passthrough);
-  if (!policy.ok) return answer.fail(policy.code, policy.error);
-  const prefix = policy.policy?.pathPrefix;
+  // The HTTP rules in force (the operator's narrowed by the client's: see expose.ts).
+  const http = effective.policy?.http;
+  if (http !== undefined && passthrough) {
+    return answer.fail("not_allowed", "policy.http: a TLS tunnel's requests are not seen");
+  }
+  const prefix = http?.pathPrefix;
   if (prefix !== undefined && !context.registry.pathPrefixes) {
     return answer.fail("not_allowed", "policy.http.pathPrefix: not available in a cluster yet");
   }
@@ -101,10 +105,11 @@ export async function exposeHttp(
     host: named.host,
     passthrough,
     urls,
-    httpPolicy: policy.policy,
+    httpPolicy: http,
     label: message.label,
     visitorLimit: context.visitorLimit(client.name),
     log: context.log,
+    ...effective,
   });
   const claimed = await context.registry.claimHost(context.tunnels.hostClaim(tunnel), tunnel);
   if (!claimed.ok) {
@@ -127,42 +132,6 @@ export async function exposeHttp(
     port,
     url,
   });
-}
-
-/**
- * The `policy.http` of an expose request: checked strictly, and refused for a TLS tunnel (its
- * requests are never seen). Other keys of `policy` are refused, until the daemon enforces them (a
- * rule ignored would leave the app open).
- */
-function httpPolicyOf(
-  value: Record<string, unknown> | undefined,
-  passthrough: boolean,
-): { ok: true; policy: HttpPolicy | undefined } | {
-  ok: false;
-  code: "not_allowed";
-  error: string;
-} {
-  if (value === undefined) return { ok: true, policy: undefined };
-  for (const key of Object.keys(value)) {
-    if (key !== "http") {
-      return {
-        ok: false,
-        code: "not_allowed",
-        error: `policy.${key}: not enforced by this daemon`,
-      };
-    }
-  }
-  if (value.http === undefined) return { ok: true, policy: undefined };
-  if (passthrough) {
-    return {
-      ok: false,
-      code: "not_allowed",
-      error: "policy.http: a TLS tunnel's requests are not seen",
-    };
-  }
-  const parsed = parseHttpPolicy(value.http, "policy.http");
-  if (!parsed.ok) return { ok: false, code: "not_allowed", error: parsed.error };
-  return { ok: true, policy: parsed.policy };
 }
 
 /** `http://HOST[:PORT]/[PREFIX/]` or `https://…`, the scheme's default port left out. */

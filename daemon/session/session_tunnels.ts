@@ -109,6 +109,7 @@ export class SessionTunnels {
       session: this.#context.sessionId,
       client: tunnel.client,
       node: this.#context.registry.node,
+      ...(Object.keys(tunnel.policy).length > 0 ? { policy: tunnel.policy } : {}),
     };
   }
 
@@ -121,6 +122,7 @@ export class SessionTunnels {
       session: this.#context.sessionId,
       client: tunnel.client,
       node: this.#context.registry.node,
+      ...(Object.keys(tunnel.policy).length > 0 ? { policy: tunnel.policy } : {}),
     };
   }
 }

@@ -211,7 +211,9 @@ export class TokenStore implements TokenRegistry {
         problems.set(record.id, `scopes no longer valid: ${first?.field}: ${first?.message}`);
         continue;
       }
-      clients.push({ ...parsed.client, tokenHash: record.hash });
+      // The daemon-wide visitor rules hold for a minted client's tunnels, as for a configured
+      // client that sets none.
+      clients.push({ ...parsed.client, tokenHash: record.hash, visitors: config.visitors });
     }
     for (const [id, why] of problems) {
       if (this.#problems.get(id) !== why) {

@@ -102,4 +102,18 @@ describe("TokenStore", () => {
     const file = JSON.parse(await readFile(s.path, "utf8")) as { tokens: { name: string }[] };
     assert.deepEqual(file.tokens.map((t) => t.name), ["later"]);
   });
+
+  it("gives a minted client the daemon-wide visitor rules", async () => {
+    const s = store("visitors");
+    await s.mint("bot", {}, null, config);
+    const ruled = validateConfig({
+      listen: { admin: null },
+      visitors: { deny: ["198.51.100.0/24"] },
+      clients: [{ name: "alice", token: "store-test-token-0123456789abcdef" }],
+    }).config!;
+    assert.deepEqual(s.clients(ruled)[0].visitors, { deny: ["198.51.100.0/24"] });
+    assert.deepEqual(s.clients(config)[0].visitors, {});
+    s.close();
+    await s.settled();
+  });
 });

@@ -8,6 +8,7 @@
  */
 
 import { randomHex, randomUint32 } from "../../util/random.ts";
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { ClientConfig } from "../config/mod.ts";
 import type { Logger } from "../../util/log.ts";
@@ -50,6 +51,10 @@ export interface OpenTunnelOptions {
   balance?: Balance;
   /** How many visitors the tunnel takes at once; default no limit. */
   visitorLimit?: VisitorLimit;
+  /** Its visitor policy in force; default none. */
+  policy?: VisitorPolicy;
+  /** The policy the client asked for, kept to narrow again when the operator's changes. */
+  requestedPolicy?: VisitorPolicy;
 }
 
 /** A fresh tunnel id (`t-` and 12 hex digits), for port tunnels and HTTP tunnels alike. */
@@ -90,6 +95,7 @@ export async function openTunnel(
       node: registry.node,
       owner,
       shared: shared ?? false,
+      ...(options.policy ? { policy: options.policy } : {}),
     };
     const claimed = await registry.claimPort(claim);
     if (!claimed.ok) {

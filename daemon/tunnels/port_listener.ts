@@ -9,6 +9,8 @@
  * @module
  */
 
+import type { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
+import { fromTrustedFront, readProxyHeader } from "./proxy_front.ts";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
 import { listenTcp } from "../../transport/tcp.ts";
 import type { Logger } from "../../util/log.ts";
@@ -24,6 +26,13 @@ export interface Route extends RouteCandidate {
   visitor(visitor: Transport): void;
 }
 
+/**
+ * Which visitor connections come through a trusted front (`trustedProxies`), whose PROXY header
+ * names the visitor, and how long to wait for that header; read at each connection (a reload
+ * applies to the next one).
+ */
+export type Front = () => { trusted: AddressRules | undefined; timeoutMs: number };
+
 /** A bound public port. Create with {@linkcode PortListener.bind}. */
 export class PortListener {
   /** The bound address. */
@@ -34,25 +43,40 @@ export class PortListener {
   balance: Balance = "round_robin";
   readonly #routes: Route[] = [];
   readonly #log: Logger;
+  readonly #front: Front | undefined;
   #listener: TransportListener | undefined;
   #next = 0;
   #accepting = true;
 
-  private constructor(bindHost: string, port: number, log: Logger) {
+  private constructor(bindHost: string, port: number, log: Logger, front: Front | undefined) {
     this.bindHost = bindHost;
     this.port = port;
     this.#log = log;
+    this.#front = front;
   }
 
-  /** Binds `bindHost:port` (port 0 picks one). Rejects if it cannot be bound. */
-  static async bind(bindHost: string, port: number, log: Logger): Promise<PortListener> {
+  /**
+   * Binds `bindHost:port` (port 0 picks one); `front`: see {@linkcode Front}. Rejects if it
+   * cannot be bound.
+   */
+  static async bind(
+    bindHost: string,
+    port: number,
+    log: Logger,
+    front?: Front,
+  ): Promise<PortListener> {
     // A visitor may arrive before the object exists (it needs the bound port): hold it.
     const early: { listener?: PortListener; pending: Transport[] } = { pending: [] };
     const bound = await listenTcp({ hostname: bindHost, port }, (t) => {
       if (early.listener) early.listener.#visitor(t);
       else early.pending.push(t);
     });
-    const listener = new PortListener(bindHost, bound.port, log.child({ port: bound.port }));
+    const listener = new PortListener(
+      bindHost,
+      bound.port,
+      log.child({ port: bound.port }),
+      front,
+    );
     listener.#listener = bound;
     early.listener = listener;
     for (const t of early.pending) listener.#visitor(t);
@@ -96,6 +120,22 @@ export class PortListener {
   }
 
   #visitor(visitor: Transport): void {
+    if (!this.#accepting) return visitor.close();
+    const front = this.#front?.();
+    if (front && fromTrustedFront(visitor, front.trusted)) {
+      void readProxyHeader(visitor, front.timeoutMs).then((read) => {
+        if (read.ok) return this.#route(read.visitor);
+        this.#log.warn("a trusted front's connection closed", {
+          front: visitor.remoteAddress,
+          detail: read.reason,
+        });
+      });
+      return;
+    }
+    this.#route(visitor);
+  }
+
+  #route(visitor: Transport): void {
     if (!this.#accepting) return visitor.close();
     const route = this.choose();
     if (!route) {

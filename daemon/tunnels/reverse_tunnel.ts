@@ -16,6 +16,9 @@ import type { Logger } from "../../util/log.ts";
 import type { TunnelHandle, TunnelStats } from "../registry/registry.ts";
 import { StreamRoute } from "./stream_route.ts";
 import type { VisitorLimit } from "./visitor_limit.ts";
+import type { SpliceThrottle } from "../../tunnel/splice.ts";
+import { type Entry, VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
+import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 
 export type { TunnelStats };
 
@@ -54,6 +57,10 @@ export interface ReverseTunnelOptions {
   httpPolicy?: HttpPolicy;
   /** How many visitors it takes at once, with its client's other tunnels; default no limit. */
   visitorLimit?: VisitorLimit;
+  /** Its visitor policy in force (the operator's narrowed by the client's); default none. */
+  policy?: VisitorPolicy;
+  /** The policy the client asked for, kept to narrow again when the operator's changes. */
+  requestedPolicy?: VisitorPolicy;
   /** Logger with the session's context. */
   log: Logger;
 }
@@ -84,7 +91,10 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   readonly createdAt = Date.now();
   /** False while the client reports its local service failing its health check. */
   reportedHealthy = true;
+  /** The policy the client asked for (its own rules, before the operator's narrowed them). */
+  requestedPolicy: VisitorPolicy;
   readonly #limit: VisitorLimit | undefined;
+  readonly #gate: VisitorGate;
 
   /** A tunnel through `options.session`; its port listener or the HTTP(S) front hands it visitors. */
   constructor(options: ReverseTunnelOptions) {
@@ -100,6 +110,28 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     this.httpPolicy = options.httpPolicy;
     this.gate = options.httpPolicy && new HttpGate(options.httpPolicy);
     this.#limit = options.visitorLimit;
+    this.#gate = new VisitorGate(options.policy ?? {});
+    this.requestedPolicy = options.requestedPolicy ?? {};
+  }
+
+  /** Its visitor policy in force. */
+  get policy(): VisitorPolicy {
+    return this.#gate.policy;
+  }
+
+  /** Puts a new policy in force (a reload): visitors connected stay, the next ones meet it. */
+  setPolicy(policy: VisitorPolicy): void {
+    this.#gate.update(policy);
+  }
+
+  /**
+   * Checks one visitor (or one HTTP request) from `remote` against the policy: admitted with what
+   * to call when it is over, or refused (counted) and why.
+   */
+  enter(remote: string): Entry {
+    const entry = this.#gate.enter(remote);
+    if (!entry.ok) this.#limit?.refused(entry.reason, { tunnel: this.id, visitor: remote });
+    return entry;
   }
 
   /** Whether it takes visitors: open, and its client's service healthy. */
@@ -107,23 +139,40 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     return this.reportedHealthy && super.healthy;
   }
 
-  /** A visitor past its own cap or its client's is refused at once, and counted. */
-  protected override admit(): boolean {
+  /**
+   * A visitor its policy refuses, or past its own cap or its client's, is refused at once, and
+   * counted.
+   */
+  protected override admit(remote: string): (() => void) | undefined {
+    const entry = this.enter(remote);
+    if (!entry.ok) return undefined;
     const limit = this.#limit;
-    if (!limit) return true;
+    if (!limit) return entry.leave;
     if (this.stats.active >= limit.perTunnel()) {
+      entry.leave();
       limit.refused("tunnel_visitor_limit");
-      return false;
+      return undefined;
     }
     if (!limit.client.take()) {
+      entry.leave();
       limit.refused("client_visitor_limit");
-      return false;
+      return undefined;
     }
-    return true;
+    return () => {
+      entry.leave();
+      limit.client.give();
+    };
   }
 
-  protected override left(): void {
-    this.#limit?.client.give();
+  /**
+   * The tunnel's bandwidth and its client's, each way, when either is set (else nothing per
+   * chunk): a chunk spends from both, and the longer hold wins.
+   */
+  protected override throttle(): { aToB?: SpliceThrottle; bToA?: SpliceThrottle } | undefined {
+    const client = this.#limit?.client;
+    const aToB = both(this.#gate.throttle("in"), client?.throttle("in"));
+    const bToA = both(this.#gate.throttle("out"), client?.throttle("out"));
+    return aToB || bToA ? { aToB, bToA } : undefined;
   }
 
   /**
@@ -134,4 +183,13 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   override relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
     super.relayed(stream, remote, local, rest);
   }
+}
+
+/** One throttle spending from `a` and `b` together (the longer hold), or whichever is set. */
+function both(
+  a: SpliceThrottle | undefined,
+  b: SpliceThrottle | undefined,
+): SpliceThrottle | undefined {
+  if (!a || !b) return a ?? b;
+  return { spend: (n) => Math.max(a.spend(n), b.spend(n)) };
 }

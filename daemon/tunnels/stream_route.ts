@@ -12,10 +12,18 @@ import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { splice, type SpliceResult, streamEnd, transportEnd } from "../../tunnel/splice.ts";
+import {
+  splice,
+  type SpliceResult,
+  type SpliceThrottle,
+  streamEnd,
+  transportEnd,
+} from "../../tunnel/splice.ts";
 import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
 import type { Logger } from "../../util/log.ts";
 import type { TunnelStats } from "../registry/registry.ts";
+
+const NOTHING = () => {};
 
 /** A route whose visitors go to its client as streams, with their counters. */
 export class StreamRoute {
@@ -67,26 +75,32 @@ export class StreamRoute {
    * (closed at once) when the route is stopped or {@linkcode admit} says no.
    */
   visitor(visitor: Transport): void {
-    if (this.#closed || !this.admit()) return visitor.close();
+    if (this.#closed) return visitor.close();
+    const admitted = this.admit(visitor.remoteAddress);
+    if (!admitted) return visitor.close();
     this.#visitors.add(visitor);
     // The stream opens once the visitor's first bytes are in, where the transport can tell (or a
     // turn later, for a protocol whose server speaks first): SYN, header and those bytes then
     // leave in one frame and one write, not two.
-    if (visitor.whenFirstRead) visitor.whenFirstRead(() => this.#pipe(visitor));
-    else this.#pipe(visitor);
+    if (visitor.whenFirstRead) visitor.whenFirstRead(() => this.#pipe(visitor, admitted));
+    else this.#pipe(visitor, admitted);
   }
 
-  #pipe(visitor: Transport): void {
+  #pipe(visitor: Transport, left: () => void): void {
     const stream = this.#closed
       ? undefined
       : this.#open(visitor.remoteAddress, visitor.localAddress);
     if (!stream) {
       this.#visitors.delete(visitor);
-      this.left();
+      left();
       return visitor.close();
     }
-    this.#count(splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats }), visitor)
-      .then(() => this.#visitors.delete(visitor));
+    const throttle = this.throttle();
+    this.#count(
+      splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats, throttle }),
+      visitor,
+      left,
+    ).then(() => this.#visitors.delete(visitor));
   }
 
   /**
@@ -116,28 +130,40 @@ export class StreamRoute {
    */
   protected relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
     if (this.#closed) return stream.reset(ResetReason.UnknownTunnel);
-    if (!this.admit()) return stream.reset(ResetReason.LimitReached);
+    const left = this.admit(remote);
+    if (!left) return stream.reset(ResetReason.LimitReached);
     const toClient = this.#open(remote, local);
     if (!toClient) {
-      this.left();
+      left();
       return stream.reset(ResetReason.LimitReached);
     }
+    const throttle = this.throttle();
     this.#count(
-      splice(streamEnd(stream), streamEnd(toClient), { aFirst: rest, counters: this.stats }),
+      splice(streamEnd(stream), streamEnd(toClient), {
+        aFirst: rest,
+        counters: this.stats,
+        throttle,
+      }),
       remote,
+      left,
     );
   }
 
   /**
-   * Whether one more visitor connection may come in now (a route's limits); each one admitted is
-   * matched by one {@linkcode left} when it goes. Default: always.
+   * Whether one more visitor connection from `remote` may come in now (a route's limits and
+   * policy): what to call once when it goes, or undefined to refuse it. Default: always.
    */
-  protected admit(): boolean {
-    return true;
+  protected admit(_remote: string): (() => void) | undefined {
+    return NOTHING;
   }
 
-  /** A visitor {@linkcode admit} let in has gone. */
-  protected left(): void {}
+  /**
+   * What the bytes of the next visitor are held by, visitor → client (`aToB`) and back (`bToA`);
+   * undefined (the default) when nothing limits them.
+   */
+  protected throttle(): { aToB?: SpliceThrottle; bToA?: SpliceThrottle } | undefined {
+    return undefined;
+  }
 
   /** Opens the stream to the client with its `visitor` header; undefined (counted) if it cannot. */
   #open(remote: string, local: string): Stream | undefined {
@@ -157,12 +183,16 @@ export class StreamRoute {
   }
 
   /** Keeps the counters of one visitor's splice. */
-  async #count(spliced: Promise<SpliceResult>, visitor: Transport | string): Promise<void> {
+  async #count(
+    spliced: Promise<SpliceResult>,
+    visitor: Transport | string,
+    left: () => void,
+  ): Promise<void> {
     this.stats.connections++;
     this.stats.active++;
     const result = await spliced;
     this.stats.active--;
-    this.left();
+    left();
     if (result.error) {
       this.stats.errors++;
       this.#log.debug("visitor ended with an error", {

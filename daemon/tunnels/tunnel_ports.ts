@@ -7,6 +7,7 @@
  * @module
  */
 
+import type { Front } from "./port_listener.ts";
 import type { Logger } from "../../util/log.ts";
 import { formatHostPort } from "../../util/address.ts";
 import { type Balance, PortListener, type Route } from "./port_listener.ts";
@@ -19,11 +20,13 @@ export class TunnelPorts {
   readonly #closing = new Map<string, Promise<void>>();
   readonly #routes = new Map<Route, PortListener>();
   readonly #log: Logger;
+  readonly #front: Front | undefined;
   #accepting = true;
 
-  /** No ports yet. */
-  constructor(log: Logger) {
+  /** No ports yet; `front` says which connections come through a trusted front (PROXY header). */
+  constructor(log: Logger, front?: Front) {
     this.#log = log;
+    this.#front = front;
   }
 
   /**
@@ -40,8 +43,8 @@ export class TunnelPorts {
     // port again at once: wait until the old listener has let go of it.
     const closing = port !== 0 ? this.#closing.get(key) : undefined;
     const bound = closing
-      ? closing.then(() => PortListener.bind(bindHost, port, this.#log))
-      : PortListener.bind(bindHost, port, this.#log);
+      ? closing.then(() => PortListener.bind(bindHost, port, this.#log, this.#front))
+      : PortListener.bind(bindHost, port, this.#log, this.#front);
     if (port !== 0) this.#binding.set(key, bound);
     try {
       const listener = await bound;

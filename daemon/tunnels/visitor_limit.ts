@@ -19,17 +19,44 @@
  * @module
  */
 
+import type { PolicyRefusal } from "../../tunnel/policy/visitor_gate.ts";
+import { type Clock, TokenBucket } from "../../util/token_bucket.ts";
+
 /** Why a visitor was refused: the counter it is counted under. */
-export type VisitorRefusal = "tunnel_visitor_limit" | "client_visitor_limit";
+export type VisitorRefusal = "tunnel_visitor_limit" | "client_visitor_limit" | PolicyRefusal;
 
 /** One client's visitors on this node, across its tunnels, against its cap. */
 export class ClientVisitors {
   #active = 0;
   readonly #cap: () => number;
+  readonly #now: Clock | undefined;
+  #in: TokenBucket | undefined;
+  #out: TokenBucket | undefined;
 
-  /** An account whose cap `cap()` gives, read at each {@linkcode take}. */
-  constructor(cap: () => number) {
+  /** An account whose cap `cap()` gives, read at each {@linkcode take}; `now` is for tests. */
+  constructor(cap: () => number, now?: Clock) {
     this.#cap = cap;
+    this.#now = now;
+  }
+
+  /**
+   * Puts the client's bandwidth in force, bytes per second each way through all its tunnels on
+   * this node (absent: none); tokens carry over a change.
+   */
+  setBandwidth(bandwidth: { in?: number; out?: number } | undefined): void {
+    const bucket = (old: TokenBucket | undefined, rate: number | undefined) => {
+      if (rate === undefined) return undefined;
+      if (old) return (old.set(rate, rate), old);
+      return new TokenBucket(rate, rate, this.#now);
+    };
+    this.#in = bucket(this.#in, bandwidth?.in);
+    this.#out = bucket(this.#out, bandwidth?.out);
+  }
+
+  /** What the client's bytes `in` (visitor → service) or `out` are held by; undefined: nothing. */
+  throttle(direction: "in" | "out"): { spend(n: number): number } | undefined {
+    const bucket = direction === "in" ? this.#in : this.#out;
+    return bucket ? { spend: (n) => bucket.spend(n) } : undefined;
   }
 
   /** Visitors connected now. */
@@ -54,24 +81,41 @@ export class ClientVisitors {
 export class VisitorAccounts {
   readonly #accounts = new Map<string, ClientVisitors>();
   readonly #caps = new Map<string, number>();
+  readonly #bandwidth = new Map<string, { in?: number; out?: number }>();
   readonly #fallback: () => number;
+  readonly #now: Clock | undefined;
 
-  /** Accounts whose caps are set by {@linkcode setCaps}, `fallback()` for a client not set. */
-  constructor(fallback: () => number) {
+  /**
+   * Accounts whose caps are set by {@linkcode setCaps}, `fallback()` for a client not set; `now`
+   * is for tests.
+   */
+  constructor(fallback: () => number, now?: Clock) {
     this.#fallback = fallback;
+    this.#now = now;
   }
 
-  /** Puts each client's cap in force (a start, a reload, a mint or a revocation). */
-  setCaps(clients: readonly { name: string; limits: { visitors: number } }[]): void {
+  /** Puts each client's cap and bandwidth in force (a start, a reload, a mint or a revocation). */
+  setCaps(
+    clients: readonly {
+      name: string;
+      limits: { visitors: number; bandwidth?: { in?: number; out?: number } };
+    }[],
+  ): void {
     this.#caps.clear();
-    for (const client of clients) this.#caps.set(client.name, client.limits.visitors);
+    this.#bandwidth.clear();
+    for (const client of clients) {
+      this.#caps.set(client.name, client.limits.visitors);
+      if (client.limits.bandwidth) this.#bandwidth.set(client.name, client.limits.bandwidth);
+    }
+    for (const [name, account] of this.#accounts) account.setBandwidth(this.#bandwidth.get(name));
   }
 
   /** The account of `client`. */
   of(client: string): ClientVisitors {
     let account = this.#accounts.get(client);
     if (!account) {
-      account = new ClientVisitors(() => this.#caps.get(client) ?? this.#fallback());
+      account = new ClientVisitors(() => this.#caps.get(client) ?? this.#fallback(), this.#now);
+      account.setBandwidth(this.#bandwidth.get(client));
       this.#accounts.set(client, account);
     }
     return account;
@@ -84,6 +128,6 @@ export interface VisitorLimit {
   perTunnel(): number;
   /** Its client's account on this node. */
   client: ClientVisitors;
-  /** Counts a refusal. */
-  refused(reason: VisitorRefusal): void;
+  /** Counts a refusal (a policy's with the tunnel and the visitor, for the event feed). */
+  refused(reason: VisitorRefusal, detail?: { tunnel: string; visitor: string }): void;
 }

@@ -50,3 +50,22 @@ describe("VisitorAccounts", () => {
     assert.equal(alice.active, 2);
   });
 });
+
+describe("VisitorAccounts: a client's bandwidth", () => {
+  it("holds the client's bytes across its tunnels, each way on its own, set and changed by setCaps", () => {
+    let now = 0;
+    const accounts = new VisitorAccounts(() => 10, () => now);
+    accounts.setCaps([{ name: "alice", limits: { visitors: 5, bandwidth: { out: 1000 } } }]);
+    const alice = accounts.of("alice");
+    assert.equal(alice.throttle("in"), undefined, "no limit in: nothing per chunk");
+    const out = alice.throttle("out")!;
+    assert.equal(out.spend(1000), 0, "a second's worth at once");
+    // Another tunnel of alice's spends from the same bucket.
+    assert.equal(accounts.of("alice").throttle("out")!.spend(500), 500);
+    now += 500;
+    assert.equal(out.spend(0), 0);
+    accounts.setCaps([{ name: "alice", limits: { visitors: 5 } }]);
+    assert.equal(alice.throttle("out"), undefined, "lifted by a reload");
+    assert.equal(accounts.of("bob").throttle("out"), undefined);
+  });
+});

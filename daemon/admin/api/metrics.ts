@@ -14,6 +14,7 @@
  * @module
  */
 
+import { POLICY_REFUSALS } from "../../../tunnel/policy/visitor_gate.ts";
 import { Hono } from "hono";
 import process from "node:process";
 import type { SessionHandle, TransportKind } from "../../registry/registry.ts";
@@ -473,10 +474,12 @@ function writeCluster(w: PrometheusWriter, daemon: MetricsApiDeps): void {
 function writeDaemonCounters(w: PrometheusWriter, daemon: MetricsApiDeps): void {
   const refusals: Sample[] = [];
   const dialErrors: Sample[] = [];
+  const policy = new Map(POLICY_REFUSALS.map((reason) => [reason.slice("policy_".length), 0]));
   const others = new Map(KNOWN_EVENTS.map((event) => [event, 0]));
   for (const [name, value] of Object.entries(daemon.counters.snapshot()).sort()) {
     if (name === "auth_failure" || name.startsWith("registry_")) continue;
-    if (name.startsWith("forward_dial_")) {
+    if (name.startsWith("policy_")) policy.set(name.slice("policy_".length), value);
+    else if (name.startsWith("forward_dial_")) {
       dialErrors.push({ labels: { reason: name.slice("forward_dial_".length) }, value });
     } else if (name.startsWith("forward_")) {
       refusals.push({ labels: { reason: name.slice("forward_".length) }, value });
@@ -493,6 +496,12 @@ function writeDaemonCounters(w: PrometheusWriter, daemon: MetricsApiDeps): void 
     "counter",
     "Forward streams refused by policy or address checks, by reason.",
     refusals,
+  );
+  w.family(
+    "tunnelmux_visitor_policy_refusals_total",
+    "counter",
+    "Visitors (and HTTP requests) a tunnel's visitor policy refused, by reason.",
+    [...policy].map(([reason, value]) => ({ labels: { reason }, value })),
   );
   w.family(
     "tunnelmux_forward_dial_errors_total",

@@ -79,6 +79,30 @@ describe("tunnel endpoints (over fakes)", () => {
     await assertError(tunnelsOver().app, "/v1/tunnels?scope=cluster", 400, "bad_request");
   });
 
+  it("shows each tunnel's visitor policy in force, and no secret of it", async () => {
+    const { registry, app } = tunnelsOver();
+    registry.addSession(fakeSession("s1"));
+    const policy = {
+      allow: ["203.0.113.0/24"],
+      connectionsPerVisitor: 3,
+      bandwidth: { in: 1024 },
+      http: { oidc: { issuer: "https://idp.test", clientId: "c", clientSecret: "hush" } },
+    };
+    registry.addTunnel(fakeTunnel("t-1", { policy }), "s1");
+    registry.addTunnel(fakeTunnel("t-2", { createdAt: 1 }), "s1");
+    const listed = await call(app, "/v1/tunnels");
+    const byId = new Map(listed.body.tunnels.map((t: { id: string }) => [t.id, t]));
+    const shown = (byId.get("t-1") as { policy: typeof policy }).policy;
+    assert.deepEqual(shown.allow, ["203.0.113.0/24"]);
+    assert.equal(shown.connectionsPerVisitor, 3);
+    assert.deepEqual(shown.bandwidth, { in: 1024 });
+    assert.equal(shown.http.oidc.clientSecret, "(set)");
+    assert.doesNotMatch(JSON.stringify(listed.body), /hush/);
+    assert.deepEqual((byId.get("t-2") as { policy: unknown }).policy, {});
+    const one = await call(app, "/v1/tunnels/t-1");
+    assert.deepEqual(one.body.policy.allow, ["203.0.113.0/24"]);
+  });
+
   it("shows a tunnel with the routes of its port on a single node", async () => {
     const { registry, app } = tunnelsOver();
     registry.addSession(fakeSession("s1"));

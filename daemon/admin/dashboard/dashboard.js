@@ -56,6 +56,19 @@
  * @property {number} active
  * @property {number} bytesFromVisitors
  * @property {number} bytesToVisitors
+ * @property {VisitorPolicy | undefined} policy  its visitor rules in force (older daemons: none)
+ */
+
+/**
+ * A tunnel's visitor policy as `/v1/tunnels` shows it (docs/policy.md).
+ * @typedef {object} VisitorPolicy
+ * @property {string[] | undefined} allow
+ * @property {string[] | undefined} deny
+ * @property {number | undefined} connectionsPerSecond
+ * @property {number | undefined} tunnelConnectionsPerSecond
+ * @property {number | undefined} connectionsPerVisitor
+ * @property {{ in?: number, out?: number } | undefined} bandwidth
+ * @property {object | undefined} http
  */
 
 /**
@@ -905,6 +918,25 @@
       new Date(t.certificate.notAfter).toLocaleDateString() + ")";
   }
 
+  /**
+   * A tunnel's visitor rules in a few words ("" when it has none).
+   * @param {VisitorPolicy | undefined} p
+   * @returns {string}
+   */
+  function policyText(p) {
+    if (!p) return "";
+    const parts = [];
+    if (p.allow) parts.push("allow " + p.allow.join(" "));
+    if (p.deny) parts.push("deny " + p.deny.join(" "));
+    if (p.connectionsPerSecond) parts.push(p.connectionsPerSecond + "/s per visitor");
+    if (p.tunnelConnectionsPerSecond) parts.push(p.tunnelConnectionsPerSecond + "/s in all");
+    if (p.connectionsPerVisitor) parts.push(p.connectionsPerVisitor + " at once per visitor");
+    if (p.bandwidth && p.bandwidth.in) parts.push("in " + bytes(p.bandwidth.in) + "/s");
+    if (p.bandwidth && p.bandwidth.out) parts.push("out " + bytes(p.bandwidth.out) + "/s");
+    if (p.http) parts.push("HTTP rules");
+    return parts.join(", ");
+  }
+
   function renderTunnels() {
     const body = tbody("tunnels");
     const rows = sorted("tunnels", data.tunnels).map(function (t) {
@@ -913,7 +945,7 @@
       cells(tr, [
         [t.id],
         [t.client],
-        [bindText(t)],
+        [bindText(t) + (policyText(t.policy) ? " [" + policyText(t.policy) + "]" : "")],
         [t.label === null ? "-" : t.label],
         [t.connections, "num"],
         [t.active, "num"],

@@ -1,7 +1,8 @@
 /**
- * Test support: a PROXY protocol (v1 and v2) decoder, the receiving side of what
- * `proxy_protocol.ts` sends. The daemon and client only ever encode; the tests and fake services
- * decode, accepting what the spec lets other senders emit and rejecting the rest.
+ * A PROXY protocol (v1 and v2) decoder, the receiving side of what `proxy_protocol.ts` sends:
+ * the daemon reads the header a trusted front (`trustedProxies`) writes before a visitor's bytes,
+ * and the tests and fake services read what the client sends. It accepts what the spec lets other
+ * senders emit and rejects the rest.
  *
  * @module
  */

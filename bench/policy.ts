@@ -1,0 +1,269 @@
+/**
+ * `bench:policy`: what a tunnel's visitor policy costs when it refuses nobody, and how close the
+ * bandwidth limiter holds a transfer to its rate. One daemon and three client processes on the
+ * runtime running this, each client exposing the same local services with other rules:
+ *
+ * - P1: short connections (connect, 64 B echo, close), 16 at once: no policy, against a policy
+ *   whose every check runs and passes (allow 0.0.0.0/0 and ::/0, per-visitor rate and count and
+ *   the tunnel's rate at 1 000 000).
+ * - P2: a download on one connection: no policy, against a bandwidth rule of 1 TB/s each way (the
+ *   limiter consulted on every read, never holding).
+ * - P3: a download limited to `--rate` bytes/s (service → visitor) for `--seconds`, measured after
+ *   the bucket's first second of burst: the rate reached against the rate set.
+ *
+ * Rounds interleave the variants so drift hits them alike; medians are reported.
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import { connect, createServer, type Server, type Socket } from "node:net";
+import process from "node:process";
+import { parseArgs } from "node:util";
+import { cleanup, daemonConfig, newToken, startClient, startDaemon } from "../testing/mod.ts";
+import { echoProbe } from "./echo_probe.ts";
+
+const HELP =
+  `bench:policy: the cost of a visitor policy that refuses nobody, and the limiter's accuracy
+
+Usage: policy [--rounds N] [--rate BYTES] [--seconds S] [--quick] [--json FILE]
+
+  --rounds N      measured rounds of P1 and P2 (default 5; --quick: 1)
+  --rate BYTES    P3's limit, bytes per second (default 4194304)
+  --seconds S     P3's measured time (default 10; --quick: 2)
+  --quick         small sizes (a smoke test, not a measurement)
+  --json FILE     write the results as JSON`;
+
+/** What one run measured. */
+export interface PolicyBenchResult {
+  /** P1: connections per second, median of the rounds. */
+  connections: { none: number; allowAll: number };
+  /** P2: MB/s of one download, median of the rounds. */
+  download: { none: number; unlimitedBandwidth: number };
+  /** P3: the rate set and reached (bytes/s), and the error in percent. */
+  limiter: { set: number; reached: number; errorPercent: number };
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1];
+
+/** A service that sends bytes, as fast as the connection takes them, until it is closed. */
+function startFirehose(): Promise<Server> {
+  const block = Buffer.alloc(64 * 1024, 42);
+  const server = createServer((socket: Socket) => {
+    socket.on("error", () => {});
+    const pump = () => {
+      while (!socket.destroyed && socket.write(block));
+    };
+    socket.on("drain", pump);
+    pump();
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+/** An echo service. */
+function startEcho(): Promise<Server> {
+  const server = createServer((socket: Socket) => {
+    socket.on("error", () => {});
+    socket.pipe(socket);
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+const portOf = (server: Server) => (server.address() as { port: number }).port;
+
+/** `count` echo visitors through `port`, `concurrency` at once: connections per second. */
+async function connectionRate(port: number, count: number, concurrency: number): Promise<number> {
+  let next = 0;
+  let failed = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < count) {
+      next++;
+      if (!await echoProbe("127.0.0.1", port, 64, 10_000)) failed++;
+    }
+  }));
+  if (failed > 0) throw new Error(`${failed} of ${count} visitors failed`);
+  return count / ((performance.now() - started) / 1000);
+}
+
+/**
+ * Reads from `port` for `ms` after `skipMs` (bytes before then are not counted): bytes per second,
+ * or, with `bytes`, reads that many and returns MB/s.
+ */
+function download(port: number, options: { bytes?: number; skipMs?: number; ms?: number }) {
+  return new Promise<number>((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port });
+    let got = 0;
+    let counted = 0;
+    let from = 0;
+    const started = performance.now();
+    const skip = options.skipMs ?? 0;
+    const deadline = setTimeout(() => {
+      socket.destroy();
+      if (options.bytes !== undefined) reject(new Error("download timed out"));
+      else resolve(counted / ((performance.now() - from) / 1000));
+    }, options.bytes !== undefined ? 120_000 : skip + options.ms!);
+    socket.on("error", reject);
+    socket.on("data", (chunk: Buffer) => {
+      got += chunk.length;
+      const now = performance.now();
+      if (options.bytes !== undefined) {
+        if (got >= options.bytes) {
+          clearTimeout(deadline);
+          socket.destroy();
+          resolve(got / 1e6 / ((now - started) / 1000));
+        }
+        return;
+      }
+      if (now - started < skip) return;
+      if (from === 0) from = now;
+      else counted += chunk.length;
+    });
+  });
+}
+
+/** Runs P1–P3 once over processes on this runtime. */
+export async function runPolicyBench(options: {
+  rounds: number;
+  rate: number;
+  seconds: number;
+  quick: boolean;
+  log?: (line: string) => void;
+}): Promise<PolicyBenchResult> {
+  const log = options.log ?? (() => {});
+  const echo = await startEcho();
+  const firehose = await startFirehose();
+  try {
+    const token = newToken("policy-bench");
+    const daemon = await startDaemon({
+      config: daemonConfig([{ name: "bench", token, expose: { ports: [0, "20000-32767"] } }], {
+        limits: { visitorsPerTunnel: 100_000, visitorsPerClient: 100_000 },
+      }),
+    });
+    const expose = [
+      "--expose",
+      `0=127.0.0.1:${portOf(echo)}`,
+      "--expose",
+      `0=127.0.0.1:${portOf(firehose)}`,
+    ];
+    const big = "1000000";
+    const variants = {
+      none: [] as string[],
+      allowAll: [
+        "--allow-ip",
+        "0.0.0.0/0,::/0",
+        "--rate",
+        big,
+        "--tunnel-rate",
+        big,
+        "--max-conn-per-visitor",
+        big,
+        "--bandwidth-in",
+        "1000000000000",
+        "--bandwidth-out",
+        "1000000000000",
+      ],
+      limited: ["--bandwidth-out", String(options.rate)],
+    };
+    const ports: Record<string, { echo: number; firehose: number }> = {};
+    for (const [name, flags] of Object.entries(variants)) {
+      const client = await startClient({
+        server: daemon.tcpUrl,
+        token,
+        args: [...expose, ...flags],
+      });
+      const first = await client.waitForTunnel();
+      const second = await client.waitForTunnel(client.logs().indexOf(first.entry) + 1);
+      // Which tunnel serves which service: the log names the local address.
+      const byLocal = new Map(
+        [first, second].map((t) => [t.entry.local as string, Number(t.port)]),
+      );
+      ports[name] = {
+        echo: byLocal.get(`127.0.0.1:${portOf(echo)}`)!,
+        firehose: byLocal.get(`127.0.0.1:${portOf(firehose)}`)!,
+      };
+    }
+    const count = options.quick ? 200 : 2000;
+    const bytes = (options.quick ? 16 : 256) * 1024 * 1024;
+    const rates = { none: [] as number[], allowAll: [] as number[] };
+    const speeds = { none: [] as number[], allowAll: [] as number[] };
+    // An untimed pass first: the runtimes' JIT and the kernel's buffers settle.
+    await connectionRate(ports.none.echo, 100, 16);
+    await connectionRate(ports.allowAll.echo, 100, 16);
+    for (let round = 0; round < options.rounds; round++) {
+      for (const name of ["none", "allowAll"] as const) {
+        rates[name].push(await connectionRate(ports[name].echo, count, 16));
+        speeds[name].push(await download(ports[name].firehose, { bytes }));
+        log(
+          `round ${round + 1} ${name}: ${rates[name].at(-1)!.toFixed(0)} conn/s, ` +
+            `${speeds[name].at(-1)!.toFixed(0)} MB/s`,
+        );
+      }
+    }
+    const reached = await download(ports.limited.firehose, {
+      skipMs: 1500,
+      ms: options.seconds * 1000,
+    });
+    log(`limited to ${options.rate} B/s: ${reached.toFixed(0)} B/s`);
+    return {
+      connections: { none: median(rates.none), allowAll: median(rates.allowAll) },
+      download: { none: median(speeds.none), unlimitedBandwidth: median(speeds.allowAll) },
+      limiter: {
+        set: options.rate,
+        reached,
+        errorPercent: (reached - options.rate) / options.rate * 100,
+      },
+    };
+  } finally {
+    echo.close();
+    firehose.close();
+    await cleanup();
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: {
+      rounds: { type: "string" },
+      rate: { type: "string" },
+      seconds: { type: "string" },
+      quick: { type: "boolean" },
+      json: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) return console.log(HELP);
+  const quick = values.quick ?? false;
+  const result = await runPolicyBench({
+    rounds: Number(values.rounds ?? (quick ? 1 : 5)),
+    rate: Number(values.rate ?? 4 * 1024 * 1024),
+    seconds: Number(values.seconds ?? (quick ? 2 : 10)),
+    quick,
+    log: (line) => console.error(line),
+  });
+  const { connections: c, download: d, limiter: l } = result;
+  console.log(
+    `P1 short connections: ${c.none.toFixed(0)} conn/s without a policy, ` +
+      `${c.allowAll.toFixed(0)} with one that refuses nobody (${
+        (c.allowAll / c.none * 100).toFixed(1)
+      } %)`,
+  );
+  console.log(
+    `P2 download: ${d.none.toFixed(0)} MB/s without a policy, ` +
+      `${d.unlimitedBandwidth.toFixed(0)} with a 1 TB/s bandwidth rule (${
+        (d.unlimitedBandwidth / d.none * 100).toFixed(1)
+      } %)`,
+  );
+  console.log(
+    `P3 limiter: set ${l.set} B/s, reached ${l.reached.toFixed(0)} B/s (${
+      l.errorPercent.toFixed(2)
+    } %)`,
+  );
+  if (values.json) {
+    const { writeFileSync } = await import("node:fs");
+    writeFileSync(values.json, JSON.stringify(result, null, 2) + "\n");
+  }
+}
+
+if (import.meta.main) await main();
