@@ -403,15 +403,15 @@ describe("HTTP tunnels' policy.http", () => {
         return `${(error as ClientError).code}: ${(error as Error).message}`;
       }
     };
+    // The SDK checks a policy as the daemon would, before sending it.
     assert.match(
       await refusal({ http: { basicAuth: [{ user: "a", password: "plain" }] } }),
-      /not_allowed: .*policy\.http\.basicAuth\[0\]\.password: unknown key/,
+      /bad visitor policy: policy\.http\.basicAuth\[0\]\.password: unknown key/,
     );
     assert.match(
-      await refusal({ allow: ["10.0.0.0/8"], http: {} }),
-      /not_allowed: .*policy\.allow: not enforced by this daemon/,
+      await refusal({ http: { requestHeaders: { set: { "x-a": "1" } } } }, null),
+      /not_allowed: .*policy\.http: only an HTTP tunnel/,
     );
-    assert.match(await refusal({ http: {} }, null), /not_allowed: .*only an HTTP tunnel/);
     assert.deepEqual(daemon.registry.tunnels().map((t) => t.host), []);
   });
 

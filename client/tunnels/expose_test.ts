@@ -53,7 +53,6 @@ describe("exposeRequest", () => {
       shared: true,
       http: undefined,
       passthrough: undefined,
-      policy: undefined,
     });
   });
 

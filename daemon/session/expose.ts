@@ -72,8 +72,13 @@ export async function expose(
   if (message.http !== undefined) {
     return await exposeHttp(context, client, message, message.http, answer, policy);
   }
-  if (message.policy !== undefined) {
-    return answer.fail("not_allowed", "policy: only an HTTP tunnel takes a policy on this daemon");
+  if (requested.http !== undefined) {
+    return answer.fail("not_allowed", "policy.http: only an HTTP tunnel takes HTTP rules");
+  }
+  // The operator's HTTP rules concern its HTTP tunnels; a port's visitors meet the rest.
+  if (policy.policy.http !== undefined) {
+    const { http: _http, ...rest } = policy.policy;
+    policy.policy = rest;
   }
   const bindHost = message.bindHost ?? "127.0.0.1";
   const decision = canExpose(client, bindHost, message.port);

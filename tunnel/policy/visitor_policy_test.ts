@@ -122,9 +122,10 @@ describe("visitor policy: narrowing", () => {
   });
 
   it("keeps the operator's HTTP rules", () => {
-    const result = narrow({ http: { basicAuth: [] } }, {});
+    const rules = { requestHeaders: { set: { "x-env": "staging" } } };
+    const result = narrow({ http: rules }, {});
     assert.ok(result.ok);
-    assert.deepEqual(result.policy.http, { basicAuth: [] });
+    assert.deepEqual(result.policy.http, rules);
   });
 });
 
