@@ -28,7 +28,8 @@ import { Emitter } from "./emitter.ts";
 import { ClientError } from "./errors.ts";
 import { type Forward, listenForward } from "./tunnels/forward_listener.ts";
 import { watchHealth } from "./tunnels/health_reports.ts";
-import { listenSocks, type SocksOptions, type SocksServer } from "./tunnels/socks.ts";
+import type { SocksServer } from "./tunnels/socks.ts";
+import type { SocksOptions } from "./tunnels/socks_options.ts";
 import {
   newOfferRecord,
   type OfferOptions,
@@ -362,7 +363,9 @@ export class Client extends Emitter<ClientEvents> {
    * the daemon, and answered with the SOCKS reply code that says how that went. Failures are
    * `error` events.
    */
-  socks(options: SocksOptions): Promise<SocksServer> {
+  async socks(options: SocksOptions): Promise<SocksServer> {
+    // The SOCKS front's code loads with the first front started.
+    const { listenSocks } = await import("./tunnels/socks.ts");
     return listenSocks(options, () => this, (error) => this.emit("error", error));
   }
 

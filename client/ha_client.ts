@@ -22,7 +22,8 @@ import { Client, type ConnectOptions, type ExposeOptions, type OfferOptions } fr
 import { ClientError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
 import { type Forward, listenForward } from "./tunnels/forward_listener.ts";
-import { listenSocks, type SocksOptions, type SocksServer } from "./tunnels/socks.ts";
+import type { SocksServer } from "./tunnels/socks.ts";
+import type { SocksOptions } from "./tunnels/socks_options.ts";
 
 /** Options of {@linkcode connectHa}: a client's, plus how many nodes to keep sessions to. */
 export interface HaOptions extends ConnectOptions {
@@ -177,7 +178,9 @@ export class HaClient extends Emitter<HaEvents> {
    * A SOCKS5 server on `options.listen`; each CONNECT goes through the first session that is
    * ready when it comes (see `Client.socks`).
    */
-  socks(options: SocksOptions): Promise<SocksServer> {
+  async socks(options: SocksOptions): Promise<SocksServer> {
+    // The SOCKS front's code loads with the first front started.
+    const { listenSocks } = await import("./tunnels/socks.ts");
     return listenSocks(options, () => {
       const member = this.members.find((m) => m.state === "ready");
       if (!member) throw new ClientError("not_connected", "no session is ready");

@@ -22,7 +22,7 @@ import { argsErrorMessage } from "../util/args_error.ts";
 import { watchFile } from "../util/watch_file.ts";
 import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
-import { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks.ts";
+import { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks_options.ts";
 import { Client } from "./client.ts";
 import {
   type ClientFlags,

@@ -34,7 +34,7 @@ function readTextFile(path: string): string {
   return nodeBuiltin("node:fs").readFileSync(path, "utf8");
 }
 import type { HealthOptions } from "./tunnels/health_check.ts";
-import { DEFAULT_SOCKS_LISTEN, socksOptionsProblem } from "./tunnels/socks.ts";
+import { DEFAULT_SOCKS_LISTEN, socksOptionsProblem } from "./tunnels/socks_options.ts";
 import { type HttpPolicy, parseHttpPolicy } from "../tunnel/policy/http_policy.ts";
 import { hashPasswordSync, PASSWORD_HASH_PREFIX } from "../tunnel/policy/password_hash.ts";
 import { isObject } from "../util/is_object.ts";

@@ -129,16 +129,26 @@ const LOADERS: Record<RuntimeName, () => Promise<Adapter>> = {
 };
 
 let loaded: Promise<Adapter> | undefined;
+let ready: Adapter | undefined;
 
 function adapter(): Promise<Adapter> {
-  return loaded ??= LOADERS[runtimeName()]();
+  return loaded ??= LOADERS[runtimeName()]().then((a) => ready = a);
+}
+
+/**
+ * Loads the runtime's adapter now; once it is, {@linkcode connectTcp} starts its connect before it
+ * returns (a caller that arms a deadline next then arms it while the kernel connects).
+ */
+export async function loadTcp(): Promise<void> {
+  await adapter();
 }
 
 /** Opens a TCP connection with the runtime's adapter. */
-export async function connectTcp(options: ConnectTcpOptions): Promise<Transport> {
+export function connectTcp(options: ConnectTcpOptions): Promise<Transport> {
   const address = { hostname: options.hostname, port: options.port };
   const tuning = { noDelay: options.noDelay, highWaterMark: options.highWaterMark };
-  return (await adapter()).connectTcp(address, tuning);
+  if (ready) return ready.connectTcp(address, tuning);
+  return adapter().then((a) => a.connectTcp(address, tuning));
 }
 
 /** Listens for TCP connections with the runtime's adapter, passing each to `onTransport`. */

@@ -11,7 +11,7 @@
  */
 
 import type { Transport } from "../../protocol/transport.ts";
-import { connectTcp, connectTls } from "../../transport/tcp.ts";
+import { connectTcp, connectTls, loadTcp } from "../../transport/tcp.ts";
 import { parseIp, unbracketHost } from "../../util/address.ts";
 
 /** What {@linkcode dialServer} reached. */
@@ -97,6 +97,8 @@ export async function dialServer(
   const address = addresses.length > 0
     ? addresses[(options.turn ?? 0) % addresses.length]
     : undefined;
+  // The adapter first, so the connect below starts before the deadline is armed.
+  if (literal) await loadTcp();
   let connecting: Promise<Transport>;
   switch (parsed.protocol) {
     case "tcp:":

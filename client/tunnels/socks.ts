@@ -17,33 +17,18 @@ import type { Transport } from "../../protocol/transport.ts";
 import { listenTcp } from "../../transport/tcp.ts";
 import { type PipeEnd, type PipeHandlers, splice, streamEnd } from "../../tunnel/splice.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { formatHostPort, isLoopbackHost, parseHostPort } from "../../util/address.ts";
+import { formatHostPort, parseHostPort } from "../../util/address.ts";
 import { releaseBytes } from "../../util/buffer_pool.ts";
 import { type Deadline, sharedDeadlines } from "../../util/deadlines.ts";
 import { constantTimeEqual } from "../../util/constant_time.ts";
 import { sha256 } from "../../util/sha256.ts";
 import { ClientError, describeStreamError } from "../errors.ts";
 import type { StreamSource } from "./forward_listener.ts";
+import { DEFAULT_SOCKS_LISTEN, type SocksOptions, socksOptionsProblem } from "./socks_options.ts";
 import { SocksParser, SocksReply, socksReply, type SocksTarget } from "./socks_parser.ts";
 
-/** Where the SOCKS front listens unless told otherwise. */
-export const DEFAULT_SOCKS_LISTEN = "127.0.0.1:1080";
-
-/** How a SOCKS front is set up. */
-export interface SocksOptions {
-  /** `host:port` to listen on (port 0 = any). A non-loopback address needs credentials. */
-  listen: string;
-  /** With `password`: require RFC 1929 username/password authentication. */
-  user?: string;
-  /** The password of `user`. */
-  password?: string;
-  /** From accept to a complete request, greeting and credentials included. Default 10 s. */
-  handshakeTimeoutMs?: number;
-  /** From the request to the daemon's answer (connected, or refused). Default 30 s. */
-  connectTimeoutMs?: number;
-  /** SOCKS connections at once, handshakes included; more are closed at accept. Default 256. */
-  maxConnections?: number;
-}
+export { DEFAULT_SOCKS_LISTEN, socksOptionsProblem };
+export type { SocksOptions };
 
 /** A running SOCKS front. */
 export interface SocksServer {
@@ -87,31 +72,6 @@ export function socksReplyForReset(resetCode: number | undefined): number {
     default:
       return SocksReply.GeneralFailure;
   }
-}
-
-/** Why a listen address and credentials cannot serve, or undefined when they can. */
-export function socksOptionsProblem(options: SocksOptions): string | undefined {
-  let hostname: string;
-  try {
-    hostname = parseHostPort(options.listen).hostname;
-  } catch (error) {
-    return (error as Error).message;
-  }
-  const user = options.user ?? "", password = options.password ?? "";
-  if ((user === "") !== (password === "")) {
-    return "a SOCKS username needs a password and a password a username";
-  }
-  if (
-    new TextEncoder().encode(user).length > 255 || new TextEncoder().encode(password).length > 255
-  ) {
-    return "a SOCKS username and password are at most 255 bytes each (RFC 1929)";
-  }
-  if (user === "" && !isLoopbackHost(hostname)) {
-    return `${options.listen} is not a loopback address: anyone who reaches it could use this ` +
-      "client's forwards, so a SOCKS front there needs a username and password (or listen on " +
-      "127.0.0.1)";
-  }
-  return undefined;
 }
 
 /**

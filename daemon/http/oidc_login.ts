@@ -11,10 +11,8 @@
  * @module
  */
 
-import { fromBase64Url, toBase64Url } from "../../util/base64.ts";
-import { randomBytes } from "../../util/random.ts";
-import { nodeBuiltin } from "../../util/host.ts";
 import type { OidcRule } from "../../tunnel/policy/http_policy.ts";
+import { currentSessionKey } from "./session_key.ts";
 
 /** Paths on every OIDC-guarded tunnel's host that the daemon answers itself. */
 export const OIDC_PATHS = {
@@ -27,52 +25,6 @@ const STATE_COOKIE = "__tunnelmux_oidc";
 const SESSION_SECONDS = 8 * 3600;
 /** How long a visitor has at the provider. */
 const STATE_SECONDS = 10 * 60;
-
-let sessionKey: Uint8Array | undefined;
-let sessionKeySource: (() => Uint8Array) | undefined;
-
-/**
- * Says where the key session cookies are encrypted with (32 bytes) comes from, read at the first
- * login (so a daemon without OIDC tunnels never makes one); every node of a cluster needs the
- * same key, or a visitor's session holds on one node only.
- */
-export function setSessionKeySource(source: () => Uint8Array): void {
-  sessionKeySource = source;
-  sessionKey = undefined;
-}
-
-/** The session key, loaded on first use; undefined when none can be had (logins then fail). */
-function currentSessionKey(): Uint8Array | undefined {
-  if (!sessionKey && sessionKeySource) sessionKey = sessionKeySource();
-  return sessionKey;
-}
-
-/**
- * The daemon's session key: `TUNNELMUX_HTTP_SESSION_KEY` (32 bytes, base64url) when set (a
- * cluster's nodes share it so), else `http-session.key` in the data directory, made on first use.
- */
-export function loadSessionKey(dataDir: string, env: string | undefined): Uint8Array {
-  if (env) {
-    const key = fromBase64Url(env);
-    if (key.length !== 32) {
-      throw new Error("TUNNELMUX_HTTP_SESSION_KEY must be 32 bytes, base64url");
-    }
-    return key;
-  }
-  const { mkdirSync, readFileSync, writeFileSync } = nodeBuiltin("node:fs");
-  const path = `${dataDir.replace(/[\\/]$/, "")}/http-session.key`;
-  try {
-    const key = fromBase64Url(readFileSync(path, "utf8").trim());
-    if (key.length === 32) return key;
-    throw new Error(`${path}: not a 32-byte base64url key`);
-  } catch (error) {
-    if ((error as { code?: string }).code !== "ENOENT") throw error;
-  }
-  const key = randomBytes(32);
-  mkdirSync(dataDir, { recursive: true });
-  writeFileSync(path, `${toBase64Url(key)}\n`, { mode: 0o600, flag: "wx" });
-  return key;
-}
 
 /** A request as the login sees it. */
 export interface LoginRequest {

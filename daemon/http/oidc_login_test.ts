@@ -12,13 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Buffer } from "node:buffer";
 import { EncryptJWT } from "jose";
-import {
-  loadSessionKey,
-  OidcLogin,
-  returnPath,
-  setSessionKeySource,
-  withoutLoginCookies,
-} from "./oidc_login.ts";
+import { OidcLogin, returnPath, withoutLoginCookies } from "./oidc_login.ts";
+import { loadSessionKey, setSessionKeySource } from "./session_key.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "tunnelmux-oidc-"));
 after(() => rmSync(dir, { recursive: true, force: true }));

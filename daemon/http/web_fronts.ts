@@ -23,7 +23,7 @@ import type { AcmeCertificates } from "../tls/acme.ts";
 import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { CertificateStore } from "../tls/certificates.ts";
 import type { HttpFrontOptions } from "./http_front.ts";
-import { loadSessionKey, setSessionKeySource } from "./oidc_login.ts";
+import { loadSessionKey, setSessionKeySource } from "./session_key.ts";
 import { hostEnv } from "../../util/host.ts";
 import type { HttpStats } from "./http_stats.ts";
 

@@ -106,6 +106,7 @@ export async function exposeHttp(
     passthrough,
     urls,
     httpPolicy: http,
+    gate: http && new (await import("../http/http_gate.ts")).HttpGate(http),
     label: message.label,
     visitorLimit: context.visitorLimit(client.name),
     log: context.log,

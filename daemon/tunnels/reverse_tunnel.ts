@@ -8,7 +8,7 @@
  * @module
  */
 
-import { HttpGate } from "../http/http_gate.ts";
+import type { HttpGate } from "../http/http_gate.ts";
 import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
@@ -55,6 +55,11 @@ export interface ReverseTunnelOptions {
   urls?: readonly string[];
   /** With `host`: the tunnel's `policy.http`, which the HTTP front applies to its requests. */
   httpPolicy?: HttpPolicy;
+  /**
+   * The HTTP front's gate for `httpPolicy`, made by the caller (`makeHttpGate`): its code loads
+   * with the first tunnel that has HTTP rules, not at every daemon's start.
+   */
+  gate?: HttpGate;
   /** How many visitors it takes at once, with its client's other tunnels; default no limit. */
   visitorLimit?: VisitorLimit;
   /** Its visitor policy in force (the operator's narrowed by the client's); default none. */
@@ -108,7 +113,7 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     this.passthrough = options.passthrough ?? false;
     this.urls = options.urls ?? [];
     this.httpPolicy = options.httpPolicy;
-    this.gate = options.httpPolicy && new HttpGate(options.httpPolicy);
+    this.gate = options.gate;
     this.#limit = options.visitorLimit;
     this.#gate = new VisitorGate(options.policy ?? {});
     this.requestedPolicy = options.requestedPolicy ?? {};
