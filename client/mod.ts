@@ -53,6 +53,8 @@ export type { ClientErrorCode, StreamResetCode } from "./errors.ts";
 export { Stream } from "../protocol/stream.ts";
 export type { VisitorInspector, VisitorObserver } from "./tunnels/visitors.ts";
 export type { InspectorServer, StartInspectorOptions } from "./inspector/start.ts";
+export type { InspectorOptions } from "./inspector/inspector.ts";
+export type { RecorderLimits } from "./inspector/recorder.ts";
 
 /**
  * Starts the request inspector (docs/inspector.md): give the result to {@linkcode connect} as

@@ -46,8 +46,6 @@ export interface InspectorServer extends VisitorInspector {
   readonly hostname: string;
   /** The bound port. */
   readonly port: number;
-  /** The ring and the replays behind it. */
-  readonly inspector: Inspector;
   /** Stops listening (the client's tunnels keep running, unobserved from then on). */
   close(): Promise<void>;
 }
@@ -90,7 +88,6 @@ export async function startInspector(
     url: `http://${formatHostPort(server.hostname, server.port)}`,
     hostname: server.hostname,
     port: server.port,
-    inspector,
     observe: (visit): VisitorObserver => inspector.observe(visit),
     close: () => server.close(),
   };

@@ -100,6 +100,7 @@ describe("cluster answers", () => {
           bytesToVisitors: 0,
           errors: 0,
           healthy: true,
+          policy: {},
         },
         {
           id: "t-b",
@@ -118,6 +119,7 @@ describe("cluster answers", () => {
           bytesToVisitors: 0,
           errors: 0,
           healthy: true,
+          policy: {},
         },
       ]),
     );

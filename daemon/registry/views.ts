@@ -113,8 +113,8 @@ export function tunnelView(
  * A tunnel's visitor policy in force, as the operator sees it: every rule, but no secret (password
  * hashes and an OIDC client secret show as set, not as they are: `httpPolicyView`).
  */
-export function policyView(policy: VisitorPolicy): Record<string, unknown> {
-  return policy.http ? { ...policy, http: httpPolicyView(policy.http) } : { ...policy };
+export function policyView(policy: VisitorPolicy): VisitorPolicy | Record<string, unknown> {
+  return policy?.http ? { ...policy, http: httpPolicyView(policy.http) } : policy;
 }
 
 /**
