@@ -71,11 +71,12 @@ function wire(
   send: (bytes: Uint8Array) => boolean,
   touch: () => void,
   done: () => void,
+  first?: Uint8Array,
 ): DatagramSender {
   const sender = new DatagramSender(stream);
   stream.onDrain = () => sender.drained();
   const decoder = new DatagramDecoder();
-  stream.onData = (chunk) => {
+  const handle = (chunk: Uint8Array) => {
     let datagrams: Uint8Array[];
     try {
       datagrams = decoder.push(chunk);
@@ -95,6 +96,10 @@ function wire(
       }
     }
   };
+  // What came with the header goes first: setting onData hands over what the stream buffered
+  // meanwhile, which came after it.
+  if (first && first.length > 0) handle(first);
+  stream.onData = handle;
   stream.onEnd = () => stream.end();
   stream.onClose = () => done();
   return sender;
@@ -297,8 +302,8 @@ export async function serveUdpFlow(stream: Stream, options: ServeUdpFlowOptions)
       socket.close();
       counters.flowsOpen--;
     },
+    options.rest,
   );
   armIdle(flow, options.idleMs ?? UDP_FLOW_IDLE_MS);
-  if (options.rest && options.rest.length > 0) stream.onData?.(options.rest);
   stream.resume();
 }

@@ -17,6 +17,9 @@ interface DenoDatagramConn {
   close(): void;
 }
 
+/** Sends waiting for earlier ones; beyond this a send is refused (the datagram is dropped). */
+const MAX_PENDING_SENDS = 256;
+
 /** Binds a UDP socket with Deno; throws when Deno runs without `--unstable-net`. */
 export function openDenoUdp(options: OpenUdpOptions): UdpSocket {
   const deno = (globalThis as unknown as {
@@ -35,6 +38,8 @@ export function openDenoUdp(options: OpenUdpOptions): UdpSocket {
     port: options.port ?? 0,
   });
   let closed = false;
+  let pending = 0;
+  let tail: Promise<unknown> = Promise.resolve();
   void (async () => {
     while (!closed) {
       let received: [Uint8Array, { hostname: string; port: number }];
@@ -51,8 +56,13 @@ export function openDenoUdp(options: OpenUdpOptions): UdpSocket {
   return {
     local: { hostname: conn.addr.hostname, port: conn.addr.port },
     send(bytes, hostname, port) {
-      if (closed) return false;
-      conn.send(bytes, { transport: "udp", hostname, port }).catch(() => {});
+      if (closed || pending >= MAX_PENDING_SENDS) return false;
+      // Deno's sends are promises that may finish out of order; chained, a flow's datagrams
+      // leave in the order they were given.
+      pending++;
+      tail = tail.then(() => conn.send(bytes, { transport: "udp", hostname, port }))
+        .catch(() => 0)
+        .finally(() => pending--);
       return true;
     },
     close() {
