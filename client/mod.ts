@@ -27,6 +27,7 @@ export type {
   RetryInfo,
   Tunnel,
 } from "./client.ts";
+export type { UdpForward } from "./tunnels/forward_udp.ts";
 export { connectHa, HaClient } from "./ha_client.ts";
 export { HealthMonitor, probe } from "./tunnels/health_check.ts";
 export type { HealthCheck, HealthOptions } from "./tunnels/health_check.ts";
