@@ -41,7 +41,7 @@ Options:
                                reconnect, readyTimeoutMs, keepAliveIntervalMs,
                                keepAliveTimeoutMs, group, groupKeyFile, shared, proxyProtocol,
                                health, healthIntervalMs, logFormat, and the lists expose,
-                               http, tls, forward, offer, use
+                               http, tls, forward, forwardUdp, offer, use
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
@@ -65,6 +65,9 @@ Options:
                                with its own certificate); repeatable
   --forward LISTEN=TARGET      listen on LISTEN (HOST:PORT) here; each connection goes through
                                the daemon to TARGET (HOST:PORT); repeatable
+  --forward-udp LISTEN=TARGET  bind UDP LISTEN (HOST:PORT) here; each sender's datagrams go
+                               through the daemon to UDP TARGET (allowed by the same forward
+                               rules), replies come back; repeatable
   --offer NAME=LOCAL           offer named service NAME, served by LOCAL here; repeatable
   --use LISTEN=NAME            listen on LISTEN here for named service NAME; repeatable
   --name NAME                  how the daemon's logs call this client
@@ -101,7 +104,7 @@ The token comes from TUNNELMUX_TOKEN or a file (--token-file, tokenFile), never 
 arguments are visible to every user of the machine in the process list. Every problem in the
 flags, variables and file is reported at once, named by its flag or its path in the file.
 
-Each --expose, --http, --tls, --forward, --offer and --use stands alone: one that cannot start
+Each --expose, --http, --tls, --forward, --forward-udp, --offer and --use stands alone: one that cannot start
 (a port or name another client holds, one the daemon does not allow this client, a local port
 in use) is logged with its reason and left out, and the others run.
 
@@ -123,6 +126,7 @@ const OPTIONS = {
   http: { type: "string", multiple: true },
   tls: { type: "string", multiple: true },
   forward: { type: "string", multiple: true },
+  "forward-udp": { type: "string", multiple: true },
   offer: { type: "string", multiple: true },
   use: { type: "string", multiple: true },
   name: { type: "string" },
@@ -324,6 +328,11 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     }
     for (const spec of next.forwards) {
       await start(spec.key, async () => {
+        if (spec.protocol === "udp") {
+          const udp = await sdk.forwardUdp({ listen: spec.listen, target: spec.target! });
+          log.info("forwarding udp", { listen: udp.address, target: spec.target });
+          return () => Promise.resolve(udp.close());
+        }
         const forward = await sdk.forward(spec);
         if (spec.target !== undefined) {
           log.info("forwarding", { listen: forward.address, target: spec.target });

@@ -40,6 +40,7 @@ export interface ClientFlags {
   http?: string[];
   tls?: string[];
   forward?: string[];
+  "forward-udp"?: string[];
   offer?: string[];
   use?: string[];
   name?: string;
@@ -71,6 +72,8 @@ export interface ForwardSpec {
   readonly listen: string;
   readonly target?: string;
   readonly service?: string;
+  /** `"udp"` for a UDP forward (`--forward-udp`); TCP otherwise. */
+  readonly protocol?: "udp";
 }
 
 /** A named service to offer. */
@@ -137,6 +140,7 @@ const FILE_KEYS = new Set([
   "http",
   "tls",
   "forward",
+  "forwardUdp",
   "offer",
   "use",
   "logFormat",
@@ -375,6 +379,10 @@ export function clientSettings(
     ...fileList(key),
     ...(flags[key] ?? []).map((value) => ({ value, where: `--${key}` })),
   ];
+  const udpForwards = [
+    ...fileList("forwardUdp"),
+    ...(flags["forward-udp"] ?? []).map((value) => ({ value, where: "--forward-udp" })),
+  ];
   const pair = (source: Sourced<string>): [string, string] | undefined => {
     const at = source.value.indexOf("=");
     if (at <= 0 || at === source.value.length - 1) {
@@ -455,6 +463,19 @@ export function clientSettings(
       forwards.push({ key: `forward ${source.value}`, listen, target: parts[1] });
     }
   }
+  for (const source of udpForwards) {
+    const parts = pair(source);
+    if (!parts) continue;
+    const listen = listenAddress(source, parts[0]);
+    if (listen && hostPort(source, parts[1], "target")) {
+      forwards.push({
+        key: `forward-udp ${source.value}`,
+        listen,
+        target: parts[1],
+        protocol: "udp",
+      });
+    }
+  }
   for (const source of list("use")) {
     const parts = pair(source);
     if (!parts) continue;
@@ -475,7 +496,7 @@ export function clientSettings(
   if (exposes.length + forwards.length + offers.length === 0 && errors.length === 0) {
     fail(
       "(client)",
-      "nothing to do: give --expose, --http, --tls, --forward, --offer or --use (see --help)",
+      "nothing to do: give --expose, --http, --tls, --forward, --forward-udp, --offer or --use (see --help)",
     );
   }
 
