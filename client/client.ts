@@ -12,6 +12,7 @@
  * @module
  */
 
+import { listenUdpForward, type UdpForward } from "./tunnels/forward_udp.ts";
 import type { SessionConfig } from "../protocol/config.ts";
 import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
@@ -367,6 +368,19 @@ export class Client extends Emitter<ClientEvents> {
     // The SOCKS front's code loads with the first front started.
     const { listenSocks } = await import("./tunnels/socks.ts");
     return listenSocks(options, () => this, (error) => this.emit("error", error));
+  }
+
+  /** Opens a UDP flow's stream to `target` (`host:port`): length-prefixed datagrams each way. */
+  openUdp(target: string): Stream {
+    return this.#openWith({ kind: "udpForward", target });
+  }
+
+  /**
+   * Binds UDP `listen` (`host:port`, port 0 = any) on this machine; each visitor address there
+   * is a flow piped through the daemon to UDP `target`, allowed by the client's `forward` rules.
+   */
+  forwardUdp(options: { listen: string; target: string; idleMs?: number }): Promise<UdpForward> {
+    return listenUdpForward(options, () => this, (error) => this.emit("error", error));
   }
 
   /** Opens a stream to a named service another client offers. */

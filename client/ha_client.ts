@@ -18,6 +18,7 @@
  */
 
 import type { VisitorPolicy } from "../tunnel/policy/visitor_policy.ts";
+import { listenUdpForward, type UdpForward } from "./tunnels/forward_udp.ts";
 import { Client, type ConnectOptions, type ExposeOptions, type OfferOptions } from "./client.ts";
 import { ClientError } from "./errors.ts";
 import { Emitter } from "./emitter.ts";
@@ -182,6 +183,18 @@ export class HaClient extends Emitter<HaEvents> {
     // The SOCKS front's code loads with the first front started.
     const { listenSocks } = await import("./tunnels/socks.ts");
     return listenSocks(options, () => {
+      const member = this.members.find((m) => m.state === "ready");
+      if (!member) throw new ClientError("not_connected", "no session is ready");
+      return member;
+    }, (error) => this.emit("error", error, -1));
+  }
+
+  /**
+   * Binds UDP `listen` here; each visitor's flow goes through the first session that is ready
+   * when it starts (a flow stays on its session). Flows starting while none is drop their datagram.
+   */
+  forwardUdp(options: { listen: string; target: string }): Promise<UdpForward> {
+    return listenUdpForward(options, () => {
       const member = this.members.find((m) => m.state === "ready");
       if (!member) throw new ClientError("not_connected", "no session is ready");
       return member;

@@ -47,7 +47,7 @@ Options:
                                docs/policy.md), httpPolicy (the HTTP tunnels' policy.http),
                                inspect (true or an address), inspectUnredacted,
                                inspectTokenFile, and the lists expose, http, tls, forward,
-                               offer, use, basicAuth
+                               forwardUdp, offer, use, basicAuth
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
@@ -86,6 +86,9 @@ Options:
                                password comes from TUNNELMUX_SOCKS_PASSWORD or a file
                                (--socks-password-file FILE, env TUNNELMUX_SOCKS_PASSWORD_FILE),
                                never from a flag
+  --forward-udp LISTEN=TARGET  bind UDP LISTEN (HOST:PORT) here; each sender's datagrams go
+                               through the daemon to UDP TARGET (allowed by the same forward
+                               rules), replies come back; repeatable
   --offer NAME=LOCAL           offer named service NAME, served by LOCAL here; repeatable
   --use LISTEN=NAME            listen on LISTEN here for named service NAME; repeatable
   --name NAME                  how the daemon's logs call this client
@@ -143,9 +146,9 @@ The token comes from TUNNELMUX_TOKEN or a file (--token-file, tokenFile), never 
 arguments are visible to every user of the machine in the process list. Every problem in the
 flags, variables and file is reported at once, named by its flag or its path in the file.
 
-Each --expose, --http, --tls, --forward, --socks, --offer and --use stands alone: one that
-cannot start (a port or name another client holds, one the daemon does not allow this client, a
-local port in use) is logged with its reason and left out, and the others run.
+Each --expose, --http, --tls, --forward, --forward-udp, --socks, --offer and --use stands
+alone: one that cannot start (a port or name another client holds, one the daemon does not allow
+this client, a local port in use) is logged with its reason and left out, and the others run.
 
 Exit status: 0 after SIGTERM or SIGINT; 1 when the client gives up: settings that cannot work,
 a mistake retrying cannot fix (a URL at the wrong kind of listener, a refused token), no
@@ -170,6 +173,7 @@ const OPTIONS = {
   socks: { type: "string" },
   "socks-user": { type: "string" },
   "socks-password-file": { type: "string" },
+  "forward-udp": { type: "string", multiple: true },
   offer: { type: "string", multiple: true },
   use: { type: "string", multiple: true },
   name: { type: "string" },
@@ -454,6 +458,11 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     }
     for (const spec of next.forwards) {
       await start(spec.key, async () => {
+        if (spec.protocol === "udp") {
+          const udp = await sdk.forwardUdp({ listen: spec.listen, target: spec.target! });
+          log.info("forwarding udp", { listen: udp.address, target: spec.target });
+          return () => Promise.resolve(udp.close());
+        }
         const forward = await sdk.forward(spec);
         if (spec.target !== undefined) {
           log.info("forwarding", { listen: forward.address, target: spec.target });

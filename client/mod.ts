@@ -30,6 +30,7 @@ export type {
   SocksServer,
   Tunnel,
 } from "./client.ts";
+export type { UdpForward } from "./tunnels/forward_udp.ts";
 export { connectHa, HaClient } from "./ha_client.ts";
 export { HealthMonitor, probe } from "./tunnels/health_check.ts";
 export { hashPassword } from "../tunnel/policy/password_hash.ts";

@@ -60,6 +60,7 @@ export interface ClientFlags {
   socks?: string;
   "socks-user"?: string;
   "socks-password-file"?: string;
+  "forward-udp"?: string[];
   offer?: string[];
   use?: string[];
   name?: string;
@@ -103,6 +104,8 @@ export interface ForwardSpec {
   readonly listen: string;
   readonly target?: string;
   readonly service?: string;
+  /** `"udp"` for a UDP forward (`--forward-udp`); TCP otherwise. */
+  readonly protocol?: "udp";
 }
 
 /** The SOCKS5 front: where it listens, and the credentials it requires, if any. */
@@ -194,6 +197,7 @@ const FILE_KEYS = new Set([
   "socks",
   "socksUser",
   "socksPasswordFile",
+  "forwardUdp",
   "offer",
   "use",
   "logFormat",
@@ -509,6 +513,10 @@ export function clientSettings(
     ...fileList(key),
     ...(flags[key] ?? []).map((value) => ({ value, where: `--${key}` })),
   ];
+  const udpForwards = [
+    ...fileList("forwardUdp"),
+    ...(flags["forward-udp"] ?? []).map((value) => ({ value, where: "--forward-udp" })),
+  ];
   const pair = (source: Sourced<string>): [string, string] | undefined => {
     const at = source.value.indexOf("=");
     if (at <= 0 || at === source.value.length - 1) {
@@ -635,6 +643,19 @@ export function clientSettings(
       forwards.push({ key: `forward ${source.value}`, listen, target: parts[1] });
     }
   }
+  for (const source of udpForwards) {
+    const parts = pair(source);
+    if (!parts) continue;
+    const listen = listenAddress(source, parts[0]);
+    if (listen && hostPort(source, parts[1], "target")) {
+      forwards.push({
+        key: `forward-udp ${source.value}`,
+        listen,
+        target: parts[1],
+        protocol: "udp",
+      });
+    }
+  }
   for (const source of list("use")) {
     const parts = pair(source);
     if (!parts) continue;
@@ -707,8 +728,8 @@ export function clientSettings(
   ) {
     fail(
       "(client)",
-      "nothing to do: give --expose, --http, --tls, --forward, --socks, --offer or --use " +
-        "(see --help)",
+      "nothing to do: give --expose, --http, --tls, --forward, --forward-udp, --socks, --offer or " +
+        "--use (see --help)",
     );
   }
 

@@ -62,6 +62,7 @@ describe("clientSettings", () => {
         server: ["tcp://a:7000,tcp://b:7000"],
         expose: ["127.0.0.1:8080=127.0.0.1:3000", "0=[::1]:4000"],
         forward: ["15432=10.0.0.5:5432"],
+        "forward-udp": ["5300=10.0.0.2:53"],
         use: ["127.0.0.1:2222=ssh-box"],
         offer: ["db=127.0.0.1:5432"],
         health: "http:/ready=204",
@@ -82,10 +83,14 @@ describe("clientSettings", () => {
       check: { kind: "http", path: "/ready", status: 204 },
       intervalMs: 250,
     });
-    assert.deepEqual(settings!.forwards.map((f) => [f.listen, f.target ?? f.service]), [
-      ["127.0.0.1:15432", "10.0.0.5:5432"],
-      ["127.0.0.1:2222", "ssh-box"],
-    ]);
+    assert.deepEqual(
+      settings!.forwards.map((f) => [f.listen, f.target ?? f.service, f.protocol]),
+      [
+        ["127.0.0.1:15432", "10.0.0.5:5432", undefined],
+        ["127.0.0.1:5300", "10.0.0.2:53", "udp"],
+        ["127.0.0.1:2222", "ssh-box", undefined],
+      ],
+    );
     assert.deepEqual(settings!.offers.map((o) => [o.name, o.local]), [["db", "127.0.0.1:5432"]]);
   });
 

@@ -17,6 +17,8 @@ import { FrameType, HEADER_LENGTH } from "../protocol/constants.ts";
 import { writeHeader } from "../protocol/header.ts";
 import { concat } from "../util/bytes.ts";
 import { waitFor } from "../testing/wait.ts";
+import { openUdp, type UdpSocket } from "../transport/udp.ts";
+import { DatagramDecoder, encodeDatagram } from "../tunnel/udp_framing.ts";
 
 const TOKEN = "daemon-test-token-0123456789abcdef";
 
@@ -282,6 +284,46 @@ describe("daemon: the lines it prints once listening", () => {
       ]);
       assert.match(https!, /^127\.0\.0\.1:\d+$/);
     } finally {
+      daemon.stop();
+      await daemon.stopped;
+    }
+  });
+
+  it("serves a udpForward stream to an allowlisted target and refuses another", async () => {
+    const echo: UdpSocket = await openUdp({
+      onMessage: (bytes, remote) => echo.send(bytes, remote.hostname, remote.port),
+    });
+    const result = validateConfig({
+      listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
+      clients: [{ name: "alice", token: TOKEN, forward: [`127.0.0.1:${echo.local.port}`] }],
+    });
+    assert.deepEqual(result.errors, []);
+    const daemon = new Daemon(result.config!, {
+      log: new Logger({ level: "error", format: "json", sink: () => {} }),
+    });
+    await daemon.start();
+    const session = await dial(Number(daemon.addresses.tcp!.split(":")[1]));
+    try {
+      assert.equal((await hello(session) as { type: string }).type, "welcome");
+      const allowed = session.open();
+      allowed.write(
+        encodeStreamHeader({ kind: "udpForward", target: `127.0.0.1:${echo.local.port}` }),
+      );
+      const decoder = new DatagramDecoder();
+      const got: Uint8Array[] = [];
+      allowed.onData = (chunk) => got.push(...decoder.push(chunk));
+      allowed.write(encodeDatagram(new Uint8Array([1, 2, 3])));
+      allowed.write(encodeDatagram(new Uint8Array(0)));
+      await waitFor(() => got.length === 2, "the echoed datagrams");
+      assert.deepEqual(got, [new Uint8Array([1, 2, 3]), new Uint8Array(0)]);
+
+      const refused = session.open();
+      refused.write(encodeStreamHeader({ kind: "udpForward", target: "127.0.0.1:9" }));
+      const error = (await closedWith(refused)) as YamuxError;
+      assert.equal(error.resetCode, ResetReason.NotAllowed);
+    } finally {
+      session.destroy();
+      echo.close();
       daemon.stop();
       await daemon.stopped;
     }

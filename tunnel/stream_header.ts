@@ -1,7 +1,7 @@
 /**
  * The header every tunnel-layer stream starts with, saying what the stream is: the control
  * channel, a forward to a target, a visitor of a reverse tunnel, a connection to a named service,
- * or the echo service. Documented in docs/protocol.md.
+ * the echo service, or a UDP flow (datagrams framed by `udp_framing.ts`). Documented in docs/protocol.md.
  *
  * Layout (version 1):
  *
@@ -36,6 +36,10 @@ export const StreamKind = {
   service: 4,
   /** Client → daemon: echo everything back (diagnostics and benchmarks). */
   echo: 5,
+  /** Daemon → client: a visitor flow on UDP reverse tunnel `tunnel`; datagrams follow length-prefixed. */
+  udpVisitor: 6,
+  /** Client → daemon: send this flow's length-prefixed datagrams to UDP `target`. */
+  udpForward: 7,
 } as const;
 
 /** What a stream is. */
@@ -44,7 +48,9 @@ export type StreamHeader =
   | { kind: "forward"; target: string; confirm?: "1" }
   | { kind: "visitor"; tunnel: string; remote: string; local: string }
   | { kind: "service"; service: string; from?: string }
-  | { kind: "echo" };
+  | { kind: "echo" }
+  | { kind: "udpVisitor"; tunnel: string; remote: string; local: string }
+  | { kind: "udpForward"; target: string };
 
 /** The header could not be read: bad version, kind, length, JSON or fields. */
 export class StreamHeaderError extends Error {
@@ -66,6 +72,8 @@ const FIELDS: Record<StreamHeader["kind"], { required: string[]; optional: strin
   visitor: { required: ["tunnel", "remote", "local"], optional: [] },
   service: { required: ["service"], optional: ["from"] },
   echo: { required: [], optional: [] },
+  udpVisitor: { required: ["tunnel", "remote", "local"], optional: [] },
+  udpForward: { required: ["target"], optional: [] },
 };
 
 const MAX_FIELD_LENGTH = 512;

@@ -16,6 +16,8 @@ const HEADERS: StreamHeader[] = [
   { kind: "service", service: "ssh-box" },
   { kind: "service", service: "ssh-box", from: "laptop" },
   { kind: "echo" },
+  { kind: "udpVisitor", tunnel: "t-2", remote: "203.0.113.9:5353", local: "0.0.0.0:53" },
+  { kind: "udpForward", target: "10.0.0.2:53" },
 ];
 
 describe("stream header", () => {

@@ -22,6 +22,7 @@ import type { Transport } from "../../protocol/transport.ts";
 import { echoStream } from "../../tunnel/echo.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { serveForward } from "./forward.ts";
+import { serveUdpForward } from "./forward_udp.ts";
 import type { Logger } from "../../util/log.ts";
 import { canUseService } from "../policy/policy.ts";
 import type { LookupFn } from "../policy/resolve.ts";
@@ -318,6 +319,21 @@ export class ClientSession implements SessionHandle {
                 });
               },
             }, header.confirm === "1");
+          case "udpForward":
+            return void serveUdpForward(stream, header.target, rest, {
+              policy: client,
+              log,
+              lookup: this.#context.lookup,
+              count: (reason) => {
+                this.#context.count(`forward_${reason}`);
+                this.#context.publish("stream_reset", {
+                  session: this.id,
+                  client: client.name,
+                  stream: stream.id,
+                  reason,
+                });
+              },
+            });
           case "service": {
             const decision = canUseService(client, header.service);
             if (!decision.ok) {

@@ -163,6 +163,33 @@ export interface BunApi {
   listen<T>(options: BunSocketOptions<T>): BunListener;
   /** Serves HTTP (and WebSocket upgrades). */
   serve<T>(options: BunServeOptions<T>): BunServer;
+  /** Opens a UDP socket. */
+  udpSocket(options: BunUdpSocketOptions): Promise<BunUdpSocket>;
+}
+
+/** The part of Bun's UDP socket the UDP adapter uses. */
+export interface BunUdpSocket {
+  /** The bound port. */
+  readonly port: number;
+  /** The bound address. */
+  readonly address: { address: string; port: number };
+  /** Sends one datagram; false when the kernel did not take it. */
+  send(data: Uint8Array, port: number, address: string): boolean;
+  /** Closes the socket. */
+  close(): void;
+}
+
+/** Options of `Bun.udpSocket` the UDP adapter uses. */
+export interface BunUdpSocketOptions {
+  /** Address to bind. */
+  hostname?: string;
+  /** Port to bind (0: any). */
+  port?: number;
+  /** Handlers. */
+  socket: {
+    data(socket: BunUdpSocket, data: Uint8Array, port: number, address: string): void;
+    error?(socket: BunUdpSocket, error: Error): void;
+  };
 }
 
 /** The `Bun` global; throws (naming `what`) when not running on Bun. */

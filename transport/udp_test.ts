@@ -1,0 +1,40 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { openUdp, type UdpSocket } from "./udp.ts";
+import { waitFor } from "../testing/wait.ts";
+import { pattern } from "../util/bytes.ts";
+import { MAX_UDP_DATAGRAM } from "../tunnel/udp_framing.ts";
+
+const SIZES = [0, 1, 512, 1472, 9000, 32_000, MAX_UDP_DATAGRAM];
+
+describe("udp sockets", () => {
+  it("sends and receives whole datagrams of many sizes, and knows the sender", async () => {
+    const got: { bytes: Uint8Array; port: number }[] = [];
+    const sockets: UdpSocket[] = [];
+    try {
+      const receiver = await openUdp({
+        onMessage: (bytes, remote) => got.push({ bytes, port: remote.port }),
+      });
+      sockets.push(receiver);
+      const sender = await openUdp({ onMessage: () => {} });
+      sockets.push(sender);
+      assert.ok(receiver.local.port > 0);
+      for (const size of SIZES) {
+        assert.equal(sender.send(pattern(size, size), "127.0.0.1", receiver.local.port), true);
+        await waitFor(() => got.length === SIZES.indexOf(size) + 1, `datagram of ${size}`);
+      }
+      assert.deepEqual(got.map((g) => g.bytes.length), SIZES);
+      SIZES.forEach((size, i) => assert.deepEqual(got[i].bytes, pattern(size, size)));
+      assert.ok(got.every((g) => g.port === sender.local.port));
+    } finally {
+      for (const socket of sockets) socket.close();
+    }
+  });
+
+  it("sends nothing after close", async () => {
+    const socket = await openUdp({ onMessage: () => {} });
+    socket.close();
+    socket.close();
+    assert.equal(socket.send(new Uint8Array([1]), "127.0.0.1", 9), false);
+  });
+});

@@ -1,0 +1,309 @@
+/**
+ * UDP flows over yamux streams (docs/design/udp.md). Two halves, used on both sides of a tunnel:
+ *
+ * - {@linkcode UdpFlowTable}: a UDP socket that many visitors send to (the daemon's exposed port,
+ *   or the client's `--forward-udp` port). Each visitor address is a flow with its own stream,
+ *   opened on its first datagram and closed after an idle time; replies go back to that address.
+ * - {@linkcode serveUdpFlow}: the stream's far end. One UDP socket per flow, so the service's
+ *   replies come back on the socket of the visitor they belong to.
+ *
+ * Neither half ever waits on a stream: a flow that cannot keep up drops datagrams and counts them.
+ *
+ * @module
+ */
+
+import type { Stream } from "../protocol/stream.ts";
+import { openUdp, type UdpSocket } from "../transport/udp.ts";
+import { DatagramDecoder, DatagramSender, UdpFramingError } from "./udp_framing.ts";
+import { ResetReason } from "./reset_reasons.ts";
+
+/** How long a flow lives without a datagram either way, by default. */
+export const UDP_FLOW_IDLE_MS = 60_000;
+
+/** Flows a table keeps at once, by default. */
+export const UDP_MAX_FLOWS = 1024;
+
+/** Why a datagram was not carried. */
+export type UdpDrop = "queue_full" | "too_large" | "flow_limit" | "send_failed";
+
+/** What a table or a served flow did; shared by all flows of a tunnel. */
+export interface UdpCounters {
+  /** Flows open now. */
+  flowsOpen: number;
+  /** Datagrams received on the UDP socket and put on a stream (toward the tunnel). */
+  datagramsIn: number;
+  /** Datagrams taken from a stream and sent on the UDP socket. */
+  datagramsOut: number;
+  /** Payload bytes of `datagramsIn`. */
+  bytesIn: number;
+  /** Payload bytes of `datagramsOut`. */
+  bytesOut: number;
+  /** Datagrams dropped, by reason. */
+  drops: Record<UdpDrop, number>;
+}
+
+/** Fresh zero counters. */
+export function newUdpCounters(): UdpCounters {
+  return {
+    flowsOpen: 0,
+    datagramsIn: 0,
+    datagramsOut: 0,
+    bytesIn: 0,
+    bytesOut: 0,
+    drops: { queue_full: 0, too_large: 0, flow_limit: 0, send_failed: 0 },
+  };
+}
+
+interface Flow {
+  stream: Stream;
+  sender: DatagramSender;
+  lastActive: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+/**
+ * Wires `stream` to send each datagram it carries with `send` and to take datagrams through the
+ * returned sender; `done` runs once when the stream closes, or a bad length resets it.
+ */
+function wire(
+  stream: Stream,
+  counters: UdpCounters,
+  send: (bytes: Uint8Array) => boolean,
+  touch: () => void,
+  done: () => void,
+  first?: Uint8Array,
+): DatagramSender {
+  const sender = new DatagramSender(stream);
+  stream.onDrain = () => sender.drained();
+  const decoder = new DatagramDecoder();
+  const handle = (chunk: Uint8Array) => {
+    let datagrams: Uint8Array[];
+    try {
+      datagrams = decoder.push(chunk);
+    } catch (error) {
+      if (!(error instanceof UdpFramingError)) throw error;
+      counters.drops.too_large++;
+      stream.reset(ResetReason.BadHeader);
+      return;
+    }
+    for (const datagram of datagrams) {
+      touch();
+      if (send(datagram)) {
+        counters.datagramsOut++;
+        counters.bytesOut += datagram.length;
+      } else {
+        counters.drops.send_failed++;
+      }
+    }
+  };
+  // What came with the header goes first: setting onData hands over what the stream buffered
+  // meanwhile, which came after it.
+  if (first && first.length > 0) handle(first);
+  stream.onData = handle;
+  stream.onEnd = () => stream.end();
+  stream.onClose = () => done();
+  return sender;
+}
+
+/** Puts one datagram on a flow's sender, counting what happened. */
+function carry(sender: DatagramSender, bytes: Uint8Array, counters: UdpCounters): void {
+  const outcome = sender.send(bytes);
+  if (outcome === "sent" || outcome === "queued") {
+    counters.datagramsIn++;
+    counters.bytesIn += bytes.length;
+  } else {
+    counters.drops[outcome]++;
+  }
+}
+
+/** Options of {@linkcode UdpFlowTable.open}. */
+export interface UdpFlowTableOptions {
+  /** Address to bind (default 127.0.0.1). */
+  hostname?: string;
+  /** Port to bind (0: any). */
+  port?: number;
+  /** Opens a flow's stream (and writes its header) for a visitor address `host:port`. */
+  openStream: (remote: string) => Stream;
+  /** A flow with no datagram either way for this long is closed (default {@linkcode UDP_FLOW_IDLE_MS}). */
+  idleMs?: number;
+  /** Flows kept at once (default {@linkcode UDP_MAX_FLOWS}); one more visitor's datagrams are dropped. */
+  maxFlows?: number;
+  /** Counters to add to (default: the table's own). */
+  counters?: UdpCounters;
+}
+
+/** A UDP socket whose visitors each get a flow: a stream of length-prefixed datagrams. */
+export class UdpFlowTable {
+  readonly #socket: UdpSocket;
+  readonly #flows = new Map<string, Flow>();
+  readonly #options: UdpFlowTableOptions;
+  /** What the table's flows did. */
+  readonly counters: UdpCounters;
+  #closed = false;
+
+  private constructor(socket: UdpSocket, options: UdpFlowTableOptions, counters: UdpCounters) {
+    this.#socket = socket;
+    this.#options = options;
+    this.counters = counters;
+  }
+
+  /** Binds the socket; its visitors' flows open as their first datagrams arrive. */
+  static async open(options: UdpFlowTableOptions): Promise<UdpFlowTable> {
+    const counters = options.counters ?? newUdpCounters();
+    // Datagrams may arrive before the socket's table exists; they wait (a few) until it does.
+    const ref: { table?: UdpFlowTable } = {};
+    const early: [Uint8Array, string][] = [];
+    const socket = await openUdp({
+      hostname: options.hostname,
+      port: options.port,
+      onMessage: (bytes, remote) => {
+        const key = `${remote.hostname}:${remote.port}`;
+        if (ref.table) ref.table.#received(bytes, key);
+        else if (early.length < 64) early.push([bytes, key]);
+      },
+    });
+    const table = new UdpFlowTable(socket, options, counters);
+    ref.table = table;
+    for (const [bytes, key] of early) table.#received(bytes, key);
+    return table;
+  }
+
+  /** The bound address and port. */
+  get local(): { hostname: string; port: number } {
+    return this.#socket.local;
+  }
+
+  /** Visitor addresses with a flow now. */
+  get flows(): string[] {
+    return [...this.#flows.keys()];
+  }
+
+  /** Closes every flow's stream and the socket; idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const flow of [...this.#flows.values()]) flow.stream.end();
+    this.#socket.close();
+  }
+
+  #received(bytes: Uint8Array, remote: string): void {
+    if (this.#closed) return;
+    let flow = this.#flows.get(remote);
+    if (!flow) {
+      if (this.#flows.size >= (this.#options.maxFlows ?? UDP_MAX_FLOWS)) {
+        this.counters.drops.flow_limit++;
+        return;
+      }
+      flow = this.#start(remote);
+      if (!flow) return;
+    }
+    flow.lastActive = Date.now();
+    carry(flow.sender, bytes, this.counters);
+  }
+
+  #start(remote: string): Flow | undefined {
+    let stream: Stream;
+    try {
+      stream = this.#options.openStream(remote);
+    } catch {
+      this.counters.drops.send_failed++;
+      return undefined;
+    }
+    const split = remote.lastIndexOf(":");
+    const host = remote.slice(0, split);
+    const port = Number(remote.slice(split + 1));
+    const flow: Flow = {
+      stream,
+      lastActive: Date.now(),
+      timer: undefined,
+      sender: undefined as unknown as DatagramSender,
+    };
+    flow.sender = wire(
+      stream,
+      this.counters,
+      (bytes) => this.#socket.send(bytes, host, port),
+      () => flow.lastActive = Date.now(),
+      () => {
+        clearTimeout(flow.timer);
+        if (this.#flows.get(remote) === flow) {
+          this.#flows.delete(remote);
+          this.counters.flowsOpen--;
+        }
+      },
+    );
+    this.#flows.set(remote, flow);
+    this.counters.flowsOpen++;
+    armIdle(flow, this.#options.idleMs ?? UDP_FLOW_IDLE_MS);
+    return flow;
+  }
+}
+
+/** Resets the flow's stream once nothing went either way for `idleMs`; checks at most twice per period. */
+function armIdle(flow: Flow, idleMs: number): void {
+  const check = () => {
+    const quiet = Date.now() - flow.lastActive;
+    if (quiet >= idleMs) return flow.stream.reset(ResetReason.IdleTimeout);
+    flow.timer = setTimeout(check, idleMs - quiet);
+  };
+  flow.timer = setTimeout(check, idleMs);
+}
+
+/** Options of {@linkcode serveUdpFlow}. */
+export interface ServeUdpFlowOptions {
+  /** Where the flow's datagrams go. */
+  hostname: string;
+  /** Port they go to. */
+  port: number;
+  /** Datagrams that came with the stream header. */
+  rest?: Uint8Array;
+  /** Closes the flow after this long with no datagram either way (default {@linkcode UDP_FLOW_IDLE_MS}). */
+  idleMs?: number;
+  /** Counters to add to. */
+  counters?: UdpCounters;
+}
+
+/**
+ * Serves one flow's stream: its datagrams go from a UDP socket of its own to `hostname:port`, and
+ * what comes back from there goes onto the stream. Resolves once the socket is bound; rejects (and
+ * resets the stream) when it cannot be.
+ */
+export async function serveUdpFlow(stream: Stream, options: ServeUdpFlowOptions): Promise<void> {
+  const counters = options.counters ?? newUdpCounters();
+  const flow: Flow = {
+    stream,
+    lastActive: Date.now(),
+    timer: undefined,
+    sender: undefined as unknown as DatagramSender,
+  };
+  let socket: UdpSocket;
+  try {
+    socket = await openUdp({
+      hostname: options.hostname.includes(":") ? "::" : "0.0.0.0",
+      port: 0,
+      onMessage: (bytes, remote) => {
+        // Only the target's replies: anything else reaching this ephemeral port is not the flow's.
+        if (remote.port !== options.port) return;
+        flow.lastActive = Date.now();
+        carry(flow.sender, bytes, counters);
+      },
+    });
+  } catch (error) {
+    stream.reset(ResetReason.DialFailed);
+    throw error;
+  }
+  counters.flowsOpen++;
+  flow.sender = wire(
+    stream,
+    counters,
+    (bytes) => socket.send(bytes, options.hostname, options.port),
+    () => flow.lastActive = Date.now(),
+    () => {
+      clearTimeout(flow.timer);
+      socket.close();
+      counters.flowsOpen--;
+    },
+    options.rest,
+  );
+  armIdle(flow, options.idleMs ?? UDP_FLOW_IDLE_MS);
+  stream.resume();
+}
