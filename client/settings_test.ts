@@ -41,7 +41,7 @@ describe("clientSettings", () => {
     assert.equal(policy.hostRewrite, "localhost:3000");
     assert.deepEqual(policy.basicAuth!.map((u) => u.user), ["carol", "alice"]);
     const hash = policy.basicAuth![1].passwordHash;
-    assert.doesNotMatch(hash, /pw/);
+    assert.match(hash, /^scrypt:\d+:\d+:\d+:[\w-]+:[\w-]+$/, "a hash, not the password");
     assert.ok(await verifyPassword("pw", hash), "alice's password, hashed");
 
     const bad = clientSettings({

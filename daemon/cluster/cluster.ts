@@ -42,6 +42,12 @@ const SETTLE_TTLS = 3;
 /** Heartbeats between two checks of this node's own records. */
 const REASSERT_EVERY_BEATS = 15;
 
+/**
+ * Heartbeats between two checks that the watches still follow their buckets: one request per
+ * bucket, and a stalled watch (a NATS server lost under it) is found within two checks, two TTLs.
+ */
+const CHECK_WATCHES_EVERY_BEATS = 3;
+
 /** What a node knows of the cluster, for the admin API. */
 export interface ClusterView {
   /** This node's name. */
@@ -342,15 +348,16 @@ export class Cluster {
       // Now and then, check that this node's records are still there as it wrote them (a NATS
       // failover, or a node that wrongly took us for gone): one read per record of its own.
       presence.onBeat = (beats) => {
-        if (beats % REASSERT_EVERY_BEATS !== 0) return;
+        if (beats % CHECK_WATCHES_EVERY_BEATS === 0) {
+          // That the watches still follow the buckets (a watch can stall silently): one request
+          // per bucket; a bucket is read whole again only if its watch fell behind.
+          void registry!.checkWatches().catch(() => {});
+          // The tokens bucket's too: a stalled watch would keep a revoked token working here.
+          void tokens.check().catch(() => {});
+        }
         // Reads only: a record still as this node wrote it is not written again (each write
         // reaches every node).
-        void registry!.reassert({ rewrite: false });
-        // And that the watches still follow the buckets (a watch can stall silently): one
-        // request per bucket; a bucket is read whole again only if its watch fell behind.
-        void registry!.checkWatches().catch(() => {});
-        // The tokens bucket's too: a stalled watch would keep a revoked token working here.
-        void tokens.check().catch(() => {});
+        if (beats % REASSERT_EVERY_BEATS === 0) void registry!.reassert({ rewrite: false });
       };
       presence.onSelfLost = () => {
         void registry!.reassert();
