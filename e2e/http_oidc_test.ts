@@ -9,7 +9,8 @@ import { createServer, request, type Server } from "node:http";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
+import { launchChromium } from "../testing/browser.ts";
 import { type Client, connect } from "../client/mod.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
@@ -19,7 +20,6 @@ import { DEFAULT_TIMEOUT_MS, withTimeout } from "../testing/wait.ts";
 const TOKEN = "oidc-test-client-0123456789abcdef";
 const dataDir = mkdtempSync(join(tmpdir(), "tunnelmux-oidc-"));
 const DOMAIN = "tunnels.test";
-const CHROMIUM = "/usr/bin/chromium";
 /** Upper bound of every browser wait; never a threshold. */
 const WAIT_MS = 20_000;
 
@@ -71,21 +71,10 @@ describe("an OIDC login in front of an HTTP tunnel", () => {
         },
       },
     });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        // The tunnel's name reaches the daemon's HTTP port on this machine.
-        `--host-resolver-rules=MAP *.${DOMAIN} 127.0.0.1`,
-      ],
-      timeout: WAIT_MS,
-    });
+    browser = await launchChromium(WAIT_MS, [
+      // The tunnel's name reaches the daemon's HTTP port on this machine.
+      `--host-resolver-rules=MAP *.${DOMAIN} 127.0.0.1`,
+    ]);
   });
 
   after(async () => {

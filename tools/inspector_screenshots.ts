@@ -15,25 +15,20 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { launchChromium } from "../testing/browser.ts";
 import { startInspectorDemo } from "../testing/inspector_demo.ts";
 import { hostArgs } from "../util/host.ts";
 
 /** Where the screenshots go unless told otherwise. */
 export const DEFAULT_DIR = fileURLToPath(new URL("../docs/inspector/", import.meta.url));
 
-const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"];
 const WAIT_MS = 20_000;
 
 /** Takes the screenshots into `dir`; resolves with the files written. */
 export async function writeScreenshots(dir: string = DEFAULT_DIR): Promise<string[]> {
   mkdirSync(dir, { recursive: true });
   const demo = await startInspectorDemo();
-  const browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    args: CHROMIUM_ARGS,
-    timeout: WAIT_MS,
-  });
+  const browser = await launchChromium(WAIT_MS);
   const written: string[] = [];
   try {
     const page = await browser.newPage({ viewport: { width: 1360, height: 820 } });

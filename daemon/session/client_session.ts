@@ -277,6 +277,12 @@ export class ClientSession implements SessionHandle {
   }
 
   /** The client's configuration as in force now; undefined once it was removed by a reload. */
+  /** A forward (TCP or UDP) this session asked for was refused or failed: counted and published. */
+  #forwardRefused(client: string, stream: number, reason: string): void {
+    this.#context.count(`forward_${reason}`);
+    this.#context.publish("stream_reset", { session: this.id, client, stream, reason });
+  }
+
   #clientConfig(): ClientConfig | undefined {
     return this.#context.config().clients.find((c) => c.name === this.#client);
   }
@@ -309,30 +315,14 @@ export class ClientSession implements SessionHandle {
               dialTimeoutMs: config.limits.dialTimeoutMs,
               log,
               lookup: this.#context.lookup,
-              count: (reason) => {
-                this.#context.count(`forward_${reason}`);
-                this.#context.publish("stream_reset", {
-                  session: this.id,
-                  client: client.name,
-                  stream: stream.id,
-                  reason,
-                });
-              },
+              count: (reason) => this.#forwardRefused(client.name, stream.id, reason),
             }, header.confirm === "1");
           case "udpForward":
             return void serveUdpForward(stream, header.target, rest, {
               policy: client,
               log,
               lookup: this.#context.lookup,
-              count: (reason) => {
-                this.#context.count(`forward_${reason}`);
-                this.#context.publish("stream_reset", {
-                  session: this.id,
-                  client: client.name,
-                  stream: stream.id,
-                  reason,
-                });
-              },
+              count: (reason) => this.#forwardRefused(client.name, stream.id, reason),
             });
           case "service": {
             const decision = canUseService(client, header.service);

@@ -6,21 +6,10 @@
 // token. No screenshots here: tools/inspector_screenshots.ts writes those for docs/.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "../../../testing/browser.ts";
 import { type InspectorDemo, startInspectorDemo } from "../../../testing/inspector_demo.ts";
 import { waitFor } from "../../../testing/wait.ts";
-
-/** The system browser; never downloaded (scripts/test.sh installs the Debian package). */
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
 
 /** Upper bound of every browser wait: generous, since machines vary; never a threshold. */
 const WAIT_MS = 20_000;
@@ -34,11 +23,7 @@ describe("inspector page", () => {
 
   before(async () => {
     demo = await startInspectorDemo();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: CHROMIUM_ARGS,
-      timeout: WAIT_MS,
-    });
+    browser = await launchChromium(WAIT_MS);
   });
   after(async () => {
     await browser?.close();

@@ -8,25 +8,14 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "../../../testing/browser.ts";
 import { ADMIN_TOKEN, errorCode, type Fixture, rawHttp, startFixture } from "../_admin_fixture.ts";
 import type { Client } from "../../../client/client.ts";
 import { waitFor } from "../../../testing/wait.ts";
 
 /** Where the screenshots are kept (test artifacts; `.cache/` is git-ignored). */
 const ARTIFACTS = fileURLToPath(new URL("../../../.cache/artifacts/", import.meta.url));
-
-/** The system browser; never downloaded (scripts/test.sh installs the Debian package). */
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
 
 /** Upper bound of every browser wait: generous, since CI machines vary; never a threshold. */
 const WAIT_MS = 20_000;
@@ -99,11 +88,7 @@ describe("dashboard", () => {
     const kept = f.sessionId(first);
     let browser: Browser | undefined;
     try {
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: CHROMIUM_ARGS,
-        timeout: WAIT_MS,
-      });
+      browser = await launchChromium(WAIT_MS);
       const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
       page.setDefaultTimeout(WAIT_MS);
       const problems: string[] = [];
