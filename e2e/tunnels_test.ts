@@ -140,6 +140,8 @@ for (const transport of ["TCP", "WebSocket"] as const) {
         // Answers only after EOF: the request length, then 512 KiB derived from it.
         Buffer.concat([Buffer.from(`${request.length}\n`), pattern(512 * 1024, request.length)])
       );
+      // Nothing listens there: a port closed on 127.0.0.1 but asked for on 127.0.0.3, so that a
+      // listener of this run given the same port on 127.0.0.1 cannot answer for it.
       closed = await closedPort();
       config = daemonConfig([
         {
@@ -148,7 +150,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
           expose: { ports: ["20000-30000", 0] },
           forward: [
             `127.0.0.1:${echo.port}`,
-            `127.0.0.1:${closed}`,
+            `127.0.0.3:${closed}`,
             // Covers 169.254.169.254 but is not an exact metadata rule: metadata stays denied.
             "169.254.0.0/16:80",
           ],
@@ -245,7 +247,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       const proc = await startClient({
         server: url(),
         token: other,
-        args: ["--expose", `0=127.0.0.1:${closed}`],
+        args: ["--expose", `0=127.0.0.3:${closed}`],
       });
       const { port } = await proc.waitForTunnel();
       const from = proc.logs().length;
@@ -456,7 +458,7 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       const targets = {
         notAllowed: http.address, // not in the allowlist
         metadata: "169.254.169.254:80",
-        refused: `127.0.0.1:${closed}`, // allowed, nothing listens
+        refused: `127.0.0.3:${closed}`, // allowed, nothing listens
       };
       const forwarder = await startClient({
         server: url(),
