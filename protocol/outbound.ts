@@ -175,6 +175,10 @@ export class Outbound {
   #assemble(): Uint8Array | null {
     const sendableTotal = this.#plan();
     if (this.#planCount === 0 && this.#controlLength === 0) return null;
+    if (this.#planCount === 1 && this.#controlLength === 0 && this.#headroom === 0) {
+      const framed = this.#framedInPlace();
+      if (framed !== undefined) return framed;
+    }
     if (sendableTotal > this.#batchBudget) this.#shareBudget();
     const size = this.#batchSize();
     // Not zero-filled: every byte handed out (up to `at`) is written below, and zero-filling a
@@ -196,6 +200,25 @@ export class Outbound {
     at = this.#writeHeaderFrames(out, at);
     at = this.#writeData(out, at);
     return at === size ? out : out.subarray(0, at);
+  }
+
+  /**
+   * The batch when it is one stream's next chunk, whole, in one frame, and the chunk's buffer has
+   * room for the header in front of it (a socket read that left it free, `util/buffer_pool.ts`):
+   * the header is written there and the chunk goes out as it lies, not copied into a batch. A
+   * bulk relay's every read takes this way. Undefined when it does not apply.
+   */
+  #framedInPlace(): Uint8Array | undefined {
+    const n = this.#planData[0];
+    if (n === 0 || n > this.#config.maxDataFrameSize || this.#needsHeaderFrame(0)) return undefined;
+    const stream = this.#planStreams[0];
+    const framed = stream._takeFramable(n, HEADER_LENGTH);
+    if (framed === undefined) return undefined;
+    writeHeader(framed, 0, FrameType.Data, stream._takeFlags(), stream.id, n);
+    this.#stats.framesOut.data++;
+    // A FIN due now goes in the next batch, header-only: nothing may follow the chunk here.
+    this.#dropFinished();
+    return framed;
   }
 
   /**

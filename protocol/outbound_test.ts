@@ -5,6 +5,7 @@ import { Flag, FrameType } from "./constants.ts";
 import { Session } from "./session.ts";
 import { RawPeer } from "./_raw_peer.ts";
 import { concat } from "../util/bytes.ts";
+import { BufferPool, offerFrontRoom } from "../util/buffer_pool.ts";
 
 /** `n` bytes of a pattern that differs per `seed`. */
 function bytes(n: number, seed: number): Uint8Array {
@@ -81,6 +82,98 @@ describe("outbound batches for a transport that frames in place", () => {
       }
       const data = peer.framesOf(FrameType.Data, 0, stream.id);
       assert.deepEqual(concat(data.map((f) => f.payload)), bytes(200_000, 7));
+    } finally {
+      session.destroy();
+      peer.peerClose();
+    }
+  });
+});
+
+/** A transport that keeps every chunk it is given, as given. */
+class KeepingPeer extends RawPeer {
+  readonly given: Uint8Array[] = [];
+  override write(chunk: Uint8Array): boolean {
+    this.given.push(chunk);
+    return super.write(chunk);
+  }
+}
+
+describe("a chunk read with room in front of it", () => {
+  it("goes out as it lies, its frame header written in front, once", async () => {
+    const peer = new KeepingPeer();
+    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
+    try {
+      const a = session.open();
+      const b = session.open();
+      // The opening batch (the tuning ping, the SYNs) goes first.
+      a.write(bytes(10, 1));
+      b.write(bytes(10, 2));
+      await peer.waitFrames(3);
+      const pool = new BufferPool(66 * 1024, 2);
+      const buffer = pool.acquire();
+      const chunk = buffer.subarray(16, 16 + 40_000);
+      chunk.set(bytes(40_000, 3));
+      offerFrontRoom(chunk);
+      const before = peer.given.length;
+      a.write(chunk);
+      await peer.waitFrames(4);
+      const inPlace = peer.given[before];
+      assert.equal(inPlace.buffer, buffer.buffer, "no copy: the read's own memory");
+      assert.equal(inPlace.byteOffset, 4);
+      assert.equal(inPlace.length, 12 + 40_000);
+      const frame = peer.framesOf(FrameType.Data, 0, a.id).at(-1)!;
+      assert.equal(frame.payload.length, 40_000);
+      assert.deepEqual(new Uint8Array(frame.payload), bytes(40_000, 3));
+
+      // The same memory written again (to another stream) is copied: the room was used.
+      b.write(chunk);
+      await peer.waitFrames(5);
+      assert.notEqual(peer.given.at(-1)!.buffer, buffer.buffer);
+      assert.deepEqual(
+        new Uint8Array(peer.framesOf(FrameType.Data, 0, b.id).at(-1)!.payload),
+        bytes(40_000, 3),
+      );
+      // And plain memory is copied into a batch as always.
+      a.write(bytes(5000, 4));
+      await peer.waitFrames(6);
+      assert.equal(peer.given.at(-1)!.length, 12 + 5000);
+      assert.deepEqual(
+        new Uint8Array(peer.framesOf(FrameType.Data, 0, a.id).at(-1)!.payload),
+        bytes(5000, 4),
+      );
+    } finally {
+      session.destroy();
+      peer.peerClose();
+    }
+  });
+
+  it("is copied when another stream's frames share the batch", async () => {
+    const peer = new KeepingPeer();
+    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
+    try {
+      const a = session.open();
+      const b = session.open();
+      a.write(bytes(10, 1));
+      b.write(bytes(10, 2));
+      await peer.waitFrames(3);
+      const pool = new BufferPool(66 * 1024, 2);
+      const buffer = pool.acquire();
+      const chunk = buffer.subarray(16, 16 + 20_000);
+      chunk.set(bytes(20_000, 5));
+      offerFrontRoom(chunk);
+      a.write(chunk);
+      b.write(bytes(100, 6));
+      await peer.waitFrames(5);
+      const batch = peer.given.at(-1)!;
+      assert.notEqual(batch.buffer, buffer.buffer, "two streams' frames: one batch, copied");
+      assert.deepEqual(
+        new Uint8Array(peer.framesOf(FrameType.Data, 0, a.id).at(-1)!.payload),
+        bytes(20_000, 5),
+      );
+      assert.deepEqual(
+        new Uint8Array(peer.framesOf(FrameType.Data, 0, b.id).at(-1)!.payload),
+        bytes(100, 6),
+      );
     } finally {
       session.destroy();
       peer.peerClose();

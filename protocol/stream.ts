@@ -13,7 +13,7 @@ import { YamuxError } from "./errors.ts";
 import { nextStreamState, type StreamEvent, StreamState } from "./stream_state.ts";
 import type { SessionConfig } from "./config.ts";
 import { toReadable, toWritable } from "./web_streams.ts";
-import { forgetBytes, releaseBytes, retainBytes } from "../util/buffer_pool.ts";
+import { forgetBytes, releaseBytes, retainBytes, takeFrontRoom } from "../util/buffer_pool.ts";
 
 /** What a stream needs from its session. Implemented by `Session`; not for applications. */
 export interface StreamHost {
@@ -441,6 +441,24 @@ export class Stream {
         n = 0;
       }
     }
+  }
+
+  /**
+   * @internal When the next `n` bytes to send are exactly the queue's first chunk and its buffer
+   * offers `room` free bytes in front of it (`takeFrontRoom`): takes that chunk off the queue,
+   * spends the credit, and returns it widened by the room, for a frame header written there. The
+   * chunk's claim goes with it. Otherwise undefined, and nothing changes.
+   */
+  _takeFramable(n: number, room: number): Uint8Array | undefined {
+    const head = this.#queue[0];
+    if (head === undefined || head.length !== n || this.#queueOffset !== 0) return undefined;
+    const framed = takeFrontRoom(head, room);
+    if (framed === undefined) return undefined;
+    this.#sendWindow -= n;
+    this.#queued -= n;
+    this.bytesOut += n;
+    this.#queue.shift();
+    return framed;
   }
 
   /** @internal After sending: true if the writer should call `onDrain`. */

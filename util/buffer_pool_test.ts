@@ -4,10 +4,12 @@ import {
   BufferPool,
   forgetBytes,
   isPooled,
+  offerFrontRoom,
   POISON,
   poisonReleasedBuffers,
   releaseBytes,
   retainBytes,
+  takeFrontRoom,
 } from "./buffer_pool.ts";
 
 describe("BufferPool", () => {
@@ -29,6 +31,37 @@ describe("BufferPool", () => {
     assert.ok(a.every((b) => b === POISON), "poisoned on return");
     assert.equal(pool.acquire(), a);
     assert.equal(pool.created, 1);
+  });
+
+  it("lends the room in front of an offered chunk once, to that chunk only", () => {
+    const pool = new BufferPool(64, 4);
+    const buffer = pool.acquire();
+    const chunk = buffer.subarray(16, 40);
+    offerFrontRoom(chunk);
+    assert.equal(takeFrontRoom(buffer.subarray(20, 40), 4), undefined, "not the offered chunk");
+    assert.equal(takeFrontRoom(chunk, 17), undefined, "more room than lies in front");
+    const framed = takeFrontRoom(chunk, 12)!;
+    assert.equal(framed.buffer, buffer.buffer, "the same memory, not a copy");
+    assert.equal(framed.byteOffset, 4);
+    assert.equal(framed.length, 36);
+    assert.equal(takeFrontRoom(chunk, 12), undefined, "used up: no two frames share the room");
+    releaseBytes(framed);
+    assert.equal(pool.free, 1, "the widened view carries the chunk's claim");
+    // Handed out again, the buffer offers nothing until a new offer.
+    const again = pool.acquire();
+    assert.equal(takeFrontRoom(again.subarray(16, 40), 12), undefined);
+    releaseBytes(again);
+  });
+
+  it("offers no room in memory it does not own or has forgotten", () => {
+    const plain = new Uint8Array(64).subarray(16);
+    offerFrontRoom(plain);
+    assert.equal(takeFrontRoom(plain, 12), undefined);
+    const pool = new BufferPool(64, 4);
+    const chunk = pool.acquire().subarray(16);
+    offerFrontRoom(chunk);
+    forgetBytes(chunk);
+    assert.equal(takeFrontRoom(chunk, 12), undefined, "handed to code outside the claim rules");
   });
 
   it("ignores views of memory it does not own", () => {

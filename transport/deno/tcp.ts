@@ -35,7 +35,7 @@ import {
   type TlsListenOptions,
 } from "../io/tcp_options.ts";
 import { WriteGate } from "../io/write_gate.ts";
-import { relayBuffers, releaseBytes } from "../../util/buffer_pool.ts";
+import { offerFrontRoom, relayBuffers, releaseBytes } from "../../util/buffer_pool.ts";
 
 /**
  * Largest read buffer: a connection's buffer grows to it while its reads keep filling it, and from
@@ -45,6 +45,13 @@ export const READ_SIZE = 64 * 1024;
 
 /** Reads shorter than this are copied out of the read buffer; longer ones are handed over. */
 const SMALL_READ = 8 * 1024;
+
+/**
+ * Where a full-size read starts in its pooled buffer. The bytes in front stay free and are offered
+ * (`offerFrontRoom`) to whoever frames the chunk whole: a session writes a yamux header (12 bytes)
+ * there and sends the read as it lies, instead of copying it into a batch.
+ */
+export const READ_FRONT_ROOM = 16;
 
 /**
  * A new connection's read buffer. Most connections carry little (a request and a reply, or an idle
@@ -80,6 +87,8 @@ export class DenoTcpTransport implements Transport {
   #started = false;
   #wake: (() => void) | undefined;
   #readBuffer = new Uint8Array(FIRST_READ_SIZE);
+  // The read buffer is a pooled one: reads go in behind its front room.
+  #readPooled = false;
 
   /**
    * Wraps an established connection (a TLS one with its handshake done). Reading starts at
@@ -159,17 +168,39 @@ export class DenoTcpTransport implements Transport {
    * {@linkcode READ_SIZE}; buffers of that size come from {@linkcode relayBuffers}, so a chunk
    * handed over carries our claim on it to the receiver, which gives it back once it is done
    * (`util/buffer_pool.ts`; a receiver that does not is handed memory taken out of the pool).
+   * Such a read lies {@linkcode READ_FRONT_ROOM} bytes into its buffer, the room offered to a
+   * writer that frames it whole.
    */
   #takeRead(n: number): Uint8Array {
     const buffer = this.#readBuffer;
-    const filled = n === buffer.length && n < READ_SIZE;
+    if (this.#readPooled) {
+      const start = READ_FRONT_ROOM;
+      if (n < SMALL_READ) return buffer.slice(start, start + n);
+      // Handed over with its front room, and a new pooled buffer takes its place.
+      const chunk = buffer.subarray(start, start + n);
+      offerFrontRoom(chunk);
+      this.#readBuffer = relayBuffers.acquire();
+      return chunk;
+    }
+    const filled = n === buffer.length;
     if (n < SMALL_READ) {
       if (filled) this.#readBuffer = new Uint8Array(2 * n);
       return buffer.slice(0, n);
     }
     const next = filled ? Math.min(2 * n, READ_SIZE) : buffer.length;
-    this.#readBuffer = next >= READ_SIZE ? relayBuffers.acquire() : new Uint8Array(next);
+    if (next >= READ_SIZE) {
+      this.#readBuffer = relayBuffers.acquire();
+      this.#readPooled = true;
+    } else {
+      this.#readBuffer = new Uint8Array(next);
+    }
     return buffer.subarray(0, n);
+  }
+
+  /** Where the next read goes: the whole small buffer, or a pooled one behind its front room. */
+  #readTarget(): Uint8Array {
+    if (!this.#readPooled) return this.#readBuffer;
+    return this.#readBuffer.subarray(READ_FRONT_ROOM, READ_FRONT_ROOM + READ_SIZE);
   }
 
   async #readLoop(): Promise<void> {
@@ -181,7 +212,7 @@ export class DenoTcpTransport implements Transport {
           continue;
         }
         // Fresh memory every read: the handler may keep views of earlier chunks.
-        const n = await this.#conn.read(this.#readBuffer);
+        const n = await this.#conn.read(this.#readTarget());
         if (n === null) {
           this.#sink.end();
           return;

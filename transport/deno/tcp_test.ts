@@ -1,8 +1,57 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
 import { tcpContract, tcpPairFactory, transportContract } from "../_contract.ts";
 import { isDeno } from "../_test_util.ts";
-import { connectDenoTcp, listenDenoTcp } from "./tcp.ts";
+import { releaseBytes, takeFrontRoom } from "../../util/buffer_pool.ts";
+import { connectDenoTcp, listenDenoTcp, READ_FRONT_ROOM } from "./tcp.ts";
 
 // The native Deno adapter exists only under Deno; elsewhere these suites are reported as skipped.
 const adapter = { connect: connectDenoTcp, listen: listenDenoTcp };
 transportContract("deno/tcp", tcpPairFactory(adapter), { skip: !isDeno });
 tcpContract("deno/tcp", adapter, !isDeno);
+
+describe("deno/tcp reads of bulk data", { skip: !isDeno }, () => {
+  it("are handed over with free room in front of them, for a frame header", async () => {
+    const pair = await tcpPairFactory(adapter)({});
+    try {
+      const total = 2 * 1024 * 1024;
+      let got = 0;
+      let large = 0;
+      let roomy = 0;
+      let wrongBytes = 0;
+      const done = new Promise<void>((resolve) => {
+        pair.b.start({
+          releases: true,
+          data(chunk) {
+            for (let i = 0; i < chunk.length; i++) {
+              if (chunk[i] !== ((got + i) * 7) % 251) wrongBytes++;
+            }
+            got += chunk.length;
+            if (chunk.length >= 8 * 1024) {
+              large++;
+              if (chunk.byteOffset === READ_FRONT_ROOM && takeFrontRoom(chunk, 12)) roomy++;
+            }
+            releaseBytes(chunk);
+          },
+          drain() {},
+          end: () => resolve(),
+          close() {},
+        });
+      });
+      const payload = new Uint8Array(total);
+      for (let i = 0; i < total; i++) payload[i] = (i * 7) % 251;
+      pair.a.start({ data() {}, drain() {}, end() {}, close() {} });
+      pair.a.write(payload);
+      pair.a.end();
+      await done;
+      assert.equal(got, total);
+      assert.equal(wrongBytes, 0);
+      // The first reads are small (a connection's buffer grows); from 64 KiB on, every large read
+      // comes from the pool with its room.
+      assert.ok(large > 8, `${large} large reads`);
+      assert.ok(roomy >= large - 4, `${roomy} of ${large} large reads had room in front`);
+    } finally {
+      pair.cleanup();
+    }
+  });
+});
