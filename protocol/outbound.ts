@@ -175,7 +175,7 @@ export class Outbound {
   #assemble(): Uint8Array | null {
     const sendableTotal = this.#plan();
     if (this.#planCount === 0 && this.#controlLength === 0) return null;
-    if (this.#planCount === 1 && this.#controlLength === 0 && this.#headroom === 0) {
+    if (this.#planCount === 1 && this.#controlLength === 0) {
       const framed = this.#framedInPlace();
       if (framed !== undefined) return framed;
     }
@@ -203,17 +203,28 @@ export class Outbound {
   }
 
   /**
-   * The batch when it is one stream's next chunk, whole, in one frame, and the chunk's buffer has
-   * room for the header in front of it (a socket read that left it free, `util/buffer_pool.ts`):
-   * the header is written there and the chunk goes out as it lies, not copied into a batch. A
-   * bulk relay's every read takes this way. Undefined when it does not apply.
+   * The batch when it is one stream's next chunk, whole, in one frame (its further chunks follow in
+   * the next batches), and the chunk's buffer has room for the header in front of it (a socket
+   * read that left it free, `util/buffer_pool.ts`) and for the transport's headroom in front of
+   * that: the header is written there and the chunk goes out as it lies, not copied into a batch.
+   * A bulk relay's every read takes this way.
+   * Undefined when it does not apply.
    */
   #framedInPlace(): Uint8Array | undefined {
-    const n = this.#planData[0];
-    if (n === 0 || n > this.#config.maxDataFrameSize || this.#needsHeaderFrame(0)) return undefined;
+    if (this.#planData[0] === 0 || this.#needsHeaderFrame(0)) return undefined;
+    // At most one data frame, and one message of a transport that frames (its framing goes in
+    // front of ours).
+    const h = this.#headroom;
+    const most = Math.min(
+      this.#planData[0],
+      this.#config.maxDataFrameSize,
+      h > 0 ? this.#transport.framableSize! - HEADER_LENGTH : Infinity,
+    );
     const stream = this.#planStreams[0];
-    const framed = stream._takeFramable(n, HEADER_LENGTH);
-    if (framed === undefined) return undefined;
+    const room = stream._takeFramable(most, h + HEADER_LENGTH);
+    if (room === undefined) return undefined;
+    const n = room.length - h - HEADER_LENGTH;
+    const framed = h > 0 ? room.subarray(h) : room;
     writeHeader(framed, 0, FrameType.Data, stream._takeFlags(), stream.id, n);
     this.#stats.framesOut.data++;
     // A FIN due now goes in the next batch, header-only: nothing may follow the chunk here.

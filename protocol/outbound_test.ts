@@ -180,3 +180,46 @@ describe("a chunk read with room in front of it", () => {
     }
   });
 });
+
+describe("a chunk read with room in front of it, to a transport that frames in place", () => {
+  it("leaves the transport's headroom in front of the frame header, if the frame fits", async () => {
+    const peer = new FramingPeer();
+    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
+    try {
+      const stream = session.open();
+      stream.write(bytes(10, 1));
+      await peer.waitFrames(2);
+      const pool = new BufferPool(66 * 1024, 2);
+      const fits = pool.acquire();
+      const chunk = fits.subarray(32, 32 + 40_000);
+      chunk.set(bytes(40_000, 8));
+      offerFrontRoom(chunk);
+      stream.write(chunk);
+      await peer.waitFrames(3);
+      const framed = peer.framed.at(-1)!;
+      assert.equal(framed.buffer, fits.buffer, "framed where it lies");
+      assert.equal(framed.byteOffset, 20, "the yamux header right in front, 16 bytes free before");
+      assert.deepEqual(
+        new Uint8Array(peer.framesOf(FrameType.Data, 0, stream.id).at(-1)!.payload),
+        bytes(40_000, 8),
+      );
+      // A frame larger than one message of the transport is copied into batches instead.
+      const big = pool.acquire();
+      const whole = big.subarray(32, 32 + 65_530);
+      whole.set(bytes(65_530, 9));
+      offerFrontRoom(whole);
+      stream.write(whole);
+      const sent = () =>
+        peer.framesOf(FrameType.Data, 0, stream.id).reduce((n, f) => n + f.payload.length, 0);
+      for (let i = 0; i < 200 && sent() < 10 + 40_000 + 65_530; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      assert.ok(peer.framed.every((c) => c.buffer !== big.buffer));
+      const data = peer.framesOf(FrameType.Data, 0, stream.id);
+      assert.deepEqual(concat(data.slice(2).map((f) => f.payload)), bytes(65_530, 9));
+    } finally {
+      session.destroy();
+      peer.peerClose();
+    }
+  });
+});

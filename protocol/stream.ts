@@ -444,14 +444,15 @@ export class Stream {
   }
 
   /**
-   * @internal When the next `n` bytes to send are exactly the queue's first chunk and its buffer
-   * offers `room` free bytes in front of it (`takeFrontRoom`): takes that chunk off the queue,
-   * spends the credit, and returns it widened by the room, for a frame header written there. The
-   * chunk's claim goes with it. Otherwise undefined, and nothing changes.
+   * @internal When the queue's first chunk, whole, is at most `n` bytes (what may be sent now) and
+   * its buffer offers `room` free bytes in front of it (`takeFrontRoom`): takes that chunk off the
+   * queue, spends its credit, and returns it widened by the room, for a frame header written
+   * there. The chunk's claim goes with it. Otherwise undefined, and nothing changes.
    */
   _takeFramable(n: number, room: number): Uint8Array | undefined {
     const head = this.#queue[0];
-    if (head === undefined || head.length !== n || this.#queueOffset !== 0) return undefined;
+    if (head === undefined || head.length > n || this.#queueOffset !== 0) return undefined;
+    n = head.length;
     const framed = takeFrontRoom(head, room);
     if (framed === undefined) return undefined;
     this.#sendWindow -= n;

@@ -49,9 +49,16 @@ const SMALL_READ = 8 * 1024;
 /**
  * Where a full-size read starts in its pooled buffer. The bytes in front stay free and are offered
  * (`offerFrontRoom`) to whoever frames the chunk whole: a session writes a yamux header (12 bytes)
- * there and sends the read as it lies, instead of copying it into a batch.
+ * there, and our WebSocket its frame header (up to 16) in front of that, and the read goes out as
+ * it lies instead of being copied into a batch.
  */
-export const READ_FRONT_ROOM = 16;
+export const READ_FRONT_ROOM = 32;
+
+/**
+ * A full-size read: with the front room, 64 KiB, so that the read in a yamux frame is one
+ * WebSocket message (64 KiB) as well as one data frame (at most 64 KiB of payload).
+ */
+const POOLED_READ_SIZE = 64 * 1024 - READ_FRONT_ROOM;
 
 /**
  * A new connection's read buffer. Most connections carry little (a request and a reply, or an idle
@@ -200,7 +207,7 @@ export class DenoTcpTransport implements Transport {
   /** Where the next read goes: the whole small buffer, or a pooled one behind its front room. */
   #readTarget(): Uint8Array {
     if (!this.#readPooled) return this.#readBuffer;
-    return this.#readBuffer.subarray(READ_FRONT_ROOM, READ_FRONT_ROOM + READ_SIZE);
+    return this.#readBuffer.subarray(READ_FRONT_ROOM, READ_FRONT_ROOM + POOLED_READ_SIZE);
   }
 
   async #readLoop(): Promise<void> {
