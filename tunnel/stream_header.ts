@@ -15,6 +15,8 @@
  * @module
  */
 
+import { decodeUtf8, encodeUtf8 } from "../util/utf8.ts";
+
 /** The header version this code writes and reads. */
 export const STREAM_HEADER_VERSION = 1;
 
@@ -81,10 +83,6 @@ const MAX_FIELD_LENGTH = 512;
 /** Fields that are flags rather than free text, and the one value each may have. */
 const FLAG_VALUES: Record<string, string> = { confirm: "1" };
 
-// One of each per process: every visitor's stream header goes through them.
-const encoder = new TextEncoder();
-const strictDecoder = new TextDecoder("utf-8", { fatal: true });
-
 /**
  * Encodes a header.
  *
@@ -97,14 +95,14 @@ const strictDecoder = new TextDecoder("utf-8", { fatal: true });
  */
 export function encodeStreamHeader(header: StreamHeader): Uint8Array {
   const { kind, ...fields } = header;
-  const body = encoder.encode(JSON.stringify(fields));
-  if (body.length > MAX_STREAM_HEADER_BODY) throw new StreamHeaderError("stream header too large");
-  const bytes = new Uint8Array(4 + body.length);
+  // Every visitor's stream goes through here: no TextEncoder, no ArrayBuffer of its own.
+  const bytes = encodeUtf8(JSON.stringify(fields), 4);
+  const length = bytes.length - 4;
+  if (length > MAX_STREAM_HEADER_BODY) throw new StreamHeaderError("stream header too large");
   bytes[0] = STREAM_HEADER_VERSION;
   bytes[1] = StreamKind[kind];
-  bytes[2] = body.length >>> 8;
-  bytes[3] = body.length & 0xff;
-  bytes.set(body, 4);
+  bytes[2] = length >>> 8;
+  bytes[3] = length & 0xff;
   return bytes;
 }
 
@@ -129,7 +127,7 @@ export function decodeStreamHeader(
   if (bytes.length < 4 + length) return null;
   let fields: unknown;
   try {
-    fields = JSON.parse(strictDecoder.decode(bytes.subarray(4, 4 + length)));
+    fields = JSON.parse(decodeUtf8(bytes.subarray(4, 4 + length)));
   } catch {
     throw new StreamHeaderError("stream header body is not UTF-8 JSON");
   }

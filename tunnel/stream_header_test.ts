@@ -36,7 +36,7 @@ describe("stream header", () => {
   it("has the documented layout: version, kind, big-endian length, JSON", () => {
     const bytes = encodeStreamHeader({ kind: "forward", target: "a:1" });
     const body = new TextEncoder().encode('{"target":"a:1"}');
-    assert.deepEqual(bytes, new Uint8Array([1, 2, 0, body.length, ...body]));
+    assert.deepEqual(Array.from(bytes), [1, 2, 0, body.length, ...body]);
   });
 
   it("needs more bytes until the body is complete, at every split point", () => {
