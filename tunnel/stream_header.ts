@@ -15,7 +15,7 @@
  * @module
  */
 
-import { decodeUtf8, encodeUtf8 } from "../util/utf8.ts";
+import { encodeUtf8 } from "../util/utf8.ts";
 
 /** The header version this code writes and reads. */
 export const STREAM_HEADER_VERSION = 1;
@@ -83,6 +83,9 @@ const MAX_FIELD_LENGTH = 512;
 /** Fields that are flags rather than free text, and the one value each may have. */
 const FLAG_VALUES: Record<string, string> = { confirm: "1" };
 
+// One per process: every visitor's stream header is read through it.
+const strictDecoder = new TextDecoder("utf-8", { fatal: true });
+
 /**
  * Encodes a header.
  *
@@ -127,7 +130,7 @@ export function decodeStreamHeader(
   if (bytes.length < 4 + length) return null;
   let fields: unknown;
   try {
-    fields = JSON.parse(decodeUtf8(bytes.subarray(4, 4 + length)));
+    fields = JSON.parse(strictDecoder.decode(bytes.subarray(4, 4 + length)));
   } catch {
     throw new StreamHeaderError("stream header body is not UTF-8 JSON");
   }
