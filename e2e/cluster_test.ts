@@ -177,19 +177,24 @@ function httpAddressOf(node: DaemonProcess): string {
   return running!.http as string;
 }
 
-/** A GET of `/hi` to `address` with `Host: host`: the status and body. */
+/**
+ * A GET of `path` (default `/hi`) to `address` with `Host: host`, from the address `from`: the
+ * status and body.
+ */
 function httpGet(
   address: string,
   host: string,
   headers: Record<string, string> = {},
+  { path = "/hi", from }: { path?: string; from?: string } = {},
 ): Promise<{ status: number; body: string }> {
   const [hostname, port] = [address.slice(0, address.lastIndexOf(":")), address.split(":").pop()];
   return new Promise((resolve, reject) => {
     const options = {
       host: hostname,
       port: Number(port),
-      path: "/hi",
+      path,
       headers: { host, ...headers },
+      ...(from ? { localAddress: from } : {}),
     };
     httpRequest(options, (res) => {
       let body = "";
@@ -1355,14 +1360,106 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
           .status,
         401,
       );
-      // Path prefixes are a single node's for now: refused, not ignored.
-      await assert.rejects(
-        onA.expose({ local, http: "parts", policy: { http: { pathPrefix: "/x" } } }),
-        /pathPrefix: not available in a cluster yet/,
-      );
     } finally {
       await Promise.all([onA.close(), onB.close()]);
       app.close();
+    }
+  });
+
+  it("a name's rules hold on the node a visitor enters by, and change there in place; its paths too", async () => {
+    const nats = await startNats();
+    const options = {
+      config: { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } },
+    };
+    const a = await startNode(nats, 1, token, options);
+    const b = await startNode(nats, 2, token, options);
+    /** An app answering with its name and the path it was asked for. */
+    const apps = await Promise.all(["root", "api", "other"].map(async (name) => {
+      const server = createHttpServer((req, res) => res.end(`${name} ${req.url}`));
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      return { server, local: `127.0.0.1:${(server.address() as { port: number }).port}` };
+    }));
+    const onA = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    const [first, second] = [await hashPassword("first pw"), await hashPassword("second pw")];
+    const basic = (user: string, password: string) => ({
+      authorization: `Basic ${btoa(`${user}:${password}`)}`,
+    });
+    const [atA, atB] = [httpAddressOf(a), httpAddressOf(b)];
+    try {
+      const host = "rules.tunnels.test";
+      const tunnel = await onA.expose({
+        local: apps[0].local,
+        http: "rules",
+        policy: {
+          deny: ["127.0.0.5/32"],
+          http: { basicAuth: [{ user: "ann", passwordHash: first }] },
+        },
+      });
+      await waitFor(async () => (await httpGet(atB, host)).status === 401, {
+        message: "node b refusing rules.tunnels.test without credentials",
+      });
+      assert.deepEqual(await httpGet(atB, host, basic("ann", "first pw")), {
+        status: 200,
+        body: "root /hi",
+      });
+      // A visitor the address rules refuse: the same 403 page on either node, not a 502.
+      const deniedAtA = await httpGet(atA, host, basic("ann", "first pw"), { from: "127.0.0.5" });
+      const deniedAtB = await httpGet(atB, host, basic("ann", "first pw"), { from: "127.0.0.5" });
+      assert.equal(deniedAtA.status, 403);
+      assert.deepEqual(deniedAtB, deniedAtA);
+
+      // The client changes its rules: node b's route meets them, the tunnel the same.
+      await tunnel.setPolicy({ http: { basicAuth: [{ user: "ben", passwordHash: second }] } });
+      await waitFor(
+        async () => (await httpGet(atB, host, basic("ben", "second pw"))).status === 200,
+        {
+          message: "node b taking the new user",
+        },
+      );
+      assert.equal((await httpGet(atB, host, basic("ann", "first pw"))).status, 401);
+      assert.equal((await httpGet(atA, host, basic("ann", "first pw"))).status, 401);
+      assert.equal(
+        (await httpGet(atB, host, basic("ben", "second pw"), { from: "127.0.0.5" })).status,
+        200,
+        "the address rule dropped, on the relaying node too",
+      );
+      const listed = await admin(b, "/v1/tunnels?scope=cluster");
+      assert.match(
+        JSON.stringify(listed.body),
+        /"user":"ben"/,
+        "the admin API shows the new rules",
+      );
+      assert.doesNotMatch(JSON.stringify(listed.body), /"user":"ann"/);
+
+      // Several local services under one name by path, reached through either node.
+      await onA.expose({ local: apps[0].local, http: "parts" });
+      await onA.expose({
+        local: apps[1].local,
+        http: "parts",
+        policy: { http: { pathPrefix: "/api" } },
+      });
+      await onA.expose({
+        local: apps[2].local,
+        http: "parts",
+        policy: { http: { pathPrefix: "/api/other" } },
+      });
+      const parts = "parts.tunnels.test";
+      await waitFor(
+        async () =>
+          (await httpGet(atB, parts, {}, { path: "/api/other/x" })).body === "other /api/other/x",
+        { message: "node b routing parts.tunnels.test/api/other" },
+      );
+      for (const at of [atA, atB]) {
+        assert.equal((await httpGet(at, parts, {}, { path: "/api/7" })).body, "api /api/7");
+        assert.equal((await httpGet(at, parts, {}, { path: "/apix" })).body, "root /apix");
+        assert.equal(
+          (await httpGet(at, parts, {}, { path: "/api/other" })).body,
+          "other /api/other",
+        );
+      }
+    } finally {
+      await onA.close();
+      for (const app of apps) app.server.close();
     }
   });
 });
