@@ -14,6 +14,9 @@ import type { Daemon } from "../daemon/daemon.ts";
 import { validateConfig } from "../daemon/config/mod.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import process from "node:process";
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Buffer } from "node:buffer";
 import { runCommand, runtimeArgs, startClient } from "../testing/mod.ts";
 import { tcpConnect } from "../testing/visitors.ts";
@@ -515,6 +518,49 @@ describe("HTTP tunnels' policy.http", () => {
       assert.equal((await get(host, { authorization: basic("bob", "p4ss") })).status, 200);
     } finally {
       await cli.stop();
+    }
+  });
+
+  it("the client's config reload changes basic-auth users in place: the kept connection needs the new password", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tunnelmux-http-reload-"));
+    const file = join(dir, "client.jsonc");
+    const [first, second] = [await hashPassword("first pw"), await hashPassword("second pw")];
+    const write = (passwordHash: string, user: string) => {
+      writeFileSync(
+        `${file}.new`,
+        JSON.stringify({
+          http: [`reloaded=${web.address}`],
+          httpPolicy: { basicAuth: [{ user, passwordHash }] },
+        }),
+      );
+      renameSync(`${file}.new`, file);
+    };
+    write(first, "ann");
+    const cli = await startClient({
+      server: url,
+      token: ALICE,
+      args: ["--config", file, "--watch-config"],
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      await cli.waitForTunnel();
+      const host = `reloaded.${DOMAIN}`;
+      const [ann, ben] = [basic("ann", "first pw"), basic("ben", "second pw")];
+      assert.equal((await get(host, { authorization: ann }, agent)).status, 200);
+      const from = cli.logs().length;
+      write(second, "ben");
+      await cli.waitForLog((e) => e.msg === "visitor policy changed", DEFAULT_TIMEOUT_MS, from);
+      const refused = await get(host, { authorization: ann }, agent);
+      assert.equal(refused.status, 401, "the old user is gone");
+      assert.ok(refused.reused, "on the connection kept from before the reload");
+      const admitted = await get(host, { authorization: ben }, agent);
+      assert.equal(admitted.status, 200);
+      assert.ok(admitted.reused);
+      assert.equal(cli.logs().filter((e) => e.msg === "tunnel up").length, 1, "never re-exposed");
+    } finally {
+      agent.destroy();
+      await cli.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
