@@ -103,6 +103,8 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   readonly #gate: VisitorGate;
   #httpPolicy: HttpPolicy | undefined;
   #httpGate: HttpGate | undefined;
+  /** Policy changes begun, so that one overtaken while it loads the gate's code yields. */
+  #changes = 0;
 
   /** A tunnel through `options.session`; its port listener or the HTTP(S) front hands it visitors. */
   constructor(options: ReverseTunnelOptions) {
@@ -148,9 +150,12 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     const http = this.host !== undefined && !this.passthrough
       ? keepPrefix(asked, this.#httpPolicy?.pathPrefix)
       : undefined;
+    const change = ++this.#changes;
     if (JSON.stringify(http) !== JSON.stringify(this.#httpPolicy)) {
       // The gate's code loads with the first HTTP rules, as at expose.
       const gate = http && new (await import("../http/http_gate.ts")).HttpGate(http);
+      // A later change settled while this one waited for the code: the later one stands.
+      if (change !== this.#changes) return;
       this.#httpPolicy = http;
       this.#httpGate = gate;
     }
