@@ -94,23 +94,7 @@ async function startNode(
 ): Promise<DaemonProcess> {
   const relayPort = options.relayPort ?? await closedPort();
   return await startDaemon({
-    config: daemonConfig([{
-      name: "laptop",
-      token,
-      expose: { ports: ["20000-32767", 0] },
-      services: { offer: ["*"], use: ["*"] },
-      ...options.client,
-    }], {
-      ...options.config,
-      cluster: {
-        servers: [servers].flat().map((s) => s.url),
-        node: `n${index}`,
-        listen: `127.0.0.1:${relayPort}`,
-        tunnelHost: `127.0.0.${index}`,
-        presenceTtlMs: TTL_MS,
-        ...options.cluster,
-      },
-    }),
+    config: nodeConfig(servers, index, token, { ...options, relayPort }),
     env: {
       TUNNELMUX_CLUSTER_KEY: options.key ?? KEY,
       TUNNELMUX_ADMIN_TOKEN: ADMIN,
@@ -119,6 +103,32 @@ async function startNode(
     args: ["--listen-admin", "127.0.0.1:0"],
     timeoutMs: options.timeoutMs,
     listenTcp: options.listenTcp,
+  });
+}
+
+/** The config of node `index` (see {@linkcode startNode}), its relay on `options.relayPort`. */
+function nodeConfig(
+  servers: NatsServer | NatsServer[],
+  index: number,
+  token: string,
+  options: NodeOptions & { relayPort: number },
+): Record<string, unknown> {
+  return daemonConfig([{
+    name: "laptop",
+    token,
+    expose: { ports: ["20000-32767", 0] },
+    services: { offer: ["*"], use: ["*"] },
+    ...options.client,
+  }], {
+    ...options.config,
+    cluster: {
+      servers: [servers].flat().map((s) => s.url),
+      node: `n${index}`,
+      listen: `127.0.0.1:${options.relayPort}`,
+      tunnelHost: `127.0.0.${index}`,
+      presenceTtlMs: TTL_MS,
+      ...options.cluster,
+    },
   });
 }
 
@@ -1371,7 +1381,8 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
     const options = {
       config: { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } },
     };
-    const a = await startNode(nats, 1, token, options);
+    const relayPort = await closedPort();
+    const a = await startNode(nats, 1, token, { ...options, relayPort });
     const b = await startNode(nats, 2, token, options);
     /** An app answering with its name and the path it was asked for. */
     const apps = await Promise.all(["root", "api", "other"].map(async (name) => {
@@ -1430,6 +1441,26 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
         "the admin API shows the new rules",
       );
       assert.doesNotMatch(JSON.stringify(listed.body), /"user":"ann"/);
+
+      // The operator's reload on the holding node: its rules narrow the tunnel's, and node b's
+      // route meets them too.
+      const from = a.logs().length;
+      a.writeConfig(nodeConfig(nats, 1, token, {
+        ...options,
+        relayPort,
+        client: { visitors: { deny: ["127.0.0.6/32"] } },
+      }));
+      a.signal("SIGHUP");
+      await a.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
+      const ben = basic("ben", "second pw");
+      await waitFor(
+        async () => (await httpGet(atB, host, ben, { from: "127.0.0.6" })).status === 403,
+        {
+          message: "node b refusing what the operator's reload denies",
+        },
+      );
+      assert.equal((await httpGet(atA, host, ben, { from: "127.0.0.6" })).status, 403);
+      assert.equal((await httpGet(atB, host, ben, { from: "127.0.0.7" })).status, 200);
 
       // Several local services under one name by path, reached through either node.
       await onA.expose({ local: apps[0].local, http: "parts" });
