@@ -53,12 +53,14 @@ type ServiceClaim = RouteClaim & { readonly name: string; readonly balance?: Bal
  * of a path prefix under it (hex after a `_`, which no host name has: each place its own record).
  */
 export function hostKeyOf(host: string, pathPrefix?: string): string {
-  if (!pathPrefix) return `host-${host}`;
-  return `host-${host}_${
-    Array.from(new TextEncoder().encode(pathPrefix), (b) => b.toString(16).padStart(2, "0")).join(
-      "",
-    )
-  }`;
+  return pathPrefix ? `host-${host}_${hexOf(pathPrefix)}` : `host-${host}`;
+}
+
+/** `text`'s UTF-8 bytes in hex, for KV keys. */
+function hexOf(text: string): string {
+  return Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, "0")).join(
+    "",
+  );
 }
 
 /** Where a name's route is kept here: the name, or the name and its path prefix. */
@@ -69,9 +71,7 @@ function placeOf(claim: HostClaim): string {
 /** The KV key of a service name (names that are not key-safe are hex-encoded). */
 export function serviceKeyOf(name: string): string {
   if (/^[A-Za-z0-9_-]+$/.test(name)) return `svc-${name}`;
-  return `svx-${
-    Array.from(new TextEncoder().encode(name), (b) => b.toString(16).padStart(2, "0")).join("")
-  }`;
+  return `svx-${hexOf(name)}`;
 }
 
 /** How to build a {@linkcode ClusterRegistry}. */
