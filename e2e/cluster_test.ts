@@ -1378,9 +1378,17 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
 
   it("a name's rules hold on the node a visitor enters by, and change there in place; its paths too", async () => {
     const nats = await startNats();
-    const options = {
-      config: { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } },
+    // Two clients: laptop, and another that may hold no path of laptop's names.
+    const otherToken = newToken("other");
+    const laptop = {
+      name: "laptop",
+      token,
+      expose: { ports: ["20000-32767", 0] },
+      services: { offer: ["*"], use: ["*"] },
     };
+    const other = { name: "other", token: otherToken, expose: { ports: ["20000-32767", 0] } };
+    const web = { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } };
+    const options = { config: { ...web, clients: [laptop, other] } };
     const relayPort = await closedPort();
     const a = await startNode(nats, 1, token, { ...options, relayPort });
     const b = await startNode(nats, 2, token, options);
@@ -1446,9 +1454,8 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
       // route meets them too.
       const from = a.logs().length;
       a.writeConfig(nodeConfig(nats, 1, token, {
-        ...options,
+        config: { ...web, clients: [{ ...laptop, visitors: { deny: ["127.0.0.6/32"] } }, other] },
         relayPort,
-        client: { visitors: { deny: ["127.0.0.6/32"] } },
       }));
       a.signal("SIGHUP");
       await a.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
@@ -1488,6 +1495,18 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
           "other /api/other",
         );
       }
+      // Another client, through the other node, may hold no path of the name, nor the name.
+      const intruder = await sdkConnect(b.tcpUrl, { token: otherToken, reconnect: false });
+      try {
+        for (const policy of [{ http: { pathPrefix: "/mine" } }, {}]) {
+          const refused = await intruder.expose({ local: apps[2].local, http: "parts", policy })
+            .then(() => "exposed", (error: { code?: string }) => error.code);
+          assert.equal(refused, "conflict", JSON.stringify(policy));
+        }
+      } finally {
+        await intruder.close();
+      }
+      assert.equal((await httpGet(atB, parts, {}, { path: "/mine" })).body, "root /mine");
     } finally {
       await onA.close();
       for (const app of apps) app.server.close();
