@@ -447,7 +447,7 @@ export class Daemon {
     const rules = new Map(effective.clients.map((c) => [c.name, c.visitors]));
     for (const tunnel of this.#local.tunnels()) {
       const operator = rules.get(tunnel.client);
-      if (operator) tunnel.setPolicy(renarrow(operator, tunnel.requestedPolicy));
+      if (operator) void tunnel.setPolicy(renarrow(operator, tunnel.requestedPolicy));
     }
     const previous = new Map(this.#effective.clients.map((c) => [c.name, c.tokenHash]));
     const configured = new Set(this.#config.clients.map((c) => c.name));

@@ -94,23 +94,7 @@ async function startNode(
 ): Promise<DaemonProcess> {
   const relayPort = options.relayPort ?? await closedPort();
   return await startDaemon({
-    config: daemonConfig([{
-      name: "laptop",
-      token,
-      expose: { ports: ["20000-32767", 0] },
-      services: { offer: ["*"], use: ["*"] },
-      ...options.client,
-    }], {
-      ...options.config,
-      cluster: {
-        servers: [servers].flat().map((s) => s.url),
-        node: `n${index}`,
-        listen: `127.0.0.1:${relayPort}`,
-        tunnelHost: `127.0.0.${index}`,
-        presenceTtlMs: TTL_MS,
-        ...options.cluster,
-      },
-    }),
+    config: nodeConfig(servers, index, token, { ...options, relayPort }),
     env: {
       TUNNELMUX_CLUSTER_KEY: options.key ?? KEY,
       TUNNELMUX_ADMIN_TOKEN: ADMIN,
@@ -119,6 +103,32 @@ async function startNode(
     args: ["--listen-admin", "127.0.0.1:0"],
     timeoutMs: options.timeoutMs,
     listenTcp: options.listenTcp,
+  });
+}
+
+/** The config of node `index` (see {@linkcode startNode}), its relay on `options.relayPort`. */
+function nodeConfig(
+  servers: NatsServer | NatsServer[],
+  index: number,
+  token: string,
+  options: NodeOptions & { relayPort: number },
+): Record<string, unknown> {
+  return daemonConfig([{
+    name: "laptop",
+    token,
+    expose: { ports: ["20000-32767", 0] },
+    services: { offer: ["*"], use: ["*"] },
+    ...options.client,
+  }], {
+    ...options.config,
+    cluster: {
+      servers: [servers].flat().map((s) => s.url),
+      node: `n${index}`,
+      listen: `127.0.0.1:${options.relayPort}`,
+      tunnelHost: `127.0.0.${index}`,
+      presenceTtlMs: TTL_MS,
+      ...options.cluster,
+    },
   });
 }
 
@@ -177,19 +187,24 @@ function httpAddressOf(node: DaemonProcess): string {
   return running!.http as string;
 }
 
-/** A GET of `/hi` to `address` with `Host: host`: the status and body. */
+/**
+ * A GET of `path` (default `/hi`) to `address` with `Host: host`, from the address `from`: the
+ * status and body.
+ */
 function httpGet(
   address: string,
   host: string,
   headers: Record<string, string> = {},
+  { path = "/hi", from }: { path?: string; from?: string } = {},
 ): Promise<{ status: number; body: string }> {
   const [hostname, port] = [address.slice(0, address.lastIndexOf(":")), address.split(":").pop()];
   return new Promise((resolve, reject) => {
     const options = {
       host: hostname,
       port: Number(port),
-      path: "/hi",
+      path,
       headers: { host, ...headers },
+      ...(from ? { localAddress: from } : {}),
     };
     httpRequest(options, (res) => {
       let body = "";
@@ -1355,14 +1370,146 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
           .status,
         401,
       );
-      // Path prefixes are a single node's for now: refused, not ignored.
-      await assert.rejects(
-        onA.expose({ local, http: "parts", policy: { http: { pathPrefix: "/x" } } }),
-        /pathPrefix: not available in a cluster yet/,
-      );
     } finally {
       await Promise.all([onA.close(), onB.close()]);
       app.close();
+    }
+  });
+
+  it("a name's rules hold on the node a visitor enters by, and change there in place; its paths too", async () => {
+    const nats = await startNats();
+    // Two clients: laptop, and another that may hold no path of laptop's names.
+    const otherToken = newToken("other");
+    const laptop = {
+      name: "laptop",
+      token,
+      expose: { ports: ["20000-32767", 0] },
+      services: { offer: ["*"], use: ["*"] },
+    };
+    const other = { name: "other", token: otherToken, expose: { ports: ["20000-32767", 0] } };
+    const web = { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } };
+    const options = { config: { ...web, clients: [laptop, other] } };
+    const relayPort = await closedPort();
+    const a = await startNode(nats, 1, token, { ...options, relayPort });
+    const b = await startNode(nats, 2, token, options);
+    /** An app answering with its name and the path it was asked for. */
+    const apps = await Promise.all(["root", "api", "other"].map(async (name) => {
+      const server = createHttpServer((req, res) => res.end(`${name} ${req.url}`));
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      return { server, local: `127.0.0.1:${(server.address() as { port: number }).port}` };
+    }));
+    const onA = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    const [first, second] = [await hashPassword("first pw"), await hashPassword("second pw")];
+    const basic = (user: string, password: string) => ({
+      authorization: `Basic ${btoa(`${user}:${password}`)}`,
+    });
+    const [atA, atB] = [httpAddressOf(a), httpAddressOf(b)];
+    try {
+      const host = "rules.tunnels.test";
+      const tunnel = await onA.expose({
+        local: apps[0].local,
+        http: "rules",
+        policy: {
+          deny: ["127.0.0.5/32"],
+          http: { basicAuth: [{ user: "ann", passwordHash: first }] },
+        },
+      });
+      await waitFor(async () => (await httpGet(atB, host)).status === 401, {
+        message: "node b refusing rules.tunnels.test without credentials",
+      });
+      assert.deepEqual(await httpGet(atB, host, basic("ann", "first pw")), {
+        status: 200,
+        body: "root /hi",
+      });
+      // A visitor the address rules refuse: the same 403 page on either node, not a 502.
+      const deniedAtA = await httpGet(atA, host, basic("ann", "first pw"), { from: "127.0.0.5" });
+      const deniedAtB = await httpGet(atB, host, basic("ann", "first pw"), { from: "127.0.0.5" });
+      assert.equal(deniedAtA.status, 403);
+      assert.deepEqual(deniedAtB, deniedAtA);
+
+      // The client changes its rules: node b's route meets them, the tunnel the same.
+      await tunnel.setPolicy({ http: { basicAuth: [{ user: "ben", passwordHash: second }] } });
+      await waitFor(
+        async () => (await httpGet(atB, host, basic("ben", "second pw"))).status === 200,
+        {
+          message: "node b taking the new user",
+        },
+      );
+      assert.equal((await httpGet(atB, host, basic("ann", "first pw"))).status, 401);
+      assert.equal((await httpGet(atA, host, basic("ann", "first pw"))).status, 401);
+      assert.equal(
+        (await httpGet(atB, host, basic("ben", "second pw"), { from: "127.0.0.5" })).status,
+        200,
+        "the address rule dropped, on the relaying node too",
+      );
+      const listed = await admin(b, "/v1/tunnels?scope=cluster");
+      assert.match(
+        JSON.stringify(listed.body),
+        /"user":"ben"/,
+        "the admin API shows the new rules",
+      );
+      assert.doesNotMatch(JSON.stringify(listed.body), /"user":"ann"/);
+
+      // The operator's reload on the holding node: its rules narrow the tunnel's, and node b's
+      // route meets them too.
+      const from = a.logs().length;
+      a.writeConfig(nodeConfig(nats, 1, token, {
+        config: { ...web, clients: [{ ...laptop, visitors: { deny: ["127.0.0.6/32"] } }, other] },
+        relayPort,
+      }));
+      a.signal("SIGHUP");
+      await a.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
+      const ben = basic("ben", "second pw");
+      await waitFor(
+        async () => (await httpGet(atB, host, ben, { from: "127.0.0.6" })).status === 403,
+        {
+          message: "node b refusing what the operator's reload denies",
+        },
+      );
+      assert.equal((await httpGet(atA, host, ben, { from: "127.0.0.6" })).status, 403);
+      assert.equal((await httpGet(atB, host, ben, { from: "127.0.0.7" })).status, 200);
+
+      // Several local services under one name by path, reached through either node.
+      await onA.expose({ local: apps[0].local, http: "parts" });
+      await onA.expose({
+        local: apps[1].local,
+        http: "parts",
+        policy: { http: { pathPrefix: "/api" } },
+      });
+      await onA.expose({
+        local: apps[2].local,
+        http: "parts",
+        policy: { http: { pathPrefix: "/api/other" } },
+      });
+      const parts = "parts.tunnels.test";
+      await waitFor(
+        async () =>
+          (await httpGet(atB, parts, {}, { path: "/api/other/x" })).body === "other /api/other/x",
+        { message: "node b routing parts.tunnels.test/api/other" },
+      );
+      for (const at of [atA, atB]) {
+        assert.equal((await httpGet(at, parts, {}, { path: "/api/7" })).body, "api /api/7");
+        assert.equal((await httpGet(at, parts, {}, { path: "/apix" })).body, "root /apix");
+        assert.equal(
+          (await httpGet(at, parts, {}, { path: "/api/other" })).body,
+          "other /api/other",
+        );
+      }
+      // Another client, through the other node, may hold no path of the name, nor the name.
+      const intruder = await sdkConnect(b.tcpUrl, { token: otherToken, reconnect: false });
+      try {
+        for (const policy of [{ http: { pathPrefix: "/mine" } }, {}]) {
+          const refused = await intruder.expose({ local: apps[2].local, http: "parts", policy })
+            .then(() => "exposed", (error: { code?: string }) => error.code);
+          assert.equal(refused, "conflict", JSON.stringify(policy));
+        }
+      } finally {
+        await intruder.close();
+      }
+      assert.equal((await httpGet(atB, parts, {}, { path: "/mine" })).body, "root /mine");
+    } finally {
+      await onA.close();
+      for (const app of apps) app.server.close();
     }
   });
 });

@@ -11,8 +11,12 @@ import { exportJWK, generateKeyPair, SignJWT } from "jose";
 type Key = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
 import { type Client, type ClientError, connect, hashPassword } from "../client/mod.ts";
 import type { Daemon } from "../daemon/daemon.ts";
+import { validateConfig } from "../daemon/config/mod.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import process from "node:process";
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Buffer } from "node:buffer";
 import { runCommand, runtimeArgs, startClient } from "../testing/mod.ts";
 import { tcpConnect } from "../testing/visitors.ts";
@@ -54,6 +58,15 @@ interface Answer {
   reused: boolean;
 }
 
+const CONFIG = {
+  listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
+  http: { domain: DOMAIN },
+  clients: [
+    { name: "alice", token: ALICE, expose: { hosts: ["*"] } },
+    { name: "bob", token: BOB, expose: { hosts: ["*"] } },
+  ],
+};
+
 describe("HTTP tunnels' policy.http", () => {
   let daemon: Daemon;
   let url: string;
@@ -66,14 +79,7 @@ describe("HTTP tunnels' policy.http", () => {
   let otherKey: Key;
 
   before(async () => {
-    daemon = await startDaemonInProcess({
-      listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
-      http: { domain: DOMAIN },
-      clients: [
-        { name: "alice", token: ALICE, expose: { hosts: ["*"] } },
-        { name: "bob", token: BOB, expose: { hosts: ["*"] } },
-      ],
-    });
+    daemon = await startDaemonInProcess(CONFIG);
     url = `tcp://${daemon.addresses.tcp}`;
     httpPort = portOf(daemon.addresses.http);
     web = await app();
@@ -171,6 +177,81 @@ describe("HTTP tunnels' policy.http", () => {
     assert.equal(daemon.counters.get("http_policy_basic_wrong"), 3);
     assert.equal(daemon.counters.get("http_policy_basic_missing"), 2);
     await tunnel.close();
+  });
+
+  it("changes a tunnel's HTTP rules in place: same tunnel, same kept connection, the next request meets them", async () => {
+    const [first, second] = [await hashPassword("first pw"), await hashPassword("second pw")];
+    const tunnel = await client.expose({
+      local: web.address,
+      http: "changing",
+      policy: { http: { basicAuth: [{ user: "ann", passwordHash: first }] } },
+    });
+    const host = `changing.${DOMAIN}`;
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const ann = { authorization: basic("ann", "first pw") };
+      const ben = { authorization: basic("ben", "second pw") };
+      assert.equal((await get(host, ann, agent, "/a")).status, 200);
+      // The client's reload: other users, and a header for the app.
+      await tunnel.setPolicy({
+        http: {
+          basicAuth: [{ user: "ben", passwordHash: second }],
+          requestHeaders: { set: { "x-rules": "second" } },
+        },
+      });
+      const refused = await get(host, ann, agent, "/b");
+      assert.equal(refused.status, 401, "the old password no longer lets in");
+      assert.ok(refused.reused, "on the connection kept alive from before");
+      const let_in = await get(host, ben, agent, "/c");
+      assert.equal(let_in.status, 200);
+      assert.ok(let_in.reused);
+      assert.equal(web.seen.at(-1)!.headers["x-rules"], "second");
+      const held = daemon.registry.tunnels().find((t) => t.id === tunnel.id);
+      assert.ok(held, "the same tunnel");
+      assert.deepEqual(
+        (held.policy.http?.basicAuth ?? []).map((u) => u.user),
+        ["ben"],
+        "its rules in force as the admin API shows them",
+      );
+      // A tunnel's path is its place: another one is refused, naming the field.
+      await assert.rejects(
+        tunnel.setPolicy({ http: { pathPrefix: "/elsewhere" } }),
+        /policy\.http\.pathPrefix/,
+      );
+      // The operator's reload: its header rules join the client's, the tunnel kept.
+      const reloaded = validateConfig({
+        ...CONFIG,
+        clients: [
+          {
+            ...CONFIG.clients[0],
+            visitors: { http: { requestHeaders: { set: { "x-operator": "yes" } } } },
+          },
+          CONFIG.clients[1],
+        ],
+      });
+      assert.deepEqual(reloaded.errors, []);
+      daemon.reload(reloaded.config!);
+      const operator = await withTimeout(
+        (async () => {
+          for (let i = 0; i < 50; i++) {
+            const answer = await get(host, ben, agent, "/d");
+            if (web.seen.at(-1)!.headers["x-operator"] === "yes") return answer;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          throw new Error("the operator's rules never came into force");
+        })(),
+        DEFAULT_TIMEOUT_MS,
+        "the operator's rules in force",
+      );
+      assert.equal(operator.status, 200);
+      assert.ok(operator.reused);
+      assert.equal(web.seen.at(-1)!.headers["x-rules"], "second", "the client's rules kept");
+      assert.equal((await get(host, ann, agent, "/e")).status, 401);
+      daemon.reload(validateConfig(CONFIG).config!);
+    } finally {
+      agent.destroy();
+      await tunnel.close();
+    }
   });
 
   it("a request with a body refused by the policy closes the connection", async () => {
@@ -437,6 +518,49 @@ describe("HTTP tunnels' policy.http", () => {
       assert.equal((await get(host, { authorization: basic("bob", "p4ss") })).status, 200);
     } finally {
       await cli.stop();
+    }
+  });
+
+  it("the client's config reload changes basic-auth users in place: the kept connection needs the new password", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tunnelmux-http-reload-"));
+    const file = join(dir, "client.jsonc");
+    const [first, second] = [await hashPassword("first pw"), await hashPassword("second pw")];
+    const write = (passwordHash: string, user: string) => {
+      writeFileSync(
+        `${file}.new`,
+        JSON.stringify({
+          http: [`reloaded=${web.address}`],
+          httpPolicy: { basicAuth: [{ user, passwordHash }] },
+        }),
+      );
+      renameSync(`${file}.new`, file);
+    };
+    write(first, "ann");
+    const cli = await startClient({
+      server: url,
+      token: ALICE,
+      args: ["--config", file, "--watch-config"],
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      await cli.waitForTunnel();
+      const host = `reloaded.${DOMAIN}`;
+      const [ann, ben] = [basic("ann", "first pw"), basic("ben", "second pw")];
+      assert.equal((await get(host, { authorization: ann }, agent)).status, 200);
+      const from = cli.logs().length;
+      write(second, "ben");
+      await cli.waitForLog((e) => e.msg === "visitor policy changed", DEFAULT_TIMEOUT_MS, from);
+      const refused = await get(host, { authorization: ann }, agent);
+      assert.equal(refused.status, 401, "the old user is gone");
+      assert.ok(refused.reused, "on the connection kept from before the reload");
+      const admitted = await get(host, { authorization: ben }, agent);
+      assert.equal(admitted.status, 200);
+      assert.ok(admitted.reused);
+      assert.equal(cli.logs().filter((e) => e.msg === "tunnel up").length, 1, "never re-exposed");
+    } finally {
+      agent.destroy();
+      await cli.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

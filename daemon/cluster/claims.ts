@@ -89,6 +89,11 @@ export interface ClusterClaimsOptions<C extends RouteClaim> {
   ttlMs: number;
   /** A route came or went (from the watch: anywhere in the cluster). */
   onRoute: (op: "added" | "removed", claim: C) => void;
+  /**
+   * A route that stays changed what it says (its rules, its record's subject fields, such as an
+   * HTTP tunnel's `http`): from the watch, anywhere in the cluster.
+   */
+  onChange?: (claim: C) => void;
   /** Counts operations, for metrics (`NOUN_claimed`, `NOUN_shared`, `NOUN_taken`, …). */
   count: (event: string) => void;
   /** The noun of the counters: `port`, `service`. */
@@ -206,6 +211,37 @@ export class ClusterClaims<C extends RouteClaim> {
     }
   }
 
+  /**
+   * Writes what this node's route `claim.tunnel` says now (its visitor policy, the record's
+   * subject fields) into its record, at the revision read: rules changed in place reach every
+   * node's watch. Nothing is written when the record no longer holds the route.
+   */
+  async update(claim: C): Promise<void> {
+    if (!this.#mine.has(claim.tunnel)) return;
+    this.#mine.set(claim.tunnel, claim);
+    const key = this.#o.kind.keyOf(claim);
+    const route = this.#route(claim);
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      try {
+        const entry = await this.#o.bucket.get(key);
+        const current = entry?.operation === "PUT" ? parse(entry) : undefined;
+        const previous = current?.routes.find((r) => sameRoute(r, route));
+        if (!current || !previous) return;
+        const kept = previous.healthy === false ? { ...route, healthy: false } : route;
+        const routes = current.routes.map((r) => r === previous ? kept : r);
+        const next = { ...current, ...this.#o.kind.subjectOf(claim), routes };
+        await this.#o.bucket.update(key, JSON.stringify(next), entry!.revision);
+        return;
+      } catch (error) {
+        if (!isRevisionConflict(error)) {
+          // NATS is away: the periodic reassert writes the route as it is now.
+          this.#o.count("registry_failure");
+          return;
+        }
+      }
+    }
+  }
+
   /** Whether a route is healthy as its record says (unknown routes count as healthy). */
   routeHealthy(key: string, node: string, tunnel: string): boolean {
     const route = this.#records.get(key)?.record.routes.find((r) =>
@@ -270,10 +306,12 @@ export class ClusterClaims<C extends RouteClaim> {
         this.#o.onRoute("removed", this.#claimOf(previous!.record, r));
       }
     }
+    const subjectChanged = previous !== undefined &&
+      subjectText(previous.record) !== subjectText(record);
     for (const r of record.routes) {
-      if (!before.some((b) => sameRoute(b, r))) {
-        this.#o.onRoute("added", this.#claimOf(record, r));
-      }
+      const was = before.find((b) => sameRoute(b, r));
+      if (!was) this.#o.onRoute("added", this.#claimOf(record, r));
+      else if (subjectChanged || !sameRules(was, r)) this.#o.onChange?.(this.#claimOf(record, r));
     }
     this.#sweepLater(entry.key, cached);
   }
@@ -369,9 +407,13 @@ export class ClusterClaims<C extends RouteClaim> {
         if (!ours && !this.isStale(current, entry!.created.getTime())) return false;
         const previous = current.routes.find((r) => sameRoute(r, route));
         const kept = previous?.healthy === false ? { ...route, healthy: false } : route;
-        if (!rewrite && ours && previous && sameContent(previous, kept)) return true;
+        const subject = this.#o.kind.subjectOf(claim);
+        if (
+          !rewrite && ours && previous && sameContent(previous, kept) &&
+          subjectText({ ...current, ...subject }) === subjectText(current)
+        ) return true;
         const next: ClaimRecord = ours
-          ? { ...current, routes: [...others, kept] }
+          ? { ...current, ...subject, routes: [...others, kept] }
           : this.#fresh(claim, route);
         await this.#o.bucket.update(key, JSON.stringify(next), entry!.revision);
         return true;
@@ -492,5 +534,19 @@ function parse(entry: KvEntry): ClaimRecord | undefined {
 /** Whether two stored routes say the same (a route without `healthy` is healthy). */
 function sameContent(a: StoredRoute, b: StoredRoute): boolean {
   return a.node === b.node && a.run === b.run && a.session === b.session &&
-    a.tunnel === b.tunnel && a.client === b.client && (a.healthy ?? true) === (b.healthy ?? true);
+    a.tunnel === b.tunnel && a.client === b.client && (a.healthy ?? true) === (b.healthy ?? true) &&
+    sameRules(a, b);
+}
+
+/** Whether two stored routes carry the same visitor policy. */
+function sameRules(a: StoredRoute, b: StoredRoute): boolean {
+  return JSON.stringify(a.policy ?? {}) === JSON.stringify(b.policy ?? {});
+}
+
+/** A record's fields other than its routes, as text (what its subject says, compared). */
+function subjectText(record: ClaimRecord): string {
+  const { routes: _routes, ...rest } = record;
+  // A field set to undefined is one JSON leaves out: the same as absent.
+  const keys = Object.keys(rest).filter((key) => rest[key] !== undefined).sort();
+  return JSON.stringify(keys.map((key) => [key, rest[key]]));
 }

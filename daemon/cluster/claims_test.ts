@@ -13,13 +13,20 @@ import { bareBucket, testNatsLink } from "./_nats_link.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
 
-/** A claim on a name (the shape of a service's), enough to drive the common machinery. */
-type NameClaim = RouteClaim & { readonly name: string };
+/**
+ * A claim on a name (the shape of a service's), enough to drive the common machinery; `label`
+ * stands for a subject field that may change (as an HTTP tunnel's rules do).
+ */
+type NameClaim = RouteClaim & { readonly name: string; readonly label?: string };
 
 const KIND: RouteKind<NameClaim> = {
   keyOf: (claim) => `name-${claim.name}`,
-  subjectOf: (claim) => ({ name: claim.name }),
-  claimOf: (record, route) => ({ ...routeClaim(record, route), name: record.name as string }),
+  subjectOf: (claim) => ({ name: claim.name, label: claim.label }),
+  claimOf: (record, route) => ({
+    ...routeClaim(record, route),
+    name: record.name as string,
+    ...(typeof record.label === "string" ? { label: record.label } : {}),
+  }),
 };
 
 let link: NatsLink & { url: string };
@@ -60,6 +67,7 @@ function node(name: string, options: NodeOptions = {}) {
     connected: () => options.connected ?? true,
     ttlMs: options.ttlMs ?? 60_000,
     onRoute: (op, claim) => events.push(`${op} ${claim.node}/${claim.tunnel}`),
+    onChange: (claim) => events.push(`changed ${claim.node}/${claim.tunnel} ${claim.label}`),
     count: (event) => counts.set(event, (counts.get(event) ?? 0) + 1),
     noun: "name",
     log,
@@ -369,6 +377,47 @@ describe("ClusterClaims", () => {
     assert.deepEqual(observer.events.slice(3), ["removed n2/tb"]);
     assert.equal(observer.claims.record(`name-${name}`), undefined);
     assert.deepEqual([...observer.claims.keys()], []);
+  });
+
+  it("writes a route's changed rules into its record, its health kept; watchers hear a change, not a new route", async () => {
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const observer = node("n3", { alive });
+    const name = unique();
+    const first = a.claim(name, "ta", { policy: { deny: ["10.0.0.1/32"] }, label: "first" });
+    await a.claims.claim(first);
+    await a.claims.setHealth(first, false);
+    observer.claims.apply(await entryOf(name));
+
+    await a.claims.update({ ...first, policy: { deny: ["10.0.0.2/32"] }, label: "second" });
+    const entry = await entryOf(name);
+    const record = JSON.parse(entry.string()) as ClaimRecord;
+    assert.equal(record.label, "second");
+    assert.deepEqual(record.routes[0].policy, { deny: ["10.0.0.2/32"] });
+    assert.equal(record.routes[0].healthy, false, "its health stays as reported");
+    observer.claims.apply(entry);
+    assert.deepEqual(observer.events, ["added n1/ta", "changed n1/ta second"]);
+    assert.deepEqual(observer.claims.claims()[0].policy, { deny: ["10.0.0.2/32"] });
+
+    // Rules dropped: gone from the record (a field set to undefined is left out).
+    await a.claims.update({ ...first, policy: undefined, label: undefined });
+    const dropped = JSON.parse((await entryOf(name)).string()) as ClaimRecord;
+    assert.equal("label" in dropped, false);
+    assert.equal(dropped.routes[0].policy, undefined);
+
+    // A periodic check writes a record again whose rules are not this node's any more.
+    await a.claims.update({ ...first, label: "third" });
+    const revision = (await entryOf(name)).revision;
+    await bucket.update(`name-${name}`, JSON.stringify(dropped), revision);
+    await a.claims.reassert({ rewrite: false });
+    const rewritten = JSON.parse((await entryOf(name)).string()) as ClaimRecord;
+    assert.equal(rewritten.label, "third");
+    assert.deepEqual(rewritten.routes[0].policy, { deny: ["10.0.0.1/32"] });
+
+    // A route this node no longer holds is not written back.
+    await a.claims.release(first);
+    await a.claims.update({ ...first, label: "late" });
+    assert.equal(await routesOf(name), undefined);
   });
 
   it("forgets a record gone from the bucket, reporting each of its routes removed", async () => {

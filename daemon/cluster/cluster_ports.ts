@@ -92,6 +92,11 @@ export class ClusterPorts {
     }
   }
 
+  /** Writes what this node's route of `claim.port` says now (its visitor policy) into its record. */
+  update(claim: PortClaim): Promise<void> {
+    return this.#claims.update(claim);
+  }
+
   /** Writes whether this node's route `claim.tunnel` is healthy into the port's record. */
   setHealth(claim: PortClaim, healthy: boolean): Promise<void> {
     return this.#claims.setHealth(claim, healthy);

@@ -19,7 +19,7 @@
  * @module
  */
 
-import { type HttpPolicy, parseHttpPolicy } from "../../tunnel/policy/http_policy.ts";
+import { type HttpPolicy, parseHttpPolicy, underPrefix } from "../../tunnel/policy/http_policy.ts";
 import type { LocalRegistry } from "../registry/local_registry.ts";
 import type {
   ClaimResult,
@@ -48,17 +48,30 @@ import { Follower } from "./follower.ts";
 /** One offer of a named service as a route (its id in its node is its session). */
 type ServiceClaim = RouteClaim & { readonly name: string; readonly balance?: Balance };
 
-/** The KV key of a host name (host names are [a-z0-9.-] once validated, which KV keys allow). */
-export function hostKeyOf(host: string): string {
-  return `host-${host}`;
+/**
+ * The KV key of a host name (host names are [a-z0-9.-] once validated, which KV keys allow), and
+ * of a path prefix under it (hex after a `_`, which no host name has: each place its own record).
+ */
+export function hostKeyOf(host: string, pathPrefix?: string): string {
+  return pathPrefix ? `host-${host}_${hexOf(pathPrefix)}` : `host-${host}`;
+}
+
+/** `text`'s UTF-8 bytes in hex, for KV keys. */
+function hexOf(text: string): string {
+  return Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, "0")).join(
+    "",
+  );
+}
+
+/** Where a name's route is kept here: the name, or the name and its path prefix. */
+function placeOf(claim: HostClaim): string {
+  return claim.pathPrefix ? claim.host + claim.pathPrefix : claim.host;
 }
 
 /** The KV key of a service name (names that are not key-safe are hex-encoded). */
 export function serviceKeyOf(name: string): string {
   if (/^[A-Za-z0-9_-]+$/.test(name)) return `svc-${name}`;
-  return `svx-${
-    Array.from(new TextEncoder().encode(name), (b) => b.toString(16).padStart(2, "0")).join("")
-  }`;
+  return `svx-${hexOf(name)}`;
 }
 
 /** How to build a {@linkcode ClusterRegistry}. */
@@ -107,8 +120,13 @@ export class ClusterRegistry implements Registry {
   readonly #services: ClusterClaims<ServiceClaim>;
   /** Host names of HTTP and TLS tunnels and their one route (the `hosts` bucket). */
   readonly #hosts: ClusterClaims<HostClaim>;
-  /** Other nodes' host names as this node reaches them: a relay route each, by host. */
+  /**
+   * Other nodes' host names as this node reaches them: a relay route each, by place (the name, or
+   * the name and a path prefix).
+   */
   readonly #remoteHosts = new Map<string, RelayRoute>();
+  /** The path prefixes other nodes' tunnels hold, by host name. */
+  readonly #remotePrefixes = new Map<string, string[]>();
   /** Other nodes' offers as this node reaches them (over relays), with their counters. */
   readonly #remoteOffers = new Map<string, ServiceOffer>();
   /** Counts service choices, so that offers are taken in turn. */
@@ -169,35 +187,52 @@ export class ClusterRegistry implements Registry {
       bucket: options.link.hosts,
       noun: "host",
       kind: {
-        keyOf: (claim) => hostKeyOf(claim.host),
+        keyOf: (claim) => hostKeyOf(claim.host, claim.pathPrefix),
+        // `http` undefined (not left out): a change that drops the rules drops them from the record.
         subjectOf: (claim) => ({
           host: claim.host,
           passthrough: claim.passthrough,
-          ...(claim.http ? { http: claim.http } : {}),
+          http: claim.http,
+          pathPrefix: claim.pathPrefix,
         }),
-        claimOf: (record, route) => ({
-          ...routeClaim(record, route),
-          host: record.host as string,
-          passthrough: record.passthrough === true,
-          ...(record.http === undefined ? {} : { http: recordPolicy(record.http) }),
-        }),
+        claimOf: (record, route) => {
+          const http = record.http === undefined ? undefined : recordPolicy(record.http);
+          return {
+            ...routeClaim(record, route),
+            host: record.host as string,
+            passthrough: record.passthrough === true,
+            ...(http ? { http } : {}),
+            // The prefix is the rules' own (checked with them), so a record cannot say another.
+            ...(http?.pathPrefix ? { pathPrefix: http.pathPrefix } : {}),
+          };
+        },
+      },
+      // Another node's tunnel changed its rules in place: its route here applies them next.
+      onChange: (claim) => {
+        const current = this.#remoteHosts.get(placeOf(claim));
+        if (claim.node !== this.node && current?.id === claim.tunnel) {
+          current.update(claim, claim.http);
+        }
       },
       // Another node's name: reach it here through a relay route to that node, whose visitors
       // (HTTP requests, TLS connections) cross the relay session to the tunnel's own node.
       onRoute: (op, claim) => {
         if (claim.node === this.node) return;
-        const current = this.#remoteHosts.get(claim.host);
+        const place = placeOf(claim);
+        const current = this.#remoteHosts.get(place);
         if (op === "removed") {
           if (current?.id === claim.tunnel) {
-            this.#remoteHosts.delete(claim.host);
+            this.#remoteHosts.delete(place);
+            this.#setRemotePrefix(claim, false);
             current.stopAccepting();
           }
           return;
         }
         if (current?.id === claim.tunnel) return;
         current?.stopAccepting();
+        this.#setRemotePrefix(claim, true);
         this.#remoteHosts.set(
-          claim.host,
+          place,
           new RelayRoute({
             claim,
             opener: options.opener(claim.node),
@@ -321,7 +356,17 @@ export class ClusterRegistry implements Registry {
 
   // ---- host names: cluster-wide, one route each ----
 
+  /** Path prefixes of HTTP tunnels: each place of a name is its own record. */
+  readonly pathPrefixes = true;
+
   async claimHost(claim: HostClaim, tunnel: TunnelHandle): Promise<ClaimResult<HostClaim>> {
+    // The places of one name are one client's, as on a single node: judged by this node's view
+    // of the records (each place is its own record, so two clients starting on two nodes at the
+    // same instant could both pass; the name's own record is still held by one).
+    for (const { record } of this.#hosts.records()) {
+      if (record.host !== claim.host || record.client === claim.client) continue;
+      if (record.routes.some((r) => this.#hosts.isLive(r))) return { ok: false, reason: "taken" };
+    }
     const result = await this.#hosts.claim(claim);
     if (!result.ok) return result;
     const local = await this.#local.claimHost(claim, tunnel);
@@ -334,8 +379,36 @@ export class ClusterRegistry implements Registry {
     await this.#hosts.release(claim);
   }
 
-  hostRoute(host: string): HostRoute | undefined {
-    return this.#local.hostRoute(host) ?? this.#remoteHosts.get(host);
+  /** Writes the rules `claim` carries now into the name's record (a tunnel's changed in place). */
+  updateHost(claim: HostClaim): Promise<void> {
+    return this.#hosts.update(claim);
+  }
+
+  /**
+   * The route of `host`: given a request's `path`, the place of the longest prefix it lies
+   * under, this node's tunnel or a relay to another node's, else the name's own.
+   */
+  hostRoute(host: string, path?: string): HostRoute | undefined {
+    if (path !== undefined) {
+      const prefixes = [...this.#local.prefixesOf(host), ...this.#remotePrefixes.get(host) ?? []]
+        .sort((a, b) => b.length - a.length);
+      for (const prefix of prefixes) {
+        if (!underPrefix(path, prefix)) continue;
+        const route = this.#local.hostAt(host, prefix) ?? this.#remoteHosts.get(host + prefix);
+        if (route) return route;
+      }
+    }
+    return this.#local.hostAt(host) ?? this.#remoteHosts.get(host);
+  }
+
+  /** Notes (or forgets) the path prefix of another node's route to `claim.host`. */
+  #setRemotePrefix(claim: HostClaim, held: boolean): void {
+    const prefix = claim.pathPrefix;
+    if (!prefix) return;
+    const prefixes = (this.#remotePrefixes.get(claim.host) ?? []).filter((p) => p !== prefix);
+    if (held) prefixes.push(prefix);
+    if (prefixes.length > 0) this.#remotePrefixes.set(claim.host, prefixes);
+    else this.#remotePrefixes.delete(claim.host);
   }
 
   // ---- ports: cluster-wide ----
@@ -346,6 +419,11 @@ export class ClusterRegistry implements Registry {
 
   releasePort(claim: PortClaim): Promise<void> {
     return this.#ports.release(claim);
+  }
+
+  /** Writes the visitor policy `claim` carries now into the port's record. */
+  updatePort(claim: PortClaim): Promise<void> {
+    return this.#ports.update(claim);
   }
 
   setRouteHealth(claim: PortClaim, healthy: boolean): Promise<void> {
@@ -481,7 +559,7 @@ export class ClusterRegistry implements Registry {
         host: claim.host,
         tunnel: claim.tunnel,
       });
-      const tunnel = this.#local.hostRoute(claim.host);
+      const tunnel = this.#local.hostAt(claim.host, claim.pathPrefix);
       if (tunnel?.id === claim.tunnel) await this.#local.releaseHost(claim, tunnel);
     }
     for (const claim of await this.#services.reassert(options)) {

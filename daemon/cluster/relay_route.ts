@@ -13,6 +13,7 @@ import type { RouteClaim } from "../registry/registry.ts";
 import { StreamRoute } from "../tunnels/stream_route.ts";
 import { HttpGate } from "../http/http_gate.ts";
 import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
+import { type Entry, VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
 import type { StreamOpener } from "./peers.ts";
 
 /** How to make a {@linkcode RelayRoute}. */
@@ -52,9 +53,10 @@ export class RelayRoute extends StreamRoute {
   readonly port: number;
   /** A TLS tunnel's name: connections are passed through, never HTTP requests. */
   readonly passthrough: boolean;
-  /** The HTTP front's gate for the tunnel's `policy.http`, if it has one. */
-  readonly gate: HttpGate | undefined;
   readonly #up: () => boolean;
+  #gate: HttpGate | undefined;
+  #httpText: string;
+  readonly #visitors: VisitorGate;
 
   /** A route over `options.opener` to the tunnel `options.claim` names. */
   constructor(options: RelayRouteOptions) {
@@ -67,8 +69,36 @@ export class RelayRoute extends StreamRoute {
     this.bindHost = options.bindHost;
     this.port = options.port;
     this.passthrough = options.passthrough ?? false;
-    this.gate = options.httpPolicy && new HttpGate(options.httpPolicy);
+    this.#gate = options.httpPolicy && new HttpGate(options.httpPolicy);
+    this.#httpText = JSON.stringify(options.httpPolicy ?? null);
+    this.#visitors = new VisitorGate(claim.policy ?? {});
     this.#up = options.up;
+  }
+
+  /** The HTTP front's gate for the tunnel's `policy.http`, if it has one (read per request). */
+  get gate(): HttpGate | undefined {
+    return this.#gate;
+  }
+
+  /**
+   * The tunnel's rules changed on its node (its record, as watched): the next requests here meet
+   * them. The gate is made again only when `policy.http` changed (it keeps verified credentials).
+   */
+  update(claim: RouteClaim, httpPolicy: HttpPolicy | undefined): void {
+    const text = JSON.stringify(httpPolicy ?? null);
+    if (text !== this.#httpText) {
+      this.#gate = httpPolicy && new HttpGate(httpPolicy);
+      this.#httpText = text;
+    }
+    this.#visitors.update(claim.policy ?? {});
+  }
+
+  /**
+   * Checks an HTTP request's visitor against the tunnel's address rules here, so a refused one
+   * gets the same 403 (or 429) page as on the tunnel's own node; the holding node checks again.
+   */
+  enter(remote: string): Entry {
+    return this.#visitors.enter(remote);
   }
 
   /** Whether it takes visitors: open, and the way to the holding node up. */

@@ -58,6 +58,35 @@ describe("RelayRoute", () => {
     assert.equal(route.healthy, false);
   });
 
+  it("checks a request's visitor by the tunnel's address rules, and takes changed rules in place", () => {
+    const route = new RelayRoute({
+      claim: { ...CLAIM, policy: { deny: ["192.0.2.5/32"] } },
+      opener: { open: () => assert.fail("no stream") },
+      up: () => true,
+      bindHost: "app.example.com",
+      port: 0,
+      httpPolicy: { basicAuth: [] },
+      log,
+    });
+    const refused = route.enter("192.0.2.5:4000");
+    assert.equal(refused.ok, false);
+    assert.equal(!refused.ok && refused.reason, "policy_address");
+    assert.equal(route.enter("192.0.2.6:4000").ok, true);
+    const gate = route.gate;
+    assert.ok(gate?.guards);
+    // The same HTTP rules keep the gate (and what it verified); other rules make a new one.
+    route.update({ ...CLAIM, policy: { deny: ["192.0.2.6/32"] } }, { basicAuth: [] });
+    assert.equal(route.gate, gate);
+    assert.equal(route.enter("192.0.2.5:4000").ok, true);
+    assert.equal(route.enter("192.0.2.6:4000").ok, false);
+    route.update(CLAIM, { requestHeaders: { set: { "x-a": "1" } } });
+    assert.notEqual(route.gate, gate);
+    assert.equal(route.gate?.guards, false);
+    route.update(CLAIM, undefined);
+    assert.equal(route.gate, undefined);
+    assert.equal(route.enter("192.0.2.6:4000").ok, true);
+  });
+
   it("is chosen after this node's own routes, as a hop to another node", () => {
     const relay = new RelayRoute({
       claim: CLAIM,

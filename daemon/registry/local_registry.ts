@@ -232,6 +232,16 @@ export class LocalRegistry implements Registry {
     return this.#hosts.get(host);
   }
 
+  /** This node's tunnel holding exactly `host` and `pathPrefix` (none: the name's own). */
+  hostAt(host: string, pathPrefix?: string): TunnelHandle | undefined {
+    return this.#hosts.get(pathPrefix ? host + pathPrefix : host);
+  }
+
+  /** The path prefixes this node's tunnels hold under `host`, longest first. */
+  prefixesOf(host: string): readonly string[] {
+    return this.#prefixes.get(host) ?? [];
+  }
+
   offerService(offer: ServiceOffer): Promise<ClaimResult<ServiceRecord>> {
     const offers = this.#services.get(offer.name) ?? [];
     const holder = offers.find((o) => ownerOf(o) !== ownerOf(offer));

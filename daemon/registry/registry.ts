@@ -150,8 +150,8 @@ export interface TunnelHandle extends HostRoute {
   readonly policy: VisitorPolicy;
   /** The rules its client asked for, narrowed again when the operator's change. */
   readonly requestedPolicy: VisitorPolicy;
-  /** Puts a new policy in force without closing it (a reload). */
-  setPolicy(policy: VisitorPolicy): void;
+  /** Puts a new policy in force without closing it (a reload); settles once it is. */
+  setPolicy(policy: VisitorPolicy): void | Promise<void>;
   /** Takes no more visitors; those connected finish (a drain). */
   stopAccepting(): void;
   /** Takes no more visitors and disconnects the connected ones. */
@@ -307,6 +307,11 @@ export interface Registry {
    * routing visitors to it knows; a single node keeps it on the tunnel itself.
    */
   setRouteHealth(claim: PortClaim, healthy: boolean): Promise<void>;
+  /**
+   * Records a port tunnel's rules changed in place (a cluster writes them into the port's record);
+   * absent on a single node, whose tunnel holds them.
+   */
+  updatePort?(claim: PortClaim): Promise<void>;
   /** The port held by `owner`'s shared claims on `bindHost`, if any (a group's port). */
   ownerPort(owner: string, bindHost: string): Promise<number | undefined>;
   /** Who holds `bindHost:port`, if anyone. */
@@ -361,12 +366,17 @@ export interface Registry {
   /** Releases `claim.host` if `tunnel` holds it. */
   releaseHost(claim: HostClaim, tunnel: TunnelHandle): Promise<void>;
   /**
+   * Records an HTTP tunnel's rules changed in place (a cluster writes them into the name's record,
+   * and every node's route to it applies them); absent on a single node.
+   */
+  updateHost?(claim: HostClaim): Promise<void>;
+  /**
    * The tunnel holding `host`: this node's own, or in a cluster a relay to the node that holds
    * it (its visitors and requests cross one relay session); undefined when nobody does. Given a
    * request's `path`, the tunnel holding the longest path prefix of `host` it lies under, if any.
    */
   hostRoute(host: string, path?: string): HostRoute | undefined;
-  /** Whether host claims may name a `pathPrefix` (a single node: yes; a cluster: not yet). */
+  /** Whether host claims may name a `pathPrefix` (a single node and a cluster both do). */
   readonly pathPrefixes?: boolean;
 
   /** Calls `listener` with every change from now on; returns the function that stops it. */

@@ -405,7 +405,7 @@ export class ClientSession implements SessionHandle {
       case "unexpose":
         return await unexpose(handlers, message, answer);
       case "policy":
-        return setPolicy(handlers, client, message, answer);
+        return await setPolicy(handlers, client, message, answer);
       case "health":
         return await reportHealth(handlers, client, message, answer);
       case "offer":

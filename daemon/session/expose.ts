@@ -151,18 +151,30 @@ export async function unexpose(
  * Puts the rules `message` carries in force on one of the session's tunnels, narrowed by the
  * operator's as at `expose`, without closing it; answers `ok`, `not_found` or `not_allowed`.
  */
-export function setPolicy(
+export async function setPolicy(
   context: Pick<ExposeContext, "tunnels">,
   client: ClientConfig,
   message: PolicyMessage,
   answer: Answer,
-): void {
+): Promise<void> {
   const tunnel = context.tunnels.get(message.tunnel);
   if (!tunnel) return answer.fail("not_found", `no tunnel ${message.tunnel} in this session`);
+  const http = tunnel.host !== undefined && !tunnel.passthrough;
+  if (!http && message.policy.http !== undefined) {
+    return answer.fail("not_allowed", "policy.http: only an HTTP tunnel takes HTTP rules");
+  }
   const narrowed = narrowVisitorPolicy(client.visitors, message.policy);
   if (!narrowed.ok) return answer.fail("not_allowed", narrowed.error);
+  // The registry holds the tunnel by its name and path: another path is another tunnel.
+  if (http && narrowed.policy.http?.pathPrefix !== tunnel.httpPolicy?.pathPrefix) {
+    return answer.fail(
+      "not_allowed",
+      "policy.http.pathPrefix: a tunnel's path is set when it is exposed; expose another tunnel",
+    );
+  }
   tunnel.requestedPolicy = message.policy;
-  tunnel.setPolicy(narrowed.policy);
+  // Answered once the new rules are in force here: the client's next request meets them.
+  await tunnel.setPolicy(narrowed.policy);
   answer.send({ type: "ok", id: message.id });
 }
 

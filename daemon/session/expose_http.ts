@@ -85,7 +85,7 @@ export async function exposeHttp(
   }
   const prefix = http?.pathPrefix;
   if (prefix !== undefined && !context.registry.pathPrefixes) {
-    return answer.fail("not_allowed", "policy.http.pathPrefix: not available in a cluster yet");
+    return answer.fail("not_allowed", "policy.http.pathPrefix: not available with this registry");
   }
   // Visitors are sent where TLS works for the name, else to plain HTTP.
   const secure = passthrough || httpPort === undefined ||

@@ -59,6 +59,14 @@ export class SessionTunnels {
     const { sessionId, log, publish } = this.#context;
     this.#tunnels.set(tunnel.id, tunnel);
     this.#context.registry.addTunnel(tunnel, sessionId);
+    // Rules changed in place go into the tunnel's cluster record, for the other nodes' routes.
+    tunnel.onPolicy = () => {
+      const { registry } = this.#context;
+      const written = tunnel.host !== undefined
+        ? registry.updateHost?.(this.hostClaim(tunnel))
+        : registry.updatePort?.(this.portClaim(tunnel));
+      written?.catch(() => {});
+    };
     log.info("tunnel up", { tunnel: tunnel.id, bind });
     publish("tunnel_up", { tunnel: tunnel.id, client: tunnel.client, session: sessionId, bind });
   }

@@ -88,10 +88,11 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   readonly passthrough: boolean;
   /** Every URL visitors reach an HTTP or TLS tunnel by; empty for a port's tunnel. */
   readonly urls: readonly string[];
-  /** An HTTP tunnel's `policy.http`, if it has one. */
-  readonly httpPolicy: HttpPolicy | undefined;
-  /** The HTTP front's gate for {@linkcode httpPolicy}. */
-  readonly gate: HttpGate | undefined;
+  /**
+   * Told after each {@linkcode setPolicy}, once the new rules are in force (the session writes
+   * them into the tunnel's cluster record, so other nodes' routes apply them too).
+   */
+  onPolicy: (() => void) | undefined;
   /** When it was opened (ms since the epoch). */
   readonly createdAt = Date.now();
   /** False while the client reports its local service failing its health check. */
@@ -100,6 +101,10 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   requestedPolicy: VisitorPolicy;
   readonly #limit: VisitorLimit | undefined;
   readonly #gate: VisitorGate;
+  #httpPolicy: HttpPolicy | undefined;
+  #httpGate: HttpGate | undefined;
+  /** Policy changes begun, so that one overtaken while it loads the gate's code yields. */
+  #changes = 0;
 
   /** A tunnel through `options.session`; its port listener or the HTTP(S) front hands it visitors. */
   constructor(options: ReverseTunnelOptions) {
@@ -112,8 +117,8 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     this.host = options.host;
     this.passthrough = options.passthrough ?? false;
     this.urls = options.urls ?? [];
-    this.httpPolicy = options.httpPolicy;
-    this.gate = options.gate;
+    this.#httpPolicy = options.httpPolicy;
+    this.#httpGate = options.gate;
     this.#limit = options.visitorLimit;
     this.#gate = new VisitorGate(options.policy ?? {});
     this.requestedPolicy = options.requestedPolicy ?? {};
@@ -124,9 +129,38 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     return this.#gate.policy;
   }
 
-  /** Puts a new policy in force (a reload): visitors connected stay, the next ones meet it. */
-  setPolicy(policy: VisitorPolicy): void {
-    this.#gate.update(policy);
+  /** An HTTP tunnel's `policy.http` in force, if it has one. */
+  get httpPolicy(): HttpPolicy | undefined {
+    return this.#httpPolicy;
+  }
+
+  /** The HTTP front's gate for {@linkcode httpPolicy}, read by the front at each request. */
+  get gate(): HttpGate | undefined {
+    return this.#httpGate;
+  }
+
+  /**
+   * Puts a new policy in force (a reload, a client's `policy` request): visitors connected stay,
+   * the next ones (and the next request on a kept-alive connection) meet it. An HTTP tunnel's
+   * `http` part gets a new gate; its `pathPrefix` stays as exposed (the registry holds the tunnel
+   * by it). A port's or a TLS tunnel's visitors are never HTTP requests: `http` is dropped.
+   */
+  async setPolicy(policy: VisitorPolicy): Promise<void> {
+    const { http: asked, ...rest } = policy;
+    const http = this.host !== undefined && !this.passthrough
+      ? keepPrefix(asked, this.#httpPolicy?.pathPrefix)
+      : undefined;
+    const change = ++this.#changes;
+    if (JSON.stringify(http) !== JSON.stringify(this.#httpPolicy)) {
+      // The gate's code loads with the first HTTP rules, as at expose.
+      const gate = http && new (await import("../http/http_gate.ts")).HttpGate(http);
+      // A later change settled while this one waited for the code: the later one stands.
+      if (change !== this.#changes) return;
+      this.#httpPolicy = http;
+      this.#httpGate = gate;
+    }
+    this.#gate.update(http ? { ...rest, http } : rest);
+    this.onPolicy?.();
   }
 
   /**
@@ -188,6 +222,16 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   override relayed(stream: Stream, remote: string, local: string, rest: Uint8Array): void {
     super.relayed(stream, remote, local, rest);
   }
+}
+
+/** `http` with the path prefix `prefix` (none when undefined); undefined when it is left empty. */
+function keepPrefix(
+  http: HttpPolicy | undefined,
+  prefix: string | undefined,
+): HttpPolicy | undefined {
+  const { pathPrefix: _asked, ...rest } = http ?? {};
+  const out: HttpPolicy = prefix === undefined ? rest : { ...rest, pathPrefix: prefix };
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 /** One throttle spending from `a` and `b` together (the longer hold), or whichever is set. */

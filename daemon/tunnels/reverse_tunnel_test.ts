@@ -60,6 +60,72 @@ describe("ReverseTunnel", () => {
     far.close();
   });
 
+  it("takes new rules in place: an HTTP tunnel a new gate (its path kept), a port tunnel no HTTP rules", async () => {
+    const session = { open: () => assert.fail("no stream") };
+    const { HttpGate } = await import("../http/http_gate.ts");
+    const first = { basicAuth: [], pathPrefix: "/api" };
+    let told = 0;
+    const http = new ReverseTunnel({
+      id: "t-http",
+      client: "alice",
+      session,
+      bindHost: "app.example.com",
+      port: 80,
+      host: "app.example.com",
+      httpPolicy: first,
+      gate: new HttpGate(first),
+      policy: { http: first },
+      log,
+    });
+    http.onPolicy = () => told++;
+    const before = http.gate;
+    await http.setPolicy({
+      deny: ["192.0.2.1/32"],
+      http: { requestHeaders: { set: { "x-a": "1" } }, pathPrefix: "/other" },
+    });
+    assert.notEqual(http.gate, before);
+    assert.deepEqual(http.httpPolicy, {
+      requestHeaders: { set: { "x-a": "1" } },
+      pathPrefix: "/api",
+    });
+    assert.equal(http.gate!.guards, false, "nobody asked for credentials any more");
+    assert.deepEqual(http.policy.http, http.httpPolicy, "the policy in force says the same");
+    assert.equal(http.enter("192.0.2.1:5").ok, false);
+    assert.equal(told, 1);
+    // The same HTTP rules again keep the gate; two changes at once: the later stands.
+    const kept = http.gate;
+    await http.setPolicy({ http: { requestHeaders: { set: { "x-a": "1" } } } });
+    assert.equal(http.gate, kept);
+    const plain = new ReverseTunnel({
+      id: "t-plain",
+      client: "alice",
+      session,
+      bindHost: "web.example.com",
+      port: 80,
+      host: "web.example.com",
+      log,
+    });
+    // The first waits for the gate's code; the second, without HTTP rules, does not.
+    const overtaken = plain.setPolicy({ http: { basicAuth: [] } });
+    const later = plain.setPolicy({ deny: ["192.0.2.3/32"] });
+    await Promise.all([overtaken, later]);
+    assert.equal(plain.httpPolicy, undefined);
+    assert.equal(plain.gate, undefined);
+    assert.deepEqual(plain.policy, { deny: ["192.0.2.3/32"] });
+
+    const port = new ReverseTunnel({
+      id: "t-port",
+      client: "alice",
+      session,
+      bindHost: "127.0.0.1",
+      port: 20100,
+      log,
+    });
+    await port.setPolicy({ deny: ["192.0.2.2/32"], http: { basicAuth: [] } });
+    assert.deepEqual(port.policy, { deny: ["192.0.2.2/32"] });
+    assert.equal(port.gate, undefined);
+  });
+
   it("refuses a visitor past its own cap at once, counted, and takes one again when one left", async () => {
     const { near, far } = echoClient();
     const refusals: VisitorRefusal[] = [];
