@@ -31,6 +31,28 @@ describe("udp sockets", () => {
     }
   });
 
+  it("receives an IPv6 datagram larger than IPv4's largest whole, never cut short", async () => {
+    const got: Uint8Array[] = [];
+    const receiver = await openUdp({ hostname: "::1", onMessage: (bytes) => got.push(bytes) })
+      .catch(() => undefined);
+    if (!receiver) return; // no IPv6 loopback here
+    const sender = await openUdp({ hostname: "::1", onMessage: () => {} });
+    try {
+      // Larger than IPv4's largest: the layer above must see its real size to refuse it.
+      const sizes = [MAX_UDP_DATAGRAM + 1, 65_527, 3];
+      for (const size of sizes) {
+        assert.equal(sender.send(pattern(size, size), "::1", receiver.local.port), true);
+        await waitFor(() => got.length === sizes.indexOf(size) + 1, `datagram of ${size}`);
+      }
+      assert.deepEqual(got.map((g) => g.length), sizes);
+      // Each is the handler's own: a later datagram does not overwrite an earlier one.
+      sizes.forEach((size, i) => assert.deepEqual(got[i], pattern(size, size)));
+    } finally {
+      sender.close();
+      receiver.close();
+    }
+  });
+
   it("sends nothing after close", async () => {
     const socket = await openUdp({ onMessage: () => {} });
     socket.close();

@@ -23,13 +23,24 @@ export const UDP_FLOW_IDLE_MS = 60_000;
 /** Flows a table keeps at once, by default. */
 export const UDP_MAX_FLOWS = 1024;
 
-/** Why a datagram was not carried. */
-export type UdpDrop = "queue_full" | "too_large" | "flow_limit" | "send_failed";
+/** Why a datagram was not carried (`refused`: the visitor policy refused its new flow). */
+export type UdpDrop = "queue_full" | "too_large" | "flow_limit" | "send_failed" | "refused";
+
+/** Every {@linkcode UdpDrop}, for counters that list them all. */
+export const UDP_DROPS: readonly UdpDrop[] = [
+  "queue_full",
+  "too_large",
+  "flow_limit",
+  "send_failed",
+  "refused",
+];
 
 /** What a table or a served flow did; shared by all flows of a tunnel. */
 export interface UdpCounters {
   /** Flows open now. */
   flowsOpen: number;
+  /** Flows opened in all. */
+  flows: number;
   /** Datagrams received on the UDP socket and put on a stream (toward the tunnel). */
   datagramsIn: number;
   /** Datagrams taken from a stream and sent on the UDP socket. */
@@ -46,13 +57,27 @@ export interface UdpCounters {
 export function newUdpCounters(): UdpCounters {
   return {
     flowsOpen: 0,
+    flows: 0,
     datagramsIn: 0,
     datagramsOut: 0,
     bytesIn: 0,
     bytesOut: 0,
-    drops: { queue_full: 0, too_large: 0, flow_limit: 0, send_failed: 0 },
+    drops: { queue_full: 0, too_large: 0, flow_limit: 0, send_failed: 0, refused: 0 },
   };
 }
+
+/** Adds `from` into `into`; the open-flow gauge too unless `gauge` is false. */
+export function addUdpCounters(into: UdpCounters, from: UdpCounters, gauge = true): void {
+  if (gauge) into.flowsOpen += from.flowsOpen;
+  into.flows += from.flows;
+  into.datagramsIn += from.datagramsIn;
+  into.datagramsOut += from.datagramsOut;
+  into.bytesIn += from.bytesIn;
+  into.bytesOut += from.bytesOut;
+  for (const reason of UDP_DROPS) into.drops[reason] += from.drops[reason];
+}
+
+const NOTHING = () => {};
 
 interface Flow {
   stream: Stream;
@@ -130,6 +155,11 @@ export interface UdpFlowTableOptions {
   maxFlows?: number;
   /** Counters to add to (default: the table's own). */
   counters?: UdpCounters;
+  /**
+   * Asked before a new visitor address gets a flow: what to call once the flow ends, or
+   * undefined to refuse it (its datagram is dropped, counted `refused`). Default: every visitor.
+   */
+  admit?: (remote: string) => (() => void) | undefined;
 }
 
 /** A UDP socket whose visitors each get a flow: a stream of length-prefixed datagrams. */
@@ -194,18 +224,24 @@ export class UdpFlowTable {
         this.counters.drops.flow_limit++;
         return;
       }
-      flow = this.#start(remote);
+      const leave = this.#options.admit ? this.#options.admit(remote) : NOTHING;
+      if (!leave) {
+        this.counters.drops.refused++;
+        return;
+      }
+      flow = this.#start(remote, leave);
       if (!flow) return;
     }
     flow.lastActive = Date.now();
     carry(flow.sender, bytes, this.counters);
   }
 
-  #start(remote: string): Flow | undefined {
+  #start(remote: string, leave: () => void): Flow | undefined {
     let stream: Stream;
     try {
       stream = this.#options.openStream(remote);
     } catch {
+      leave();
       this.counters.drops.send_failed++;
       return undefined;
     }
@@ -228,11 +264,13 @@ export class UdpFlowTable {
         if (this.#flows.get(remote) === flow) {
           this.#flows.delete(remote);
           this.counters.flowsOpen--;
+          leave();
         }
       },
     );
     this.#flows.set(remote, flow);
     this.counters.flowsOpen++;
+    this.counters.flows++;
     armIdle(flow, this.#options.idleMs ?? UDP_FLOW_IDLE_MS);
     return flow;
   }
@@ -292,6 +330,7 @@ export async function serveUdpFlow(stream: Stream, options: ServeUdpFlowOptions)
     throw error;
   }
   counters.flowsOpen++;
+  counters.flows++;
   flow.sender = wire(
     stream,
     counters,
