@@ -132,4 +132,43 @@ describe("udp flows", () => {
       peer.destroy();
     }
   });
+
+  it("asks admit for each new visitor: a refused one's datagrams are dropped, counted", async () => {
+    const [s1, s2] = memoryPair();
+    const session = new Session(s1, { client: false, config: { enableKeepAlive: false } });
+    const peer = new Session(s2, { client: true, config: { enableKeepAlive: false } });
+    const asked: string[] = [];
+    let left = 0;
+    let admitNext = false;
+    const table = await UdpFlowTable.open({
+      admit: (remote) => {
+        asked.push(remote);
+        return admitNext ? () => left++ : undefined;
+      },
+      openStream: () => session.open(),
+    });
+    const a = await visitor([]);
+    try {
+      a.send(new Uint8Array([1]), "127.0.0.1", table.local.port);
+      a.send(new Uint8Array([2]), "127.0.0.1", table.local.port);
+      await waitFor(() => table.counters.drops.refused === 2);
+      assert.deepEqual(asked, [`127.0.0.1:${a.local.port}`, `127.0.0.1:${a.local.port}`]);
+      assert.equal(table.counters.flows, 0);
+      admitNext = true;
+      a.send(new Uint8Array([3]), "127.0.0.1", table.local.port);
+      await waitFor(() => table.counters.flowsOpen === 1);
+      a.send(new Uint8Array([4]), "127.0.0.1", table.local.port);
+      await waitFor(() => table.counters.datagramsIn === 2);
+      assert.equal(asked.length, 3, "an open flow's datagrams are not asked about again");
+      const [stream] = [...peer.streams()];
+      stream.reset(0);
+      await waitFor(() => table.counters.flowsOpen === 0);
+      assert.equal(left, 1, "the flow's end is told once");
+    } finally {
+      a.close();
+      table.close();
+      session.destroy();
+      peer.destroy();
+    }
+  });
 });

@@ -1,0 +1,179 @@
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { memoryPair } from "../../transport/memory.ts";
+import { openUdp, type UdpSocket } from "../../transport/udp.ts";
+import { newUdpCounters } from "../../tunnel/udp_flow.ts";
+import { waitFor } from "../../testing/wait.ts";
+import { pattern } from "../../util/bytes.ts";
+import { Logger } from "../../util/log.ts";
+import { echoClient } from "./_echo_client.ts";
+import { UdpTunnel, type UdpTunnelOptions } from "./udp_tunnel.ts";
+import { ClientVisitors, type VisitorRefusal } from "./visitor_limit.ts";
+
+const log = new Logger({ level: "error", format: "json", sink: () => {} });
+
+/** A visitor's socket and what it received. */
+async function visitor(hostname = "127.0.0.1") {
+  const got: Uint8Array[] = [];
+  const socket: UdpSocket = await openUdp({ hostname, onMessage: (b) => void got.push(b) });
+  return { socket, got };
+}
+
+/** A UDP tunnel whose client echoes every flow's datagrams back. */
+async function echoTunnel(options: Partial<UdpTunnelOptions> = {}) {
+  const client = echoClient();
+  const tunnel = await UdpTunnel.open({
+    id: "t-1",
+    client: "alice",
+    session: client.near,
+    bindHost: "127.0.0.1",
+    port: 0,
+    log,
+    ...options,
+  });
+  return {
+    tunnel,
+    headers: client.headers,
+    close: () => (tunnel.close(), client.near.close(), client.far.close()),
+  };
+}
+
+describe("UdpTunnel", () => {
+  it("sends each visitor address's flow to the client as a udpVisitor stream", async () => {
+    const { tunnel, headers, close } = await echoTunnel();
+    const a = await visitor();
+    const b = await visitor();
+    try {
+      assert.equal(tunnel.protocol, "udp");
+      assert.ok(tunnel.port > 0, "the port bound");
+      for (let i = 0; i < 3; i++) {
+        a.socket.send(pattern(10 + i, 1), "127.0.0.1", tunnel.port);
+        b.socket.send(pattern(20 + i, 2), "127.0.0.1", tunnel.port);
+      }
+      await waitFor(() => a.got.length === 3 && b.got.length === 3, "every echo");
+      assert.deepEqual(a.got, [0, 1, 2].map((i) => pattern(10 + i, 1)));
+      assert.deepEqual(b.got, [0, 1, 2].map((i) => pattern(20 + i, 2)));
+      assert.deepEqual(
+        headers.map((h) => JSON.stringify(h)).sort(),
+        [a, b].map((v) =>
+          JSON.stringify({
+            kind: "udpVisitor",
+            tunnel: "t-1",
+            remote: `127.0.0.1:${v.socket.local.port}`,
+            local: `127.0.0.1:${tunnel.port}`,
+          })
+        ).sort(),
+      );
+      // Its counters as every tunnel shows them: flows are its visitors, payload its bytes.
+      assert.equal(tunnel.stats.connections, 2);
+      assert.equal(tunnel.stats.active, 2);
+      assert.equal(tunnel.stats.aToB, 3 * 10 + 3 + 3 * 20 + 3);
+      assert.equal(tunnel.stats.bToA, tunnel.stats.aToB);
+      assert.deepEqual(
+        tunnel.flows.sort(),
+        [a, b].map((v) => `127.0.0.1:${v.socket.local.port}`).sort(),
+      );
+    } finally {
+      a.socket.close();
+      b.socket.close();
+      close();
+    }
+  });
+
+  it("refuses a new flow past the tunnel's visitor cap, counted, and takes it once one ends", async () => {
+    const refusals: VisitorRefusal[] = [];
+    const account = new ClientVisitors(() => 100);
+    const { tunnel, close } = await echoTunnel({
+      visitorLimit: { perTunnel: () => 1, client: account, refused: (r) => refusals.push(r) },
+      idleMs: 200,
+    });
+    const a = await visitor();
+    const b = await visitor();
+    try {
+      a.socket.send(pattern(4, 1), "127.0.0.1", tunnel.port);
+      await waitFor(() => a.got.length === 1, "the first visitor's echo");
+      b.socket.send(pattern(4, 2), "127.0.0.1", tunnel.port);
+      await waitFor(() => tunnel.udp.drops.refused === 1, "the second flow refused");
+      assert.deepEqual(refusals, ["tunnel_visitor_limit"]);
+      assert.equal(b.got.length, 0);
+      // The first flow ends when idle; then the second visitor gets one.
+      await waitFor(() => tunnel.udp.flowsOpen === 0, "the idle flow to end");
+      b.socket.send(pattern(4, 3), "127.0.0.1", tunnel.port);
+      await waitFor(() => b.got.length === 1, "the second visitor's echo");
+      assert.equal(tunnel.udp.flows, 2);
+    } finally {
+      a.socket.close();
+      b.socket.close();
+      close();
+    }
+  });
+
+  it("applies its visitor policy to each new visitor address", async () => {
+    const refusals: VisitorRefusal[] = [];
+    const { tunnel, close } = await echoTunnel({
+      policy: { deny: ["127.0.0.3/32"] },
+      visitorLimit: {
+        perTunnel: () => 100,
+        client: new ClientVisitors(() => 100),
+        refused: (r) => refusals.push(r),
+      },
+    });
+    const denied = await visitor("127.0.0.3");
+    const allowed = await visitor("127.0.0.2");
+    try {
+      denied.socket.send(pattern(4, 1), "127.0.0.1", tunnel.port);
+      allowed.socket.send(pattern(4, 2), "127.0.0.1", tunnel.port);
+      await waitFor(() => allowed.got.length === 1, "the allowed visitor's echo");
+      await waitFor(() => tunnel.udp.drops.refused === 1, "the denied visitor refused");
+      assert.deepEqual(refusals, ["policy_address"]);
+      // A new policy applies to the next new flow.
+      tunnel.setPolicy({});
+      denied.socket.send(pattern(4, 3), "127.0.0.1", tunnel.port);
+      await waitFor(() => denied.got.length === 1, "the formerly denied visitor's echo");
+    } finally {
+      denied.socket.close();
+      allowed.socket.close();
+      close();
+    }
+  });
+
+  it("closes its flows and its port once, adding its counts to the daemon's totals", async () => {
+    const totals = newUdpCounters();
+    const { tunnel, close } = await echoTunnel({ totals });
+    const a = await visitor();
+    try {
+      a.socket.send(pattern(7, 1), "127.0.0.1", tunnel.port);
+      await waitFor(() => a.got.length === 1, "the echo");
+      tunnel.close();
+      tunnel.close();
+      assert.equal(totals.datagramsIn, 1);
+      assert.equal(totals.bytesOut, 7);
+      assert.equal(totals.flows, 1);
+      assert.equal(totals.flowsOpen, 0, "a gauge is not added up");
+      assert.equal(tunnel.healthy, false);
+      const port = tunnel.port;
+      const rebound = await waitFor(
+        () => openUdp({ port, onMessage: () => {} }).catch(() => undefined),
+        "the port to be free",
+      );
+      rebound.close();
+    } finally {
+      a.socket.close();
+      close();
+    }
+  });
+
+  it("closes a TCP visitor at once", async () => {
+    const { tunnel, close } = await echoTunnel();
+    try {
+      const [outside, inside] = memoryPair();
+      let closed = false;
+      outside.start({ data: () => {}, drain: () => {}, end: () => {}, close: () => closed = true });
+      tunnel.visitor(inside);
+      await waitFor(() => closed, "the visitor closed");
+      assert.equal(tunnel.stats.connections, 0);
+    } finally {
+      close();
+    }
+  });
+});
