@@ -103,6 +103,7 @@ describe("UDP reverse tunnels", () => {
       name: "alice",
       token: TOKEN,
       expose: { ports: [0, "20000-32767"], bindHosts: ["127.0.0.1", "::1"] },
+      forward: ["127.0.0.1:1-65535"],
     }],
   };
 
@@ -303,6 +304,32 @@ describe("UDP reverse tunnels", () => {
       await tcp.close();
     }
     (await bindable(udp.remotePort)).close();
+  });
+
+  it("counts a UDP forward's flows and datagrams under kind forward in /metrics", async () => {
+    const forward = await client.forwardUdp({
+      listen: "127.0.0.1:0",
+      target: `127.0.0.1:${echo.local.port}`,
+    });
+    const v = await visitor();
+    const series = (s: string) => sample(renderMetrics(daemon), s);
+    const before = series('tunnelmux_udp_datagrams_total{kind="forward",direction="out"}');
+    try {
+      const port = Number(forward.address.split(":").pop());
+      v.socket.send(pattern(300, 1), "127.0.0.1", port);
+      await waitFor(() => v.got.length === 1, "the echo through the forward");
+      assert.deepEqual(v.got[0], pattern(300, 1));
+      // The daemon's socket sent it to the target (out) and took the reply (in).
+      assert.equal(
+        series('tunnelmux_udp_datagrams_total{kind="forward",direction="out"}'),
+        before + 1,
+      );
+      assert.ok(series('tunnelmux_udp_bytes_total{kind="forward",direction="in"}') >= 300);
+      assert.equal(series('tunnelmux_udp_flows_open{kind="forward"}'), 1);
+    } finally {
+      v.socket.close();
+      forward.close();
+    }
   });
 
   it("refuses what a UDP tunnel cannot be, with a clear error", async () => {
