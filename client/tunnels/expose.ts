@@ -13,6 +13,7 @@ import type { HealthMonitor, HealthOptions } from "./health_check.ts";
 import { parseVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { ControlRequest } from "../connect/requests.ts";
 import { newUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
+import { currentRuntime } from "../../util/runtime.ts";
 
 /** What `Client.expose` asks for. */
 export interface ExposeOptions {
@@ -136,6 +137,12 @@ export function newTunnelRecord(options: ExposeOptions, kept: boolean): TunnelRe
     const wrong = (["http", "tls", "proxyProtocol", "health"] as const)
       .filter((key) => options[key] !== undefined);
     if (wrong.length > 0) throw new TypeError(`a UDP tunnel takes no ${wrong.join(", ")}`);
+    // Said now, not at its first visitor's flow: the flows need a UDP socket here.
+    if (currentRuntime() === "node") {
+      throw new TypeError(
+        "a UDP tunnel needs the client on Deno or Bun (Node has no UDP adapter yet)",
+      );
+    }
   }
   const request = options.policy === undefined
     ? options
