@@ -6,7 +6,9 @@ import { newUdpCounters } from "../../tunnel/udp_flow.ts";
 import { waitFor } from "../../testing/wait.ts";
 import { pattern } from "../../util/bytes.ts";
 import { Logger } from "../../util/log.ts";
-import { echoClient } from "./_echo_client.ts";
+import { echoClient, QUIET } from "./_echo_client.ts";
+import { Session } from "../../protocol/session.ts";
+import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { UdpTunnel, type UdpTunnelOptions } from "./udp_tunnel.ts";
 import { ClientVisitors, type VisitorRefusal } from "./visitor_limit.ts";
 
@@ -160,6 +162,58 @@ describe("UdpTunnel", () => {
     } finally {
       a.socket.close();
       close();
+    }
+  });
+
+  it("drops a flow's datagrams its client does not take, and another flow goes on", async () => {
+    // A client that never reads the stalled visitor's flow (its window fills), and echoes others.
+    const [a, b] = memoryPair();
+    let stalledPort = -1;
+    const far = new Session(b, {
+      client: false,
+      config: QUIET,
+      onStream: async (stream) => {
+        const { header, rest } = await readStreamHeader(stream, 5_000);
+        if (header.kind === "udpVisitor" && header.remote.endsWith(`:${stalledPort}`)) return;
+        if (rest.length > 0) stream.write(rest.slice());
+        stream.onData = (chunk) => stream.write(chunk.slice());
+        stream.resume();
+      },
+    });
+    const near = new Session(a, { client: true, config: QUIET });
+    const tunnel = await UdpTunnel.open({
+      id: "t-1",
+      client: "alice",
+      session: near,
+      bindHost: "127.0.0.1",
+      port: 0,
+      log,
+    });
+    const stalled = await visitor();
+    const other = await visitor();
+    stalledPort = stalled.socket.local.port;
+    try {
+      // Far more than the flow's window and queue together; a bounded number of rounds.
+      for (let round = 0; round < 50 && tunnel.udp.drops.queue_full === 0; round++) {
+        for (let i = 0; i < 10; i++) {
+          stalled.socket.send(pattern(30_000, i), "127.0.0.1", tunnel.port);
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(tunnel.udp.drops.queue_full > 0, "the stalled flow drops");
+      for (let i = 0; i < 5; i++) {
+        other.socket.send(pattern(1000, i), "127.0.0.1", tunnel.port);
+        await waitFor(() => other.got.length === i + 1, `the other flow's echo ${i}`);
+      }
+      assert.deepEqual(other.got, [0, 1, 2, 3, 4].map((i) => pattern(1000, i)));
+      assert.equal(stalled.got.length, 0);
+      assert.equal(tunnel.udp.flowsOpen, 2);
+    } finally {
+      stalled.socket.close();
+      other.socket.close();
+      tunnel.close();
+      near.close();
+      far.close();
     }
   });
 
