@@ -326,6 +326,14 @@ describe("UDP reverse tunnels", () => {
       );
       assert.ok(series('tunnelmux_udp_bytes_total{kind="forward",direction="in"}') >= 300);
       assert.equal(series('tunnelmux_udp_flows_open{kind="forward"}'), 1);
+      // The session's own counts, in the admin API.
+      const session = daemon.registry.sessions().find((s) => s.client === "alice")!;
+      const detail = await adminOf(daemon)(`/v1/sessions/${session.id}`) as {
+        udpForwards: { flowsOpen: number; datagramsToTargets: number; bytesFromTargets: number };
+      };
+      assert.equal(detail.udpForwards.flowsOpen, 1);
+      assert.equal(detail.udpForwards.datagramsToTargets, 1);
+      assert.equal(detail.udpForwards.bytesFromTargets, 300);
     } finally {
       v.socket.close();
       forward.close();

@@ -66,6 +66,43 @@ export function newUdpCounters(): UdpCounters {
   };
 }
 
+/**
+ * Counters that add to both `a` and `b` as they change (reading gives `a`'s): one flow counted
+ * for its session and for the daemon at once, without summing at each read.
+ */
+export function teeUdpCounters(a: UdpCounters, b: UdpCounters): UdpCounters {
+  const tee = <T extends object>(x: T, y: T, keys: readonly (keyof T)[]): T => {
+    const out = {} as T;
+    for (const key of keys) {
+      Object.defineProperty(out, key, {
+        enumerable: true,
+        get: () => x[key],
+        set: (value: number) => {
+          const delta = value - (x[key] as number);
+          (x[key] as number) += delta;
+          (y[key] as number) += delta;
+        },
+      });
+    }
+    return out;
+  };
+  const counters = tee(
+    a,
+    b,
+    [
+      "flowsOpen",
+      "flows",
+      "datagramsIn",
+      "datagramsOut",
+      "bytesIn",
+      "bytesOut",
+    ] as const,
+  );
+  const drops = tee(a.drops, b.drops, UDP_DROPS);
+  Object.defineProperty(counters, "drops", { enumerable: true, get: () => drops });
+  return counters;
+}
+
 /** Adds `from` into `into`; the open-flow gauge too unless `gauge` is false. */
 export function addUdpCounters(into: UdpCounters, from: UdpCounters, gauge = true): void {
   if (gauge) into.flowsOpen += from.flowsOpen;

@@ -1,6 +1,12 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { newUdpCounters, serveUdpFlow, UdpFlowTable } from "./udp_flow.ts";
+import {
+  addUdpCounters,
+  newUdpCounters,
+  serveUdpFlow,
+  teeUdpCounters,
+  UdpFlowTable,
+} from "./udp_flow.ts";
 import { encodeStreamHeader } from "./stream_header.ts";
 import { readStreamHeader } from "./read_stream_header.ts";
 import { Session } from "../protocol/session.ts";
@@ -170,5 +176,26 @@ describe("udp flows", () => {
       session.destroy();
       peer.destroy();
     }
+  });
+
+  it("tee counters add each change to both; addUdpCounters leaves the gauge out when asked", () => {
+    const session = newUdpCounters();
+    const daemon = newUdpCounters();
+    daemon.datagramsIn = 10;
+    const both = teeUdpCounters(session, daemon);
+    both.flowsOpen++;
+    both.datagramsIn += 2;
+    both.drops.queue_full++;
+    both.flowsOpen--;
+    assert.equal(both.datagramsIn, 2, "reads the first");
+    assert.deepEqual([session.datagramsIn, daemon.datagramsIn], [2, 12]);
+    assert.deepEqual([session.drops.queue_full, daemon.drops.queue_full], [1, 1]);
+    assert.deepEqual([session.flowsOpen, daemon.flowsOpen], [0, 0]);
+    const total = newUdpCounters();
+    addUdpCounters(total, { ...daemon, flowsOpen: 3 }, false);
+    assert.equal(total.flowsOpen, 0);
+    assert.equal(total.datagramsIn, 12);
+    addUdpCounters(total, { ...daemon, flowsOpen: 3 });
+    assert.equal(total.flowsOpen, 3);
   });
 });

@@ -363,6 +363,32 @@ const schemas: Record<string, Json> = {
       },
       streams: { type: "array", items: ref("Stream") },
       tunnels: { type: "array", items: { type: "string", pattern: PARAM_PATTERNS.tunnel } },
+      udpForwards: {
+        oneOf: [ref("UdpForwardCounters"), { type: "null" }],
+        description: "What the session's UDP forwards did (--forward-udp): flows, datagrams " +
+          "and payload bytes to and from their targets, drops by reason.",
+      },
+    },
+  },
+  UdpForwardCounters: {
+    type: "object",
+    required: [
+      "flowsOpen",
+      "flows",
+      "datagramsToTargets",
+      "datagramsFromTargets",
+      "bytesToTargets",
+      "bytesFromTargets",
+      "drops",
+    ],
+    properties: {
+      flowsOpen: count,
+      flows: count,
+      datagramsToTargets: count,
+      datagramsFromTargets: count,
+      bytesToTargets: count,
+      bytesFromTargets: count,
+      drops: ref("UdpDrops"),
     },
   },
   FrameCounts: {
@@ -475,19 +501,20 @@ const schemas: Record<string, Json> = {
       datagramsToVisitors: count,
       bytesFromVisitors: count,
       bytesToVisitors: count,
-      drops: {
-        type: "object",
-        description: "Datagrams dropped, by reason: queue_full (the flow's stream could not " +
-          "keep up), too_large, flow_limit, send_failed, refused (the visitor policy).",
-        required: ["queue_full", "too_large", "flow_limit", "send_failed", "refused"],
-        properties: {
-          queue_full: count,
-          too_large: count,
-          flow_limit: count,
-          send_failed: count,
-          refused: count,
-        },
-      },
+      drops: ref("UdpDrops"),
+    },
+  },
+  UdpDrops: {
+    type: "object",
+    description: "Datagrams dropped, by reason: queue_full (the flow's stream could not keep " +
+      "up), too_large, flow_limit, send_failed, refused (the visitor policy or limits).",
+    required: ["queue_full", "too_large", "flow_limit", "send_failed", "refused"],
+    properties: {
+      queue_full: count,
+      too_large: count,
+      flow_limit: count,
+      send_failed: count,
+      refused: count,
     },
   },
   Service: {

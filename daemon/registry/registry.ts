@@ -68,6 +68,8 @@ export interface SessionHandle {
   readonly ha: number;
   /** Streams open now, the control stream included. */
   readonly streamCount: number;
+  /** What its UDP forwards did (flows, datagrams, bytes, drops), live; absent: none counted. */
+  readonly udpForwards?: Readonly<UdpCounters>;
   /** The control stream's id, once the client opened it. */
   readonly controlStreamId: number | undefined;
   /** The open streams, for inspection only. */

@@ -65,6 +65,21 @@ export function sessionDetail(session: SessionHandle) {
     resets: { sent: stats.resetsSent, received: stats.resetsReceived },
     streams: [...session.streams()].sort((a, b) => a.id - b.id).map((s) => streamView(s, now)),
     tunnels: session.tunnelIds().sort(),
+    // Its UDP forwards' flows: `in` from the targets (toward the client), `out` to them.
+    udpForwards: session.udpForwards ? udpForwardView(session.udpForwards) : null,
+  };
+}
+
+/** A session's UDP forward counters as the admin API shows them. */
+export function udpForwardView(udp: Readonly<UdpCounters>) {
+  return {
+    flowsOpen: udp.flowsOpen,
+    flows: udp.flows,
+    datagramsToTargets: udp.datagramsOut,
+    datagramsFromTargets: udp.datagramsIn,
+    bytesToTargets: udp.bytesOut,
+    bytesFromTargets: udp.bytesIn,
+    drops: { ...udp.drops },
   };
 }
 

@@ -23,7 +23,7 @@ import { echoStream } from "../../tunnel/echo.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { serveForward } from "./forward.ts";
 import { serveUdpForward } from "./forward_udp.ts";
-import type { UdpCounters } from "../../tunnel/udp_flow.ts";
+import { newUdpCounters, teeUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
 import type { Logger } from "../../util/log.ts";
 import { canUseService } from "../policy/policy.ts";
 import type { LookupFn } from "../policy/resolve.ts";
@@ -122,8 +122,12 @@ export class ClientSession implements SessionHandle {
   readonly since = Date.now();
   /** Resolves when the session is closed. */
   readonly closed: Promise<void>;
+  /** What this session's UDP forwards did (flows, datagrams, bytes, drops), live. */
+  readonly udpForwards: UdpCounters = newUdpCounters();
 
   readonly #context: DaemonContext;
+  /** {@linkcode udpForwards}, and the daemon's UDP forward counters with them. */
+  #udpCounters: UdpCounters | undefined;
   #ha = 1;
   readonly #yamux: Session;
   readonly #lifecycle = new Lifecycle<ClientSessionState, "authenticated" | "close">(
@@ -334,7 +338,9 @@ export class ClientSession implements SessionHandle {
               log,
               lookup: this.#context.lookup,
               count: (reason) => this.#forwardRefused(client.name, stream.id, reason),
-              counters: this.#context.udp?.forwards,
+              counters: this.#udpCounters ??= this.#context.udp
+                ? teeUdpCounters(this.udpForwards, this.#context.udp.forwards)
+                : this.udpForwards,
               idleMs: config.limits.udpFlowIdleMs,
             });
           case "service": {
