@@ -16,6 +16,7 @@ import type { Stream } from "../protocol/stream.ts";
 import { openUdp, type UdpSocket } from "../transport/udp.ts";
 import { DatagramDecoder, DatagramSender, UdpFramingError } from "./udp_framing.ts";
 import { ResetReason } from "./reset_reasons.ts";
+import { formatHostPort } from "../util/address.ts";
 
 /** How long a flow lives without a datagram either way, by default. */
 export const UDP_FLOW_IDLE_MS = 60_000;
@@ -219,19 +220,18 @@ export class UdpFlowTable {
     const counters = options.counters ?? newUdpCounters();
     // Datagrams may arrive before the socket's table exists; they wait (a few) until it does.
     const ref: { table?: UdpFlowTable } = {};
-    const early: [Uint8Array, string][] = [];
+    const early: [Uint8Array, { hostname: string; port: number }][] = [];
     const socket = await openUdp({
       hostname: options.hostname,
       port: options.port,
       onMessage: (bytes, remote) => {
-        const key = `${remote.hostname}:${remote.port}`;
-        if (ref.table) ref.table.#received(bytes, key);
-        else if (early.length < 64) early.push([bytes, key]);
+        if (ref.table) ref.table.#received(bytes, remote);
+        else if (early.length < 64) early.push([bytes, remote]);
       },
     });
     const table = new UdpFlowTable(socket, options, counters);
     ref.table = table;
-    for (const [bytes, key] of early) table.#received(bytes, key);
+    for (const [bytes, remote] of early) table.#received(bytes, remote);
     return table;
   }
 
@@ -240,7 +240,7 @@ export class UdpFlowTable {
     return this.#socket.local;
   }
 
-  /** Visitor addresses with a flow now. */
+  /** Visitor addresses with a flow now (`host:port`, `[v6]:port`). */
   get flows(): string[] {
     return [...this.#flows.keys()];
   }
@@ -253,8 +253,10 @@ export class UdpFlowTable {
     this.#socket.close();
   }
 
-  #received(bytes: Uint8Array, remote: string): void {
+  #received(bytes: Uint8Array, from: { hostname: string; port: number }): void {
     if (this.#closed) return;
+    // `[v6]:port` for an IPv6 visitor, so the address rules read its address, not a longer one.
+    const remote = formatHostPort(from.hostname, from.port);
     let flow = this.#flows.get(remote);
     if (!flow) {
       if (this.#flows.size >= (this.#options.maxFlows ?? UDP_MAX_FLOWS)) {
@@ -266,14 +268,18 @@ export class UdpFlowTable {
         this.counters.drops.refused++;
         return;
       }
-      flow = this.#start(remote, leave);
+      flow = this.#start(remote, from, leave);
       if (!flow) return;
     }
     flow.lastActive = Date.now();
     carry(flow.sender, bytes, this.counters);
   }
 
-  #start(remote: string, leave: () => void): Flow | undefined {
+  #start(
+    remote: string,
+    { hostname, port }: { hostname: string; port: number },
+    leave: () => void,
+  ): Flow | undefined {
     let stream: Stream;
     try {
       stream = this.#options.openStream(remote);
@@ -282,9 +288,6 @@ export class UdpFlowTable {
       this.counters.drops.send_failed++;
       return undefined;
     }
-    const split = remote.lastIndexOf(":");
-    const host = remote.slice(0, split);
-    const port = Number(remote.slice(split + 1));
     const flow: Flow = {
       stream,
       lastActive: Date.now(),
@@ -294,7 +297,7 @@ export class UdpFlowTable {
     flow.sender = wire(
       stream,
       this.counters,
-      (bytes) => this.#socket.send(bytes, host, port),
+      (bytes) => this.#socket.send(bytes, hostname, port),
       () => flow.lastActive = Date.now(),
       () => {
         clearTimeout(flow.timer);

@@ -139,6 +139,41 @@ describe("UdpTunnel", () => {
     }
   });
 
+  it("reads an IPv6 visitor's address whole: [v6]:port, judged by its address", async () => {
+    const probe = await openUdp({ hostname: "::1", onMessage: () => {} }).catch(() => undefined);
+    if (!probe) return; // no IPv6 loopback here
+    probe.close();
+    const refusals: VisitorRefusal[] = [];
+    const { tunnel, headers, close } = await echoTunnel({
+      bindHost: "::1",
+      policy: { allow: ["::1/128"] },
+      visitorLimit: {
+        perTunnel: () => 100,
+        client: new ClientVisitors(() => 100),
+        refused: (r) => refusals.push(r),
+      },
+    });
+    const v = await visitor("::1");
+    try {
+      v.socket.send(pattern(6, 1), "::1", tunnel.port);
+      await waitFor(() => v.got.length === 1, "the echo");
+      assert.deepEqual(refusals, []);
+      assert.deepEqual(tunnel.flows, [`[::1]:${v.socket.local.port}`]);
+      assert.equal((headers[0] as { remote: string }).remote, `[::1]:${v.socket.local.port}`);
+      assert.equal((headers[0] as { local: string }).local, `[::1]:${tunnel.port}`);
+      // The rule is read against ::1, not against the address and port run together.
+      tunnel.setPolicy({ deny: ["::1/128"] });
+      const w = await visitor("::1");
+      w.socket.send(pattern(6, 2), "::1", tunnel.port);
+      await waitFor(() => refusals.length === 1, "the denied visitor");
+      assert.deepEqual(refusals, ["policy_address"]);
+      w.socket.close();
+    } finally {
+      v.socket.close();
+      close();
+    }
+  });
+
   it("closes its flows and its port once, adding its counts to the daemon's totals", async () => {
     const totals = newUdpCounters();
     const { tunnel, close } = await echoTunnel({ totals });
