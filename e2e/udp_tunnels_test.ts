@@ -178,6 +178,8 @@ describe("UDP reverse tunnels", () => {
   });
 
   it("keeps datagram boundaries: 0, 1, 1200 and the largest bytes come back whole", async () => {
+    const events: { type: string; fields: Record<string, unknown> }[] = [];
+    const unsubscribe = daemon.events.subscribe((e) => void events.push(e));
     const tunnel = await client.expose({ protocol: "udp", local: `127.0.0.1:${echo.local.port}` });
     assert.equal(tunnel.protocol, "udp");
     const v = await visitor();
@@ -202,7 +204,15 @@ describe("UDP reverse tunnels", () => {
     } finally {
       v.socket.close();
       await tunnel.close();
+      unsubscribe();
     }
+    // The feed tells it up as UDP, and down with its datagrams.
+    const mine = events.filter((e) => e.fields.tunnel === tunnel.id);
+    assert.deepEqual(mine.map((e) => e.type), ["tunnel_up", "tunnel_down"]);
+    assert.equal(mine[0].fields.protocol, "udp");
+    assert.equal(mine[1].fields.datagramsFromVisitors, 4);
+    assert.equal(mine[1].fields.datagramsToVisitors, 4);
+    assert.equal(mine[1].fields.datagramsDropped, 0);
   });
 
   it("drops a datagram larger than the largest, counted too_large, and the flow goes on", async () => {

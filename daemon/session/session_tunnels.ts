@@ -71,13 +71,14 @@ export class SessionTunnels {
     const { sessionId, log, publish } = this.#context;
     this.#tunnels.set(tunnel.id, tunnel);
     this.#context.registry.addTunnel(tunnel, sessionId);
-    log.info("tunnel up", { tunnel: tunnel.id, bind });
+    const protocol = tunnel.protocol ? { protocol: tunnel.protocol } : {};
+    log.info("tunnel up", { tunnel: tunnel.id, bind, ...protocol });
     publish("tunnel_up", {
       tunnel: tunnel.id,
       client: tunnel.client,
       session: sessionId,
       bind,
-      ...(tunnel.protocol ? { protocol: tunnel.protocol } : {}),
+      ...protocol,
     });
   }
 
