@@ -119,7 +119,8 @@ Options:
 
 Visitor policy of every --expose, --expose-udp, --http and --tls (docs/policy.md; the daemon
 narrows it by the operator's rules for this client, never widens it; a reload changes it in
-place; for --expose-udp a new flow counts as a new connection, the bandwidth limits do not apply):
+place; for --expose-udp a new flow counts as a new connection, and a datagram over the bandwidth
+is dropped):
   --allow-ip CIDR[,CIDR…]      only visitors from these networks (IPv4 or IPv6; an address is
                                one address); repeatable
   --deny-ip CIDR[,CIDR…]       never visitors from these networks (wins over --allow-ip);

@@ -24,8 +24,17 @@ export const UDP_FLOW_IDLE_MS = 60_000;
 /** Flows a table keeps at once, by default. */
 export const UDP_MAX_FLOWS = 1024;
 
-/** Why a datagram was not carried (`refused`: the visitor policy refused its new flow). */
-export type UdpDrop = "queue_full" | "too_large" | "flow_limit" | "send_failed" | "refused";
+/**
+ * Why a datagram was not carried (`refused`: the visitor policy refused its new flow;
+ * `rate_limited`: over the tunnel's bandwidth).
+ */
+export type UdpDrop =
+  | "queue_full"
+  | "too_large"
+  | "flow_limit"
+  | "send_failed"
+  | "refused"
+  | "rate_limited";
 
 /** Every {@linkcode UdpDrop}, for counters that list them all. */
 export const UDP_DROPS: readonly UdpDrop[] = [
@@ -34,6 +43,7 @@ export const UDP_DROPS: readonly UdpDrop[] = [
   "flow_limit",
   "send_failed",
   "refused",
+  "rate_limited",
 ];
 
 /** What a table or a served flow did; shared by all flows of a tunnel. */
@@ -63,7 +73,14 @@ export function newUdpCounters(): UdpCounters {
     datagramsOut: 0,
     bytesIn: 0,
     bytesOut: 0,
-    drops: { queue_full: 0, too_large: 0, flow_limit: 0, send_failed: 0, refused: 0 },
+    drops: {
+      queue_full: 0,
+      too_large: 0,
+      flow_limit: 0,
+      send_failed: 0,
+      refused: 0,
+      rate_limited: 0,
+    },
   };
 }
 
@@ -131,7 +148,7 @@ interface Flow {
 function wire(
   stream: Stream,
   counters: UdpCounters,
-  send: (bytes: Uint8Array) => boolean,
+  send: (bytes: Uint8Array) => boolean | "rate_limited",
   touch: () => void,
   done: () => void,
   first?: Uint8Array,
@@ -151,11 +168,12 @@ function wire(
     }
     for (const datagram of datagrams) {
       touch();
-      if (send(datagram)) {
+      const sent = send(datagram);
+      if (sent === true) {
         counters.datagramsOut++;
         counters.bytesOut += datagram.length;
       } else {
-        counters.drops.send_failed++;
+        counters.drops[sent === false ? "send_failed" : sent]++;
       }
     }
   };
@@ -198,6 +216,33 @@ export interface UdpFlowTableOptions {
    * undefined to refuse it (its datagram is dropped, counted `refused`). Default: every visitor.
    */
   admit?: (remote: string) => (() => void) | undefined;
+  /**
+   * Bandwidth, per direction (`in`: from visitors, `out`: to them): asked for each datagram with
+   * its size, false drops it (counted `rate_limited`). Default: no limit.
+   */
+  police?: { in?: (bytes: number) => boolean; out?: (bytes: number) => boolean };
+}
+
+/**
+ * A policer for one direction of a tunnel's datagrams: each goes while its throttle is not in
+ * debt and spends from it; once a datagram puts it in debt, the next ones are dropped until the
+ * debt is paid (at most one datagram over the rate, never a queue). `throttle` is read for each
+ * datagram (a reload may lift or change the limit); undefined: no limit.
+ */
+export function udpPolicer(
+  throttle: () => { spend(n: number): number } | undefined,
+  now: () => number = () => performance.now(),
+): (bytes: number) => boolean {
+  let until = 0;
+  return (bytes) => {
+    const limit = throttle();
+    if (!limit) return true;
+    const at = now();
+    if (at < until) return false;
+    const hold = limit.spend(bytes);
+    if (hold > 0) until = at + hold;
+    return true;
+  };
 }
 
 /** A UDP socket whose visitors each get a flow: a stream of length-prefixed datagrams. */
@@ -272,6 +317,10 @@ export class UdpFlowTable {
       if (!flow) return;
     }
     flow.lastActive = Date.now();
+    if (this.#options.police?.in?.(bytes.length) === false) {
+      this.counters.drops.rate_limited++;
+      return;
+    }
     carry(flow.sender, bytes, this.counters);
   }
 
@@ -297,7 +346,10 @@ export class UdpFlowTable {
     flow.sender = wire(
       stream,
       this.counters,
-      (bytes) => this.#socket.send(bytes, hostname, port),
+      (bytes) =>
+        this.#options.police?.out?.(bytes.length) === false
+          ? "rate_limited"
+          : this.#socket.send(bytes, hostname, port),
       () => flow.lastActive = Date.now(),
       () => {
         clearTimeout(flow.timer);

@@ -6,7 +6,9 @@ import {
   serveUdpFlow,
   teeUdpCounters,
   UdpFlowTable,
+  udpPolicer,
 } from "./udp_flow.ts";
+import { TokenBucket } from "../util/token_bucket.ts";
 import { encodeStreamHeader } from "./stream_header.ts";
 import { readStreamHeader } from "./read_stream_header.ts";
 import { Session } from "../protocol/session.ts";
@@ -197,5 +199,26 @@ describe("udp flows", () => {
     assert.equal(total.datagramsIn, 12);
     addUdpCounters(total, { ...daemon, flowsOpen: 3 });
     assert.equal(total.flowsOpen, 3);
+  });
+
+  it("polices a direction: over the bandwidth a datagram is dropped until the debt is paid", () => {
+    let now = 0;
+    const bucket = new TokenBucket(1000, 1000, () => now); // 1000 bytes a second
+    let limited = true;
+    const police = udpPolicer(
+      () => limited ? { spend: (n) => bucket.spend(n) } : undefined,
+      () => now,
+    );
+    assert.deepEqual(
+      [police(600), police(600), police(10)],
+      [true, true, false],
+      "the second goes into debt",
+    );
+    now += 100;
+    assert.equal(police(10), false, "still in debt (200 bytes is 200 ms)");
+    now += 100;
+    assert.equal(police(10), true, "paid: the next goes");
+    limited = false;
+    assert.equal(police(1_000_000), true, "no limit, nothing held");
   });
 });

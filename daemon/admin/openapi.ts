@@ -507,14 +507,16 @@ const schemas: Record<string, Json> = {
   UdpDrops: {
     type: "object",
     description: "Datagrams dropped, by reason: queue_full (the flow's stream could not keep " +
-      "up), too_large, flow_limit, send_failed, refused (the visitor policy or limits).",
-    required: ["queue_full", "too_large", "flow_limit", "send_failed", "refused"],
+      "up), too_large, flow_limit, send_failed, refused (the visitor policy or limits), " +
+      "rate_limited (over the bandwidth).",
+    required: ["queue_full", "too_large", "flow_limit", "send_failed", "refused", "rate_limited"],
     properties: {
       queue_full: count,
       too_large: count,
       flow_limit: count,
       send_failed: count,
       refused: count,
+      rate_limited: count,
     },
   },
   Service: {

@@ -2,7 +2,8 @@
  * UDP reverse tunnels: a client's tunnel whose public port is a UDP socket (docs/design/udp.md).
  * Each visitor address is a flow, admitted by the tunnel's visitor policy and limits exactly as a
  * TCP visitor connection is (a flow counts as one connection of its visitor while it lasts), with
- * a `udpVisitor` stream of its own to the client. A flow that cannot keep up drops datagrams,
+ * a `udpVisitor` stream of its own to the client. The bandwidth limits police datagrams: over
+ * them a datagram is dropped, where a TCP visitor would be held. A flow that cannot keep up drops datagrams,
  * counted; nothing waits on a stream, so no flow holds up another or the session.
  *
  * @module
@@ -18,6 +19,7 @@ import {
   newUdpCounters,
   type UdpCounters,
   UdpFlowTable,
+  udpPolicer,
 } from "../../tunnel/udp_flow.ts";
 import { formatHostPort } from "../../util/address.ts";
 import { ReverseTunnel, type ReverseTunnelOptions } from "./reverse_tunnel.ts";
@@ -69,6 +71,11 @@ export class UdpTunnel extends ReverseTunnel {
       maxFlows: options.maxFlows,
       counters,
       admit: (remote) => ref.tunnel ? ref.tunnel.#admitFlow(remote) : undefined,
+      // The tunnel's bandwidth and its client's, as for TCP; a datagram over it is dropped.
+      police: {
+        in: udpPolicer(() => ref.tunnel?.throttle()?.aToB),
+        out: udpPolicer(() => ref.tunnel?.throttle()?.bToA),
+      },
       openStream: (remote) => ref.tunnel!.#openFlow(remote),
     });
     const tunnel = new UdpTunnel({ ...options, port: table.local.port }, counters);

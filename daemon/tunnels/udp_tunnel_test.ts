@@ -174,6 +174,33 @@ describe("UdpTunnel", () => {
     }
   });
 
+  it("drops datagrams over its bandwidth each way, counted rate_limited", async () => {
+    // One byte a second: the first datagram each way goes (and puts the bucket deep in debt),
+    // the next ones are dropped.
+    const inbound = await echoTunnel({ policy: { bandwidth: { in: 1 } } });
+    const outbound = await echoTunnel({ policy: { bandwidth: { out: 1 } } });
+    const a = await visitor();
+    const b = await visitor();
+    try {
+      for (let i = 0; i < 5; i++) a.socket.send(pattern(100, i), "127.0.0.1", inbound.tunnel.port);
+      await waitFor(() => inbound.tunnel.udp.drops.rate_limited === 4, "four dropped coming in");
+      await waitFor(() => a.got.length === 1, "the first one's echo");
+      assert.deepEqual(a.got, [pattern(100, 0)]);
+      assert.equal(inbound.tunnel.udp.datagramsIn, 1);
+
+      for (let i = 0; i < 5; i++) b.socket.send(pattern(100, i), "127.0.0.1", outbound.tunnel.port);
+      await waitFor(() => outbound.tunnel.udp.drops.rate_limited === 4, "four dropped going out");
+      assert.equal(outbound.tunnel.udp.datagramsIn, 5, "all five went to the client");
+      assert.equal(outbound.tunnel.udp.datagramsOut, 1, "one came back to the visitor");
+      await waitFor(() => b.got.length === 1, "the first one's echo");
+    } finally {
+      a.socket.close();
+      b.socket.close();
+      inbound.close();
+      outbound.close();
+    }
+  });
+
   it("closes its flows and its port once, adding its counts to the daemon's totals", async () => {
     const totals = newUdpCounters();
     const { tunnel, close } = await echoTunnel({ totals });

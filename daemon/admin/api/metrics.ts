@@ -418,7 +418,8 @@ function writeUdp(w: PrometheusWriter, daemon: MetricsApiDeps): void {
   w.family(
     "tunnelmux_udp_drops_total",
     "counter",
-    "UDP datagrams dropped, by kind and reason (queue_full, too_large, flow_limit, send_failed, refused).",
+    "UDP datagrams dropped, by kind and reason (queue_full, too_large, flow_limit, send_failed, " +
+      "refused, rate_limited).",
     kinds.flatMap(([kind, c]) =>
       UDP_DROPS.map((reason) => ({ labels: { kind, reason }, value: c.drops[reason] }))
     ),
