@@ -371,7 +371,9 @@ describe("UDP tunnel flows over time", () => {
     echo = await echoServer();
     daemon = await startDaemonInProcess({
       listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
-      limits: { udpFlowIdleMs: 300 },
+      // Short enough for a test to see a flow end; long enough that flows a test opens one after
+      // the other are all open at once.
+      limits: { udpFlowIdleMs: 1000, udpFlowsPerTunnel: 2 },
       clients: [{ name: "alice", token: TOKEN, expose: { ports: [0, "20000-32767"] } }],
     });
   });
@@ -400,6 +402,33 @@ describe("UDP tunnel flows over time", () => {
       assert.equal(counters.flows, 2);
     } finally {
       v.socket.close();
+      await client.close();
+    }
+  });
+
+  it("keeps at most limits.udpFlowsPerTunnel flows; one more visitor's datagrams are dropped", async () => {
+    const client = await connect(`tcp://127.0.0.1:${portOf(daemon.addresses.tcp)}`, {
+      token: TOKEN,
+      reconnect: false,
+    });
+    const tunnel = await client.expose({ protocol: "udp", local: `127.0.0.1:${echo.local.port}` });
+    const visitors = await Promise.all([visitor(), visitor(), visitor()]);
+    try {
+      const counters = daemon.registry.tunnels().find((t) => t.id === tunnel.id)!.udp!;
+      for (const v of visitors.slice(0, 2)) {
+        v.socket.send(pattern(8, 1), "127.0.0.1", tunnel.remotePort);
+        await waitFor(() => v.got.length === 1, "an echo");
+      }
+      visitors[2].socket.send(pattern(8, 2), "127.0.0.1", tunnel.remotePort);
+      await waitFor(() => counters.drops.flow_limit === 1, "the third visitor's drop");
+      assert.equal(visitors[2].got.length, 0);
+      assert.equal(counters.flows, 2);
+      // Once the others' flows end (idle), it gets one.
+      await waitFor(() => counters.flowsOpen === 0, "the idle flows to end");
+      visitors[2].socket.send(pattern(8, 3), "127.0.0.1", tunnel.remotePort);
+      await waitFor(() => visitors[2].got.length === 1, "the third visitor's echo");
+    } finally {
+      for (const v of visitors) v.socket.close();
       await client.close();
     }
   });
