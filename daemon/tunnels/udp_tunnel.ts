@@ -94,6 +94,11 @@ export class UdpTunnel extends ReverseTunnel {
     visitor.close();
   }
 
+  /** No HTTP request is ever sent to a UDP port: none taken. */
+  override open(_remote: string, _local: string): Stream | undefined {
+    return undefined;
+  }
+
   /** No relaying of UDP flows between nodes yet: a relayed stream is refused. */
   override relayed(stream: Stream, _remote: string, _local: string, _rest: Uint8Array): void {
     stream.reset(ResetReason.UnknownTunnel);

@@ -279,9 +279,10 @@ describe("UdpTunnel", () => {
     }
   });
 
-  it("closes a TCP visitor at once", async () => {
+  it("closes a TCP visitor at once, and takes no HTTP request", async () => {
     const { tunnel, close } = await echoTunnel();
     try {
+      assert.equal(tunnel.open("127.0.0.1:1", "127.0.0.1:2"), undefined);
       const [outside, inside] = memoryPair();
       let closed = false;
       outside.start({ data: () => {}, drain: () => {}, end: () => {}, close: () => closed = true });
