@@ -253,11 +253,15 @@ describe("UDP reverse tunnels", () => {
       assert.equal(counters.flowsOpen, 24);
       assert.equal(tunnel.udp!.flows, 24, "one socket each on the client's side");
       assert.equal(held(tunnel.id)!.stats.active, 24, "flows are the tunnel's visitors");
+      // Closing the tunnel ends every flow: the daemon's, and the client's sockets.
+      await tunnel.close();
+      assert.equal(held(tunnel.id), undefined);
+      await waitFor(() => counters.flowsOpen === 0, "the daemon's flows to end");
+      await waitFor(() => tunnel.udp!.flowsOpen === 0, "the client's flow sockets to close");
     } finally {
       for (const v of visitors) v.socket.close();
       await tunnel.close();
     }
-    assert.equal(held(tunnel.id), undefined);
   });
 
   it("applies the visitor policy to new flows: address rules and flows per visitor", async () => {
