@@ -4,6 +4,9 @@ import { openUdp, type UdpSocket } from "./udp.ts";
 import { waitFor } from "../testing/wait.ts";
 import { pattern } from "../util/bytes.ts";
 import { MAX_UDP_DATAGRAM } from "../tunnel/udp_framing.ts";
+import process from "node:process";
+import { runCommand } from "../testing/command.ts";
+import { runtimeArgs } from "../testing/process.ts";
 
 const SIZES = [0, 1, 512, 1472, 9000, 32_000, MAX_UDP_DATAGRAM];
 
@@ -51,6 +54,21 @@ describe("udp sockets", () => {
       sender.close();
       receiver.close();
     }
+  });
+
+  it("says nothing when a datagram's receiver has gone, and goes on receiving", async () => {
+    // In a process of its own, to see its stderr: the kernel's "port unreachable" for a visitor
+    // that went away must not be printed (a flood of them would flood the log).
+    const result = await runCommand(
+      process.execPath,
+      runtimeArgs("transport/_udp_refused_probe.ts"),
+      {
+        timeoutMs: 60_000,
+      },
+    );
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(result.stdout.trim(), "[3]");
+    assert.equal(result.stderr, "");
   });
 
   it("sends nothing after close", async () => {
