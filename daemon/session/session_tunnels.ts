@@ -71,14 +71,13 @@ export class SessionTunnels {
     const { sessionId, log, publish } = this.#context;
     this.#tunnels.set(tunnel.id, tunnel);
     this.#context.registry.addTunnel(tunnel, sessionId);
-    const protocol = tunnel.protocol ? { protocol: tunnel.protocol } : {};
-    log.info("tunnel up", { tunnel: tunnel.id, bind, ...protocol });
+    log.info("tunnel up", { tunnel: tunnel.id, bind });
     publish("tunnel_up", {
       tunnel: tunnel.id,
       client: tunnel.client,
       session: sessionId,
       bind,
-      ...protocol,
+      ...(tunnel.protocol ? { protocol: tunnel.protocol } : {}),
     });
   }
 
