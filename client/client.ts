@@ -267,7 +267,10 @@ export class Client extends Emitter<ClientEvents> {
     this.#lifecycle.onTransition((to) => this.emit("state", to));
     if (options.onRetry) this.on("retry", options.onRetry);
     this.#routes = {
-      tunnel: (id) => tunnelById(this.#tunnels, id)?.request,
+      tunnel: (id) => {
+        const record = tunnelById(this.#tunnels, id);
+        return record?.udp ? { ...record.request, udp: record.udp } : record?.request;
+      },
       service: (name) => this.#offers.get(name)?.local,
       deadlines: options,
       onDialError: (error) => this.emit("error", error),

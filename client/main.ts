@@ -46,8 +46,8 @@ Options:
                                socksUser, socksPasswordFile, visitors (the visitor policy,
                                docs/policy.md), httpPolicy (the HTTP tunnels' policy.http),
                                inspect (true or an address), inspectUnredacted,
-                               inspectTokenFile, and the lists expose, http, tls, forward,
-                               forwardUdp, offer, use, basicAuth
+                               inspectTokenFile, and the lists expose, exposeUdp, http, tls,
+                               forward, forwardUdp, offer, use, basicAuth
                                (written as the flags are); flags override its values and add to its
                                lists; SIGHUP reads it again and applies the lists' changes
                                without dropping the session
@@ -62,6 +62,13 @@ Options:
                                addresses (one DNS name for the nodes) is dialed at each in turn
   --expose [BIND:]PORT=LOCAL   the daemon listens on PORT (0 = any allowed port) and sends its
                                visitors to LOCAL (HOST:PORT) here; repeatable
+  --expose-udp [BIND:]PORT=LOCAL
+                               the daemon binds UDP PORT (the same port permissions as
+                               --expose); each visitor address there is a flow whose datagrams
+                               (up to 65507 bytes; larger ones are dropped and counted) reach
+                               UDP LOCAL here from a socket of its own, replies go back; a flow
+                               ends after the daemon's limits.udpFlowIdleMs without a
+                               datagram; the visitor policy applies per flow; repeatable
   --http NAME=LOCAL            an HTTP tunnel: requests to the daemon's HTTP port (and HTTPS,
                                where it has a certificate for the name) whose Host is NAME (a
                                label under the daemon's domain, or a full host name the daemon
@@ -110,8 +117,10 @@ Options:
   --proxy-protocol v1|v2       send a PROXY protocol header to exposed local services, so they
                                see the visitor's real address
 
-Visitor policy of every --expose, --http and --tls (docs/policy.md; the daemon narrows it by
-the operator's rules for this client, never widens it; a reload changes it in place):
+Visitor policy of every --expose, --expose-udp, --http and --tls (docs/policy.md; the daemon
+narrows it by the operator's rules for this client, never widens it; a reload changes it in
+place; for --expose-udp a new flow counts as a new connection, and a datagram over the bandwidth
+is dropped):
   --allow-ip CIDR[,CIDR…]      only visitors from these networks (IPv4 or IPv6; an address is
                                one address); repeatable
   --deny-ip CIDR[,CIDR…]       never visitors from these networks (wins over --allow-ip);
@@ -146,9 +155,10 @@ The token comes from TUNNELMUX_TOKEN or a file (--token-file, tokenFile), never 
 arguments are visible to every user of the machine in the process list. Every problem in the
 flags, variables and file is reported at once, named by its flag or its path in the file.
 
-Each --expose, --http, --tls, --forward, --forward-udp, --socks, --offer and --use stands
-alone: one that cannot start (a port or name another client holds, one the daemon does not allow
-this client, a local port in use) is logged with its reason and left out, and the others run.
+Each --expose, --expose-udp, --http, --tls, --forward, --forward-udp, --socks, --offer and --use
+stands alone: one that cannot start (a port or name another client holds, one the daemon does not
+allow this client, a local port in use) is logged with its reason and left out, and the others
+run.
 
 Exit status: 0 after SIGTERM or SIGINT; 1 when the client gives up: settings that cannot work,
 a mistake retrying cannot fix (a URL at the wrong kind of listener, a refused token), no
@@ -165,6 +175,7 @@ const OPTIONS = {
   server: { type: "string", multiple: true },
   "token-file": { type: "string" },
   expose: { type: "string", multiple: true },
+  "expose-udp": { type: "string", multiple: true },
   http: { type: "string", multiple: true },
   "basic-auth": { type: "string", multiple: true },
   "host-rewrite": { type: "string" },
@@ -368,6 +379,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
       log.info("tunnel up", {
         remote: `${t.remoteHost}:${t.remotePort}`,
         ...(t.url ? { url: t.url } : {}),
+        ...(t.protocol === "udp" ? { protocol: "udp" } : {}),
         local: t.local,
         ...which,
       });
@@ -427,7 +439,10 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
         failed++;
         const code = (error as { code?: unknown }).code;
         // "http NAME=LOCAL" as the flag was written, not "expose http …".
-        const what = key.replace(/^expose (?=(http|tls) )/, "");
+        const what = key.replace(/^expose (?=(http|tls) )/, "").replace(
+          /^expose udp /,
+          "expose-udp ",
+        );
         log.error(`cannot start ${what}: ${(error as Error).message}`, {
           what,
           ...(typeof code === "string" ? { code } : {}),

@@ -54,6 +54,7 @@ export interface ClientFlags {
   server?: string[];
   "token-file"?: string;
   expose?: string[];
+  "expose-udp"?: string[];
   http?: string[];
   tls?: string[];
   forward?: string[];
@@ -191,6 +192,7 @@ const FILE_KEYS = new Set([
   "health",
   "healthIntervalMs",
   "expose",
+  "exposeUdp",
   "http",
   "tls",
   "forward",
@@ -584,7 +586,19 @@ export function clientSettings(
   }
 
   const exposes: ExposeSpec[] = [];
-  for (const source of list("expose")) {
+  const udpExposes = [
+    ...fileList("exposeUdp"),
+    ...(flags["expose-udp"] ?? []).map((value) => ({ value, where: "--expose-udp" })),
+  ];
+  const allExposes = [
+    ...list("expose").map((source) => ({ source, udp: false })),
+    ...udpExposes.map((source) => ({ source, udp: true })),
+  ];
+  for (const { source, udp } of allExposes) {
+    if (udp && group !== undefined) {
+      fail(source.where, "a group's UDP tunnel is not built yet: --group applies to TCP only");
+      continue;
+    }
     const parts = pair(source);
     if (!parts) continue;
     const [remote, local] = parts;
@@ -598,12 +612,13 @@ export function clientSettings(
     }
     if (!hostPort(source, local, "local address")) continue;
     exposes.push({
-      key: source.value,
+      // A UDP port is apart from the TCP port of the same number.
+      key: udp ? `udp ${source.value}` : source.value,
       remotePort,
       bindHost,
       local,
-      proxyProtocol,
-      health,
+      // A UDP flow has no PROXY header nor TCP health check to give.
+      ...(udp ? { protocol: "udp" as const } : { proxyProtocol, health }),
       ...membership,
       ...withPolicy,
     });
@@ -728,8 +743,8 @@ export function clientSettings(
   ) {
     fail(
       "(client)",
-      "nothing to do: give --expose, --http, --tls, --forward, --forward-udp, --socks, --offer or " +
-        "--use (see --help)",
+      "nothing to do: give --expose, --expose-udp, --http, --tls, --forward, --forward-udp, " +
+        "--socks, --offer or --use (see --help)",
     );
   }
 

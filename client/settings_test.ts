@@ -94,6 +94,56 @@ describe("clientSettings", () => {
     assert.deepEqual(settings!.offers.map((o) => [o.name, o.local]), [["db", "127.0.0.1:5432"]]);
   });
 
+  it("takes UDP tunnels from --expose-udp and exposeUdp, apart from TCP ones of the same port", () => {
+    const file = join(dir, "udp.json");
+    writeFileSync(
+      file,
+      JSON.stringify({ exposeUdp: ["5353=127.0.0.1:53"], proxyProtocol: "v2", health: "tcp" }),
+    );
+    const { settings, errors } = clientSettings({
+      flags: {
+        config: file,
+        server: ["tcp://a:7000"],
+        expose: ["5353=127.0.0.1:53"],
+        "expose-udp": ["[::1]:0=[::1]:5300"],
+        "allow-ip": ["10.0.0.0/8"],
+      },
+      env: { TUNNELMUX_TOKEN: TOKEN },
+    });
+    assert.deepEqual(errors, []);
+    assert.deepEqual(
+      settings!.exposes.map((e) => [e.key, e.protocol, e.bindHost, e.remotePort, e.local]),
+      [
+        ["5353=127.0.0.1:53", undefined, undefined, 5353, "127.0.0.1:53"],
+        ["udp 5353=127.0.0.1:53", "udp", undefined, 5353, "127.0.0.1:53"],
+        ["udp [::1]:0=[::1]:5300", "udp", "::1", 0, "[::1]:5300"],
+      ],
+    );
+    const [tcp, udp] = settings!.exposes;
+    assert.equal(tcp.proxyProtocol, "v2");
+    assert.equal(udp.proxyProtocol, undefined, "a UDP flow takes no PROXY header");
+    assert.equal(udp.health, undefined, "nor a TCP health check");
+    assert.deepEqual(udp.policy, { allow: ["10.0.0.0/8"] }, "the visitor policy applies");
+
+    const bad = clientSettings({
+      flags: {
+        server: ["tcp://a:7000"],
+        "expose-udp": ["5353", "70000=127.0.0.1:53", "53=nowhere"],
+      },
+      env: { TUNNELMUX_TOKEN: TOKEN },
+    });
+    assert.deepEqual(bad.errors.map((e) => e.where), [
+      "--expose-udp",
+      "--expose-udp",
+      "--expose-udp",
+    ]);
+    const grouped = clientSettings({
+      flags: { server: ["tcp://a:7000"], group: "web", "expose-udp": ["53=127.0.0.1:53"] },
+      env: { TUNNELMUX_TOKEN: TOKEN, TUNNELMUX_GROUP_KEY: "a-group-key-of-24-characters-ok" },
+    });
+    assert.match(formatSettingsErrors(grouped.errors), /group's UDP tunnel is not built yet/);
+  });
+
   it("reads a JSONC file: its lists first, then the flags'; flags win over its values; paths are relative to it", () => {
     writeFileSync(join(dir, "token"), `${TOKEN}\n`);
     writeFileSync(join(dir, "group-key"), "a-group-key-of-24-characters-ok\n");

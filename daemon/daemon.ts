@@ -16,7 +16,13 @@ import { HttpStats } from "./http/http_stats.ts";
 import { WebFronts } from "./http/web_fronts.ts";
 import { VisitorAccounts } from "./tunnels/visitor_limit.ts";
 import { CertificateStore } from "./tls/certificates.ts";
-import { ClientSession, type DaemonContext, type TransportKind } from "./session/client_session.ts";
+import {
+  ClientSession,
+  type DaemonContext,
+  type DaemonUdp,
+  type TransportKind,
+} from "./session/client_session.ts";
+import { newUdpCounters } from "../tunnel/udp_flow.ts";
 import type { Config } from "./config/mod.ts";
 import type { Logger } from "../util/log.ts";
 import type { LookupFn } from "./policy/resolve.ts";
@@ -112,6 +118,8 @@ export class Daemon {
   readonly events = new EventFeed();
   /** When the daemon started (ms since the epoch). */
   readonly startedAt = Date.now();
+  /** UDP counters: closed UDP tunnels' totals (live ones keep their own) and every UDP forward's. */
+  readonly udp: DaemonUdp = { closedTunnels: newUdpCounters(), forwards: newUdpCounters() };
   /** Resolves once the daemon has stopped. */
   readonly stopped: Promise<void>;
 
@@ -195,6 +203,7 @@ export class Daemon {
       lookup: options.lookup,
       admit: () => this.#readySessions() < this.#config.limits.sessions,
       settled: (session) => this.#pending.settle(session),
+      udp: this.udp,
       visitorLimit: (client) => ({
         perTunnel: () => this.#effective.limits.visitorsPerTunnel,
         client: this.#visitors.of(client),

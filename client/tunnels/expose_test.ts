@@ -35,6 +35,24 @@ describe("newTunnelRecord", () => {
     );
     assert.throws(() => newTunnelRecord({ local: "no-port-here" }, false));
   });
+
+  it("a UDP tunnel gets its counters, and refuses what only a TCP tunnel takes", () => {
+    const record = newTunnelRecord({ local: "127.0.0.1:53", protocol: "udp" }, false);
+    assert.equal(record.udp?.flows, 0);
+    assert.equal(newTunnelRecord({ local: "127.0.0.1:53" }, false).udp, undefined);
+    assert.throws(
+      () => newTunnelRecord({ local: "127.0.0.1:53", protocol: "udp", proxyProtocol: "v2" }, false),
+      /a UDP tunnel takes no proxyProtocol/,
+    );
+    assert.throws(
+      () => newTunnelRecord({ local: "127.0.0.1:53", protocol: "udp", tls: "x", http: "y" }, false),
+      /a UDP tunnel takes no http, tls/,
+    );
+    assert.throws(
+      () => newTunnelRecord({ local: "127.0.0.1:53", protocol: "sctp" as "udp" }, false),
+      /protocol must be "tcp" or "udp"/,
+    );
+  });
 });
 
 describe("exposeRequest", () => {
@@ -54,6 +72,14 @@ describe("exposeRequest", () => {
       http: undefined,
       passthrough: undefined,
     });
+  });
+
+  it("names the protocol only for UDP, which an older daemon then refuses", () => {
+    const udp = exposeRequest({ local: "127.0.0.1:53", protocol: "udp" }, 5353);
+    assert.equal(udp.type === "expose" && udp.protocol, "udp");
+    assert.equal(udp.type === "expose" && udp.port, 5353);
+    const tcp = exposeRequest({ local: "127.0.0.1:53", protocol: "tcp" }, 5353);
+    assert.equal(tcp.type === "expose" && "protocol" in tcp, false);
   });
 
   it("an HTTP tunnel holds a name on port 0; a TLS tunnel too, passed through", () => {

@@ -1,6 +1,7 @@
 /**
  * Streams the daemon opens to the client: a visitor of one of its reverse tunnels (header kind
- * `visitor`) or a user of a service it offers (kind `service`). Each is read for its header,
+ * `visitor`), a flow of one of its UDP tunnels (`udpVisitor`, served by `udp_flow.ts`), or a user
+ * of a service it offers (kind `service`). Each is read for its header,
  * matched to the local service it is for, and spliced to a TCP connection to that service, after
  * a PROXY protocol header when the tunnel asks for one. A stream that cannot be served is reset
  * with the reason, so the daemon (and the visitor's side) learns why.
@@ -18,11 +19,20 @@ import { splice, type SpliceObserver, streamEnd, transportEnd } from "../../tunn
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
 import { parseHostPort } from "../../util/address.ts";
 import { ClientError } from "../errors.ts";
+import { serveUdpFlow, type UdpCounters } from "../../tunnel/udp_flow.ts";
 
 /** Where incoming streams go, and what to do when their local service cannot be reached. */
 export interface VisitorRoutes {
   /** The tunnel the daemon knows as `id`: its local service and PROXY protocol version. */
-  tunnel(id: string): { local: string; proxyProtocol?: "v1" | "v2"; http?: string } | undefined;
+  tunnel(id: string):
+    | {
+      local: string;
+      proxyProtocol?: "v1" | "v2";
+      http?: string;
+      /** A UDP tunnel's counters: its visitors come as `udpVisitor` flows, never as `visitor`. */
+      udp?: UdpCounters;
+    }
+    | undefined;
   /** The local service of the offered service `name`. */
   service(name: string): string | undefined;
   /**
@@ -62,6 +72,7 @@ export function acceptIncoming(stream: Stream, routes: VisitorRoutes): void {
       if (header.kind === "visitor") {
         const tunnel = routes.tunnel(header.tunnel);
         if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
+        if (tunnel.udp) return stream.reset(ResetReason.BadHeader);
         local = tunnel.local;
         if (tunnel.http !== undefined && routes.inspector) {
           observer = routes.inspector.observe({
@@ -73,6 +84,11 @@ export function acceptIncoming(stream: Stream, routes: VisitorRoutes): void {
           observer.aToB(rest);
         }
         if (tunnel.proxyProtocol) first = withProxyHeader(tunnel.proxyProtocol, header, rest);
+      } else if (header.kind === "udpVisitor") {
+        const tunnel = routes.tunnel(header.tunnel);
+        if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
+        if (!tunnel.udp) return stream.reset(ResetReason.BadHeader);
+        return void serveUdpVisitor(stream, tunnel.local, rest, tunnel.udp, routes);
       } else if (header.kind === "service") {
         local = routes.service(header.service);
         if (!local) return stream.reset(ResetReason.UnknownService);
@@ -83,6 +99,31 @@ export function acceptIncoming(stream: Stream, routes: VisitorRoutes): void {
     },
     () => stream.reset(ResetReason.BadHeader),
   );
+}
+
+/**
+ * Serves one flow of a UDP tunnel: its datagrams go to UDP `local` from a socket of the flow's
+ * own, whose replies come back on the stream. A socket that cannot be opened resets the stream
+ * and is reported as `local_dial_failed`.
+ */
+async function serveUdpVisitor(
+  stream: Stream,
+  local: string,
+  rest: Uint8Array,
+  counters: UdpCounters,
+  routes: Pick<VisitorRoutes, "onDialError">,
+): Promise<void> {
+  const { hostname, port } = parseHostPort(local);
+  try {
+    await serveUdpFlow(stream, { hostname, port, rest, counters });
+  } catch (error) {
+    routes.onDialError(
+      new ClientError(
+        "local_dial_failed",
+        `cannot open a UDP socket for ${local}: ${(error as Error).message}`,
+      ),
+    );
+  }
 }
 
 /**

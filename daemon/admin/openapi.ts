@@ -204,6 +204,8 @@ const schemas: Record<string, Json> = {
           "maxWebSocketMessage",
           "keepAliveIntervalMs",
           "keepAliveTimeoutMs",
+          "udpFlowIdleMs",
+          "udpFlowsPerTunnel",
         ],
         properties: {
           sessions: count,
@@ -221,6 +223,8 @@ const schemas: Record<string, Json> = {
           maxWebSocketMessage: count,
           keepAliveIntervalMs: count,
           keepAliveTimeoutMs: count,
+          udpFlowIdleMs: count,
+          udpFlowsPerTunnel: count,
         },
       },
       shutdownGraceMs: count,
@@ -359,6 +363,32 @@ const schemas: Record<string, Json> = {
       },
       streams: { type: "array", items: ref("Stream") },
       tunnels: { type: "array", items: { type: "string", pattern: PARAM_PATTERNS.tunnel } },
+      udpForwards: {
+        oneOf: [ref("UdpForwardCounters"), { type: "null" }],
+        description: "What the session's UDP forwards did (--forward-udp): flows, datagrams " +
+          "and payload bytes to and from their targets, drops by reason.",
+      },
+    },
+  },
+  UdpForwardCounters: {
+    type: "object",
+    required: [
+      "flowsOpen",
+      "flows",
+      "datagramsToTargets",
+      "datagramsFromTargets",
+      "bytesToTargets",
+      "bytesFromTargets",
+      "drops",
+    ],
+    properties: {
+      flowsOpen: count,
+      flows: count,
+      datagramsToTargets: count,
+      datagramsFromTargets: count,
+      bytesToTargets: count,
+      bytesFromTargets: count,
+      drops: ref("UdpDrops"),
     },
   },
   FrameCounts: {
@@ -398,6 +428,12 @@ const schemas: Record<string, Json> = {
         description:
           "host:port the tunnel listens on (an HTTP tunnel: its name and the port its visitors " +
           "are sent to; see urls for every port it answers on).",
+      },
+      protocol: {
+        type: "string",
+        enum: ["tcp", "udp", "http", "tls"],
+        description: "What it carries: a TCP or UDP port, or a host name's HTTP requests or " +
+          "TLS connections.",
       },
       host: {
         type: ["string", "null"],
@@ -440,6 +476,47 @@ const schemas: Record<string, Json> = {
         description: "GET /v1/tunnels/{id} only: every route of the tunnel's port.",
         items: { type: "object" },
       },
+      udp: {
+        oneOf: [ref("UdpCounters"), { type: "null" }],
+        description: "A UDP tunnel's flows, datagrams and drops (its connections count flows, " +
+          "its bytes payload bytes); null for any other.",
+      },
+    },
+  },
+  UdpCounters: {
+    type: "object",
+    required: [
+      "flowsOpen",
+      "flows",
+      "datagramsFromVisitors",
+      "datagramsToVisitors",
+      "bytesFromVisitors",
+      "bytesToVisitors",
+      "drops",
+    ],
+    properties: {
+      flowsOpen: count,
+      flows: count,
+      datagramsFromVisitors: count,
+      datagramsToVisitors: count,
+      bytesFromVisitors: count,
+      bytesToVisitors: count,
+      drops: ref("UdpDrops"),
+    },
+  },
+  UdpDrops: {
+    type: "object",
+    description: "Datagrams dropped, by reason: queue_full (the flow's stream could not keep " +
+      "up), too_large, flow_limit, send_failed, refused (the visitor policy or limits), " +
+      "rate_limited (over the bandwidth).",
+    required: ["queue_full", "too_large", "flow_limit", "send_failed", "refused", "rate_limited"],
+    properties: {
+      queue_full: count,
+      too_large: count,
+      flow_limit: count,
+      send_failed: count,
+      refused: count,
+      rate_limited: count,
     },
   },
   Service: {

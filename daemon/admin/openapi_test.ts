@@ -120,6 +120,8 @@ describe("OpenAPI document", () => {
     f = await startFixture();
     const client = await f.client();
     await client.expose({ local: `127.0.0.1:${f.echo.port}`, label: "web" });
+    // A UDP tunnel too, so its `udp` counters are checked against the schema.
+    await client.expose({ protocol: "udp", local: "127.0.0.1:9", label: "dns" });
     const response = await f.api("/v1/openapi.json");
     assert.equal(response.status, 200);
     assert.match(response.headers.get("content-type") ?? "", /^application\/json/);
@@ -252,8 +254,13 @@ describe("OpenAPI document", () => {
       assert.deepEqual(validate(doc, responseSchema(doc, "GET", template, 200), body), [], url);
     }
     // The listing really had something in it, so the item schemas were exercised.
-    const tunnels = await (await f.api("/v1/tunnels")).json() as { tunnels: unknown[] };
-    assert.equal(tunnels.tunnels.length, 1);
+    const tunnels = await (await f.api("/v1/tunnels")).json() as {
+      tunnels: { protocol: string; udp: unknown }[];
+    };
+    assert.deepEqual(tunnels.tunnels.map((t) => t.protocol).sort(), ["tcp", "udp"]);
+    assert.ok(tunnels.tunnels.some((t) => t.udp !== null));
+    const session = await (await f.api(`/v1/sessions/${sessionId}`)).json();
+    assert.equal(session.udpForwards.flows, 0, "a session's UDP forwards, none yet");
   });
 
   it("matches real error responses", async () => {

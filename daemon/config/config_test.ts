@@ -171,6 +171,8 @@ describe("config: validateConfig", () => {
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,
       keepAliveTimeoutMs: 30000,
+      udpFlowIdleMs: 60000,
+      udpFlowsPerTunnel: 1024,
     });
     assert.deepEqual(config.log, { level: "info", format: "auto" });
     assert.equal(config.adminTokenHash, hashToken(ADMIN));

@@ -39,6 +39,8 @@ export function embeddedDefaults(): Record<string, unknown> {
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,
       keepAliveTimeoutMs: 30000,
+      udpFlowIdleMs: 60000,
+      udpFlowsPerTunnel: 1024,
     },
     log: { level: "info", format: "auto" },
     adminToken: null,

@@ -127,6 +127,10 @@ export interface Limits {
   /** Close a session whose ping goes unanswered this long: a dead client is noticed within
    * `keepAliveIntervalMs + keepAliveTimeoutMs`. */
   keepAliveTimeoutMs: number;
+  /** A UDP flow (one visitor address of a UDP tunnel, or of a UDP forward) ends after this long with no datagram either way. */
+  udpFlowIdleMs: number;
+  /** Flows of one UDP tunnel at once; a datagram that would open one more is dropped and counted (`flow_limit`). */
+  udpFlowsPerTunnel: number;
 }
 
 /** Logging. `auto` = pretty on a TTY, JSON lines otherwise. */

@@ -22,9 +22,12 @@ import type {
   TunnelHandle,
 } from "./registry.ts";
 
-/** The key of a port claim: `bindHost:port` (a host holds each port once per address). */
-export function portKey(bindHost: string, port: number): string {
-  return `${bindHost}|${port}`;
+/**
+ * The key of a port claim: `bindHost:port` (a host holds each port once per address), and its
+ * protocol for UDP (TCP and UDP ports are apart: one client may hold TCP 53 and UDP 53).
+ */
+export function portKey(bindHost: string, port: number, protocol?: "udp"): string {
+  return protocol === "udp" ? `udp|${bindHost}|${port}` : `${bindHost}|${port}`;
 }
 
 /** Who holds a claim or an offer: its `owner`, or its client. */
@@ -93,7 +96,7 @@ export class LocalRegistry implements Registry {
   }
 
   claimPort(claim: PortClaim): Promise<ClaimResult> {
-    const key = portKey(claim.bindHost, claim.port);
+    const key = portKey(claim.bindHost, claim.port, claim.protocol);
     const holders = this.#ports.get(key) ?? [];
     if (holders.length > 0 && !canShare(holders[0], claim)) {
       return Promise.resolve({ ok: false, reason: "taken", holder: holders[0] });
@@ -104,7 +107,7 @@ export class LocalRegistry implements Registry {
   }
 
   releasePort(claim: PortClaim): Promise<void> {
-    const key = portKey(claim.bindHost, claim.port);
+    const key = portKey(claim.bindHost, claim.port, claim.protocol);
     const holders = this.#ports.get(key) ?? [];
     const held = holders.find((h) => h.tunnel === claim.tunnel && h.node === claim.node);
     if (held) {
@@ -127,7 +130,9 @@ export class LocalRegistry implements Registry {
   ownerPort(owner: string, bindHost: string): Promise<number | undefined> {
     for (const holders of this.#ports.values()) {
       const first = holders[0];
-      if (first.bindHost === bindHost && first.shared && ownerOf(first) === owner) {
+      if (
+        first.bindHost === bindHost && !first.protocol && first.shared && ownerOf(first) === owner
+      ) {
         return Promise.resolve(first.port);
       }
     }

@@ -51,6 +51,17 @@ describe("LocalRegistry: ports", () => {
     assert.ok((await r.claimPort({ ...claim(9000, "b"), bindHost: "::1" })).ok);
   });
 
+  it("keeps a UDP port apart from the TCP port of the same number", async () => {
+    const r = registry();
+    const udp = { ...claim(9000, "u"), protocol: "udp" as const };
+    assert.ok((await r.claimPort(claim(9000, "a"))).ok);
+    assert.ok((await r.claimPort(udp)).ok);
+    assert.equal((await r.claimPort({ ...claim(9000, "v"), protocol: "udp" })).ok, false);
+    await r.releasePort(udp);
+    assert.equal((await r.portHolder("127.0.0.1", 9000))?.tunnel, "a", "TCP's holder stays");
+    assert.ok((await r.claimPort({ ...claim(9000, "v"), protocol: "udp" })).ok);
+  });
+
   it("releases only for the holder: a stale release leaves the new holder in place", async () => {
     const r = registry();
     await r.claimPort(claim(9000, "old"));

@@ -30,6 +30,7 @@ import type { Balance } from "./route_choice.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type { HttpGate } from "../http/http_gate.ts";
 import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
+import type { UdpCounters } from "../../tunnel/udp_flow.ts";
 
 /** How a client reached the daemon. */
 export type TransportKind = "tcp" | "tls" | "ws" | "wss";
@@ -67,6 +68,8 @@ export interface SessionHandle {
   readonly ha: number;
   /** Streams open now, the control stream included. */
   readonly streamCount: number;
+  /** What its UDP forwards did (flows, datagrams, bytes, drops), live; absent: none counted. */
+  readonly udpForwards?: Readonly<UdpCounters>;
   /** The control stream's id, once the client opened it. */
   readonly controlStreamId: number | undefined;
   /** The open streams, for inspection only. */
@@ -136,6 +139,10 @@ export interface TunnelHandle extends HostRoute {
   readonly label: string | undefined;
   /** The host name of an HTTP or TLS tunnel; undefined for a port's tunnel. */
   readonly host: string | undefined;
+  /** `udp` for a UDP port's tunnel (its visitors are flows of datagrams); undefined for TCP. */
+  readonly protocol?: "udp";
+  /** A UDP tunnel's flows, datagrams, bytes and drops (live); undefined for any other. */
+  readonly udp?: Readonly<UdpCounters>;
   /** Every URL visitors reach an HTTP or TLS tunnel by (HTTP and HTTPS ports); empty for a port's. */
   readonly urls: readonly string[];
   /** When it was opened (ms since the epoch). */
@@ -193,6 +200,8 @@ export interface PortClaim extends RouteClaim {
   readonly bindHost: string;
   /** The port. */
   readonly port: number;
+  /** `udp` for a UDP port, a name space apart from TCP's; undefined for TCP. */
+  readonly protocol?: "udp";
 }
 
 /** A host name held by an HTTP or TLS tunnel: one route, of one session, cluster-wide. */

@@ -16,6 +16,7 @@ import type { TunnelHandle } from "./registry.ts";
 import type { Registry, ServiceOffer } from "./registry.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { formatHostPort } from "../../util/address.ts";
+import type { UdpCounters } from "../../tunnel/udp_flow.ts";
 
 /** What a client is told when an operator closes its tunnel, from this node or another. */
 export const OPERATOR_CLOSE = "closed by an operator";
@@ -64,6 +65,21 @@ export function sessionDetail(session: SessionHandle) {
     resets: { sent: stats.resetsSent, received: stats.resetsReceived },
     streams: [...session.streams()].sort((a, b) => a.id - b.id).map((s) => streamView(s, now)),
     tunnels: session.tunnelIds().sort(),
+    // Its UDP forwards' flows: `in` from the targets (toward the client), `out` to them.
+    udpForwards: session.udpForwards ? udpForwardView(session.udpForwards) : null,
+  };
+}
+
+/** A session's UDP forward counters as the admin API shows them. */
+export function udpForwardView(udp: Readonly<UdpCounters>) {
+  return {
+    flowsOpen: udp.flowsOpen,
+    flows: udp.flows,
+    datagramsToTargets: udp.datagramsOut,
+    datagramsFromTargets: udp.datagramsIn,
+    bytesToTargets: udp.bytesOut,
+    bytesFromTargets: udp.bytesIn,
+    drops: { ...udp.drops },
   };
 }
 
@@ -91,6 +107,7 @@ export function tunnelView(
     client: tunnel.client,
     session: sessionId,
     bind: formatHostPort(tunnel.bindHost, tunnel.port),
+    protocol: tunnelProtocol(tunnel),
     host: tunnel.host ?? null,
     // An HTTP tunnel may be reached on both web ports; `bind` names the one visitors are sent to.
     urls: [...tunnel.urls],
@@ -106,6 +123,29 @@ export function tunnelView(
     errors: tunnel.stats.errors,
     healthy: tunnel.healthy,
     policy: policyView(tunnel.policy),
+    // A UDP tunnel's flows, datagrams and drops: its connections above count flows, its bytes
+    // payload bytes.
+    udp: tunnel.udp ? udpView(tunnel.udp) : null,
+  };
+}
+
+/** What a tunnel carries: `tcp` or `udp` for a port, `http` or `tls` for a host name. */
+export function tunnelProtocol(tunnel: TunnelHandle): "tcp" | "udp" | "http" | "tls" {
+  if (tunnel.protocol === "udp") return "udp";
+  if (tunnel.host === undefined) return "tcp";
+  return tunnel.passthrough ? "tls" : "http";
+}
+
+/** UDP counters as the admin API shows them: `in` is from visitors (toward the client). */
+export function udpView(udp: Readonly<UdpCounters>) {
+  return {
+    flowsOpen: udp.flowsOpen,
+    flows: udp.flows,
+    datagramsFromVisitors: udp.datagramsIn,
+    datagramsToVisitors: udp.datagramsOut,
+    bytesFromVisitors: udp.bytesIn,
+    bytesToVisitors: udp.bytesOut,
+    drops: { ...udp.drops },
   };
 }
 

@@ -23,6 +23,7 @@ import { echoStream } from "../../tunnel/echo.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { serveForward } from "./forward.ts";
 import { serveUdpForward } from "./forward_udp.ts";
+import { newUdpCounters, teeUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
 import type { Logger } from "../../util/log.ts";
 import { canUseService } from "../policy/policy.ts";
 import type { LookupFn } from "../policy/resolve.ts";
@@ -81,6 +82,16 @@ export interface DaemonContext {
   settled(session: ClientSession): void;
   /** What a tunnel of `client` checks its visitors against. */
   visitorLimit(client: string): VisitorLimit;
+  /** The daemon's UDP counters: closed UDP tunnels' totals, and every UDP forward's. */
+  readonly udp?: DaemonUdp;
+}
+
+/** The daemon's UDP counters, for metrics: live tunnels keep their own until they close. */
+export interface DaemonUdp {
+  /** What UDP tunnels that have closed did, added as each closes (no open flows). */
+  readonly closedTunnels: UdpCounters;
+  /** What every UDP forward (`udpForward` streams) did, and its flows open now. */
+  readonly forwards: UdpCounters;
 }
 
 export type { ClientSessionState, TransportKind };
@@ -111,8 +122,12 @@ export class ClientSession implements SessionHandle {
   readonly since = Date.now();
   /** Resolves when the session is closed. */
   readonly closed: Promise<void>;
+  /** What this session's UDP forwards did (flows, datagrams, bytes, drops), live. */
+  readonly udpForwards: UdpCounters = newUdpCounters();
 
   readonly #context: DaemonContext;
+  /** {@linkcode udpForwards}, and the daemon's UDP forward counters with them. */
+  #udpCounters: UdpCounters | undefined;
   #ha = 1;
   readonly #yamux: Session;
   readonly #lifecycle = new Lifecycle<ClientSessionState, "authenticated" | "close">(
@@ -323,6 +338,10 @@ export class ClientSession implements SessionHandle {
               log,
               lookup: this.#context.lookup,
               count: (reason) => this.#forwardRefused(client.name, stream.id, reason),
+              counters: this.#udpCounters ??= this.#context.udp
+                ? teeUdpCounters(this.udpForwards, this.#context.udp.forwards)
+                : this.udpForwards,
+              idleMs: config.limits.udpFlowIdleMs,
             });
           case "service": {
             const decision = canUseService(client, header.service);
@@ -510,6 +529,7 @@ export class ClientSession implements SessionHandle {
       count: (event) => daemon.count(event),
       publish: (type, fields) => daemon.publish(type, fields),
       visitorLimit: (client) => daemon.visitorLimit(client),
+      udpTotals: daemon.udp?.closedTunnels,
     };
   }
 

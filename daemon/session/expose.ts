@@ -1,7 +1,8 @@
 /**
  * The `expose` and `unexpose` control requests. Every `expose` is first checked for what any
  * tunnel needs (the daemon is not draining, the client is under its tunnel limit); a request
- * naming `http` then becomes a tunnel by host name (`expose_http.ts`), any other a port tunnel:
+ * naming `http` then becomes a tunnel by host name (`expose_http.ts`), any other a port tunnel
+ * (TCP, or with `protocol: "udp"` a UDP port whose visitors are flows, `udp_tunnel.ts`):
  * the client's permission for the address and port, the group it joins, a port claimed in the
  * registry and bound (`openTunnel`). `unexpose` takes one of the session's tunnels down.
  *
@@ -20,6 +21,7 @@ import { exposeHttp, type ExposeHttpContext, type ExposeMessage } from "./expose
 import { joinGroup } from "./join_group.ts";
 import { narrowVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { SessionTunnels } from "./session_tunnels.ts";
+import type { UdpCounters } from "../../tunnel/udp_flow.ts";
 
 export type { ExposeMessage };
 
@@ -44,9 +46,11 @@ export interface ExposeContext extends ExposeHttpContext {
   /** The session's tunnels. */
   readonly tunnels: Pick<SessionTunnels, "add" | "get" | "remove" | "hostClaim" | "portClaim">;
   /** The configuration in force now: groups, the cluster's tunnel address, the base domain. */
-  config(): Pick<Config, "groups" | "cluster" | "http">;
+  config(): Pick<Config, "groups" | "cluster" | "http" | "limits">;
   /** True while the daemon drains: no new tunnels. */
   draining(): boolean;
+  /** The daemon's totals of closed UDP tunnels, which each UDP tunnel adds to as it closes. */
+  readonly udpTotals?: UdpCounters;
 }
 
 /**
@@ -69,6 +73,10 @@ export async function expose(
   const narrowed = narrowVisitorPolicy(client.visitors, requested);
   if (!narrowed.ok) return answer.fail("not_allowed", narrowed.error);
   const policy = { policy: narrowed.policy, requestedPolicy: requested };
+  const udp = message.protocol === "udp";
+  if (udp && message.http !== undefined) {
+    return answer.fail("not_allowed", "an HTTP or TLS tunnel cannot be UDP");
+  }
   if (message.http !== undefined) {
     return await exposeHttp(context, client, message, message.http, answer, policy);
   }
@@ -87,6 +95,14 @@ export async function expose(
   // group's key. Then every member's session is a route of one port.
   const joined = joinGroup(client, context.config().groups, message.group, message.groupKey);
   if (typeof joined === "string") return answer.fail("not_allowed", joined);
+  if (udp && message.group !== undefined) {
+    return answer.fail("not_allowed", "a group's UDP tunnel is not built yet");
+  }
+  // A UDP port's flows are not relayed between nodes yet: refused rather than half served.
+  if (udp && context.config().cluster) {
+    return answer.fail("not_allowed", "UDP tunnels are not built for a cluster yet");
+  }
+  const limits = context.config().limits;
   const { owner, balance } = joined;
   const shared = message.group !== undefined || message.shared === true;
   // In a cluster whose nodes share a machine, each binds its own address (tunnelHost).
@@ -104,6 +120,15 @@ export async function expose(
     balance,
     visitorLimit: context.visitorLimit(client.name),
     ...policy,
+    ...(udp
+      ? {
+        udp: {
+          idleMs: limits.udpFlowIdleMs,
+          maxFlows: limits.udpFlowsPerTunnel,
+          totals: context.udpTotals,
+        },
+      }
+      : {}),
   });
   if (!opened.ok) return answer.fail(opened.code, opened.message);
   const tunnel = opened.tunnel;

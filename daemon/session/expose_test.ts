@@ -5,6 +5,8 @@ import { echoStream } from "../../tunnel/echo.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { cleanup, startTcpServer, tcpRoundTrip, waitFor } from "../../testing/mod.ts";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
+import { UdpTunnel } from "../tunnels/udp_tunnel.ts";
+import type { Config } from "../config/mod.ts";
 import { Fixture, GROUP_KEY, testConfig, UnreachableRegistry } from "./_handler_fixture.ts";
 import { expose, type ExposeMessage, unexpose } from "./expose.ts";
 
@@ -154,6 +156,48 @@ describe("expose: a port tunnel", () => {
     const answer = await ask({ http: "app" });
     assert.equal(answer.type, "exposed");
     assert.equal(answer.url, "http://app.tunnels.example.com:8080/");
+  });
+});
+
+describe("expose: a UDP port", () => {
+  afterEach(async () => {
+    f.close();
+    await cleanup();
+  });
+
+  it("opens a UdpTunnel on an allowed port, claimed apart from TCP, and says so", async () => {
+    f = new Fixture();
+    const tcp = await ask();
+    f.sent.length = 0;
+    const udp = await ask({ protocol: "udp", port: tcp.port as number });
+    assert.equal(udp.type, "exposed");
+    assert.equal(udp.port, tcp.port, "UDP and TCP port numbers are apart");
+    const tunnel = f.tunnels.get(udp.tunnel as string)!;
+    assert.ok(tunnel instanceof UdpTunnel);
+    assert.equal(tunnel.protocol, "udp");
+    assert.equal(f.events[1].fields.protocol, "udp");
+  });
+
+  it("refuses a port outside the client's, as for TCP", async () => {
+    f = new Fixture();
+    assertRefused(await ask({ protocol: "udp", port: 80 }), "not_allowed", /allowed ports/);
+  });
+
+  it("refuses a group's UDP tunnel, an HTTP one, and one in a cluster, saying why", async () => {
+    f = new Fixture();
+    assertRefused(
+      await ask({ protocol: "udp", group: "team", groupKey: GROUP_KEY }),
+      "not_allowed",
+      /group's UDP tunnel is not built yet/,
+    );
+    f.sent.length = 0;
+    f.close();
+    f = new Fixture();
+    assertRefused(await ask({ protocol: "udp", http: "app" }), "not_allowed", /cannot be UDP/);
+    f.close();
+    f = new Fixture();
+    f.config = { ...f.config, cluster: { node: "n1" } as Config["cluster"] };
+    assertRefused(await ask({ protocol: "udp" }), "not_allowed", /not built for a cluster/);
   });
 });
 

@@ -11,6 +11,18 @@ import type { DaemonEventType } from "../events.ts";
 import type { HostClaim, PortClaim, Registry } from "../registry/registry.ts";
 import type { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
+import type { UdpCounters } from "../../tunnel/udp_flow.ts";
+
+/** A UDP tunnel's final counts, as its `tunnel_down` event carries them. */
+function udpFields(udp: Readonly<UdpCounters>): Record<string, string | number> {
+  const dropped = Object.values(udp.drops).reduce((a, b) => a + b, 0);
+  return {
+    protocol: "udp",
+    datagramsFromVisitors: udp.datagramsIn,
+    datagramsToVisitors: udp.datagramsOut,
+    datagramsDropped: dropped,
+  };
+}
 
 /** What a session's tunnel table needs from the session and the daemon. */
 export interface SessionTunnelsContext {
@@ -68,7 +80,13 @@ export class SessionTunnels {
       written?.catch(() => {});
     };
     log.info("tunnel up", { tunnel: tunnel.id, bind });
-    publish("tunnel_up", { tunnel: tunnel.id, client: tunnel.client, session: sessionId, bind });
+    publish("tunnel_up", {
+      tunnel: tunnel.id,
+      client: tunnel.client,
+      session: sessionId,
+      bind,
+      ...(tunnel.protocol ? { protocol: tunnel.protocol } : {}),
+    });
   }
 
   /**
@@ -97,6 +115,7 @@ export class SessionTunnels {
       bytesToClient: tunnel.stats.aToB,
       bytesToVisitor: tunnel.stats.bToA,
       errors: tunnel.stats.errors,
+      ...(tunnel.udp ? udpFields(tunnel.udp) : {}),
     });
     return released.catch(() => {});
   }
@@ -130,6 +149,7 @@ export class SessionTunnels {
       session: this.#context.sessionId,
       client: tunnel.client,
       node: this.#context.registry.node,
+      ...(tunnel.protocol ? { protocol: tunnel.protocol } : {}),
       ...(Object.keys(tunnel.policy).length > 0 ? { policy: tunnel.policy } : {}),
     };
   }

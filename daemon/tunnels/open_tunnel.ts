@@ -18,6 +18,7 @@ import { ReverseTunnel } from "./reverse_tunnel.ts";
 import type { Balance } from "./port_listener.ts";
 import type { TunnelPorts } from "./tunnel_ports.ts";
 import type { VisitorLimit } from "./visitor_limit.ts";
+import { UdpTunnel, type UdpTunnelOptions } from "./udp_tunnel.ts";
 
 /** Ports tried for a port-0 request before giving up. */
 const MAX_ATTEMPTS = 64;
@@ -55,6 +56,8 @@ export interface OpenTunnelOptions {
   policy?: VisitorPolicy;
   /** The policy the client asked for, kept to narrow again when the operator's changes. */
   requestedPolicy?: VisitorPolicy;
+  /** A UDP tunnel (its port claimed apart from TCP's), with its flows' limits; default TCP. */
+  udp?: Pick<UdpTunnelOptions, "idleMs" | "maxFlows" | "totals">;
 }
 
 /** A fresh tunnel id (`t-` and 12 hex digits), for port tunnels and HTTP tunnels alike. */
@@ -73,11 +76,11 @@ export async function openTunnel(
   port: number,
   options: OpenTunnelOptions,
 ): Promise<OpenTunnelResult> {
-  const { registry, sessionId, ports, shared, balance, ...listen } = options;
+  const { registry, sessionId, ports, shared, balance, udp, ...listen } = options;
   const owner = options.owner ?? `client:${options.client}`;
   const id = newTunnelId();
   // A shared tunnel asking for any port joins the port its owner already holds, if any.
-  const held = shared && port === 0 ? await registry.ownerPort(owner, bindHost) : undefined;
+  const held = shared && port === 0 && !udp ? await registry.ownerPort(owner, bindHost) : undefined;
   // (If that port went to someone else meanwhile, the usual picks follow.)
   const candidates = port !== 0 ? [port] : [...(held !== undefined ? [held] : []), ...pick(client)];
   let lastError: Error | undefined;
@@ -95,6 +98,7 @@ export async function openTunnel(
       node: registry.node,
       owner,
       shared: shared ?? false,
+      ...(udp ? { protocol: "udp" as const } : {}),
       ...(options.policy ? { policy: options.policy } : {}),
     };
     const claimed = await registry.claimPort(claim);
@@ -118,6 +122,17 @@ export async function openTunnel(
       continue;
     }
     try {
+      if (udp) {
+        const tunnel = await UdpTunnel.open({
+          ...listen,
+          ...udp,
+          id,
+          bindHost,
+          port: candidate,
+          owner,
+        });
+        return { ok: true, tunnel };
+      }
       const listener = await ports.open(bindHost, candidate, balance);
       const tunnel = new ReverseTunnel({ ...listen, id, bindHost, port: listener.port, owner });
       ports.attach(listener, tunnel);

@@ -19,6 +19,7 @@ import type { VisitorLimit } from "./visitor_limit.ts";
 import type { SpliceThrottle } from "../../tunnel/splice.ts";
 import { type Entry, VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
 import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
+import type { UdpCounters } from "../../tunnel/udp_flow.ts";
 
 export type { TunnelStats };
 
@@ -84,6 +85,10 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   readonly label: string | undefined;
   /** The host name of an HTTP tunnel; undefined for a port's tunnel. */
   readonly host: string | undefined;
+  /** `udp` for a UDP port's tunnel (`udp_tunnel.ts`); undefined for TCP, HTTP and TLS. */
+  readonly protocol: "udp" | undefined = undefined;
+  /** A UDP tunnel's counters; undefined for any other. */
+  readonly udp: Readonly<UdpCounters> | undefined = undefined;
   /** A TLS tunnel: the host's HTTPS connections are passed through, not terminated. */
   readonly passthrough: boolean;
   /** Every URL visitors reach an HTTP or TLS tunnel by; empty for a port's tunnel. */

@@ -19,6 +19,10 @@ export async function openBunUdp(options: OpenUdpOptions): Promise<UdpSocket> {
       data: (_socket, data, port, address) => {
         if (!closed) options.onMessage(new Uint8Array(data), { hostname: address, port });
       },
+      // The kernel's answer to an earlier send, mostly "port unreachable" from a visitor that went
+      // away: nothing to do (the send was counted), and without a handler Bun reports it as an
+      // uncaught error, which a stream of departed visitors turns into a flood.
+      error: () => {},
     },
   });
   return {

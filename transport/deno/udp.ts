@@ -9,13 +9,20 @@ import type { OpenUdpOptions, UdpSocket } from "../udp.ts";
 
 interface DenoDatagramConn {
   readonly addr: { hostname: string; port: number };
-  receive(): Promise<[Uint8Array, { hostname: string; port: number }]>;
+  receive(buffer?: Uint8Array): Promise<[Uint8Array, { hostname: string; port: number }]>;
   send(
     bytes: Uint8Array,
     to: { transport: "udp"; hostname: string; port: number },
   ): Promise<number>;
   close(): void;
 }
+
+/**
+ * Room for any UDP datagram (IPv6 may carry more than IPv4's 65 507 bytes): Deno's own receive
+ * buffer is 65 507 bytes and cuts a larger datagram short without saying so; with this one a
+ * larger datagram arrives whole, so the layer above can see it is too large and drop it.
+ */
+const RECEIVE_BUFFER = 65_536;
 
 /** Sends waiting for earlier ones; beyond this a send is refused (the datagram is dropped). */
 const MAX_PENDING_SENDS = 256;
@@ -41,16 +48,18 @@ export function openDenoUdp(options: OpenUdpOptions): UdpSocket {
   let pending = 0;
   let tail: Promise<unknown> = Promise.resolve();
   void (async () => {
+    const buffer = new Uint8Array(RECEIVE_BUFFER);
     while (!closed) {
       let received: [Uint8Array, { hostname: string; port: number }];
       try {
-        received = await conn.receive();
+        received = await conn.receive(buffer);
       } catch {
         // Closed, or broken: either way nothing more will arrive. Stop instead of spinning.
         return;
       }
       const [bytes, remote] = received;
-      options.onMessage(bytes, { hostname: remote.hostname, port: remote.port });
+      // A copy the handler may keep: the buffer takes the next datagram.
+      options.onMessage(bytes.slice(), { hostname: remote.hostname, port: remote.port });
     }
   })();
   return {

@@ -21,6 +21,7 @@ import type { EventFeed } from "../../events.ts";
 import type { HttpStats } from "../../http/http_stats.ts";
 import type { PortClaim, Registry } from "../../registry/registry.ts";
 import type { CertificateStore } from "../../tls/certificates.ts";
+import type { UdpCounters } from "../../../tunnel/udp_flow.ts";
 
 /**
  * The daemon's lifecycle states, as `daemon.ts` names them. A state added there and not here
@@ -208,6 +209,11 @@ export interface MetricsApiDeps {
   readonly httpStats: Pick<HttpStats, "entries">;
   /** The cluster, when the daemon is in one. */
   readonly cluster?: Pick<AdminCluster, "view">;
+  /** UDP counters: closed UDP tunnels' totals (live ones are in the registry) and UDP forwards'. */
+  readonly udp?: {
+    readonly closedTunnels: Readonly<UdpCounters>;
+    readonly forwards: Readonly<UdpCounters>;
+  };
 }
 
 /** What the whole admin app needs: every endpoint module's, and the admin token's hash. */

@@ -22,6 +22,12 @@ import type { DaemonState, MetricsApiDeps } from "./deps.ts";
 import type { FrameCounts } from "../../../protocol/stats.ts";
 import { PROMETHEUS_CONTENT_TYPE, PrometheusWriter, type Sample } from "./prometheus.ts";
 import { bulkBuffers, relayBuffers } from "../../../util/buffer_pool.ts";
+import {
+  addUdpCounters,
+  newUdpCounters,
+  UDP_DROPS,
+  type UdpCounters,
+} from "../../../tunnel/udp_flow.ts";
 
 /** The session counters that are summed across sessions (everything monotonic). */
 export interface SessionCounterTotals {
@@ -296,6 +302,7 @@ export function renderMetrics(daemon: MetricsApiDeps, now: number = Date.now()):
   );
 
   writeTunnels(w, daemon);
+  writeUdp(w, daemon);
   writeHttp(w, daemon);
   writeDaemonCounters(w, daemon);
   writeServices(w, daemon);
@@ -364,6 +371,58 @@ function writeTunnels(w: PrometheusWriter, daemon: MetricsApiDeps): void {
     "counter",
     "Visitors of each reverse tunnel that ended in an error.",
     tunnels.map((t) => ({ labels: id(t), value: t.stats.errors })),
+  );
+}
+
+/**
+ * The UDP families (docs/design/udp.md), by kind: `tunnel` is UDP tunnels (those closed, and the
+ * ones listening now), `forward` the UDP forwards. `in` is datagrams the daemon's UDP sockets
+ * received, `out` those they sent.
+ */
+function writeUdp(w: PrometheusWriter, daemon: MetricsApiDeps): void {
+  const tunnels = newUdpCounters();
+  if (daemon.udp) addUdpCounters(tunnels, daemon.udp.closedTunnels);
+  for (const t of daemon.registry.tunnels()) if (t.udp) addUdpCounters(tunnels, t.udp);
+  const kinds: [string, UdpCounters][] = [["tunnel", tunnels]];
+  if (daemon.udp) kinds.push(["forward", daemon.udp.forwards]);
+  w.family(
+    "tunnelmux_udp_flows_open",
+    "gauge",
+    "UDP flows (one per visitor address) open now, by kind (tunnel or forward).",
+    kinds.map(([kind, c]) => ({ labels: { kind }, value: c.flowsOpen })),
+  );
+  w.family(
+    "tunnelmux_udp_flows_total",
+    "counter",
+    "UDP flows opened, by kind.",
+    kinds.map(([kind, c]) => ({ labels: { kind }, value: c.flows })),
+  );
+  w.family(
+    "tunnelmux_udp_datagrams_total",
+    "counter",
+    "UDP datagrams carried by kind: in were received on the daemon's UDP sockets, out sent.",
+    kinds.flatMap(([kind, c]): Sample[] => [
+      { labels: { kind, direction: "in" }, value: c.datagramsIn },
+      { labels: { kind, direction: "out" }, value: c.datagramsOut },
+    ]),
+  );
+  w.family(
+    "tunnelmux_udp_bytes_total",
+    "counter",
+    "Payload bytes of those datagrams, by kind and direction.",
+    kinds.flatMap(([kind, c]): Sample[] => [
+      { labels: { kind, direction: "in" }, value: c.bytesIn },
+      { labels: { kind, direction: "out" }, value: c.bytesOut },
+    ]),
+  );
+  w.family(
+    "tunnelmux_udp_drops_total",
+    "counter",
+    "UDP datagrams dropped, by kind and reason (queue_full, too_large, flow_limit, send_failed, " +
+      "refused, rate_limited).",
+    kinds.flatMap(([kind, c]) =>
+      UDP_DROPS.map((reason) => ({ labels: { kind, reason }, value: c.drops[reason] }))
+    ),
   );
 }
 

@@ -20,6 +20,7 @@ import { HttpStats } from "../../http/http_stats.ts";
 import { fakeSession, fakeTunnel, memoryRegistry } from "../../registry/_fake_handles.ts";
 import { fakeCluster, served } from "./_fake_deps.ts";
 import type { MetricsApiDeps } from "./deps.ts";
+import { newUdpCounters } from "../../../tunnel/udp_flow.ts";
 
 const TOKEN = "metrics-test-token-0123456789abcdef";
 
@@ -125,6 +126,11 @@ const FAMILIES: Record<string, string> = {
   tunnelmux_process_memory_bytes: "gauge",
   tunnelmux_relay_buffers: "gauge",
   tunnelmux_relay_buffer_strays_total: "counter",
+  tunnelmux_udp_flows_open: "gauge",
+  tunnelmux_udp_flows_total: "counter",
+  tunnelmux_udp_datagrams_total: "counter",
+  tunnelmux_udp_bytes_total: "counter",
+  tunnelmux_udp_drops_total: "counter",
 };
 
 /** An echo server on 127.0.0.1. */
@@ -215,6 +221,32 @@ describe("GET /metrics (over fakes)", () => {
     assert.equal(value(m, "tunnelmux_auth_failures_total"), 1);
     assert.equal(value(m, "tunnelmux_forward_refusals_total", { reason: "denied" }), 1);
     assert.equal(value(m, "tunnelmux_forward_dial_errors_total", { reason: "refused" }), 1);
+  });
+
+  it("reports UDP tunnels (closed ones' totals and live ones) and UDP forwards by kind", async () => {
+    const { daemon } = metricsOver();
+    const counters = (flowsOpen: number, datagramsIn: number, queueFull: number) => {
+      const c = newUdpCounters();
+      Object.assign(c, { flowsOpen, flows: flowsOpen + 1, datagramsIn, bytesIn: 10 * datagramsIn });
+      c.drops.queue_full = queueFull;
+      return c;
+    };
+    const udp = { closedTunnels: counters(0, 5, 1), forwards: counters(2, 7, 0) };
+    daemon.registry.addTunnel(
+      { ...fakeTunnel("t-9"), protocol: "udp", udp: counters(3, 4, 2) },
+      "s1",
+    );
+    const app = served(metricsApi({ ...daemon, udp }));
+    const m = parseExposition(await (await app.request("/metrics")).text());
+    const tunnel = { kind: "tunnel" };
+    const forward = { kind: "forward" };
+    assert.equal(value(m, "tunnelmux_udp_flows_open", tunnel), 3);
+    assert.equal(value(m, "tunnelmux_udp_flows_open", forward), 2);
+    assert.equal(value(m, "tunnelmux_udp_flows_total", tunnel), 1 + 4);
+    assert.equal(value(m, "tunnelmux_udp_datagrams_total", { ...tunnel, direction: "in" }), 9);
+    assert.equal(value(m, "tunnelmux_udp_bytes_total", { ...forward, direction: "in" }), 70);
+    assert.equal(value(m, "tunnelmux_udp_drops_total", { ...tunnel, reason: "queue_full" }), 3);
+    assert.equal(value(m, "tunnelmux_udp_drops_total", { ...forward, reason: "refused" }), 0);
   });
 
   it("keeps a closed session's counters in the totals", async () => {

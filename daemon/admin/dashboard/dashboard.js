@@ -47,6 +47,8 @@
  * @property {string} id
  * @property {string} client
  * @property {string} bind
+ * @property {string | undefined} protocol  tcp, udp, http or tls (older daemons: none)
+ * @property {{ drops: Record<string, number> } | null | undefined} udp  a UDP tunnel's counters
  * @property {string | null} host  an HTTP or TLS tunnel's name
  * @property {string[] | undefined} urls  an HTTP tunnel's every URL (HTTP and HTTPS ports)
  * @property {boolean} passthrough
@@ -937,6 +939,20 @@
     return parts.join(", ");
   }
 
+  /**
+   * What a tunnel carries: its protocol as the daemon says, else told from its other fields (an
+   * older daemon), and a UDP tunnel's datagrams dropped.
+   * @param {Tunnel} t
+   * @returns {string}
+   */
+  function protocolText(t) {
+    const protocol = t.protocol || (t.host ? (t.passthrough ? "tls" : "http") : "tcp");
+    if (!t.udp) return protocol;
+    let dropped = 0;
+    for (const reason in t.udp.drops) dropped += t.udp.drops[reason];
+    return dropped > 0 ? protocol + " (" + dropped + " dropped)" : protocol;
+  }
+
   function renderTunnels() {
     const body = tbody("tunnels");
     const rows = sorted("tunnels", data.tunnels).map(function (t) {
@@ -945,6 +961,7 @@
       cells(tr, [
         [t.id],
         [t.client],
+        [protocolText(t)],
         [bindText(t) + (policyText(t.policy) ? " [" + policyText(t.policy) + "]" : "")],
         [t.label === null ? "-" : t.label],
         [t.connections, "num"],

@@ -139,6 +139,15 @@ describe("dashboard", () => {
       const tunnel = f.daemon.registry.tunnel(tunnelId)!;
       assert.match(await tunnelRow.textContent() ?? "", new RegExp(`:${tunnel.port}`));
       assert.match(await tunnelRow.textContent() ?? "", /web/);
+      assert.match(await tunnelRow.textContent() ?? "", /tcp/);
+      // A UDP tunnel says so.
+      const udp = await first.expose({ protocol: "udp", local: "127.0.0.1:9" });
+      const udpRow = await page.waitForSelector(`#tunnels tr[data-tunnel="${udp.id}"]`);
+      assert.match(
+        await udpRow.textContent() ?? "",
+        new RegExp(`udp127\\.0\\.0\\.1:${udp.remotePort}`),
+      );
+      await udp.close();
       if (hasOpenssl) {
         // An HTTP tunnel shows its name and when the certificate that serves it expires.
         const site = await first.expose({ local: `127.0.0.1:${f.echo.port}`, http: "site" });

@@ -1,0 +1,129 @@
+/**
+ * UDP reverse tunnels: a client's tunnel whose public port is a UDP socket (docs/design/udp.md).
+ * Each visitor address is a flow, admitted by the tunnel's visitor policy and limits exactly as a
+ * TCP visitor connection is (a flow counts as one connection of its visitor while it lasts), with
+ * a `udpVisitor` stream of its own to the client. The bandwidth limits police datagrams: over
+ * them a datagram is dropped, where a TCP visitor would be held. A flow that cannot keep up drops datagrams,
+ * counted; nothing waits on a stream, so no flow holds up another or the session.
+ *
+ * @module
+ */
+
+import type { Session } from "../../protocol/session.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import type { Transport } from "../../protocol/transport.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
+import {
+  addUdpCounters,
+  newUdpCounters,
+  type UdpCounters,
+  UdpFlowTable,
+  udpPolicer,
+} from "../../tunnel/udp_flow.ts";
+import { formatHostPort } from "../../util/address.ts";
+import { ReverseTunnel, type ReverseTunnelOptions } from "./reverse_tunnel.ts";
+
+/** How to open a UDP tunnel: a reverse tunnel's options and the flows' limits. */
+export interface UdpTunnelOptions extends Omit<ReverseTunnelOptions, "host" | "passthrough"> {
+  /** A flow with no datagram either way for this long ends (default `UDP_FLOW_IDLE_MS`). */
+  idleMs?: number;
+  /** Flows at once (default `UDP_MAX_FLOWS`); one more visitor's datagrams are dropped. */
+  maxFlows?: number;
+  /** The daemon's totals of closed UDP tunnels: the tunnel's counts are added there as it closes. */
+  totals?: UdpCounters;
+}
+
+/** A client's UDP tunnel on this node. Create with {@linkcode UdpTunnel.open}. */
+export class UdpTunnel extends ReverseTunnel {
+  override readonly protocol = "udp" as const;
+  /** Flows, datagrams and bytes each way, drops by reason (live). */
+  override readonly udp: UdpCounters;
+  readonly #session: Pick<Session, "open">;
+  readonly #totals: UdpCounters | undefined;
+  #table: UdpFlowTable | undefined;
+  #closed = false;
+
+  private constructor(options: UdpTunnelOptions, counters: UdpCounters) {
+    super(options);
+    this.udp = counters;
+    this.#session = options.session;
+    this.#totals = options.totals;
+    // The tunnel's counters, as every tunnel shows them: a flow is a visitor connection.
+    const udp = counters;
+    Object.defineProperties(this.stats, {
+      connections: { get: () => udp.flows, enumerable: true },
+      active: { get: () => udp.flowsOpen, enumerable: true },
+      aToB: { get: () => udp.bytesIn, enumerable: true },
+      bToA: { get: () => udp.bytesOut, enumerable: true },
+    });
+  }
+
+  /** Binds UDP `bindHost:port`; rejects when it cannot be bound (in use, not an address here). */
+  static async open(options: UdpTunnelOptions): Promise<UdpTunnel> {
+    const counters = newUdpCounters();
+    // Datagrams may come before the tunnel exists (it needs the bound port): refused, counted.
+    const ref: { tunnel?: UdpTunnel } = {};
+    const table = await UdpFlowTable.open({
+      hostname: options.bindHost,
+      port: options.port,
+      idleMs: options.idleMs,
+      maxFlows: options.maxFlows,
+      counters,
+      admit: (remote) => ref.tunnel ? ref.tunnel.#admitFlow(remote) : undefined,
+      // The tunnel's bandwidth and its client's, as for TCP; a datagram over it is dropped.
+      police: {
+        in: udpPolicer(() => ref.tunnel?.throttle()?.aToB),
+        out: udpPolicer(() => ref.tunnel?.throttle()?.bToA),
+      },
+      openStream: (remote) => ref.tunnel!.#openFlow(remote),
+    });
+    const tunnel = new UdpTunnel({ ...options, port: table.local.port }, counters);
+    tunnel.#table = table;
+    ref.tunnel = tunnel;
+    return tunnel;
+  }
+
+  /** The visitor addresses with a flow now. */
+  get flows(): string[] {
+    return this.#table?.flows ?? [];
+  }
+
+  /** A TCP visitor has no place on a UDP port: closed at once. */
+  override visitor(visitor: Transport): void {
+    visitor.close();
+  }
+
+  /** No HTTP request is ever sent to a UDP port: none taken. */
+  override open(_remote: string, _local: string): Stream | undefined {
+    return undefined;
+  }
+
+  /** No relaying of UDP flows between nodes yet: a relayed stream is refused. */
+  override relayed(stream: Stream, _remote: string, _local: string, _rest: Uint8Array): void {
+    stream.reset(ResetReason.UnknownTunnel);
+  }
+
+  /** Ends every flow and releases the port; its counts go to the daemon's totals. Idempotent. */
+  override close(): void {
+    super.close();
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#table?.close();
+    if (this.#totals) addUdpCounters(this.#totals, this.udp, false);
+  }
+
+  /** A new visitor address: the policy and limits decide, as for a TCP visitor. */
+  #admitFlow(remote: string): (() => void) | undefined {
+    if (!this.healthy) return undefined;
+    return this.admit(remote);
+  }
+
+  /** The flow's stream to the client, with its `udpVisitor` header. */
+  #openFlow(remote: string): Stream {
+    const stream = this.#session.open();
+    const local = formatHostPort(this.bindHost, this.port);
+    stream.write(encodeStreamHeader({ kind: "udpVisitor", tunnel: this.id, remote, local }));
+    return stream;
+  }
+}
