@@ -11,7 +11,9 @@ export interface TransportHandlers {
   /**
    * Bytes arrived. The chunk is handed over: the transport never reuses or mutates its memory after
    * the call, so the receiver may keep zero-copy views of it. With {@linkcode releases} set, the
-   * chunk may lie in a pooled buffer and carries one claim on it (`util/buffer_pool.ts`).
+   * chunk may lie in a pooled buffer and carries one claim on it (`util/buffer_pool.ts`), and it
+   * may offer the free bytes in front of it to a writer that frames it whole (`offerFrontRoom`:
+   * a session sending it on writes its header there instead of copying the chunk).
    */
   data(chunk: Uint8Array): void;
   /**
