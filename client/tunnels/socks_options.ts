@@ -29,8 +29,15 @@ export interface SocksOptions {
   handshakeTimeoutMs?: number;
   /** From the request to the daemon's answer (connected, or refused). Default 30 s. */
   connectTimeoutMs?: number;
-  /** SOCKS connections at once, handshakes included; more are closed at accept. Default 256. */
+  /**
+   * SOCKS connections at once, handshakes and UDP associations' control connections included;
+   * more are closed at accept. Default 256.
+   */
   maxConnections?: number;
+  /** A UDP association with no datagram either way for this long is closed. Default 60 s. */
+  udpIdleMs?: number;
+  /** Targets one UDP association may send to at once; datagrams to more are dropped. Default 32. */
+  udpMaxTargets?: number;
 }
 
 /** Why a listen address and credentials cannot serve, or undefined when they can. */
