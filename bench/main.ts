@@ -52,8 +52,8 @@ Options:
   --only a,b          implementations whose id starts with one of these. Protocol: tunnelmux,
                       libp2p-yamux, yamux-js, hashicorp, goyamux, raw-native, raw-node, raw, or
                       full ids like tunnelmux-bun. Tunnel: tunnelmux, tunnelmux-deno-ws, jsrelay
-                      (both floor rows), frp, chisel, bore, rathole (direct, the baseline, always
-                      runs)
+                      (both floor rows), frp, chisel, bore, rathole, http (the HTTP family), udp
+                      (the UDP family) (direct, the baseline, always runs)
   --runtime deno|bun  only JS implementations on this runtime (default: both); Go, direct and
                       the foreign tunnels always run
   --peers-dir DIR     where to look for frps, frpc, chisel, bore and rathole before PATH; those
@@ -80,6 +80,13 @@ T1 counts MB/s as 10^6 bytes per second, from the request to the last byte. T4 t
 connection from just before connect() until the first byte of the 16 bytes sent right after it
 comes back, echoed by the backend through the tunnel (so it includes the tunnel opening its
 stream and its client dialing the backend).
+
+U1–U4 are UDP: the backend is a UDP echo, and they run through the udp- family only:
+udp-direct, udp-tunnelmux-{deno,bun}-fwd (the client's --forward-udp port -> daemon -> the echo;
+a --expose-udp row replaces it once UDP reverse tunnels exist), udp-frp (a type = "udp" proxy)
+and udp-rathole (a UDP service). Each datagram carries a sequence number and is checked; one that
+does not come back is lost (U1/U2 give a window slot up after 50 ms, the end waits 500 ms at most).
+U1–U3 report CPU per 100k datagrams, all four the RSS of the tunnel's two processes.
 
 Tunnels: direct (the load straight to the backend), tunnelmux-{deno,bun}-{tcp,ws} (daemon/main.ts
 and client/main.ts --expose, each a fresh process on that runtime), frp (frps + frpc, a tcp

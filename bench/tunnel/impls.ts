@@ -5,7 +5,9 @@
  * fresh pair of processes on 127.0.0.1 with an auth token, exposing the backend on a new port.
  * `jsrelay-deno` and `jsrelay-bun` are each runtime's floor: two chained plain relays.
  * The `http-` family does the same through HTTP tunnels routed by name (tunnelmux's `--http`,
- * frp's `type = "http"`), the load speaking HTTP/1.1 with the tunnel's `Host`.
+ * frp's `type = "http"`), the load speaking HTTP/1.1 with the tunnel's `Host`. The `udp-` family
+ * carries the U scenarios' datagrams to a UDP echo: `udp-direct`, tunnelmux's UDP forward, frp's
+ * `type = "udp"` proxy and rathole's UDP service.
  *
  * @module
  */
@@ -17,7 +19,7 @@ import { daemonConfig, newToken, ROOT } from "../../testing/mod.ts";
 import { parseHostPort } from "../../util/address.ts";
 import { installGoTool } from "../../util/go_build.ts";
 import { type JsRuntime, RUNTIME_BIN } from "../impls.ts";
-import { freePort, type LongProcess, startProcess, waitForPort } from "./procs.ts";
+import { freePort, type LongProcess, startProcess, waitForPort, waitForUdpEcho } from "./procs.ts";
 
 /** A running tunnel from a public address to the backend. */
 export interface Tunnel {
@@ -47,6 +49,8 @@ export interface TunnelImpl {
   missing: string | null;
   /** Starts a tunnel to `backend` (`HOST:PORT`); temp files go to `dir`. */
   start(backend: string, dir: string): Promise<Tunnel>;
+  /** A UDP tunnel: its backend is a UDP echo and it runs the UDP scenarios only. */
+  udp?: boolean;
 }
 
 /** Bound on a tunnel's start (process start, handshake, public port open). */
@@ -286,13 +290,14 @@ function foreign(
 async function pair(
   server: () => Promise<LongProcess>,
   client: (server: LongProcess) => Promise<{ client: LongProcess; address: string }>,
+  probe: (address: string, timeoutMs: number) => Promise<void> = waitForPort,
 ): Promise<Tunnel> {
   const s = await server();
   let c: LongProcess | undefined;
   try {
     const started = await client(s);
     c = started.client;
-    await waitForPort(started.address, START_MS);
+    await probe(started.address, START_MS);
     return { address: started.address, server: s, client: c };
   } catch (error) {
     await Promise.all([s.stop(0), c?.stop(0)]);
@@ -311,6 +316,7 @@ async function frpPair(
   server: string,
   proxy: string,
   publicPort: number,
+  probe?: (address: string, timeoutMs: number) => Promise<void>,
 ): Promise<Tunnel> {
   const token = newToken("bench");
   const bindPort = await freePort();
@@ -338,6 +344,7 @@ async function frpPair(
       }),
       address: `127.0.0.1:${publicPort}`,
     }),
+    probe,
   );
 }
 
@@ -497,6 +504,108 @@ const frpHttp = (peersDir?: string) =>
     return { ...tunnel, host: HTTP_HOST };
   });
 
+/** The load straight to the UDP echo: the `udp-` family's baseline. */
+const udpDirect: TunnelImpl = {
+  id: "udp-direct",
+  missing: null,
+  udp: true,
+  start: (backend) => Promise.resolve({ address: backend }),
+};
+
+/**
+ * tunnelmux's UDP forward (`--forward-udp`): load -> the client's UDP port -> daemon -> the UDP
+ * echo, one flow. It crosses the same two processes a UDP reverse tunnel would, the other way
+ * round; a `--expose-udp` row takes its place once UDP reverse tunnels are built.
+ */
+function tunnelmuxUdpForward(runtime: JsRuntime): TunnelImpl {
+  return {
+    id: `udp-tunnelmux-${runtime}-fwd`,
+    missing: null,
+    udp: true,
+    async start(backend, dir) {
+      const token = newToken("bench");
+      const config = daemonConfig([{ name: "bench", token, forward: [backend] }], {
+        dataDir: join(dir, "data"),
+      });
+      const server = await startDaemonProcess(runtime, join(dir, "daemon.json"), config, "tcp");
+      try {
+        const client = await startProcess([
+          ...runtimeArgv(runtime, "client/main.ts"),
+          "--server",
+          `tcp://${server.ready[1]}`,
+          "--forward-udp",
+          `127.0.0.1:0=${backend}`,
+          "--no-reconnect",
+          "--log-format",
+          "json",
+        ], {
+          ready: /^(?=.*"forwarding udp").*"listen":"([^"]+)"/m,
+          timeoutMs: START_MS,
+          env: childEnv({ TUNNELMUX_TOKEN: token }),
+        });
+        await waitForUdpEcho(client.ready[1], START_MS);
+        return { address: client.ready[1], server, client };
+      } catch (error) {
+        await server.stop(0);
+        throw error;
+      }
+    },
+  };
+}
+
+/** frp's UDP proxy: frpc's `type = "udp"`, its public UDP port on frps. */
+const frpUdp = (peersDir?: string) => ({
+  ...foreign("udp-frp", ["frps", "frpc"], peersDir, async (bins, backend, dir) => {
+    const remotePort = await freePort();
+    return await frpPair(
+      bins,
+      backend,
+      dir,
+      "",
+      `type = "udp"\nremotePort = ${remotePort}\n`,
+      remotePort,
+      waitForUdpEcho,
+    );
+  }),
+  udp: true,
+});
+
+/** rathole's UDP service (`type = "udp"` on both sides). */
+const ratholeUdp = (peersDir?: string) => ({
+  ...foreign("udp-rathole", ["rathole"], peersDir, async ([bin], backend, dir) => {
+    const token = newToken("bench");
+    const [port, remotePort] = [await freePort(), await freePort()];
+    writeFileSync(
+      join(dir, "server.toml"),
+      `[server]\nbind_addr = "127.0.0.1:${port}"\n[server.services.bench]\ntype = "udp"\n` +
+        `token = "${token}"\nbind_addr = "127.0.0.1:${remotePort}"\n`,
+    );
+    writeFileSync(
+      join(dir, "client.toml"),
+      `[client]\nremote_addr = "127.0.0.1:${port}"\n[client.services.bench]\ntype = "udp"\n` +
+        `token = "${token}"\nlocal_addr = "${backend}"\n`,
+    );
+    return await pair(
+      () =>
+        startProcess([bin, "--server", join(dir, "server.toml")], {
+          ready: /Listening at/,
+          timeoutMs: START_MS,
+          env: childEnv(),
+        }),
+      async () => ({
+        client: await startProcess([bin, "--client", join(dir, "client.toml")], {
+          ready: /Control channel established/,
+          timeoutMs: START_MS,
+          env: childEnv(),
+        }),
+        address: `127.0.0.1:${remotePort}`,
+      }),
+      waitForUdpEcho,
+    );
+  }),
+  udp: true,
+});
+
 /** The foreign tunnel families, in table order. */
 export const FOREIGN = ["frp", "chisel", "bore", "rathole"] as const;
 
@@ -522,5 +631,8 @@ export function tunnelImpls(
   // The inspector's cost: full runs only, as the foreign rows (a --quick smoke test skips it).
   if (foreignPeers) impls.push(...runtimes.map((runtime) => tunnelmuxHttp(runtime, true)));
   if (foreignPeers) impls.push(frpHttp(peersDir));
+  // UDP, its own family (`--only udp`): the U scenarios run through these and only these.
+  impls.push(udpDirect, ...runtimes.map(tunnelmuxUdpForward));
+  if (foreignPeers) impls.push(frpUdp(peersDir), ratholeUdp(peersDir));
   return impls;
 }

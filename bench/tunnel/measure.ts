@@ -20,7 +20,7 @@ export type TunnelOutcome =
     ok: true;
     /** The headline value in the scenario's unit. */
     value: number;
-    /** p99 (T3, T4). */
+    /** p99 (T3, T4, U4). */
     p99?: number;
     /** Daemon + client CPU seconds per the scenario's CPU unit (T1, T2; not for direct). */
     cpu?: number;
@@ -95,7 +95,8 @@ export async function startWithBackend(
   dir: string,
   started: LongProcess[],
 ): Promise<Tunnel> {
-  const backend = await startProcess([loadgen, "serve", "-listen", "127.0.0.1:0"], {
+  const udp = impl.udp ? ["-udp"] : [];
+  const backend = await startProcess([loadgen, "serve", ...udp, "-listen", "127.0.0.1:0"], {
     ready: /listening on (\S+)/,
     timeoutMs: 10_000,
   });
@@ -143,8 +144,14 @@ export async function measureTunnel(
       rss = sides.map((p) => rssMiB(p.pid));
       return result;
     });
-    const latency = !scenario.metric.higher;
-    const value = Number(latency ? line.p50_us : line.mb_per_s ?? line.conn_per_s);
+    const latency = line.p50_us !== undefined;
+    const value = Number(
+      scenario.field
+        ? line[scenario.field]
+        : latency
+        ? line.p50_us
+        : line.mb_per_s ?? line.conn_per_s,
+    );
     const measured = sides.length > 0;
     return {
       ok: true,
