@@ -47,10 +47,20 @@ export interface TunnelImpl {
   id: string;
   /** Why it cannot run here (a missing binary), or null. */
   missing: string | null;
-  /** Starts a tunnel to `backend` (`HOST:PORT`); temp files go to `dir`. */
-  start(backend: string, dir: string): Promise<Tunnel>;
+  /**
+   * Starts a tunnel to `backend` (`HOST:PORT`); temp files go to `dir`. With `tcpToo` (a UDP
+   * tunnel for iperf3, whose control connection is TCP), TCP to the same port is carried too, on
+   * the same public port.
+   */
+  start(backend: string, dir: string, options?: StartOptions): Promise<Tunnel>;
   /** A UDP tunnel: its backend is a UDP echo and it runs the UDP scenarios only. */
   udp?: boolean;
+}
+
+/** Options of {@linkcode TunnelImpl.start}. */
+export interface StartOptions {
+  /** Carry TCP beside UDP on the same public port (UDP tunnels only). */
+  tcpToo?: boolean;
 }
 
 /** Bound on a tunnel's start (process start, handshake, public port open). */
@@ -253,7 +263,7 @@ function tunnelmuxRelay(runtime: JsRuntime): TunnelImpl {
 }
 
 /** The path of `name` in `peersDir` or on PATH, or null. */
-function findBinary(name: string, peersDir: string | undefined): string | null {
+export function findBinary(name: string, peersDir: string | undefined): string | null {
   const dirs = [...(peersDir ? [peersDir] : []), ...(process.env.PATH ?? "").split(delimiter)];
   for (const dir of dirs.filter(Boolean)) {
     try {
@@ -272,14 +282,14 @@ function foreign(
   id: string,
   names: string[],
   peersDir: string | undefined,
-  launch: (bins: string[], backend: string, dir: string) => Promise<Tunnel>,
+  launch: (bins: string[], backend: string, dir: string, options: StartOptions) => Promise<Tunnel>,
 ): TunnelImpl {
   const bins = names.map((name) => findBinary(name, peersDir));
   const absent = names.filter((_, i) => bins[i] === null);
   return {
     id,
     missing: absent.length ? `${absent.join(", ")} not on PATH or in --peers-dir` : null,
-    start: (backend, dir) => launch(bins as string[], backend, dir),
+    start: (backend, dir, options = {}) => launch(bins as string[], backend, dir, options),
   };
 }
 
@@ -504,6 +514,12 @@ const frpHttp = (peersDir?: string) =>
     return { ...tunnel, host: HTTP_HOST };
   });
 
+/**
+ * No readiness probe: for iperf3's server, which a probe connection leaves unable to serve the next
+ * client (the tunnel's own log line says it is up).
+ */
+const noProbe = () => Promise.resolve();
+
 /** The load straight to the UDP echo: the `udp-` family's baseline. */
 const udpDirect: TunnelImpl = {
   id: "udp-direct",
@@ -522,19 +538,23 @@ function tunnelmuxUdpForward(runtime: JsRuntime): TunnelImpl {
     id: `udp-tunnelmux-${runtime}-fwd`,
     missing: null,
     udp: true,
-    async start(backend, dir) {
+    async start(backend, dir, options = {}) {
       const token = newToken("bench");
       const config = daemonConfig([{ name: "bench", token, forward: [backend] }], {
         dataDir: join(dir, "data"),
       });
       const server = await startDaemonProcess(runtime, join(dir, "daemon.json"), config, "tcp");
+      let client: LongProcess | undefined;
       try {
-        const client = await startProcess([
+        // With TCP too, both forwards listen on one port number, chosen here.
+        const listen = `127.0.0.1:${options.tcpToo ? await freePort() : 0}`;
+        client = await startProcess([
           ...runtimeArgv(runtime, "client/main.ts"),
           "--server",
           `tcp://${server.ready[1]}`,
           "--forward-udp",
-          `127.0.0.1:0=${backend}`,
+          `${listen}=${backend}`,
+          ...(options.tcpToo ? ["--forward", `${listen}=${backend}`] : []),
           "--no-reconnect",
           "--log-format",
           "json",
@@ -543,10 +563,12 @@ function tunnelmuxUdpForward(runtime: JsRuntime): TunnelImpl {
           timeoutMs: START_MS,
           env: childEnv({ TUNNELMUX_TOKEN: token }),
         });
-        await waitForUdpEcho(client.ready[1], START_MS);
+        // iperf3's server echoes nothing, and a probe connection leaves it unable to serve the next
+        // client: with TCP too, the client's log line is the only sign waited for.
+        if (!options.tcpToo) await waitForUdpEcho(client.ready[1], START_MS);
         return { address: client.ready[1], server, client };
       } catch (error) {
-        await server.stop(0);
+        await Promise.all([server.stop(0), client?.stop(0)]);
         throw error;
       }
     },
@@ -555,16 +577,22 @@ function tunnelmuxUdpForward(runtime: JsRuntime): TunnelImpl {
 
 /** frp's UDP proxy: frpc's `type = "udp"`, its public UDP port on frps. */
 const frpUdp = (peersDir?: string) => ({
-  ...foreign("udp-frp", ["frps", "frpc"], peersDir, async (bins, backend, dir) => {
+  ...foreign("udp-frp", ["frps", "frpc"], peersDir, async (bins, backend, dir, options) => {
     const remotePort = await freePort();
+    const { hostname, port } = parseHostPort(backend);
+    // With TCP too: a tcp proxy on the same remote port, ahead of the udp one.
+    const tcp = options.tcpToo
+      ? `type = "tcp"\nremotePort = ${remotePort}\nlocalIP = "${hostname}"\nlocalPort = ${port}\n` +
+        `\n[[proxies]]\nname = "bench-udp"\n`
+      : "";
     return await frpPair(
       bins,
       backend,
       dir,
       "",
-      `type = "udp"\nremotePort = ${remotePort}\n`,
+      `${tcp}type = "udp"\nremotePort = ${remotePort}\n`,
       remotePort,
-      waitForUdpEcho,
+      options.tcpToo ? noProbe : waitForUdpEcho,
     );
   }),
   udp: true,
@@ -572,18 +600,25 @@ const frpUdp = (peersDir?: string) => ({
 
 /** rathole's UDP service (`type = "udp"` on both sides). */
 const ratholeUdp = (peersDir?: string) => ({
-  ...foreign("udp-rathole", ["rathole"], peersDir, async ([bin], backend, dir) => {
+  ...foreign("udp-rathole", ["rathole"], peersDir, async ([bin], backend, dir, options) => {
     const token = newToken("bench");
     const [port, remotePort] = [await freePort(), await freePort()];
+    // With TCP too: a second service, tcp, on the same port number.
+    const types = options.tcpToo ? ["udp", "tcp"] : ["udp"];
+    const service = (side: "server" | "client", type: string) =>
+      `[${side}.services.bench-${type}]\ntype = "${type}"\ntoken = "${token}"\n` +
+      (side === "server"
+        ? `bind_addr = "127.0.0.1:${remotePort}"\n`
+        : `local_addr = "${backend}"\n`);
     writeFileSync(
       join(dir, "server.toml"),
-      `[server]\nbind_addr = "127.0.0.1:${port}"\n[server.services.bench]\ntype = "udp"\n` +
-        `token = "${token}"\nbind_addr = "127.0.0.1:${remotePort}"\n`,
+      `[server]\nbind_addr = "127.0.0.1:${port}"\n` +
+        types.map((type) => service("server", type)).join(""),
     );
     writeFileSync(
       join(dir, "client.toml"),
-      `[client]\nremote_addr = "127.0.0.1:${port}"\n[client.services.bench]\ntype = "udp"\n` +
-        `token = "${token}"\nlocal_addr = "${backend}"\n`,
+      `[client]\nremote_addr = "127.0.0.1:${port}"\n` +
+        types.map((type) => service("client", type)).join(""),
     );
     return await pair(
       () =>
@@ -600,7 +635,7 @@ const ratholeUdp = (peersDir?: string) => ({
         }),
         address: `127.0.0.1:${remotePort}`,
       }),
-      waitForUdpEcho,
+      options.tcpToo ? noProbe : waitForUdpEcho,
     );
   }),
   udp: true,

@@ -1,5 +1,5 @@
 /**
- * The tunnel scenarios (T1–T4 over TCP, U1–U4 over UDP): the load generator's workload through a
+ * The tunnel scenarios (T1–T4 over TCP, U1–U6 over UDP): the load generator's workload through a
  * tunnel (or straight to the backend, `direct` / `udp-direct`), at full and at `--quick` size, and
  * which numbers each one reports. A UDP scenario runs only through the UDP implementations and a
  * TCP one only through the others.
@@ -42,19 +42,25 @@ export interface TunnelScenario {
    * units of work (`per(work)` of them were done): CPU s/GiB for T1, CPU s/1000 conn for T2.
    */
   cpu?: { unit: string; per(work: TunnelWorkload): number };
-  /** Report the daemon's and client's RSS after the timed part (T2, U1–U4). */
+  /** Report the daemon's and client's RSS after the timed part (T2, U1–U6). */
   rss?: boolean;
   /** A UDP scenario: the backend is a UDP echo, run through the UDP implementations only. */
   udp?: boolean;
   /** The load's result field that is the headline value, when not the TCP scenarios' own. */
   field?: string;
+  /**
+   * Driven by `iperf3 -u` instead of the load generator (`field` of its receiver line): the backend
+   * is `iperf3 -s`, and the tunnel carries its TCP control connection beside the datagrams. Full
+   * runs only, and only when iperf3 is on PATH.
+   */
+  iperf3?: { bitrate: string; seconds: number; length: number };
 }
 
 const MiB = 1024 * 1024;
 
 const DGRAM_CPU = { unit: "CPU s/100k dgram", per: (work: TunnelWorkload) => work.count! / 1e5 };
 
-/** T1–T4, then U1–U4, in report order. */
+/** T1–T4, then U1–U6, in report order. */
 export const TUNNEL_SCENARIOS: readonly TunnelScenario[] = [
   {
     id: "T1",
@@ -131,6 +137,29 @@ export const TUNNEL_SCENARIOS: readonly TunnelScenario[] = [
     rss: true,
     udp: true,
     field: "p50_us",
+  },
+  // iperf3's own reading of the same path, one way (its client through the tunnel to its server).
+  {
+    id: "U5",
+    title: "iperf3 -u, 1200 B datagrams at 20 Mbit/s for 5 s (% lost at the server)",
+    metric: { unit: "% lost", higher: false },
+    full: {},
+    quick: {},
+    rss: true,
+    udp: true,
+    field: "lost_percent",
+    iperf3: { bitrate: "20M", seconds: 5, length: 1200 },
+  },
+  {
+    id: "U6",
+    title: "iperf3 -u, 1200 B datagrams at 20 Mbit/s for 5 s (jitter at the server)",
+    metric: { unit: "ms", higher: false },
+    full: {},
+    quick: {},
+    rss: true,
+    udp: true,
+    field: "jitter_ms",
+    iperf3: { bitrate: "20M", seconds: 5, length: 1200 },
   },
 ];
 
