@@ -16,7 +16,7 @@ import type { LookupFn } from "../../daemon/policy/resolve.ts";
 import { Logger } from "../../util/log.ts";
 import { openUdp, type UdpSocket } from "../../transport/udp.ts";
 import { pattern, waitFor, withTimeout } from "../../testing/mod.ts";
-import { encodeSocksUdp, parseSocksUdp, type SocksTarget } from "./socks_parser.ts";
+import { encodeSocksUdp, type SocksTarget } from "./socks_parser.ts";
 
 const TOKEN = "socks-udp-test-token-0123456789abcd";
 const v4 = (port: number): SocksTarget => ({
@@ -161,19 +161,21 @@ describe("SOCKS5 UDP ASSOCIATE (daemon in process)", () => {
     await waitFor(() => socks.stats.udp.active === 0, "the association to end");
   });
 
-  it("resolves a DNS-shaped query through the association", async () => {
+  it("resolves a DNS-shaped query through the association (the socks client's frames)", async () => {
     const { socket, got } = await clientSocket();
     sockets.push(socket);
     const { control, relay } = await associate(socket);
     const ids = [0x1234, 0xbeef];
     for (const [i, id] of ids.entries()) {
-      const query = dnsQuery(id, `host${i}.example.com`);
-      socket.send(encodeSocksUdp(v4(dns.local.port), query), relay.host, relay.port);
+      const frame = SocksClient.createUDPFrame({
+        remoteHost: { host: "127.0.0.1", port: dns.local.port },
+        data: Buffer.from(dnsQuery(id, `host${i}.example.com`)),
+      });
+      socket.send(frame, relay.host, relay.port);
       await waitFor(() => got.length === i + 1, `the DNS answer to ${id.toString(16)}`);
-      const answer = parseSocksUdp(got[i]);
-      assert.ok(typeof answer !== "string", String(answer));
-      assert.equal(answer.target.address, `127.0.0.1:${dns.local.port}`);
-      const data = answer.data;
+      const answer = SocksClient.parseUDPFrame(Buffer.from(got[i]));
+      assert.deepEqual(answer.remoteHost, { host: "127.0.0.1", port: dns.local.port });
+      const data = new Uint8Array(answer.data);
       assert.equal((data[0] << 8) | data[1], id, "the answer carries the query's ID");
       assert.equal(data[3] & 0x0f, 0, "NOERROR");
       assert.equal((data[6] << 8) | data[7], 1, "one answer record");
