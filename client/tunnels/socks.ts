@@ -109,9 +109,10 @@ function credentialCheck(
 
 /**
  * Listens on `options.listen` and serves SOCKS5 CONNECT and UDP ASSOCIATE through streams from the
- * source `via` returns at each request (UDP: at each new target) (which throws when no session can take one: the client then gets
- * "general failure"). Throws a `TypeError` for a non-loopback address without credentials.
- * Refusals and failures go to `onError`.
+ * source `via` returns at each request, or each new UDP target (it throws when no session can take
+ * one: a CONNECT then gets "general failure", a datagram is dropped). Throws a `TypeError` for a
+ * non-loopback address without credentials, or UDP limits that are not positive. Refusals and
+ * failures go to `onError`.
  */
 export async function listenSocks(
   options: SocksOptions,

@@ -57,6 +57,13 @@ export function socksOptionsProblem(options: SocksOptions): string | undefined {
   ) {
     return "a SOCKS username and password are at most 255 bytes each (RFC 1929)";
   }
+  if (options.udpIdleMs !== undefined && !(options.udpIdleMs > 0)) {
+    return `udpIdleMs must be a positive number of milliseconds, not ${options.udpIdleMs}`;
+  }
+  const targets = options.udpMaxTargets;
+  if (targets !== undefined && !(Number.isInteger(targets) && targets >= 1)) {
+    return `udpMaxTargets must be a whole number of at least 1, not ${targets}`;
+  }
   if (user === "" && !isLoopbackHost(hostname)) {
     return `${options.listen} is not a loopback address: anyone who reaches it could use this ` +
       "client's forwards, so a SOCKS front there needs a username and password (or listen on " +

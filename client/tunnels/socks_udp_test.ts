@@ -289,6 +289,17 @@ describe("SOCKS5 UDP ASSOCIATE (daemon in process)", () => {
     }
   });
 
+  it("refuses UDP limits that are not positive, and says which", async () => {
+    await assert.rejects(
+      client.socks({ listen: "127.0.0.1:0", udpMaxTargets: 0 }),
+      (error: Error) => error instanceof TypeError && /udpMaxTargets must be/.test(error.message),
+    );
+    await assert.rejects(
+      client.socks({ listen: "127.0.0.1:0", udpIdleMs: -1 }),
+      (error: Error) => error instanceof TypeError && /udpIdleMs must be/.test(error.message),
+    );
+  });
+
   it("refuses an association for another client address", async () => {
     const { socket } = await clientSocket();
     sockets.push(socket);
