@@ -29,9 +29,12 @@ import {
   type Suite,
 } from "./report.ts";
 import { type Scenario, SCENARIOS, type Workload } from "./scenarios.ts";
-import { tunnelImpls } from "./tunnel/impls.ts";
+import { findBinary, tunnelImpls } from "./tunnel/impls.ts";
 import { TUNNEL_SCENARIOS } from "./tunnel/scenarios.ts";
-import { runTunnelSuite } from "./tunnel/suite.ts";
+import { runsIn, runTunnelSuite } from "./tunnel/suite.ts";
+
+/** The tunnel suite's baselines, which run whatever `--only` says: TCP and UDP straight to the backend. */
+const BASELINES = ["direct", "udp-direct"];
 import { formatMemory, runMemory } from "./memory.ts";
 import { renderSvg } from "./svg.ts";
 
@@ -47,13 +50,14 @@ Options:
   --scenarios S1,T3   only these scenarios (default: every scenario of the chosen suites; M1 is
                       the memory suite)
   --rounds N          measured rounds (default 5; --quick: 1)
-  --quick             tiny sizes, one round, no warm-up pass, no foreign tunnels (a smoke test,
-                      not a measurement)
+  --quick             tiny sizes, one round, no warm-up pass, no foreign tunnels, no iperf3 (a
+                      smoke test, not a measurement)
   --only a,b          implementations whose id starts with one of these. Protocol: tunnelmux,
                       libp2p-yamux, yamux-js, hashicorp, goyamux, raw-native, raw-node, raw, or
                       full ids like tunnelmux-bun. Tunnel: tunnelmux, tunnelmux-deno-ws, jsrelay
-                      (both floor rows), frp, chisel, bore, rathole (direct, the baseline, always
-                      runs)
+                      (both floor rows), frp, chisel, bore, rathole, http (the HTTP family), udp
+                      (the UDP family) (direct and udp-direct, the baselines, always run;
+                      a scenario runs when a tunnel of its family is selected)
   --runtime deno|bun  only JS implementations on this runtime (default: both); Go, direct and
                       the foreign tunnels always run
   --peers-dir DIR     where to look for frps, frpc, chisel, bore and rathole before PATH; those
@@ -80,6 +84,15 @@ T1 counts MB/s as 10^6 bytes per second, from the request to the last byte. T4 t
 connection from just before connect() until the first byte of the 16 bytes sent right after it
 comes back, echoed by the backend through the tunnel (so it includes the tunnel opening its
 stream and its client dialing the backend).
+
+U1–U6 are UDP: the backend is a UDP echo, and they run through the udp- family only:
+udp-direct, udp-tunnelmux-{deno,bun}-fwd (the client's --forward-udp port -> daemon -> the echo;
+a --expose-udp row replaces it once UDP reverse tunnels exist), udp-frp (a type = "udp" proxy)
+and udp-rathole (a UDP service). Each datagram carries a sequence number and is checked; one that
+does not come back is lost (U1/U2 give a window slot up after 50 ms, the end waits 500 ms at most).
+U1–U3 report CPU per 100k datagrams, all of them the RSS of the tunnel's two processes. U5 and
+U6 are iperf3's reading of the same path (iperf3 -u through the tunnel to iperf3 -s, the tunnel
+carrying its TCP control connection too): full runs with iperf3 on PATH, or named in --scenarios.
 
 Tunnels: direct (the load straight to the backend), tunnelmux-{deno,bun}-{tcp,ws} (daemon/main.ts
 and client/main.ts --expose, each a fresh process on that runtime), frp (frps + frpc, a tcp
@@ -246,7 +259,21 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
   const memoryOn = soakMinutes !== undefined ||
     ((all || values.suite === "memory") && (wanted.length === 0 || wanted.includes("m1")));
   const protocolScenarios = pickScenarios(SCENARIOS, protocolOn, wanted);
-  const tunnelScenarios = pickScenarios(TUNNEL_SCENARIOS, tunnelOn, wanted);
+  // iperf3's scenarios: full runs with iperf3 on PATH, or asked for by name (then iperf3 must be).
+  const iperf3 = findBinary("iperf3", undefined) !== null;
+  const named = (id: string) => wanted.includes(id.toLowerCase());
+  const missingIperf3 = TUNNEL_SCENARIOS.filter((s) => s.iperf3 && named(s.id) && !iperf3);
+  if (tunnelOn && missingIperf3.length) {
+    throw new Error(
+      `${missingIperf3.map((s) => s.id).join(", ")} need iperf3 on PATH (Debian: apt-get install ` +
+        "iperf3)",
+    );
+  }
+  const tunnelScenarios = pickScenarios(
+    TUNNEL_SCENARIOS.filter((s) => !s.iperf3 || named(s.id) || (iperf3 && !quick)),
+    tunnelOn,
+    wanted,
+  );
   const known = [...protocolScenarios, ...tunnelScenarios].map((s) => s.id.toLowerCase());
   if (memoryOn) known.push("m1");
   const unknown = wanted.filter((id) => !known.includes(id));
@@ -261,16 +288,21 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     : [];
   const allTunnels = tunnelScenarios.length
     ? tunnelImpls(runtimes, values["peers-dir"], !quick).filter((impl) =>
-      impl.id === "direct" || matches(impl.id)
+      BASELINES.includes(impl.id) || matches(impl.id)
     )
     : [];
   const skipped: SkippedImpl[] = allTunnels.filter((impl) => impl.missing)
     .map((impl) => ({ impl: impl.id, reason: impl.missing! }));
   let tunnels = allTunnels.filter((impl) => !impl.missing);
-  if (tunnelScenarios.length && !tunnels.some((impl) => impl.id !== "direct")) {
+  // A scenario runs only when a tunnel of its family (TCP or UDP) is selected, besides the baseline.
+  const tunnelRuns = tunnelScenarios.filter((scenario) =>
+    tunnels.some((impl) => !BASELINES.includes(impl.id) && runsIn(impl, scenario))
+  );
+  if (tunnelScenarios.length && tunnelRuns.length === 0) {
     process.stderr.write("bench: no tunnel selected (or found): the tunnel suite is left out\n");
     tunnels = [];
   }
+  tunnels = tunnels.filter((impl) => tunnelRuns.some((scenario) => runsIn(impl, scenario)));
   if (protocolImpls.length === 0 && tunnels.length === 0 && !memoryOn) {
     // The same message as before for the protocol suite, with the tunnel ids added.
     selectImpls([...allImpls(runtimes), ...allTunnels], only);
@@ -297,7 +329,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<numb
     scenarios.push(...picked.map((p) => ({ ...p, suite: "protocol" as const })));
   }
   if (tunnels.length) {
-    const picked = tunnelScenarios.map((scenario) => ({
+    const picked = tunnelRuns.map((scenario) => ({
       scenario,
       workload: quick ? scenario.quick : scenario.full,
     }));

@@ -1,8 +1,9 @@
 /**
  * The CI smoke runs of `bench` on the runtime running the test: the protocol suite
  * (`--quick --only tunnelmux,raw`) and the tunnel suite (`--quick`: tunnelmux over TCP and
- * WebSocket, the runtime's floor, and direct), each checked for a number in every scenario for
- * every implementation, and argument errors. No timing thresholds.
+ * WebSocket, the runtime's floor, and direct; the UDP scenarios through tunnelmux's UDP forward
+ * and udp-direct), each checked for a number in every scenario for every implementation, and
+ * argument errors. No timing thresholds.
  */
 
 import { spawn } from "node:child_process";
@@ -19,6 +20,10 @@ import { TUNNEL_SCENARIOS } from "./tunnel/scenarios.ts";
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const RUNTIME = "Deno" in globalThis ? "deno" : "bun";
+// iperf3's scenarios are left out of --quick runs.
+const QUICK_TUNNEL = TUNNEL_SCENARIOS.filter((s) => !s.iperf3);
+const TCP_SCENARIOS = QUICK_TUNNEL.filter((s) => !s.udp);
+const UDP_SCENARIOS = QUICK_TUNNEL.filter((s) => s.udp);
 
 function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const bin = join(ROOT, "node_modules", ".bin", RUNTIME);
@@ -126,7 +131,7 @@ describe("bench", () => {
       const { code, stdout, stderr } = await run([...args, "--svg", svg, "--timeout", "60"]);
       assert.equal(code, 0, stderr);
       const chart = readFileSync(svg, "utf8");
-      for (const s of TUNNEL_SCENARIOS) assert.ok(chart.includes(`${s.id}:`), `${s.id} chart`);
+      for (const s of QUICK_TUNNEL) assert.ok(chart.includes(`${s.id}:`), `${s.id} chart`);
       assert.match(stdout, /tunnelmux tunnel benchmark/);
       assert.match(stdout, /CPU s\/GiB/);
       const report = JSON.parse(readFileSync(file, "utf8")) as BenchReport;
@@ -138,9 +143,36 @@ describe("bench", () => {
       // The HTTP family: the same load in HTTP/1.1 through an HTTP tunnel by name.
       const http = `http-tunnelmux-${RUNTIME}`;
       const floor = `jsrelay-${RUNTIME}`;
-      assert.deepEqual(report.impls, ["direct", ...tunnels, floor, "http-direct", http]);
-      assert.deepEqual(report.scenarios.map((s) => s.id), TUNNEL_SCENARIOS.map((s) => s.id));
-      for (const s of TUNNEL_SCENARIOS) {
+      const udp = `udp-tunnelmux-${RUNTIME}-fwd`;
+      assert.deepEqual(report.impls, [
+        "direct",
+        ...tunnels,
+        floor,
+        "http-direct",
+        http,
+        "udp-direct",
+        udp,
+      ]);
+      assert.deepEqual(report.scenarios.map((s) => s.id), QUICK_TUNNEL.map((s) => s.id));
+      // UDP: datagrams through tunnelmux's UDP forward and straight to the echo, and only those.
+      for (const s of UDP_SCENARIOS) {
+        const ran = report.results.filter((r) => r.scenario === s.id).map((r) => r.impl);
+        assert.deepEqual(ran, ["udp-direct", udp], s.id);
+        for (const impl of ran) {
+          const row = report.results.find((r) => r.scenario === s.id && r.impl === impl)!;
+          const ok = s.metric.higher ? row.median > 0 : row.median >= 0;
+          assert.ok(ok && row.failures === 0, `${impl} ${s.id}: ${row.error ?? "no number"}`);
+        }
+        const forward = report.results.find((r) => r.scenario === s.id && r.impl === udp)!;
+        assert.ok(forward.rssServerMiB!.median > 0 && forward.rssClientMiB!.median > 0, s.id);
+        if (s.id === "U1") {
+          const ratio = report.ratios.find((r) =>
+            r.scenario === s.id && r.baseline === udp && r.versus === "udp-direct" && !r.metric
+          );
+          assert.ok(ratio && ratio.median > 0, "the UDP forward vs udp-direct in U1");
+        }
+      }
+      for (const s of TCP_SCENARIOS) {
         const httpVsDirect = report.ratios.find((r) =>
           r.scenario === s.id && r.baseline === http && r.versus === "http-direct"
         );

@@ -257,11 +257,19 @@ function ratioPairs(suite: Suite, impls: readonly string[]): Pair[] {
     }
     return pairs;
   }
-  // Each family against its own baseline: raw tunnels against `direct`, HTTP ones
-  // against `http-direct`.
-  for (const baseline of impls.filter((i) => i !== "direct" && i !== "http-direct")) {
-    const direct = baseline.startsWith("http-") ? "http-direct" : "direct";
+  // Each family against its own baseline: raw tunnels against `direct`, HTTP ones against
+  // `http-direct`, UDP ones against `udp-direct`.
+  const baselines = ["direct", "http-direct", "udp-direct"];
+  for (const baseline of impls.filter((i) => !baselines.includes(i))) {
+    const family = /^(http|udp)-/.exec(baseline)?.[1];
+    const direct = family ? `${family}-direct` : "direct";
     if (impls.includes(direct)) pairs.push([baseline, direct]);
+  }
+  // UDP: tunnelmux's against frp's and rathole's UDP tunnels, figure, CPU and RSS.
+  for (const baseline of impls.filter((i) => i.startsWith("udp-tunnelmux-"))) {
+    for (const versus of ["udp-frp", "udp-rathole"].filter((v) => impls.includes(v))) {
+      pairs.push([baseline, versus], [baseline, versus, "cpu"], [baseline, versus, "rss"]);
+    }
   }
   // HTTP tunnels by name: tunnelmux's against frp's HTTP proxy, figure, CPU and RSS.
   for (const baseline of impls.filter((i) => i.startsWith("http-tunnelmux-"))) {

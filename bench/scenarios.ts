@@ -12,8 +12,8 @@ export type ScenarioKind = "streams" | "bulk" | "rtt";
 /** What a scenario's headline number means; `higher` tells ratios which way is better. */
 export interface Metric {
   /** Unit printed in the table. */
-  unit: "streams/s" | "MiB/s" | "MB/s" | "conn/s" | "µs";
-  /** True when bigger is better (rates); false for latencies. */
+  unit: "streams/s" | "MiB/s" | "MB/s" | "conn/s" | "µs" | "dgram/s" | "% lost" | "ms";
+  /** True when bigger is better (rates); false for latencies and loss. */
   higher: boolean;
 }
 

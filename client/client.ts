@@ -364,8 +364,8 @@ export class Client extends Emitter<ClientEvents> {
   /**
    * A SOCKS5 server on `options.listen` (loopback unless credentials are set): every CONNECT is a
    * forward to the target the SOCKS client names, resolved and checked against the allowlist by
-   * the daemon, and answered with the SOCKS reply code that says how that went. Failures are
-   * `error` events.
+   * the daemon, and answered with the SOCKS reply code that says how that went; each target of a
+   * UDP ASSOCIATE is a UDP flow under the same rules. Failures are `error` events.
    */
   async socks(options: SocksOptions): Promise<SocksServer> {
     // The SOCKS front's code loads with the first front started.

@@ -86,8 +86,9 @@ Options:
   --socks [ADDR]               a SOCKS5 proxy on ADDR (HOST:PORT or PORT; default
                                127.0.0.1:1080): each CONNECT is a forward to the target the
                                SOCKS client names, the name resolved by the daemon and checked
-                               against this client's forward allowlist there (socks5h:// works;
-                               BIND, UDP ASSOCIATE and SOCKS4 are refused); a non-loopback ADDR
+                               against this client's forward allowlist there (socks5h:// works);
+                               UDP ASSOCIATE too, each target a UDP flow under the same rules
+                               (no fragments); BIND and SOCKS4 are refused; a non-loopback ADDR
                                needs credentials
   --socks-user NAME            require username/password (RFC 1929) on the SOCKS proxy; the
                                password comes from TUNNELMUX_SOCKS_PASSWORD or a file

@@ -51,6 +51,7 @@ export type { HostResolver } from "./connect/dial_server.ts";
 export type { BackoffOptions } from "./connect/backoff.ts";
 export { ClientError, describeStreamError } from "./errors.ts";
 export { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks.ts";
+export type { SocksUdpDrop, SocksUdpStats } from "./tunnels/socks_udp.ts";
 export type { ClientErrorCode, StreamResetCode } from "./errors.ts";
 export { Stream } from "../protocol/stream.ts";
 export type { VisitorInspector, VisitorObserver } from "./tunnels/visitors.ts";

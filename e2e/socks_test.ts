@@ -1,11 +1,15 @@
 // End to end: `tunnelmux client --socks` as a process, in front of a daemon process, used by curl
-// (skipped where curl is not installed) to reach an HTTP server on 127.0.0.1 by way of the daemon;
-// and the command's own refusals of settings that would make an open proxy.
+// (skipped where curl is not installed) to reach an HTTP server on 127.0.0.1 by way of the daemon,
+// and by the `socks` npm client for UDP ASSOCIATE to a UDP echo; and the command's own refusals of
+// settings that would make an open proxy.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import process from "node:process";
 import { Buffer } from "node:buffer";
 import { execFile, spawnSync } from "node:child_process";
+import type { Socket } from "node:net";
+import { SocksClient } from "socks";
+import { openUdp, type UdpSocket } from "../transport/udp.ts";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,6 +28,8 @@ import {
   startDaemon,
   startHttpServer,
   type TestServer,
+  waitFor,
+  withTimeout,
 } from "../testing/mod.ts";
 
 after(cleanup);
@@ -166,6 +172,68 @@ describe("tunnelmux client --socks, used by curl", { skip: !HAVE_CURL && "curl i
       );
     } finally {
       await client.stop();
+    }
+  });
+});
+
+describe("tunnelmux client --socks, UDP ASSOCIATE from the socks client", () => {
+  it("carries datagrams to an allowlisted UDP echo and back, until the TCP connection closes", async () => {
+    const token = newToken("socks-udp");
+    const echo: UdpSocket = await openUdp({
+      onMessage: (bytes, remote) => echo.send(bytes, remote.hostname, remote.port),
+    });
+    register(() => echo.close());
+    const got: Uint8Array[] = [];
+    const mine = await openUdp({ onMessage: (bytes) => got.push(bytes) });
+    register(() => mine.close());
+    const daemon = await startDaemon({
+      config: daemonConfig([{ name: "alice", token, forward: [`127.0.0.1:${echo.local.port}`] }]),
+    });
+    const client = await startClient({
+      server: daemon.tcpUrl,
+      token,
+      args: ["--socks", "127.0.0.1:0"],
+    });
+    try {
+      const socksClient = new SocksClient({
+        proxy: { host: "127.0.0.1", port: await socksPort(client), type: 5 },
+        command: "associate",
+        destination: { host: "127.0.0.1", port: mine.local.port },
+        timeout: 15_000,
+      });
+      const established = new Promise<{ control: Socket; relay: { host: string; port: number } }>(
+        (resolve, reject) => {
+          socksClient.once("established", ({ socket, remoteHost }) => {
+            socket.on("data", () => {});
+            socket.on("error", () => {});
+            resolve({ control: socket, relay: remoteHost! });
+          });
+          socksClient.once("error", reject);
+        },
+      );
+      socksClient.connect();
+      const { control, relay } = await withTimeout(established, 20_000, "the association");
+      const sizes = [1, 1200, 9000];
+      for (const [i, size] of sizes.entries()) {
+        const frame = SocksClient.createUDPFrame({
+          remoteHost: { host: "127.0.0.1", port: echo.local.port },
+          data: Buffer.from(pattern(size, i)),
+        });
+        mine.send(frame, relay.host, relay.port);
+        await waitFor(() => got.length === i + 1, `the echo of ${size} bytes`);
+        const back = SocksClient.parseUDPFrame(Buffer.from(got[i]));
+        assert.deepEqual(back.remoteHost, { host: "127.0.0.1", port: echo.local.port });
+        assert.ok(Buffer.from(back.data).equals(Buffer.from(pattern(size, i))), `${size} bytes`);
+      }
+      control.destroy();
+      // The association ended with its connection: its relay port can be bound again.
+      await waitFor(async () => {
+        (await openUdp({ port: relay.port, onMessage: () => {} })).close();
+        return true;
+      }, "the relay port to be released");
+    } finally {
+      await client.stop();
+      await daemon.stop();
     }
   });
 });

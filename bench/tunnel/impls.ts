@@ -5,7 +5,9 @@
  * fresh pair of processes on 127.0.0.1 with an auth token, exposing the backend on a new port.
  * `jsrelay-deno` and `jsrelay-bun` are each runtime's floor: two chained plain relays.
  * The `http-` family does the same through HTTP tunnels routed by name (tunnelmux's `--http`,
- * frp's `type = "http"`), the load speaking HTTP/1.1 with the tunnel's `Host`.
+ * frp's `type = "http"`), the load speaking HTTP/1.1 with the tunnel's `Host`. The `udp-` family
+ * carries the U scenarios' datagrams to a UDP echo: `udp-direct`, tunnelmux's UDP forward, frp's
+ * `type = "udp"` proxy and rathole's UDP service.
  *
  * @module
  */
@@ -17,7 +19,7 @@ import { daemonConfig, newToken, ROOT } from "../../testing/mod.ts";
 import { parseHostPort } from "../../util/address.ts";
 import { installGoTool } from "../../util/go_build.ts";
 import { type JsRuntime, RUNTIME_BIN } from "../impls.ts";
-import { freePort, type LongProcess, startProcess, waitForPort } from "./procs.ts";
+import { freePort, type LongProcess, startProcess, waitForPort, waitForUdpEcho } from "./procs.ts";
 
 /** A running tunnel from a public address to the backend. */
 export interface Tunnel {
@@ -45,8 +47,20 @@ export interface TunnelImpl {
   id: string;
   /** Why it cannot run here (a missing binary), or null. */
   missing: string | null;
-  /** Starts a tunnel to `backend` (`HOST:PORT`); temp files go to `dir`. */
-  start(backend: string, dir: string): Promise<Tunnel>;
+  /**
+   * Starts a tunnel to `backend` (`HOST:PORT`); temp files go to `dir`. With `tcpToo` (a UDP
+   * tunnel for iperf3, whose control connection is TCP), TCP to the same port is carried too, on
+   * the same public port.
+   */
+  start(backend: string, dir: string, options?: StartOptions): Promise<Tunnel>;
+  /** A UDP tunnel: its backend is a UDP echo and it runs the UDP scenarios only. */
+  udp?: boolean;
+}
+
+/** Options of {@linkcode TunnelImpl.start}. */
+export interface StartOptions {
+  /** Carry TCP beside UDP on the same public port (UDP tunnels only). */
+  tcpToo?: boolean;
 }
 
 /** Bound on a tunnel's start (process start, handshake, public port open). */
@@ -249,7 +263,7 @@ function tunnelmuxRelay(runtime: JsRuntime): TunnelImpl {
 }
 
 /** The path of `name` in `peersDir` or on PATH, or null. */
-function findBinary(name: string, peersDir: string | undefined): string | null {
+export function findBinary(name: string, peersDir: string | undefined): string | null {
   const dirs = [...(peersDir ? [peersDir] : []), ...(process.env.PATH ?? "").split(delimiter)];
   for (const dir of dirs.filter(Boolean)) {
     try {
@@ -268,14 +282,14 @@ function foreign(
   id: string,
   names: string[],
   peersDir: string | undefined,
-  launch: (bins: string[], backend: string, dir: string) => Promise<Tunnel>,
+  launch: (bins: string[], backend: string, dir: string, options: StartOptions) => Promise<Tunnel>,
 ): TunnelImpl {
   const bins = names.map((name) => findBinary(name, peersDir));
   const absent = names.filter((_, i) => bins[i] === null);
   return {
     id,
     missing: absent.length ? `${absent.join(", ")} not on PATH or in --peers-dir` : null,
-    start: (backend, dir) => launch(bins as string[], backend, dir),
+    start: (backend, dir, options = {}) => launch(bins as string[], backend, dir, options),
   };
 }
 
@@ -286,13 +300,14 @@ function foreign(
 async function pair(
   server: () => Promise<LongProcess>,
   client: (server: LongProcess) => Promise<{ client: LongProcess; address: string }>,
+  probe: (address: string, timeoutMs: number) => Promise<void> = waitForPort,
 ): Promise<Tunnel> {
   const s = await server();
   let c: LongProcess | undefined;
   try {
     const started = await client(s);
     c = started.client;
-    await waitForPort(started.address, START_MS);
+    await probe(started.address, START_MS);
     return { address: started.address, server: s, client: c };
   } catch (error) {
     await Promise.all([s.stop(0), c?.stop(0)]);
@@ -311,6 +326,7 @@ async function frpPair(
   server: string,
   proxy: string,
   publicPort: number,
+  probe?: (address: string, timeoutMs: number) => Promise<void>,
 ): Promise<Tunnel> {
   const token = newToken("bench");
   const bindPort = await freePort();
@@ -338,6 +354,7 @@ async function frpPair(
       }),
       address: `127.0.0.1:${publicPort}`,
     }),
+    probe,
   );
 }
 
@@ -497,6 +514,133 @@ const frpHttp = (peersDir?: string) =>
     return { ...tunnel, host: HTTP_HOST };
   });
 
+/**
+ * No readiness probe: for iperf3's server, which a probe connection leaves unable to serve the next
+ * client (the tunnel's own log line says it is up).
+ */
+const noProbe = () => Promise.resolve();
+
+/** The load straight to the UDP echo: the `udp-` family's baseline. */
+const udpDirect: TunnelImpl = {
+  id: "udp-direct",
+  missing: null,
+  udp: true,
+  start: (backend) => Promise.resolve({ address: backend }),
+};
+
+/**
+ * tunnelmux's UDP forward (`--forward-udp`): load -> the client's UDP port -> daemon -> the UDP
+ * echo, one flow. It crosses the same two processes a UDP reverse tunnel would, the other way
+ * round; a `--expose-udp` row takes its place once UDP reverse tunnels are built.
+ */
+function tunnelmuxUdpForward(runtime: JsRuntime): TunnelImpl {
+  return {
+    id: `udp-tunnelmux-${runtime}-fwd`,
+    missing: null,
+    udp: true,
+    async start(backend, dir, options = {}) {
+      const token = newToken("bench");
+      const config = daemonConfig([{ name: "bench", token, forward: [backend] }], {
+        dataDir: join(dir, "data"),
+      });
+      const server = await startDaemonProcess(runtime, join(dir, "daemon.json"), config, "tcp");
+      let client: LongProcess | undefined;
+      try {
+        // With TCP too, both forwards listen on one port number, chosen here.
+        const listen = `127.0.0.1:${options.tcpToo ? await freePort() : 0}`;
+        client = await startProcess([
+          ...runtimeArgv(runtime, "client/main.ts"),
+          "--server",
+          `tcp://${server.ready[1]}`,
+          "--forward-udp",
+          `${listen}=${backend}`,
+          ...(options.tcpToo ? ["--forward", `${listen}=${backend}`] : []),
+          "--no-reconnect",
+          "--log-format",
+          "json",
+        ], {
+          ready: /^(?=.*"forwarding udp").*"listen":"([^"]+)"/m,
+          timeoutMs: START_MS,
+          env: childEnv({ TUNNELMUX_TOKEN: token }),
+        });
+        // iperf3's server echoes nothing, and a probe connection leaves it unable to serve the next
+        // client: with TCP too, the client's log line is the only sign waited for.
+        if (!options.tcpToo) await waitForUdpEcho(client.ready[1], START_MS);
+        return { address: client.ready[1], server, client };
+      } catch (error) {
+        await Promise.all([server.stop(0), client?.stop(0)]);
+        throw error;
+      }
+    },
+  };
+}
+
+/** frp's UDP proxy: frpc's `type = "udp"`, its public UDP port on frps. */
+const frpUdp = (peersDir?: string) => ({
+  ...foreign("udp-frp", ["frps", "frpc"], peersDir, async (bins, backend, dir, options) => {
+    const remotePort = await freePort();
+    const { hostname, port } = parseHostPort(backend);
+    // With TCP too: a tcp proxy on the same remote port, ahead of the udp one.
+    const tcp = options.tcpToo
+      ? `type = "tcp"\nremotePort = ${remotePort}\nlocalIP = "${hostname}"\nlocalPort = ${port}\n` +
+        `\n[[proxies]]\nname = "bench-udp"\n`
+      : "";
+    return await frpPair(
+      bins,
+      backend,
+      dir,
+      "",
+      `${tcp}type = "udp"\nremotePort = ${remotePort}\n`,
+      remotePort,
+      options.tcpToo ? noProbe : waitForUdpEcho,
+    );
+  }),
+  udp: true,
+});
+
+/** rathole's UDP service (`type = "udp"` on both sides). */
+const ratholeUdp = (peersDir?: string) => ({
+  ...foreign("udp-rathole", ["rathole"], peersDir, async ([bin], backend, dir, options) => {
+    const token = newToken("bench");
+    const [port, remotePort] = [await freePort(), await freePort()];
+    // With TCP too: a second service, tcp, on the same port number.
+    const types = options.tcpToo ? ["udp", "tcp"] : ["udp"];
+    const service = (side: "server" | "client", type: string) =>
+      `[${side}.services.bench-${type}]\ntype = "${type}"\ntoken = "${token}"\n` +
+      (side === "server"
+        ? `bind_addr = "127.0.0.1:${remotePort}"\n`
+        : `local_addr = "${backend}"\n`);
+    writeFileSync(
+      join(dir, "server.toml"),
+      `[server]\nbind_addr = "127.0.0.1:${port}"\n` +
+        types.map((type) => service("server", type)).join(""),
+    );
+    writeFileSync(
+      join(dir, "client.toml"),
+      `[client]\nremote_addr = "127.0.0.1:${port}"\n` +
+        types.map((type) => service("client", type)).join(""),
+    );
+    return await pair(
+      () =>
+        startProcess([bin, "--server", join(dir, "server.toml")], {
+          ready: /Listening at/,
+          timeoutMs: START_MS,
+          env: childEnv(),
+        }),
+      async () => ({
+        client: await startProcess([bin, "--client", join(dir, "client.toml")], {
+          ready: /Control channel established/,
+          timeoutMs: START_MS,
+          env: childEnv(),
+        }),
+        address: `127.0.0.1:${remotePort}`,
+      }),
+      options.tcpToo ? noProbe : waitForUdpEcho,
+    );
+  }),
+  udp: true,
+});
+
 /** The foreign tunnel families, in table order. */
 export const FOREIGN = ["frp", "chisel", "bore", "rathole"] as const;
 
@@ -522,5 +666,8 @@ export function tunnelImpls(
   // The inspector's cost: full runs only, as the foreign rows (a --quick smoke test skips it).
   if (foreignPeers) impls.push(...runtimes.map((runtime) => tunnelmuxHttp(runtime, true)));
   if (foreignPeers) impls.push(frpHttp(peersDir));
+  // UDP, its own family (`--only udp`): the U scenarios run through these and only these.
+  impls.push(udpDirect, ...runtimes.map(tunnelmuxUdpForward));
+  if (foreignPeers) impls.push(frpUdp(peersDir), ratholeUdp(peersDir));
   return impls;
 }

@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import process from "node:process";
 import { parseHostPort } from "../../util/address.ts";
+import { openUdp } from "../../transport/udp.ts";
 
 /** A started program. */
 export interface LongProcess {
@@ -154,4 +155,25 @@ export async function waitForPort(address: string, timeoutMs: number): Promise<v
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`${address} not accepting connections after ${timeoutMs} ms`);
+}
+
+/**
+ * Resolves once a datagram sent to `address` (a UDP tunnel's public side, in front of an echo)
+ * comes back; tries every 100 ms, rejects after `timeoutMs`.
+ */
+export async function waitForUdpEcho(address: string, timeoutMs: number): Promise<void> {
+  const { hostname, port } = parseHostPort(address);
+  let back = false;
+  const socket = await openUdp({ onMessage: () => (back = true) });
+  try {
+    const deadline = Date.now() + timeoutMs;
+    // The probe is 8 zero bytes: sequence 0 and nothing else, which no scenario's check trips on.
+    while (!back && Date.now() < deadline) {
+      socket.send(new Uint8Array(8), hostname, port);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    socket.close();
+  }
+  if (!back) throw new Error(`no echo through ${address} within ${timeoutMs} ms`);
 }

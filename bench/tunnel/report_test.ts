@@ -189,3 +189,46 @@ describe("tunnel report: the request inspector's row", () => {
     assert.equal(ratio("cpu")?.median, 1.5);
   });
 });
+
+describe("tunnel report: the UDP family", () => {
+  it("pairs UDP tunnels with udp-direct and tunnelmux's with frp's and rathole's, never with TCP rows", () => {
+    const U1 = TUNNEL_SCENARIOS.find((s) => s.id === "U1")!;
+    const impls = ["direct", "udp-direct", "udp-tunnelmux-deno-fwd", "udp-frp", "udp-rathole"];
+    const values: Record<string, number> = {
+      "udp-direct": 100_000,
+      "udp-tunnelmux-deno-fwd": 10_000,
+      "udp-frp": 20_000,
+      "udp-rathole": 5_000,
+    };
+    const samples: SampleRecord[] = Object.entries(values).map(([impl, value]) => ({
+      round: 0,
+      scenario: U1.id,
+      impl,
+      ok: true,
+      value,
+      ...(impl === "udp-direct" ? {} : { cpu: impl === "udp-frp" ? 4 : 2, rssServerMiB: 10 }),
+    }));
+    const report = buildReport(
+      ENV,
+      { rounds: 1 },
+      [{ scenario: U1, workload: U1.full, suite: "tunnel" as const }],
+      impls,
+      samples,
+      1,
+      [],
+    );
+    const ratio = (baseline: string, versus: string, metric?: string) =>
+      report.ratios.find((r) =>
+        r.baseline === baseline && r.versus === versus && r.metric === metric
+      );
+    assert.equal(ratio("udp-tunnelmux-deno-fwd", "udp-direct")?.median, 0.1);
+    assert.equal(ratio("udp-frp", "udp-direct")?.median, 0.2);
+    assert.equal(ratio("udp-tunnelmux-deno-fwd", "udp-frp")?.median, 0.5);
+    assert.equal(ratio("udp-tunnelmux-deno-fwd", "udp-frp", "cpu")?.median, 0.5);
+    assert.equal(ratio("udp-tunnelmux-deno-fwd", "udp-rathole")?.median, 2);
+    assert.equal(ratio("udp-tunnelmux-deno-fwd", "udp-rathole", "rss")?.median, 1);
+    assert.ok(report.ratios.every((r) => r.versus !== "direct"), "no UDP row against TCP direct");
+    assert.equal(report.results.some((r) => r.impl === "direct"), false, "direct ran no U1");
+    assert.match(formatReport(report), /U1 CPU s\/100k dgram/);
+  });
+});

@@ -1,6 +1,8 @@
 /**
- * The tunnel scenarios (T1–T4): the load generator's workload through a tunnel (or straight to
- * the backend, `direct`), at full and at `--quick` size, and which numbers each one reports.
+ * The tunnel scenarios (T1–T4 over TCP, U1–U6 over UDP): the load generator's workload through a
+ * tunnel (or straight to the backend, `direct` / `udp-direct`), at full and at `--quick` size, and
+ * which numbers each one reports. A UDP scenario runs only through the UDP implementations and a
+ * TCP one only through the others.
  *
  * @module
  */
@@ -15,8 +17,10 @@ export interface TunnelWorkload {
   count?: number;
   /** T2: connections at once. */
   concurrency?: number;
-  /** T2/T3: bytes per echo; T4: bytes sent before waiting for the first one back. */
+  /** T2/T3: bytes per echo; T4: bytes sent before waiting for the first one back; U: per datagram. */
   size?: number;
+  /** U3: datagrams per second offered. */
+  rate?: number;
   /** Untimed repetitions before the timed part (the load generator's default when absent). */
   warmup?: number;
 }
@@ -38,13 +42,25 @@ export interface TunnelScenario {
    * units of work (`per(work)` of them were done): CPU s/GiB for T1, CPU s/1000 conn for T2.
    */
   cpu?: { unit: string; per(work: TunnelWorkload): number };
-  /** Report the daemon's and client's RSS after the timed part (T2). */
+  /** Report the daemon's and client's RSS after the timed part (T2, U1–U6). */
   rss?: boolean;
+  /** A UDP scenario: the backend is a UDP echo, run through the UDP implementations only. */
+  udp?: boolean;
+  /** The load's result field that is the headline value, when not the TCP scenarios' own. */
+  field?: string;
+  /**
+   * Driven by `iperf3 -u` instead of the load generator (`field` of its receiver line): the backend
+   * is `iperf3 -s`, and the tunnel carries its TCP control connection beside the datagrams. Full
+   * runs only, and only when iperf3 is on PATH.
+   */
+  iperf3?: { bitrate: string; seconds: number; length: number };
 }
 
 const MiB = 1024 * 1024;
 
-/** T1–T4 in report order. */
+const DGRAM_CPU = { unit: "CPU s/100k dgram", per: (work: TunnelWorkload) => work.count! / 1e5 };
+
+/** T1–T4, then U1–U6, in report order. */
 export const TUNNEL_SCENARIOS: readonly TunnelScenario[] = [
   {
     id: "T1",
@@ -77,6 +93,74 @@ export const TUNNEL_SCENARIOS: readonly TunnelScenario[] = [
     full: { count: 200, size: 16 },
     quick: { count: 20, size: 16, warmup: 3 },
   },
+  // UDP: datagrams echoed by the backend; each is checked and counted once, and one that does not
+  // come back is lost, never waited for without bound (bench/tunnel/loadgen/udp.go).
+  {
+    id: "U1",
+    title: "100,000 UDP datagrams of 64 B echoed, 64 in flight (datagrams back per second)",
+    metric: { unit: "dgram/s", higher: true },
+    full: { count: 100_000, size: 64, concurrency: 64 },
+    quick: { count: 2000, size: 64, concurrency: 16, warmup: 5 },
+    cpu: DGRAM_CPU,
+    rss: true,
+    udp: true,
+    field: "dgram_per_s",
+  },
+  {
+    id: "U2",
+    title: "100,000 UDP datagrams of 1200 B echoed, 64 in flight (datagrams back per second)",
+    metric: { unit: "dgram/s", higher: true },
+    full: { count: 100_000, size: 1200, concurrency: 64 },
+    quick: { count: 2000, size: 1200, concurrency: 16, warmup: 5 },
+    cpu: DGRAM_CPU,
+    rss: true,
+    udp: true,
+    field: "dgram_per_s",
+  },
+  {
+    id: "U3",
+    title: "30,000 UDP datagrams of 1200 B offered at 5000/s (% not echoed back)",
+    metric: { unit: "% lost", higher: false },
+    full: { count: 30_000, size: 1200, rate: 5000 },
+    quick: { count: 2000, size: 1200, rate: 5000, warmup: 5 },
+    cpu: DGRAM_CPU,
+    rss: true,
+    udp: true,
+    field: "loss_pct",
+  },
+  {
+    id: "U4",
+    title: "2000 sequential 64 B UDP round trips (p50)",
+    metric: { unit: "µs", higher: false },
+    full: { count: 2000, size: 64 },
+    quick: { count: 100, size: 64, warmup: 20 },
+    rss: true,
+    udp: true,
+    field: "p50_us",
+  },
+  // iperf3's own reading of the same path, one way (its client through the tunnel to its server).
+  {
+    id: "U5",
+    title: "iperf3 -u, 1200 B datagrams at 20 Mbit/s for 5 s (% lost at the server)",
+    metric: { unit: "% lost", higher: false },
+    full: {},
+    quick: {},
+    rss: true,
+    udp: true,
+    field: "lost_percent",
+    iperf3: { bitrate: "20M", seconds: 5, length: 1200 },
+  },
+  {
+    id: "U6",
+    title: "iperf3 -u, 1200 B datagrams at 20 Mbit/s for 5 s (jitter at the server)",
+    metric: { unit: "ms", higher: false },
+    full: {},
+    quick: {},
+    rss: true,
+    udp: true,
+    field: "jitter_ms",
+    iperf3: { bitrate: "20M", seconds: 5, length: 1200 },
+  },
 ];
 
 /** The load generator's flags for `scenario` at `work`. */
@@ -86,6 +170,7 @@ export function loadArgs(scenario: TunnelScenario, work: TunnelWorkload): string
     ["-count", work.count],
     ["-concurrency", work.concurrency],
     ["-size", work.size],
+    ["-rate", work.rate],
     ["-warmup", work.warmup],
   ];
   return [

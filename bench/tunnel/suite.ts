@@ -28,6 +28,11 @@ export interface TunnelRun {
   log(line: string): void;
 }
 
+/** Whether `impl` runs `scenario`: UDP scenarios through UDP tunnels, TCP ones through the rest. */
+export function runsIn(impl: TunnelImpl, scenario: TunnelScenario): boolean {
+  return !!impl.udp === !!scenario.udp;
+}
+
 function summary(scenario: TunnelScenario, outcome: TunnelOutcome) {
   if (!outcome.ok) return `FAILED ${outcome.error}`;
   const parts = [`${outcome.value.toFixed(1)} ${scenario.metric.unit}`];
@@ -44,7 +49,7 @@ export async function runTunnelSuite(run: TunnelRun): Promise<SampleRecord[]> {
   const loadgen = await buildLoadgen();
   if (run.warmUp) {
     for (const { scenario } of run.scenarios) {
-      for (const impl of run.impls) {
+      for (const impl of run.impls.filter((impl) => runsIn(impl, scenario))) {
         const outcome = await measureTunnel(
           loadgen,
           impl,
@@ -59,7 +64,7 @@ export async function runTunnelSuite(run: TunnelRun): Promise<SampleRecord[]> {
   const samples: SampleRecord[] = [];
   for (let round = 0; round < run.rounds; round++) {
     for (const { scenario, workload } of run.scenarios) {
-      for (const impl of run.impls) {
+      for (const impl of run.impls.filter((impl) => runsIn(impl, scenario))) {
         const outcome = await measureTunnel(loadgen, impl, scenario, workload, run.timeoutMs);
         run.log(
           `[${round + 1}/${run.rounds}] ${scenario.id} ${impl.id}: ${summary(scenario, outcome)}`,

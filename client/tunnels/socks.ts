@@ -6,8 +6,11 @@
  * (a `confirm` forward: its first byte says the target is connected; a refusal is a reset whose
  * reason becomes the reply code).
  *
- * Bounded: a deadline on the handshake, one on the daemon's answer, a cap on connections at once,
- * and the stream's backpressure in both directions as a forward has.
+ * UDP ASSOCIATE is served too (socks_udp.ts): each target of an association is a UDP flow through
+ * the daemon, under the same allowlist.
+ *
+ * Bounded: a deadline on the handshake, one on the daemon's answer, a cap on connections at once
+ * (associations included), and the stream's backpressure in both directions as a forward has.
  *
  * @module
  */
@@ -17,7 +20,7 @@ import type { Transport } from "../../protocol/transport.ts";
 import { listenTcp } from "../../transport/tcp.ts";
 import { type PipeEnd, type PipeHandlers, splice, streamEnd } from "../../tunnel/splice.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { formatHostPort, parseHostPort } from "../../util/address.ts";
+import { formatHostPort, parseHostPort, splitHostPort } from "../../util/address.ts";
 import { releaseBytes } from "../../util/buffer_pool.ts";
 import { type Deadline, sharedDeadlines } from "../../util/deadlines.ts";
 import { constantTimeEqual } from "../../util/constant_time.ts";
@@ -26,9 +29,23 @@ import { ClientError, describeStreamError } from "../errors.ts";
 import type { StreamSource } from "./forward_listener.ts";
 import { DEFAULT_SOCKS_LISTEN, type SocksOptions, socksOptionsProblem } from "./socks_options.ts";
 import { SocksParser, SocksReply, socksReply, type SocksTarget } from "./socks_parser.ts";
+import {
+  canonicalIp,
+  newSocksUdpStats,
+  SOCKS_UDP_IDLE_MS,
+  SOCKS_UDP_MAX_TARGETS,
+  SocksUdpAssociation,
+  type SocksUdpStats,
+} from "./socks_udp.ts";
 
 export { DEFAULT_SOCKS_LISTEN, socksOptionsProblem };
-export type { SocksOptions };
+export type { SocksOptions, SocksUdpStats };
+
+/** Where a SOCKS front's streams come from: TCP forwards, and UDP flows for UDP ASSOCIATE. */
+export interface SocksSource extends StreamSource {
+  /** A UDP flow's stream to `target` (`host:port`), through the daemon. */
+  openUdp(target: string): Stream;
+}
 
 /** A running SOCKS front. */
 export interface SocksServer {
@@ -36,7 +53,8 @@ export interface SocksServer {
   readonly address: string;
   /**
    * Live counters: connections accepted, `active` now, `refused` (handshake failures, refused
-   * or failed CONNECTs, connections over the cap), and bytes `aToB` toward targets, `bToA` back.
+   * or failed CONNECTs and UDP ASSOCIATEs, connections over the cap), bytes `aToB` toward
+   * targets, `bToA` back, and what UDP associations did (`udp`).
    */
   readonly stats: {
     connections: number;
@@ -44,6 +62,7 @@ export interface SocksServer {
     refused: number;
     aToB: number;
     bToA: number;
+    udp: SocksUdpStats;
   };
   /**
    * Stops listening; open connections continue. Resolves once the address can be bound again (a
@@ -89,14 +108,15 @@ function credentialCheck(
 }
 
 /**
- * Listens on `options.listen` and serves SOCKS5 CONNECT through streams from the source `via`
- * returns at each request (which throws when no session can take one: the client then gets
- * "general failure"). Throws a `TypeError` for a non-loopback address without credentials.
- * Refusals and failures go to `onError`.
+ * Listens on `options.listen` and serves SOCKS5 CONNECT and UDP ASSOCIATE through streams from the
+ * source `via` returns at each request, or each new UDP target (it throws when no session can take
+ * one: a CONNECT then gets "general failure", a datagram is dropped). Throws a `TypeError` for a
+ * non-loopback address without credentials, or UDP limits that are not positive. Refusals and
+ * failures go to `onError`.
  */
 export async function listenSocks(
   options: SocksOptions,
-  via: () => StreamSource,
+  via: () => SocksSource,
   onError: (error: ClientError) => void,
 ): Promise<SocksServer> {
   const problem = socksOptionsProblem(options);
@@ -104,10 +124,19 @@ export async function listenSocks(
   const limits: Limits = {
     handshakeTimeoutMs: options.handshakeTimeoutMs ?? 10_000,
     connectTimeoutMs: options.connectTimeoutMs ?? 30_000,
+    udpIdleMs: options.udpIdleMs ?? SOCKS_UDP_IDLE_MS,
+    udpMaxTargets: options.udpMaxTargets ?? SOCKS_UDP_MAX_TARGETS,
   };
   const maxConnections = options.maxConnections ?? 256;
   const check = options.user ? credentialCheck(options.user, options.password!) : undefined;
-  const stats = { connections: 0, active: 0, refused: 0, aToB: 0, bToA: 0 };
+  const stats = {
+    connections: 0,
+    active: 0,
+    refused: 0,
+    aToB: 0,
+    bToA: 0,
+    udp: newSocksUdpStats(),
+  };
   let full = false;
   const listener = await listenTcp(parseHostPort(options.listen), (local) => {
     stats.connections++;
@@ -148,12 +177,14 @@ export async function listenSocks(
 interface Limits {
   handshakeTimeoutMs: number;
   connectTimeoutMs: number;
+  udpIdleMs: number;
+  udpMaxTargets: number;
 }
 
 interface ConnectionContext {
   parser: SocksParser;
   limits: Limits;
-  via: () => StreamSource;
+  via: () => SocksSource;
   stats: SocksServer["stats"];
   onError: (error: ClientError) => void;
   /** The connection is closed. */
@@ -170,7 +201,14 @@ const LINGER_MS = 2_000;
 class SocksConnection {
   readonly #local: Transport;
   readonly #context: ConnectionContext;
-  #phase: "handshake" | "connecting" | "relay" | "refused" | "closed" = "handshake";
+  #phase:
+    | "handshake"
+    | "connecting"
+    | "relay"
+    | "associating"
+    | "associated"
+    | "refused"
+    | "closed" = "handshake";
   /** The one deadline of the current phase (handshake, the daemon's answer, lingering). */
   #deadline: Deadline | undefined;
   #stream: Stream | undefined;
@@ -178,6 +216,10 @@ class SocksConnection {
   /** The splice's handlers for the local side, once relaying. */
   #relay: PipeHandlers | undefined;
   #localEnded = false;
+  /** The UDP association, once UDP ASSOCIATE is answered. */
+  #association: SocksUdpAssociation | undefined;
+  /** What the request was, for the log. */
+  #command = "CONNECT";
 
   constructor(local: Transport, context: ConnectionContext) {
     this.#local = local;
@@ -212,6 +254,7 @@ class SocksConnection {
       case "relay":
         return this.#relay!.data(chunk);
       default:
+        // An association's control connection carries nothing; what comes on it is dropped.
         releaseBytes(chunk);
     }
   }
@@ -229,8 +272,58 @@ class SocksConnection {
       }
       return this.#linger();
     }
+    if (step.associate) {
+      releaseBytes(chunk);
+      return this.#associate(step.associate);
+    }
     if (!step.connect) return releaseBytes(chunk);
     this.#connect(step.connect, chunk, step.rest!);
+  }
+
+  /**
+   * UDP ASSOCIATE: bind a relay socket where the client reached us and name it in the reply. The
+   * association lives as long as this connection (and no longer than its idle time).
+   */
+  #associate(request: SocksTarget): void {
+    this.#deadline?.cancel();
+    this.#command = "UDP ASSOCIATE";
+    this.#phase = "associating";
+    const peer = splitHostPort(this.#local.remoteAddress);
+    const here = splitHostPort(this.#local.localAddress);
+    if (!peer || !here) {
+      return this.#refuse(SocksReply.GeneralFailure, "the connection's addresses are unknown");
+    }
+    const clientIp = canonicalIp(peer.host);
+    const said = canonicalIp(request.host);
+    // A client may name the address it will send from; it must be the one it connected from.
+    if (said !== "0.0.0.0" && said !== "::" && said !== clientIp) {
+      return this.#refuse(
+        SocksReply.NotAllowed,
+        `the client at ${clientIp} asked to send from ${said}`,
+      );
+    }
+    const { limits, stats, onError } = this.#context;
+    SocksUdpAssociation.open({
+      bindHost: canonicalIp(here.host),
+      clientIp,
+      clientPort: request.port,
+      openUdp: (target) => this.#context.via().openUdp(target),
+      idleMs: limits.udpIdleMs,
+      maxTargets: limits.udpMaxTargets,
+      stats: stats.udp,
+      onError,
+      onIdle: () => this.#local.close(),
+    }).then((association) => {
+      if (this.#phase !== "associating") return association.close();
+      this.#association = association;
+      this.#phase = "associated";
+      this.#local.write(
+        socksReply(SocksReply.Succeeded, {
+          host: association.local.hostname,
+          port: association.local.port,
+        }),
+      );
+    }, (error) => this.#refuse(SocksReply.GeneralFailure, (error as Error).message));
   }
 
   /** The request is complete: open the stream, with the payload that came with the request. */
@@ -324,7 +417,9 @@ class SocksConnection {
     this.#context.stats.refused++;
     this.#local.write(socksReply(code));
     const target = this.#target ? ` ${this.#target.address}` : "";
-    this.#context.onError(new ClientError("forward_failed", `socks CONNECT${target}: ${why}`));
+    this.#context.onError(
+      new ClientError("forward_failed", `socks ${this.#command}${target}: ${why}`),
+    );
     this.#linger();
   }
 
@@ -346,6 +441,9 @@ class SocksConnection {
     switch (this.#phase) {
       case "handshake":
       case "refused":
+      case "associating":
+      case "associated":
+        // The client is done with the association: it ends with its control connection.
         return this.#local.close();
       case "connecting":
         return this.#stream!.end();
@@ -358,6 +456,7 @@ class SocksConnection {
     const phase = this.#phase;
     this.#phase = "closed";
     this.#deadline?.cancel();
+    this.#association?.close();
     if (phase === "relay") this.#relay!.close(error);
     else if (phase === "connecting") {
       const stream = this.#stream!;

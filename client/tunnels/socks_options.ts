@@ -29,8 +29,15 @@ export interface SocksOptions {
   handshakeTimeoutMs?: number;
   /** From the request to the daemon's answer (connected, or refused). Default 30 s. */
   connectTimeoutMs?: number;
-  /** SOCKS connections at once, handshakes included; more are closed at accept. Default 256. */
+  /**
+   * SOCKS connections at once, handshakes and UDP associations' control connections included;
+   * more are closed at accept. Default 256.
+   */
   maxConnections?: number;
+  /** A UDP association with no datagram either way for this long is closed. Default 60 s. */
+  udpIdleMs?: number;
+  /** Targets one UDP association may send to at once; datagrams to more are dropped. Default 32. */
+  udpMaxTargets?: number;
 }
 
 /** Why a listen address and credentials cannot serve, or undefined when they can. */
@@ -49,6 +56,13 @@ export function socksOptionsProblem(options: SocksOptions): string | undefined {
     new TextEncoder().encode(user).length > 255 || new TextEncoder().encode(password).length > 255
   ) {
     return "a SOCKS username and password are at most 255 bytes each (RFC 1929)";
+  }
+  if (options.udpIdleMs !== undefined && !(options.udpIdleMs > 0)) {
+    return `udpIdleMs must be a positive number of milliseconds, not ${options.udpIdleMs}`;
+  }
+  const targets = options.udpMaxTargets;
+  if (targets !== undefined && !(Number.isInteger(targets) && targets >= 1)) {
+    return `udpMaxTargets must be a whole number of at least 1, not ${targets}`;
   }
   if (user === "" && !isLoopbackHost(hostname)) {
     return `${options.listen} is not a loopback address: anyone who reaches it could use this ` +

@@ -5,8 +5,9 @@
  * answer, and when the request is complete, where to connect and which bytes came after it. It
  * keeps no view of the chunks it is given, except the payload after the request it returns.
  *
- * Only CONNECT is served. BIND, UDP ASSOCIATE and SOCKS4 get a refusal in their own protocol's
- * words.
+ * CONNECT and UDP ASSOCIATE are served. BIND and SOCKS4 get a refusal in their own protocol's
+ * words. The header of UDP ASSOCIATE's datagrams (RFC 1928, section 7) has its own pair of
+ * functions: {@linkcode parseSocksUdp} and {@linkcode encodeSocksUdp}.
  *
  * @example
  * ```ts
@@ -37,19 +38,19 @@ export const SocksReply = {
   ConnectionRefused: 0x05,
   /** The target did not answer in time. */
   TtlExpired: 0x06,
-  /** BIND, UDP ASSOCIATE, or an unknown command. */
+  /** BIND, or an unknown command. */
   CommandNotSupported: 0x07,
   /** An address type other than IPv4, a domain name or IPv6. */
   AddressTypeNotSupported: 0x08,
 } as const;
 
-/** Where a CONNECT goes. */
+/** Where a CONNECT goes, where a UDP datagram goes, or where UDP ASSOCIATE's client sends from. */
 export interface SocksTarget {
   /** How the client named it. */
   readonly type: "ipv4" | "ipv6" | "name";
   /** The address (canonical text) or the name, unresolved. */
   readonly host: string;
-  /** 1 to 65535. */
+  /** 1 to 65535; 0 only in a UDP ASSOCIATE request (the client's port is not known yet). */
   readonly port: number;
   /** `host:port`, IPv6 in brackets: what a forward stream's header carries. */
   readonly address: string;
@@ -61,7 +62,12 @@ export interface SocksStep {
   readonly replies: Uint8Array[];
   /** Set once a CONNECT request is complete: the handshake is done. */
   readonly connect?: SocksTarget;
-  /** With `connect`: the bytes that came after the request (a view of the chunk), maybe empty. */
+  /**
+   * Set once a UDP ASSOCIATE request is complete: the address and port the client says it will send
+   * datagrams from (all zero when it does not know yet). The handshake is done.
+   */
+  readonly associate?: SocksTarget;
+  /** With `connect` or `associate`: the bytes that came after the request (a view of the chunk), maybe empty. */
   readonly rest?: Uint8Array;
   /** Set when the handshake failed: send `replies`, then close. Says why, for the log. */
   readonly failure?: string;
@@ -78,9 +84,15 @@ export interface SocksParserOptions {
   readonly credentials?: (user: Uint8Array, password: Uint8Array) => boolean;
 }
 
-/** The SOCKS5 reply (`code`), with an unspecified bound address (0.0.0.0:0). */
-export function socksReply(code: number): Uint8Array {
-  return Uint8Array.of(5, code, 0, 1, 0, 0, 0, 0, 0, 0);
+/**
+ * The SOCKS5 reply (`code`) with the bound address `bound` (an IP address and port), or an
+ * unspecified one (0.0.0.0:0) without it.
+ */
+export function socksReply(code: number, bound?: { host: string; port: number }): Uint8Array {
+  const ip = bound ? parseIp(bound.host) : undefined;
+  if (!bound || !ip) return Uint8Array.of(5, code, 0, 1, 0, 0, 0, 0, 0, 0);
+  const type = ip.family === 4 ? AddressType.ipv4 : AddressType.ipv6;
+  return Uint8Array.of(5, code, 0, type, ...ip.bytes, bound.port >> 8, bound.port & 0xff);
 }
 
 /** A SOCKS4 "request rejected or failed" reply: a SOCKS4 client's own words for no. */
@@ -169,7 +181,9 @@ export class SocksParser {
           i = this.#fill(chunk, i);
           if (this.#have < this.#field.length) break;
           const step = this.#fieldDone(replies, fail);
-          if (step?.connect) return { replies, connect: step.connect, rest: chunk.subarray(i) };
+          if (step?.connect || step?.associate) {
+            return { ...step, replies, rest: chunk.subarray(i) };
+          }
           if (step) return step;
           break;
         }
@@ -282,36 +296,108 @@ export class SocksParser {
   ): SocksStep {
     this.#state = "done";
     const command = this.#command;
-    if (command !== Command.connect) {
+    if (command !== Command.connect && command !== Command.udpAssociate) {
       const what = command === Command.bind
         ? "BIND is not served"
-        : command === Command.udpAssociate
-        ? "UDP ASSOCIATE is not served yet (it comes with UDP forwards)"
         : `command ${command} is not a SOCKS5 command`;
       return fail(what, socksReply(SocksReply.CommandNotSupported));
     }
-    const port = (field[field.length - 2] << 8) | field[field.length - 1];
-    const raw = field.subarray(0, field.length - 2);
-    let type: SocksTarget["type"];
-    let host: string;
-    if (this.#addressType === AddressType.name) {
-      const name = String.fromCharCode(...raw);
-      // Clients that resolve nothing themselves put an address in the name field too.
-      const ip = parseIp(name);
-      if (!ip && !HOST_NAME.test(name)) {
+    const target = decodeAddress(this.#addressType, field);
+    if (typeof target === "string") return fail(target, socksReply(SocksReply.HostUnreachable));
+    if (command === Command.udpAssociate) {
+      // The client's own address: a name there says nothing we could check a sender against.
+      if (target.type === "name") {
         return fail(
-          `${JSON.stringify(name)} is not a host name`,
-          socksReply(SocksReply.HostUnreachable),
+          `UDP ASSOCIATE from a name (${JSON.stringify(target.host)}), not an address`,
+          socksReply(SocksReply.AddressTypeNotSupported),
         );
       }
-      type = ip ? (ip.family === 4 ? "ipv4" : "ipv6") : "name";
-      host = ip ? formatIp(ip) : name;
-    } else {
-      type = this.#addressType === AddressType.ipv4 ? "ipv4" : "ipv6";
-      host = formatIp({ family: type === "ipv4" ? 4 : 6, bytes: raw.slice() });
+      return { replies: [], associate: target };
     }
-    if (port === 0) return fail(`port 0 of ${host}`, socksReply(SocksReply.GeneralFailure));
-    const address = `${type === "ipv6" ? `[${host}]` : host}:${port}`;
-    return { replies: [], connect: { type, host, port, address } };
+    if (target.port === 0) {
+      return fail(`port 0 of ${target.host}`, socksReply(SocksReply.GeneralFailure));
+    }
+    return { replies: [], connect: target };
   }
+}
+
+/**
+ * An address field of type `addressType` (its bytes, then 2 of port) as a target, or why it is
+ * not one. Port 0 is returned as it is: only the caller knows whether it may be 0.
+ */
+function decodeAddress(addressType: number, field: Uint8Array): SocksTarget | string {
+  const port = (field[field.length - 2] << 8) | field[field.length - 1];
+  const raw = field.subarray(0, field.length - 2);
+  let type: SocksTarget["type"];
+  let host: string;
+  if (addressType === AddressType.name) {
+    const name = String.fromCharCode(...raw);
+    // Clients that resolve nothing themselves put an address in the name field too.
+    const ip = parseIp(name);
+    if (!ip && !HOST_NAME.test(name)) return `${JSON.stringify(name)} is not a host name`;
+    type = ip ? (ip.family === 4 ? "ipv4" : "ipv6") : "name";
+    host = ip ? formatIp(ip) : name;
+  } else {
+    type = addressType === AddressType.ipv4 ? "ipv4" : "ipv6";
+    host = formatIp({ family: type === "ipv4" ? 4 : 6, bytes: raw.slice() });
+  }
+  const address = `${type === "ipv6" ? `[${host}]` : host}:${port}`;
+  return { type, host, port, address };
+}
+
+/** One datagram of a UDP association, its header read (RFC 1928, section 7). */
+export interface SocksUdpDatagram {
+  /** The fragment number: 0 for a whole datagram (fragments are not served: drop the rest). */
+  readonly frag: number;
+  /** Where the payload goes (port 1 to 65535). */
+  readonly target: SocksTarget;
+  /** The payload: a view of the datagram given. */
+  readonly data: Uint8Array;
+}
+
+/**
+ * Reads the SOCKS5 UDP request header of `datagram` (RSV, FRAG, ATYP, DST.ADDR, DST.PORT, then
+ * DATA). Returns why it is not one as a string (too short, an unknown address type, a bad name,
+ * port 0); never throws.
+ */
+export function parseSocksUdp(datagram: Uint8Array): SocksUdpDatagram | string {
+  if (datagram.length < 4) return `a UDP request of ${datagram.length} bytes has no header`;
+  const frag = datagram[2];
+  const addressType = datagram[3];
+  let start = 4, length: number;
+  if (addressType === AddressType.ipv4) length = 4;
+  else if (addressType === AddressType.ipv6) length = 16;
+  else if (addressType === AddressType.name) {
+    if (datagram.length < 5 || datagram[4] === 0) return "a UDP request with an empty host name";
+    length = datagram[4];
+    start = 5;
+  } else return `address type ${addressType} is not supported`;
+  const end = start + length + 2;
+  if (datagram.length < end) return "a UDP request's header is cut short";
+  const target = decodeAddress(addressType, datagram.subarray(start, end));
+  if (typeof target === "string") return target;
+  if (target.port === 0) return `port 0 of ${target.host}`;
+  return { frag, target, data: datagram.subarray(end) };
+}
+
+/**
+ * `data` behind a SOCKS5 UDP header naming `from` (FRAG 0): how a reply from a target goes back
+ * to the client. A name is written as a name (at most 255 bytes), an address as an address.
+ */
+export function encodeSocksUdp(from: SocksTarget, data: Uint8Array): Uint8Array {
+  let address: number[];
+  if (from.type === "name") {
+    const name = new TextEncoder().encode(from.host);
+    if (name.length > 255) throw new RangeError(`host name of ${name.length} bytes`);
+    address = [AddressType.name, name.length, ...name];
+  } else {
+    const ip = parseIp(from.host);
+    if (!ip) throw new RangeError(`${from.host} is not an address`);
+    address = [ip.family === 4 ? AddressType.ipv4 : AddressType.ipv6, ...ip.bytes];
+  }
+  const header = [0, 0, 0, ...address, from.port >> 8, from.port & 0xff];
+  const out = new Uint8Array(header.length + data.length);
+  out.set(header);
+  out.set(data, header.length);
+  return out;
 }

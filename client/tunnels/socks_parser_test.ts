@@ -1,6 +1,15 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { SocksParser, type SocksParserOptions, SocksReply, socksReply } from "./socks_parser.ts";
+import fc from "fast-check";
+import {
+  encodeSocksUdp,
+  parseSocksUdp,
+  SocksParser,
+  type SocksParserOptions,
+  SocksReply,
+  socksReply,
+  type SocksTarget,
+} from "./socks_parser.ts";
 import { concat } from "../../util/bytes.ts";
 import { prng } from "../../util/prng.ts";
 
@@ -131,11 +140,11 @@ describe("SOCKS5 parser", () => {
       0,
       ...socksReply(SocksReply.CommandNotSupported),
     ], /BIND/],
-    ["UDP ASSOCIATE, for now", [...GREETING, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0], [
+    ["UDP ASSOCIATE from a name", [...GREETING, 5, 3, 0, 3, 1, 97, 0, 0], [
       5,
       0,
-      ...socksReply(SocksReply.CommandNotSupported),
-    ], /UDP forwards/],
+      ...socksReply(SocksReply.AddressTypeNotSupported),
+    ], /from a name/],
     ["an unknown command", [...GREETING, 5, 9, 0, 1, 1, 2, 3, 4, 0, 80], [
       5,
       0,
@@ -196,5 +205,109 @@ describe("SOCKS5 parser", () => {
       }
       assert.ok(ends <= 1);
     }
+  });
+
+  it("takes UDP ASSOCIATE, with the client's address or zeros, whole or split", () => {
+    const cases: [number[], string][] = [
+      [[5, 3, 0, 1, 0, 0, 0, 0, 0, 0], "0.0.0.0:0"],
+      [[5, 3, 0, 1, 127, 0, 0, 1, ...port(4321)], "127.0.0.1:4321"],
+      [[5, 3, 0, 4, ...new Array(15).fill(0), 1, 0, 0], "[::1]:0"],
+    ];
+    for (const [request, address] of cases) {
+      const input = [...GREETING, ...request, 9];
+      for (const chunks of [[Uint8Array.from(input)], input.map((b) => Uint8Array.of(b))]) {
+        const parser = new SocksParser();
+        let associate: SocksTarget | undefined;
+        const rest: number[] = [];
+        for (const chunk of chunks) {
+          const step = parser.push(chunk);
+          associate ??= step.associate;
+          assert.equal(step.connect, undefined);
+          assert.equal(step.failure, undefined);
+          if (step.rest) rest.push(...step.rest);
+        }
+        assert.equal(associate?.address, address);
+        assert.deepEqual(rest, [9]);
+        assert.equal(parser.done, true);
+      }
+    }
+  });
+});
+
+describe("SOCKS5 UDP request header", () => {
+  it("reads IPv4, IPv6 and name targets, and the payload as a view", () => {
+    const v4 = parseSocksUdp(Uint8Array.of(0, 0, 0, 1, 10, 0, 0, 5, 0, 53, 1, 2, 3));
+    assert.ok(typeof v4 !== "string");
+    assert.equal(v4.frag, 0);
+    assert.equal(v4.target.address, "10.0.0.5:53");
+    assert.deepEqual([...v4.data], [1, 2, 3]);
+    const v6 = parseSocksUdp(Uint8Array.of(0, 0, 0, 4, ...new Array(15).fill(0), 1, 0x14, 0xe9));
+    assert.ok(typeof v6 !== "string");
+    assert.equal(v6.target.address, "[::1]:5353");
+    assert.equal(v6.data.length, 0);
+    const name = parseSocksUdp(Uint8Array.of(0, 0, 2, 3, 6, ...text("dns.io"), 0, 53, 7));
+    assert.ok(typeof name !== "string");
+    assert.equal(name.frag, 2);
+    assert.deepEqual(name.target, { type: "name", host: "dns.io", port: 53, address: "dns.io:53" });
+    assert.deepEqual([...name.data], [7]);
+  });
+
+  it("says why a header is bad, never throws", () => {
+    const bad: [number[], RegExp][] = [
+      [[0, 0, 0], /no header/],
+      [[0, 0, 0, 9, 1, 2], /address type 9/],
+      [[0, 0, 0, 1, 10, 0, 0], /cut short/],
+      [[0, 0, 0, 3, 0, 0, 53], /empty host name/],
+      [[0, 0, 0, 3, 3, ...text("a b"), 0, 53], /not a host name/],
+      [[0, 0, 0, 1, 10, 0, 0, 5, 0, 0, 1], /port 0/],
+    ];
+    for (const [bytes, why] of bad) {
+      const got = parseSocksUdp(Uint8Array.from(bytes));
+      assert.equal(typeof got, "string");
+      assert.match(got as string, why);
+    }
+  });
+
+  it("writes a reply's header naming the target as the client named it", () => {
+    const target = { type: "name" as const, host: "dns.io", port: 53, address: "dns.io:53" };
+    assert.deepEqual(
+      [...encodeSocksUdp(target, Uint8Array.of(9))],
+      [0, 0, 0, 3, 6, ...text("dns.io"), 0, 53, 9],
+    );
+    const v4 = { type: "ipv4" as const, host: "127.0.0.1", port: 258, address: "127.0.0.1:258" };
+    assert.deepEqual([...encodeSocksUdp(v4, new Uint8Array(0))], [0, 0, 0, 1, 127, 0, 0, 1, 1, 2]);
+  });
+
+  it("property: encode then parse gives back target and payload; any bytes parse or say why", () => {
+    const label = fc.stringMatching(/^[a-z0-9][a-z0-9-]{0,20}$/);
+    const targetArb: fc.Arbitrary<SocksTarget> = fc.oneof(
+      fc.tuple(fc.array(fc.integer({ min: 0, max: 255 }), { minLength: 4, maxLength: 4 }))
+        .map(([b]) => b.join(".")),
+      fc.array(label, { minLength: 1, maxLength: 4 }).map((l) => `${l.join(".")}.test`),
+    ).chain((host) =>
+      fc.integer({ min: 1, max: 65535 }).map((port) => {
+        const type = /^[0-9.]+$/.test(host) ? "ipv4" as const : "name" as const;
+        return { type, host, port, address: `${host}:${port}` };
+      })
+    );
+    fc.assert(
+      fc.property(targetArb, fc.uint8Array({ maxLength: 300 }), (target, data) => {
+        const parsed = parseSocksUdp(encodeSocksUdp(target, data));
+        assert.ok(typeof parsed !== "string", String(parsed));
+        assert.deepEqual(parsed.target, target);
+        assert.equal(parsed.frag, 0);
+        assert.deepEqual([...parsed.data], [...data]);
+      }),
+      { numRuns: 500, seed: 1928 },
+    );
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 80 }), (bytes) => {
+        const parsed = parseSocksUdp(bytes);
+        if (typeof parsed === "string") return;
+        assert.ok(parsed.target.port >= 1 && parsed.target.port <= 65535);
+        assert.ok(parsed.data.length <= bytes.length - 4);
+      }),
+      { numRuns: 2000, seed: 7 },
+    );
   });
 });

@@ -1,5 +1,5 @@
 // The SOCKS5 front against a daemon in this process, with real sockets: the `socks` npm client and
-// raw bytes. The daemon's name lookup is replaced, so the names it is asked for are seen, and no
+// raw bytes (UDP ASSOCIATE: socks_udp_test.ts). The daemon's name lookup is replaced, so the names it is asked for are seen, and no
 // test depends on the machine's DNS. The CLI with curl is in e2e/socks_test.ts.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -188,8 +188,8 @@ describe("SOCKS5 front (daemon in process)", () => {
       /DialRefused/,
     ],
     [
-      "UDP ASSOCIATE, for now: 0x07",
-      () => [5, 3, 0, 1, 0, 0, 0, 0, 0, 0],
+      "BIND: 0x07",
+      () => [5, 2, 0, 1, 127, 0, 0, 1, 0, 80],
       SocksReply.CommandNotSupported,
       /^$/,
     ],

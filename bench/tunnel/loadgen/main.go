@@ -1,9 +1,10 @@
 // Command loadgen is the tunnel benchmark's load generator and backend service, one program for
 // every implementation so the only thing that differs between runs is the tunnel in the middle.
 //
-//	loadgen serve -listen 127.0.0.1:0
-//	loadgen run -target HOST:PORT -scenario T1|T2|T3|T4 [-bytes N] [-count N] [-concurrency N]
-//	            [-size N] [-warmup N] [-handshake] [-timeout D] [-http HOST]
+//	loadgen serve [-udp] -listen 127.0.0.1:0
+//	loadgen run -target HOST:PORT -scenario T1|T2|T3|T4|U1|U2|U3|U4 [-bytes N] [-count N]
+//	            [-concurrency N] [-size N] [-rate N] [-warmup N] [-handshake] [-timeout D]
+//	            [-http HOST]
 //
 // The backend prints "listening on HOST:PORT" and exits when its stdin closes. Each connection
 // starts with one mode byte: 'E' echoes everything after it; 'D' is followed by an 8-byte
@@ -11,7 +12,8 @@
 // it gets back. With -handshake, run prints {"phase":"ready"} after its warm-up and waits for a
 // line on stdin before the timed part, so the caller can read the tunnel's CPU counters around
 // exactly that part. The result is one JSON line with "ok". With -http HOST the load speaks
-// HTTP/1.1 with that Host instead, and the backend answers it on the same port (http.go).
+// HTTP/1.1 with that Host instead, and the backend answers it on the same port (http.go). With
+// -udp the backend is a UDP echo and the U scenarios are the load (udp.go).
 package main
 
 import (
@@ -82,16 +84,21 @@ func fail(err error) {
 func serve(args []string) {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	udp := fs.Bool("udp", false, "a UDP echo instead of the TCP modes")
 	_ = fs.Parse(args)
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	if *udp {
+		serveUDP(*listen)
+		return
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fail(err)
 	}
 	fmt.Printf("listening on %s\n", ln.Addr())
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -142,6 +149,7 @@ type options struct {
 	count       int
 	concurrency int
 	size        int
+	rate        float64
 	warmup      int
 }
 
@@ -149,11 +157,12 @@ func run(args []string) {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	var o options
 	fs.StringVar(&o.target, "target", "", "HOST:PORT to load (the tunnel's public side)")
-	scenario := fs.String("scenario", "", "T1, T2, T3 or T4")
+	scenario := fs.String("scenario", "", "T1, T2, T3, T4, or U1 to U4 (UDP)")
 	fs.Int64Var(&o.bytes, "bytes", 256<<20, "T1: bytes to download")
 	fs.IntVar(&o.count, "count", 2000, "T2: connections; T3: round trips; T4: new connections")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "T2: connections at once")
-	fs.IntVar(&o.size, "size", 64, "T2/T3: bytes per echo; T4: bytes sent before the first byte back")
+	fs.IntVar(&o.size, "size", 64, "T2/T3: bytes per echo; T4: bytes sent before the first byte back; U: bytes per datagram")
+	fs.Float64Var(&o.rate, "rate", 10000, "U3: datagrams per second offered")
 	fs.IntVar(&o.warmup, "warmup", -1, "untimed repetitions first (-1: a default per scenario)")
 	fs.StringVar(&httpHost, "http", "", "speak HTTP/1.1 with this Host (an HTTP tunnel's name)")
 	handshake := fs.Bool("handshake", false, "after warm-up print {\"phase\":\"ready\"}, wait for a stdin line")
@@ -183,6 +192,12 @@ func run(args []string) {
 		result, err = roundTrips(o, ready)
 	case "T4":
 		result, err = firstByte(o, ready)
+	case "U1", "U2":
+		result, err = udpRate(o, ready)
+	case "U3":
+		result, err = udpLoss(o, ready)
+	case "U4":
+		result, err = udpRoundTrips(o, ready)
 	default:
 		err = fmt.Errorf("unknown -scenario %q", *scenario)
 	}
