@@ -86,9 +86,9 @@ comes back, echoed by the backend through the tunnel (so it includes the tunnel 
 stream and its client dialing the backend).
 
 U1–U6 are UDP: the backend is a UDP echo, and they run through the udp- family only:
-udp-direct, udp-tunnelmux-{deno,bun}-fwd (the client's --forward-udp port -> daemon -> the echo;
-a --expose-udp row replaces it once UDP reverse tunnels exist), udp-frp (a type = "udp" proxy)
-and udp-rathole (a UDP service). Each datagram carries a sequence number and is checked; one that
+udp-direct, udp-tunnelmux-{deno,bun} (the daemon's --expose-udp port -> client -> the echo),
+udp-tunnelmux-{deno,bun}-fwd (the client's --forward-udp port -> daemon -> the echo), udp-frp
+(a type = "udp" proxy) and udp-rathole (a UDP service). Each datagram carries a sequence number and is checked; one that
 does not come back is lost (U1/U2 give a window slot up after 50 ms, the end waits 500 ms at most).
 U1–U3 report CPU per 100k datagrams, all of them the RSS of the tunnel's two processes. U5 and
 U6 are iperf3's reading of the same path (iperf3 -u through the tunnel to iperf3 -s, the tunnel

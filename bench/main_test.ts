@@ -143,7 +143,8 @@ describe("bench", () => {
       // The HTTP family: the same load in HTTP/1.1 through an HTTP tunnel by name.
       const http = `http-tunnelmux-${RUNTIME}`;
       const floor = `jsrelay-${RUNTIME}`;
-      const udp = `udp-tunnelmux-${RUNTIME}-fwd`;
+      const udp = `udp-tunnelmux-${RUNTIME}`;
+      const udpForward = `udp-tunnelmux-${RUNTIME}-fwd`;
       assert.deepEqual(report.impls, [
         "direct",
         ...tunnels,
@@ -152,24 +153,26 @@ describe("bench", () => {
         http,
         "udp-direct",
         udp,
+        udpForward,
       ]);
       assert.deepEqual(report.scenarios.map((s) => s.id), QUICK_TUNNEL.map((s) => s.id));
-      // UDP: datagrams through tunnelmux's UDP forward and straight to the echo, and only those.
+      // UDP: datagrams through tunnelmux's UDP tunnel and forward and straight to the echo, and
+      // only those.
       for (const s of UDP_SCENARIOS) {
         const ran = report.results.filter((r) => r.scenario === s.id).map((r) => r.impl);
-        assert.deepEqual(ran, ["udp-direct", udp], s.id);
+        assert.deepEqual(ran, ["udp-direct", udp, udpForward], s.id);
         for (const impl of ran) {
           const row = report.results.find((r) => r.scenario === s.id && r.impl === impl)!;
           const ok = s.metric.higher ? row.median > 0 : row.median >= 0;
           assert.ok(ok && row.failures === 0, `${impl} ${s.id}: ${row.error ?? "no number"}`);
         }
-        const forward = report.results.find((r) => r.scenario === s.id && r.impl === udp)!;
-        assert.ok(forward.rssServerMiB!.median > 0 && forward.rssClientMiB!.median > 0, s.id);
+        const tunnel = report.results.find((r) => r.scenario === s.id && r.impl === udp)!;
+        assert.ok(tunnel.rssServerMiB!.median > 0 && tunnel.rssClientMiB!.median > 0, s.id);
         if (s.id === "U1") {
           const ratio = report.ratios.find((r) =>
             r.scenario === s.id && r.baseline === udp && r.versus === "udp-direct" && !r.metric
           );
-          assert.ok(ratio && ratio.median > 0, "the UDP forward vs udp-direct in U1");
+          assert.ok(ratio && ratio.median > 0, "the UDP tunnel vs udp-direct in U1");
         }
       }
       for (const s of TCP_SCENARIOS) {

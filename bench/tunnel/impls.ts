@@ -6,8 +6,8 @@
  * `jsrelay-deno` and `jsrelay-bun` are each runtime's floor: two chained plain relays.
  * The `http-` family does the same through HTTP tunnels routed by name (tunnelmux's `--http`,
  * frp's `type = "http"`), the load speaking HTTP/1.1 with the tunnel's `Host`. The `udp-` family
- * carries the U scenarios' datagrams to a UDP echo: `udp-direct`, tunnelmux's UDP forward, frp's
- * `type = "udp"` proxy and rathole's UDP service.
+ * carries the U scenarios' datagrams to a UDP echo: `udp-direct`, tunnelmux's UDP reverse tunnel
+ * and UDP forward, frp's `type = "udp"` proxy and rathole's UDP service.
  *
  * @module
  */
@@ -529,9 +529,55 @@ const udpDirect: TunnelImpl = {
 };
 
 /**
+ * tunnelmux's UDP reverse tunnel (`--expose-udp`): load -> the daemon's UDP port -> client -> the
+ * UDP echo, one flow: the shape of frp's and rathole's UDP rows.
+ */
+function tunnelmuxUdpExpose(runtime: JsRuntime): TunnelImpl {
+  return {
+    id: `udp-tunnelmux-${runtime}`,
+    missing: null,
+    udp: true,
+    async start(backend, dir, options = {}) {
+      const token = newToken("bench");
+      // The port is chosen here (free for TCP and UDP alike), wherever the system puts it.
+      const config = daemonConfig([{ name: "bench", token, expose: { ports: ["1024-65535"] } }], {
+        dataDir: join(dir, "data"),
+      });
+      const server = await startDaemonProcess(runtime, join(dir, "daemon.json"), config, "tcp");
+      let client: LongProcess | undefined;
+      try {
+        // With TCP too, both tunnels hold one port number.
+        const port = await freePort();
+        client = await startProcess([
+          ...runtimeArgv(runtime, "client/main.ts"),
+          "--server",
+          `tcp://${server.ready[1]}`,
+          "--expose-udp",
+          `${port}=${backend}`,
+          ...(options.tcpToo ? ["--expose", `${port}=${backend}`] : []),
+          "--no-reconnect",
+          "--log-format",
+          "json",
+        ], {
+          ready: /^(?=.*"tunnel up")(?=.*"protocol":"udp").*"remote":"([^"]+)"/m,
+          timeoutMs: START_MS,
+          env: childEnv({ TUNNELMUX_TOKEN: token }),
+        });
+        const address = `127.0.0.1:${port}`;
+        // As for the forward: with TCP too (iperf3), the log line is the only sign waited for.
+        if (!options.tcpToo) await waitForUdpEcho(address, START_MS);
+        return { address, server, client };
+      } catch (error) {
+        await Promise.all([server.stop(0), client?.stop(0)]);
+        throw error;
+      }
+    },
+  };
+}
+
+/**
  * tunnelmux's UDP forward (`--forward-udp`): load -> the client's UDP port -> daemon -> the UDP
- * echo, one flow. It crosses the same two processes a UDP reverse tunnel would, the other way
- * round; a `--expose-udp` row takes its place once UDP reverse tunnels are built.
+ * echo, one flow. It crosses the same two processes as the reverse tunnel, the other way round.
  */
 function tunnelmuxUdpForward(runtime: JsRuntime): TunnelImpl {
   return {
@@ -667,7 +713,7 @@ export function tunnelImpls(
   if (foreignPeers) impls.push(...runtimes.map((runtime) => tunnelmuxHttp(runtime, true)));
   if (foreignPeers) impls.push(frpHttp(peersDir));
   // UDP, its own family (`--only udp`): the U scenarios run through these and only these.
-  impls.push(udpDirect, ...runtimes.map(tunnelmuxUdpForward));
+  impls.push(udpDirect, ...runtimes.map(tunnelmuxUdpExpose), ...runtimes.map(tunnelmuxUdpForward));
   if (foreignPeers) impls.push(frpUdp(peersDir), ratholeUdp(peersDir));
   return impls;
 }
