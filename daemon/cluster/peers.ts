@@ -17,7 +17,7 @@ import type { Stream } from "../../protocol/stream.ts";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
 import { connectTcp, connectTls, listenTcp, listenTls } from "../../transport/mod.ts";
 import { ControlChannel } from "../../tunnel/control_channel.ts";
-import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
+import { onStreamHeader, readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { TUNNEL_ACK_DELAY_MS } from "../../tunnel/ack_delay.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
@@ -383,9 +383,19 @@ export class PeerLinks {
     const node = peer();
     if (!node) return stream.reset(ResetReason.NotAuthenticated);
     this.#link(node).stats.streamsIn++;
-    readStreamHeader(stream, this.#options.handshakeTimeoutMs).then(
-      ({ header, rest }) => this.#options.onStream(stream, header, rest, node),
-      () => stream.reset(ResetReason.BadHeader),
-    );
+    // Handed on in the turn its header arrives: the stream this node opens for it (to its
+    // client) leaves in the same write as what else that read brought, not in one of its own.
+    onStreamHeader(stream, this.#options.handshakeTimeoutMs, (error, read) => {
+      if (error) return stream.reset(ResetReason.BadHeader);
+      try {
+        this.#options.onStream(stream, read!.header, read!.rest, node);
+      } catch (failure) {
+        this.#options.log.warn("relayed stream refused", {
+          peer: node,
+          detail: (failure as Error).message,
+        });
+        stream.reset(ResetReason.None);
+      }
+    });
   }
 }

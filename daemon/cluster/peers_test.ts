@@ -142,6 +142,45 @@ describe("a relayed visitor's stream", () => {
       length: 5,
     }, "the ACK rides on the answer's first frame");
   });
+  it("is handed on in the turn its header arrives, with what else that read brought", async () => {
+    // B echoes the first stream's bytes as they come, and marks a microtask queued with each:
+    // the second stream, opened in the same write as those bytes, must reach B's handler before
+    // that microtask, so what B writes for both leaves in one write, not a microtask apart.
+    let marked = false;
+    let markedBeforeSecond: boolean | undefined;
+    const b = await peer("b", [KEY], (stream, header, rest) => {
+      if (header.kind !== "visitor") return stream.reset(ResetReason.BadHeader);
+      if (header.tunnel === "second") {
+        markedBeforeSecond = marked;
+        return stream.write(rest);
+      }
+      stream.write(rest);
+      stream.onData = (chunk) => {
+        queueMicrotask(() => marked = true);
+        stream.write(new Uint8Array(chunk));
+      };
+      stream.resume();
+    });
+    const a = await peer("a", [KEY]);
+    a.links.want("b", b.links.address);
+    b.links.want("a", a.links.address);
+    await waitFor(() => a.links.connected("b") && b.links.connected("a"), "the relay session");
+
+    const open = (tunnel: string, first: string) => {
+      const stream = a.links.opener("b").open();
+      const answer: Uint8Array[] = [];
+      stream.onData = (chunk) => answer.push(new Uint8Array(chunk));
+      const header = encodeStreamHeader({ kind: "visitor", tunnel, remote: "r:1", local: "l:2" });
+      stream.write(concat([header, new TextEncoder().encode(first)]));
+      return { stream, text: () => new TextDecoder().decode(concat(answer)) };
+    };
+    const first = open("first", "one");
+    await waitFor(() => first.text() === "one", "the first stream's answer");
+    first.stream.write(new TextEncoder().encode("more"));
+    const second = open("second", "two");
+    await waitFor(() => first.text() === "onemore" && second.text() === "two", "both answers");
+    assert.equal(markedBeforeSecond, false);
+  });
 });
 
 describe("relay sessions while the cluster key rotates", () => {
