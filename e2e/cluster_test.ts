@@ -333,6 +333,10 @@ describe("cluster: three daemons and one NATS", () => {
     const { port } = await client.waitForTunnel();
     const payload = pattern(4096, 11);
     assertSameBytes(await echoVia("127.0.0.2", port, payload), payload, "minted token's tunnel");
+    // Every node holds the port: the owner (node B) for the session, A and C to relay its visitors.
+    const hosts = ["127.0.0.1", "127.0.0.2", "127.0.0.3"];
+    const held = async () => (await Promise.all(hosts.map((h) => canBind(port, h)))).map((f) => !f);
+    await waitFor(async () => (await held()).every(Boolean), "every node to listen on the port");
     const revokedAt = Date.now();
     const revoked = await admin(nodes[2], `/v1/tokens/${minted.body.id}`, { method: "DELETE" });
     assert.equal(revoked.status, 200, JSON.stringify(revoked.body));
@@ -344,6 +348,20 @@ describe("cluster: three daemons and one NATS", () => {
       }`,
     );
     assert.notEqual(code, 0, "the client's session was closed by the revocation");
+    // The session's claim goes with it, and with the claim every node's relay of the port.
+    await waitFor(async () => (await held()).every((h) => !h), {
+      timeoutMs: 10_000,
+      message: "every node to let the port go",
+    });
+    console.log(
+      `cluster-figure ${
+        JSON.stringify({
+          figure: "revocation_to_port_released_on_every_node_ms",
+          value: Date.now() - revokedAt,
+          nodes: hosts.length,
+        })
+      }`,
+    );
     await nodes[1].waitForLog((e) => e.msg === "closing a session whose credential was revoked");
     // And the token no longer opens a session anywhere.
     await assert.rejects(

@@ -27,41 +27,56 @@ export function readStreamHeader(
   timeoutMs: number,
 ): Promise<{ header: StreamHeader; rest: Uint8Array }> {
   return new Promise((resolve, reject) => {
-    let received: Uint8Array = new Uint8Array(0);
-    const finish = (
-      error: Error | undefined,
-      result?: { header: StreamHeader; rest: Uint8Array },
-    ) => {
-      deadline.cancel();
-      stream.pause();
-      stream.onData = null;
-      stream.onEnd = null;
-      stream.onClose = null;
-      if (error) reject(error);
-      else resolve(result!);
-    };
-    const deadline = sharedDeadlines.add(
-      timeoutMs,
-      () => finish(new StreamHeaderError(`no stream header within ${timeoutMs} ms`)),
-    );
-    stream.onData = (chunk) => {
-      if (received.length === 0) received = chunk;
-      else {
-        const joined = new Uint8Array(received.length + chunk.length);
-        joined.set(received);
-        joined.set(chunk, received.length);
-        received = joined;
-      }
-      try {
-        const decoded = decodeStreamHeader(received);
-        if (decoded) finish(undefined, decoded);
-      } catch (error) {
-        finish(error as Error);
-      }
-    };
-    stream.onEnd = () =>
-      finish(new StreamHeaderError("stream ended before its header was complete"));
-    stream.onClose = (error) =>
-      finish(error ?? new StreamHeaderError("stream closed before its header"));
+    onStreamHeader(stream, timeoutMs, (error, result) => error ? reject(error) : resolve(result!));
   });
+}
+
+/**
+ * {@linkcode readStreamHeader} with a callback, called in the same turn as the header's last
+ * bytes arrive: what the caller then writes leaves with whatever else that turn sends, rather
+ * than in a write of its own a microtask later.
+ */
+export function onStreamHeader(
+  stream: Stream,
+  timeoutMs: number,
+  done: (error: Error | undefined, result?: { header: StreamHeader; rest: Uint8Array }) => void,
+): void {
+  let received: Uint8Array = new Uint8Array(0);
+  let settled = false;
+  const finish = (
+    error: Error | undefined,
+    result?: { header: StreamHeader; rest: Uint8Array },
+  ) => {
+    if (settled) return;
+    settled = true;
+    deadline.cancel();
+    stream.pause();
+    stream.onData = null;
+    stream.onEnd = null;
+    stream.onClose = null;
+    done(error, result);
+  };
+  const deadline = sharedDeadlines.add(
+    timeoutMs,
+    () => finish(new StreamHeaderError(`no stream header within ${timeoutMs} ms`)),
+  );
+  stream.onData = (chunk) => {
+    if (received.length === 0) received = chunk;
+    else {
+      const joined = new Uint8Array(received.length + chunk.length);
+      joined.set(received);
+      joined.set(chunk, received.length);
+      received = joined;
+    }
+    let decoded;
+    try {
+      decoded = decodeStreamHeader(received);
+    } catch (error) {
+      return finish(error as Error);
+    }
+    if (decoded) finish(undefined, decoded);
+  };
+  stream.onEnd = () => finish(new StreamHeaderError("stream ended before its header was complete"));
+  stream.onClose = (error) =>
+    finish(error ?? new StreamHeaderError("stream closed before its header"));
 }

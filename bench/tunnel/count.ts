@@ -38,6 +38,9 @@ import { buildLoadgen } from "./loadgen.ts";
 import { runLoad, startWithBackend } from "./measure.ts";
 import { type LongProcess, startProcess } from "./procs.ts";
 
+/** A counted process: the public side, the relay hop's far node (relay rows only), the client. */
+type Side = "server" | "hop" | "client";
+
 /** One system call's line of an `strace -c` summary. */
 export interface SyscallCount {
   /** Times it was called. */
@@ -70,7 +73,7 @@ export interface PhaseCount {
   impl: string;
   /** `conns`: new connections with a 64 B echo each; `trips`: round trips on one connection. */
   phase: "conns" | "trips";
-  side: "server" | "client";
+  side: Side;
   /** Connections or round trips done while counting. */
   units: number;
   /** Calls and errors by system call name. */
@@ -102,7 +105,8 @@ const PHASE_TITLE = {
 };
 
 const SIDE_TITLE = {
-  server: "server side (daemon; jsrelay: the public relay)",
+  server: "server side (daemon; jsrelay: the public relay; a relay row: the node visitors enter)",
+  hop: "the relay hop's far node (a relay row: the node holding the client's session)",
   client: "client side (client; jsrelay: the relay that dials the backend)",
 };
 
@@ -134,11 +138,11 @@ async function countPhase(
   loadgen: string,
   address: string,
   host: string | undefined,
-  sides: { side: "server" | "client"; process: LongProcess }[],
+  sides: { side: Side; process: LongProcess }[],
   phase: "conns" | "trips",
   options: CountOptions,
   dir: string,
-): Promise<{ side: "server" | "client"; counts: Map<string, SyscallCount> }[]> {
+): Promise<{ side: Side; counts: Map<string, SyscallCount> }[]> {
   const load = phase === "conns"
     ? ["-scenario", "T2", "-count", String(options.conns), "-concurrency"]
     : ["-scenario", "T3", "-count", String(options.trips)];
@@ -195,9 +199,10 @@ async function countImpl(
       throw new Error("no server and client processes to count");
     }
     started.push(tunnel.server, tunnel.client);
-    const sides = [
-      { side: "server" as const, process: tunnel.server },
-      { side: "client" as const, process: tunnel.client },
+    const sides: { side: Side; process: LongProcess }[] = [
+      { side: "server", process: tunnel.server },
+      ...(tunnel.hop ? [{ side: "hop" as const, process: tunnel.hop }] : []),
+      { side: "client", process: tunnel.client },
     ];
     const out: PhaseCount[] = [];
     for (const phase of ["conns", "trips"] as const) {
@@ -239,7 +244,7 @@ export function formatCounts(
 ): string {
   const out: string[] = [];
   for (const phase of ["conns", "trips"] as const) {
-    for (const side of ["server", "client"] as const) {
+    for (const side of ["server", "hop", "client"] as const) {
       const mine = impls.map((impl) =>
         results.find((r) => r.impl === impl && r.phase === phase && r.side === side)
       );

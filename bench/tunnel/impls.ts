@@ -39,6 +39,8 @@ export interface Tunnel {
    * counts with the server's and client's; they are stopped with them.
    */
   others?: LongProcess[];
+  /** The relay hop's far node (the owner daemon, also in `others`): `count.ts` counts it too. */
+  hop?: LongProcess;
 }
 
 /** One implementation of the tunnel suite. */
@@ -253,7 +255,7 @@ function tunnelmuxRelay(runtime: JsRuntime): TunnelImpl {
           await new Promise((resolve) => setTimeout(resolve, 20));
         }
         await waitForPort(`127.0.0.2:${port}`, START_MS);
-        return { address: `127.0.0.2:${port}`, server: relay, client, others };
+        return { address: `127.0.0.2:${port}`, server: relay, client, others, hop: owner };
       } catch (error) {
         await stopAll();
         throw error;

@@ -72,8 +72,9 @@ export class Follower {
   }
 
   /**
-   * (Re)starts the watch, then reads the bucket whole and reconciles: at start, after NATS came
-   * back (a watch may not survive a server failover), and after a stall.
+   * (Re)starts the watch, then reads the bucket whole (each key's last value, in one pass) and
+   * reconciles: at start, after NATS came back (a watch may not survive a server failover), and
+   * after a stall.
    */
   async start(): Promise<void> {
     const { bucket } = this.#options;
@@ -84,9 +85,14 @@ export class Follower {
     const before = await bucket.lastRevision();
     const watch = await bucket.watch({ include: "updates" });
     this.#watch = watch;
+    // What the watch delivers while the bucket is read: a key's entry from the read that is
+    // older than one the watch already applied must not take its place (a revocation undone).
+    const delivered = new Map<string, number>();
+    let reading = true;
     (async () => {
       for await (const entry of watch) {
         if (entry.revision > this.#seen) this.#seen = entry.revision;
+        if (reading) delivered.set(entry.key, entry.revision);
         await this.#options.apply(entry);
       }
     })().catch(() => {}).finally(() => {
@@ -94,12 +100,17 @@ export class Follower {
     });
     this.reads++;
     const listed = new Set<string>();
-    for await (const key of await bucket.keys()) {
-      listed.add(key);
-      const entry = await bucket.get(key);
-      if (!entry) continue;
-      if (entry.revision > this.#seen) this.#seen = entry.revision;
-      await this.#options.apply(entry);
+    try {
+      // One pass over the bucket with its values, not a listing and then a read per key.
+      for await (const entry of await bucket.latest()) {
+        listed.add(entry.key);
+        if ((delivered.get(entry.key) ?? 0) >= entry.revision) continue;
+        if (entry.revision > this.#seen) this.#seen = entry.revision;
+        await this.#options.apply(entry);
+      }
+    } finally {
+      reading = false;
+      delivered.clear();
     }
     if (before > this.#seen) this.#seen = before;
     this.#owed = this.#seen;

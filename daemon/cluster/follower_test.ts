@@ -13,12 +13,23 @@ let link: NatsLink & { url: string };
 
 /** `bucket` with its requests counted and a watch that can be held (deliveries dropped). */
 function instrumented(bucket: KvBucket) {
-  const calls = { get: 0, keys: 0, lastRevision: 0, watch: 0 };
-  const control = { hold: false, end: undefined as (() => void) | undefined };
+  const calls = { get: 0, keys: 0, latest: 0, lastRevision: 0, watch: 0 };
+  const control = {
+    hold: false,
+    end: undefined as (() => void) | undefined,
+    /** Runs once the bucket's read has its values, before the follower sees them. */
+    duringRead: undefined as (() => Promise<void>) | undefined,
+  };
   const wrapped: KvBucket = {
     ...bucket,
     get: (key) => (calls.get++, bucket.get(key)),
     keys: () => (calls.keys++, bucket.keys()),
+    async latest() {
+      calls.latest++;
+      const read = await bucket.latest();
+      await control.duringRead?.();
+      return read;
+    },
     lastRevision: () => (calls.lastRevision++, bucket.lastRevision()),
     async watch(options) {
       calls.watch++;
@@ -46,11 +57,13 @@ function instrumented(bucket: KvBucket) {
 /** A follower of `bucket` keeping the latest value of each key in `records`. */
 function follow(bucket: KvBucket) {
   const records = new Map<string, string>();
+  const applied: KvEntry[] = [];
   let stalls = 0;
   const follower = new Follower({
     name: "ports",
     bucket,
     apply: (entry: KvEntry) => {
+      applied.push(entry);
       if (entry.operation === "PUT") records.set(entry.key, entry.string());
       else records.delete(entry.key);
     },
@@ -63,6 +76,7 @@ function follow(bucket: KvBucket) {
   return {
     follower,
     records,
+    applied,
     get stalls() {
       return stalls;
     },
@@ -78,15 +92,16 @@ describe("Follower", () => {
     await cleanup();
   });
 
-  it("reads the bucket at start, then follows it by watch alone; a check is one request", async () => {
+  it("reads the bucket at start in one pass, then follows it by watch alone; a check is one request", async () => {
     const prefix = `a${crypto.randomUUID().slice(0, 6)}`;
     for (let i = 0; i < 50; i++) await link.ports.put(`${prefix}-${i}`, `v${i}`);
     const { bucket, calls } = instrumented(link.ports);
     const f = follow(bucket);
     await f.follower.start();
     assert.equal(f.records.get(`${prefix}-49`), "v49", "read whole at start");
+    assert.equal(calls.latest, 1, "one pass over the bucket");
     const getsAtStart = calls.get;
-    assert.ok(getsAtStart >= 50);
+    assert.equal(getsAtStart, 0, "no read per record");
     await link.ports.put(`${prefix}-new`, "fresh");
     await link.ports.delete(`${prefix}-0`);
     await waitFor(() =>
@@ -94,10 +109,30 @@ describe("Follower", () => {
     );
     for (let i = 0; i < 3; i++) assert.equal(await f.follower.check(), true);
     assert.equal(calls.get, getsAtStart, "no record read by a check");
-    assert.equal(calls.keys, 1, "no listing by a check");
+    assert.equal(calls.latest, 1, "no read of the bucket by a check");
     assert.equal(calls.lastRevision, 1 + 3, "one request per check (and one at start)");
     assert.equal(f.follower.reads, 1);
     assert.equal(f.stalls, 0);
+    f.follower.stop();
+  });
+
+  it("does not let the start's read undo what the watch delivered meanwhile", async () => {
+    const prefix = `d${crypto.randomUUID().slice(0, 6)}`;
+    await link.ports.put(`${prefix}-revoked`, "held");
+    const { bucket, control } = instrumented(link.ports);
+    const f = follow(bucket);
+    // The read has the record; before the follower applies it, the record is deleted and the
+    // watch delivers the deletion.
+    control.duringRead = async () => {
+      control.duringRead = undefined;
+      await link.ports.delete(`${prefix}-revoked`);
+      await waitFor(
+        () => f.applied.some((e) => e.key === `${prefix}-revoked` && e.operation !== "PUT"),
+        "the watch to deliver the deletion",
+      );
+    };
+    await f.follower.start();
+    assert.equal(f.records.has(`${prefix}-revoked`), false, "still deleted after the read");
     f.follower.stop();
   });
 

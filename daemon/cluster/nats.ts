@@ -30,6 +30,8 @@ export interface KvBucket {
   watch(options?: { include?: string }): Promise<AsyncIterable<KvEntry> & { stop(): void }>;
   /** Every live key. */
   keys(): Promise<AsyncIterable<string>>;
+  /** Every live key's latest entry, in one pass over the bucket: no read per key. */
+  latest(): Promise<AsyncIterable<KvEntry>>;
   /**
    * The bucket's last revision: the stream sequence of its latest write, deletion or expiry
    * marker, whatever the key. One request, whatever the number of records.

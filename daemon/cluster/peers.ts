@@ -11,12 +11,14 @@
  * @module
  */
 
+import { DEFAULT_SESSION_CONFIG } from "../../protocol/config.ts";
 import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
 import { connectTcp, connectTls, listenTcp, listenTls } from "../../transport/mod.ts";
 import { ControlChannel } from "../../tunnel/control_channel.ts";
-import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
+import { onStreamHeader, readStreamHeader } from "../../tunnel/read_stream_header.ts";
+import { TUNNEL_ACK_DELAY_MS } from "../../tunnel/ack_delay.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
 import { type HostPort, parseHostPort } from "../../util/address.ts";
@@ -210,7 +212,17 @@ export class PeerLinks {
     const { keepAliveMs } = this.#options;
     const session = new Session(transport, {
       client,
-      config: { keepAliveInterval: keepAliveMs, keepAliveTimeout: keepAliveMs * 2 },
+      config: {
+        keepAliveInterval: keepAliveMs,
+        keepAliveTimeout: keepAliveMs * 2,
+        // A relayed visitor's stream is answered by the far node's client a hop later: its ACK
+        // rides on that answer, as on a client's session, rather than costing each node a write,
+        // a read and a wakeup of their own per visitor.
+        ackDelay: TUNNEL_ACK_DELAY_MS,
+        // Opens wait for their ACK that much longer, and one session carries every client's
+        // relayed visitors between two nodes: no stream waits for a SYN slot below the cap.
+        maxUnackedOpens: DEFAULT_SESSION_CONFIG.maxStreams,
+      },
       onStream,
     });
     this.#pending.add(session);
@@ -371,9 +383,19 @@ export class PeerLinks {
     const node = peer();
     if (!node) return stream.reset(ResetReason.NotAuthenticated);
     this.#link(node).stats.streamsIn++;
-    readStreamHeader(stream, this.#options.handshakeTimeoutMs).then(
-      ({ header, rest }) => this.#options.onStream(stream, header, rest, node),
-      () => stream.reset(ResetReason.BadHeader),
-    );
+    // Handed on in the turn its header arrives: the stream this node opens for it (to its
+    // client) leaves in the same write as what else that read brought, not in one of its own.
+    onStreamHeader(stream, this.#options.handshakeTimeoutMs, (error, read) => {
+      if (error) return stream.reset(ResetReason.BadHeader);
+      try {
+        this.#options.onStream(stream, read!.header, read!.rest, node);
+      } catch (failure) {
+        this.#options.log.warn("relayed stream refused", {
+          peer: node,
+          detail: (failure as Error).message,
+        });
+        stream.reset(ResetReason.None);
+      }
+    });
   }
 }

@@ -3,9 +3,16 @@
 // first, so it dials and "b" accepts.
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { connect, type Socket } from "node:net";
+import type { Stream } from "../../protocol/stream.ts";
+import { Flag, FrameType, HEADER_LENGTH } from "../../protocol/constants.ts";
+import { readUint32 } from "../../protocol/header.ts";
 import { cleanup, register } from "../../testing/cleanup.ts";
+import { startTcpServer } from "../../testing/fake_servers.ts";
 import { waitFor } from "../../testing/wait.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
+import { concat } from "../../util/bytes.ts";
 import { Logger } from "../../util/log.ts";
 import { PeerLinks } from "./peers.ts";
 
@@ -13,7 +20,12 @@ const KEY = "a-cluster-key-0123456789abcdef";
 const OTHER = "another-cluster-key-0123456789";
 
 /** Node `node`'s relay sessions under `keys`, listening on loopback; its log lines kept. */
-async function peer(node: string, keys: string[]) {
+async function peer(
+  node: string,
+  keys: string[],
+  onStream: (stream: Stream, header: StreamHeader, rest: Uint8Array) => void = (stream) =>
+    stream.reset(ResetReason.UnknownTunnel),
+) {
   const lines: Record<string, unknown>[] = [];
   const log = new Logger({ level: "info", format: "json", sink: (l) => lines.push(JSON.parse(l)) });
   const links = new PeerLinks({
@@ -23,7 +35,7 @@ async function peer(node: string, keys: string[]) {
     handshakeTimeoutMs: 5_000,
     keepAliveMs: 1_000,
     log,
-    onStream: (stream) => stream.reset(ResetReason.UnknownTunnel),
+    onStream,
   });
   register(() => links.close());
   await links.start();
@@ -52,6 +64,122 @@ describe("relay sessions", () => {
     assert.equal(b.links.connected("a"), false);
     const refused = a.lines.find((l) => l.msg === "cannot relay to node");
     assert.equal(refused?.detail, "node b does not hold the cluster key");
+  });
+});
+
+/** A loopback TCP proxy to `port` that keeps every byte the far side sent back. */
+async function tap(port: number) {
+  const fromFar: Uint8Array[] = [];
+  const server = await startTcpServer((near: Socket) => {
+    const far = connect(port, "127.0.0.1");
+    far.on("error", () => near.destroy());
+    near.on("error", () => far.destroy());
+    near.on("close", () => far.destroy());
+    far.on("close", () => near.destroy());
+    near.on("data", (chunk: Uint8Array) => far.write(chunk));
+    far.on("data", (chunk: Uint8Array) => {
+      fromFar.push(new Uint8Array(chunk));
+      near.write(chunk);
+    });
+  });
+  return { address: server.address, fromFar };
+}
+
+/** The frames in `bytes` (type, flags, stream id, length), a Data frame's payload skipped. */
+function frames(bytes: Uint8Array): { type: number; flags: number; id: number; length: number }[] {
+  const out = [];
+  for (let at = 0; at + HEADER_LENGTH <= bytes.length && out.length < 10_000;) {
+    const type = bytes[at + 1];
+    const length = readUint32(bytes, at + 8);
+    out.push({
+      type,
+      flags: (bytes[at + 2] << 8) | bytes[at + 3],
+      id: readUint32(bytes, at + 4),
+      length,
+    });
+    at += HEADER_LENGTH + (type === FrameType.Data ? length : 0);
+  }
+  return out;
+}
+
+describe("a relayed visitor's stream", () => {
+  afterEach(cleanup);
+
+  it("is acknowledged with the far node's answer, not in a frame and a write of its own", async () => {
+    // B answers a turn later, as a relayed visitor is answered by B's client a hop later.
+    const b = await peer("b", [KEY], (stream, _header, rest) => {
+      setImmediate(() => {
+        stream.write(rest);
+        stream.end();
+      });
+    });
+    const a = await peer("a", [KEY]);
+    const wire = await tap(Number(b.links.address.split(":")[1]));
+    a.links.want("b", wire.address);
+    b.links.want("a", a.links.address);
+    await waitFor(() => a.links.connected("b") && b.links.connected("a"), "the relay session");
+
+    const stream = a.links.opener("b").open();
+    const answer: Uint8Array[] = [];
+    stream.onData = (chunk) => answer.push(new Uint8Array(chunk));
+    let ended = false;
+    stream.onEnd = () => ended = true;
+    const header = encodeStreamHeader({
+      kind: "visitor",
+      tunnel: "t-1",
+      remote: "127.0.0.9:1234",
+      local: "127.0.0.2:80",
+    });
+    stream.write(concat([header, new TextEncoder().encode("hello")]));
+    await waitFor(() => ended, "the answer's end");
+    assert.equal(new TextDecoder().decode(concat(answer)), "hello");
+
+    const mine = frames(concat(wire.fromFar)).filter((frame) => frame.id === stream.id);
+    assert.deepEqual(mine[0], {
+      type: FrameType.Data,
+      flags: Flag.ACK,
+      id: stream.id,
+      length: 5,
+    }, "the ACK rides on the answer's first frame");
+  });
+  it("is handed on in the turn its header arrives, with what else that read brought", async () => {
+    // B echoes the first stream's bytes as they come, and marks a microtask queued with each:
+    // the second stream, opened in the same write as those bytes, must reach B's handler before
+    // that microtask, so what B writes for both leaves in one write, not a microtask apart.
+    let marked = false;
+    let markedBeforeSecond: boolean | undefined;
+    const b = await peer("b", [KEY], (stream, header, rest) => {
+      if (header.kind !== "visitor") return stream.reset(ResetReason.BadHeader);
+      if (header.tunnel === "second") {
+        markedBeforeSecond = marked;
+        return stream.write(rest);
+      }
+      stream.write(rest);
+      stream.onData = (chunk) => {
+        queueMicrotask(() => marked = true);
+        stream.write(new Uint8Array(chunk));
+      };
+      stream.resume();
+    });
+    const a = await peer("a", [KEY]);
+    a.links.want("b", b.links.address);
+    b.links.want("a", a.links.address);
+    await waitFor(() => a.links.connected("b") && b.links.connected("a"), "the relay session");
+
+    const open = (tunnel: string, first: string) => {
+      const stream = a.links.opener("b").open();
+      const answer: Uint8Array[] = [];
+      stream.onData = (chunk) => answer.push(new Uint8Array(chunk));
+      const header = encodeStreamHeader({ kind: "visitor", tunnel, remote: "r:1", local: "l:2" });
+      stream.write(concat([header, new TextEncoder().encode(first)]));
+      return { stream, text: () => new TextDecoder().decode(concat(answer)) };
+    };
+    const first = open("first", "one");
+    await waitFor(() => first.text() === "one", "the first stream's answer");
+    first.stream.write(new TextEncoder().encode("more"));
+    const second = open("second", "two");
+    await waitFor(() => first.text() === "onemore" && second.text() === "two", "both answers");
+    assert.equal(markedBeforeSecond, false);
   });
 });
 

@@ -113,7 +113,7 @@ function mac(k: DerivedKey, bucket: string, key: string, record: string): string
 }
 
 /** A bucket as the NATS client gives it: {@linkcode KvBucket} and its whole history. */
-export interface RawBucket extends KvBucket {
+export interface RawBucket extends Omit<KvBucket, "latest"> {
   /** Every stored message, oldest first (with history 1: each key's last write or deletion). */
   history(): Promise<AsyncIterable<KvEntry>>;
 }
@@ -144,6 +144,19 @@ export function signedBucket(raw: RawBucket, options: SignedBucketOptions): KvBu
       return null;
     }
     return view(entry, entry.operation, opened.record);
+  };
+  /** Each live key's last entry, believed: one pass over the bucket with the values. */
+  const latest = async (): Promise<AsyncIterable<KvEntry>> => {
+    const last = new Map<string, KvEntry>();
+    for await (const entry of await raw.history()) last.set(entry.key, entry);
+    const live: KvEntry[] = [];
+    for (const entry of last.values()) {
+      const believed = entry.operation === "PUT" ? believe(entry) : null;
+      if (believed) live.push(believed);
+    }
+    return (async function* () {
+      yield* live;
+    })();
   };
   return {
     async create(key, value) {
@@ -182,15 +195,13 @@ export function signedBucket(raw: RawBucket, options: SignedBucketOptions): KvBu
       };
     },
     async keys() {
-      // One pass over the bucket with the values (not a listing and a read per key).
-      const last = new Map<string, KvEntry>();
-      for await (const entry of await raw.history()) last.set(entry.key, entry);
-      const live = [...last.values()].filter((e) => e.operation === "PUT" && believe(e) !== null)
-        .map((e) => e.key);
+      const live: string[] = [];
+      for await (const entry of await latest()) live.push(entry.key);
       return (async function* () {
         yield* live;
       })();
     },
+    latest,
   };
 }
 

@@ -199,6 +199,11 @@ describe("signed buckets", () => {
     const listed = await keysOf(a);
     assert.ok(listed.includes(last));
     for (const key of [held, bare, tampered, foreign]) assert.ok(!listed.includes(key), key);
+    // The one-pass read gives the believed records, opened, and nothing of the others.
+    const latest = new Map<string, string>();
+    for await (const entry of await a.ports.latest()) latest.set(entry.key, entry.string());
+    assert.equal(latest.get(last), "signed");
+    for (const key of [held, bare, tampered, foreign]) assert.ok(!latest.has(key), key);
 
     // Each value counted once however often it was read (watch, get, listing), warned once.
     assert.equal(aCounts.get("registry_unverified_ports"), 4);
