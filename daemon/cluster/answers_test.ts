@@ -88,6 +88,7 @@ describe("cluster answers", () => {
           client: "alice",
           session: null, // its session is gone
           bind: "127.0.0.1:9000",
+          protocol: "http",
           host: "a.test",
           urls: ["http://a.test:8080/"],
           passthrough: false,
@@ -101,12 +102,14 @@ describe("cluster answers", () => {
           errors: 0,
           healthy: true,
           policy: {},
+          udp: null,
         },
         {
           id: "t-b",
           client: "alice",
           session: "s1",
           bind: "127.0.0.1:9001",
+          protocol: "tcp",
           host: null,
           urls: [],
           passthrough: false,
@@ -120,6 +123,7 @@ describe("cluster answers", () => {
           errors: 0,
           healthy: true,
           policy: {},
+          udp: null,
         },
       ]),
     );
