@@ -9,7 +9,10 @@
 
 import { FrameType, HEADER_LENGTH, PROTOCOL_VERSION } from "./constants.ts";
 import { readUint32 } from "./header.ts";
-import { releaseBytes, retainBytes } from "../util/buffer_pool.ts";
+import { offerFrontRoom, releaseBytes, retainBytes } from "../util/buffer_pool.ts";
+
+/** A Data payload at least this large, right behind its header, is offered the header's room. */
+const OFFER_ROOM_FROM = 8 * 1024;
 
 /** Receives what {@linkcode FrameDecoder} parses. */
 export interface FrameSink {
@@ -49,6 +52,8 @@ export class FrameDecoder {
   readonly #header = new Uint8Array(HEADER_LENGTH);
   #headerFill = 0;
   #payloadRemaining = 0;
+  // The current Data frame's header lay in the chunk its payload starts in, right in front of it.
+  #headerInChunk = false;
   #stopped = false;
   #held = false;
   /** Input not decoded yet because the decoder is held (a view of the chunk, not a copy). */
@@ -111,13 +116,22 @@ export class FrameDecoder {
       if (this.#payloadRemaining > 0) {
         const n = Math.min(this.#payloadRemaining, end - pos);
         this.#payloadRemaining -= n;
-        sink.payload(n === end && pos === 0 ? chunk : chunk.subarray(pos, pos + n));
+        const view = n === end && pos === 0 ? chunk : chunk.subarray(pos, pos + n);
+        if (this.#headerInChunk) {
+          this.#headerInChunk = false;
+          // Its header, decoded, is dead: a relay may write its own frame header there and send
+          // the payload as it lies (`util/buffer_pool.ts`). Large payloads only: the offer costs
+          // a WeakMap entry.
+          if (n >= OFFER_ROOM_FROM) offerFrontRoom(view, HEADER_LENGTH);
+        }
+        sink.payload(view);
         pos += n;
         if (this.#payloadRemaining === 0 && !this.#stopped) sink.payloadEnd();
         continue;
       }
       let source = chunk;
       let at = pos;
+      this.#headerInChunk = false;
       if (this.#headerFill > 0 || end - pos < HEADER_LENGTH) {
         const n = Math.min(HEADER_LENGTH - this.#headerFill, end - pos);
         this.#header.set(chunk.subarray(pos, pos + n), this.#headerFill);
@@ -129,6 +143,7 @@ export class FrameDecoder {
         at = 0;
       } else {
         pos += HEADER_LENGTH;
+        this.#headerInChunk = true;
       }
       if (source[at] !== PROTOCOL_VERSION) {
         this.#stopped = true;

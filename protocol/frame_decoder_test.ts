@@ -6,6 +6,7 @@ import { FrameDecoder, type FrameSink } from "./frame_decoder.ts";
 import { writeHeader } from "./header.ts";
 import { frame } from "./_raw_peer.ts";
 import { concat } from "../util/bytes.ts";
+import { BufferPool, releaseBytes, takeFrontRoom } from "../util/buffer_pool.ts";
 
 interface Decoded {
   type: number;
@@ -306,5 +307,39 @@ describe("FrameDecoder: zero copy", () => {
     assert.equal(sink.views[0].buffer, backing.buffer);
     assert.equal(sink.views[0].byteOffset, 62);
     assert.deepEqual(sink.frames[0].payload, [0xab, 0xcd]);
+  });
+});
+
+describe("FrameDecoder: room in front of a payload", () => {
+  it("offers a large payload's own decoded header to whoever frames it whole", () => {
+    const pool = new BufferPool(64 * 1024, 2);
+    const buffer = pool.acquire();
+    const payload = new Uint8Array(10_000).fill(7);
+    const bytes = concat([
+      frame(FrameType.Data, 0, 1, 100, new Uint8Array(100)), // small: no offer
+      frame(FrameType.Data, 0, 3, payload.length, payload),
+    ]);
+    buffer.set(bytes);
+    const { decoder, sink } = recorder();
+    decoder.push(buffer.subarray(0, bytes.length));
+    assert.equal(sink.views.length, 2);
+    assert.equal(takeFrontRoom(sink.views[0], HEADER_LENGTH), undefined, "a small payload");
+    const framed = takeFrontRoom(sink.views[1], HEADER_LENGTH)!;
+    assert.equal(framed.byteOffset, HEADER_LENGTH + 100, "its own header's place");
+    assert.equal(framed.length, HEADER_LENGTH + 10_000);
+    releaseBytes(buffer);
+  });
+
+  it("offers nothing for a payload whose header came in the chunk before", () => {
+    const pool = new BufferPool(64 * 1024, 2);
+    const buffer = pool.acquire();
+    const bytes = frame(FrameType.Data, 0, 1, 10_000, new Uint8Array(10_000));
+    buffer.set(bytes);
+    const { decoder, sink } = recorder();
+    decoder.push(buffer.subarray(0, 6)); // half a header
+    decoder.push(buffer.subarray(6, bytes.length));
+    assert.equal(sink.views.length, 1);
+    assert.equal(takeFrontRoom(sink.views[0], HEADER_LENGTH), undefined);
+    releaseBytes(buffer);
   });
 });

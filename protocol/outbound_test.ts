@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { Flag, FrameType } from "./constants.ts";
 import { Session } from "./session.ts";
-import { RawPeer } from "./_raw_peer.ts";
+import { frame, RawPeer } from "./_raw_peer.ts";
 import { concat } from "../util/bytes.ts";
 import { BufferPool, offerFrontRoom } from "../util/buffer_pool.ts";
 
@@ -113,7 +113,7 @@ describe("a chunk read with room in front of it", () => {
       const buffer = pool.acquire();
       const chunk = buffer.subarray(16, 16 + 40_000);
       chunk.set(bytes(40_000, 3));
-      offerFrontRoom(chunk);
+      offerFrontRoom(chunk, 16);
       const before = peer.given.length;
       a.write(chunk);
       await peer.waitFrames(4);
@@ -160,7 +160,7 @@ describe("a chunk read with room in front of it", () => {
       const buffer = pool.acquire();
       const chunk = buffer.subarray(16, 16 + 20_000);
       chunk.set(bytes(20_000, 5));
-      offerFrontRoom(chunk);
+      offerFrontRoom(chunk, 16);
       a.write(chunk);
       b.write(bytes(100, 6));
       await peer.waitFrames(5);
@@ -193,7 +193,7 @@ describe("a chunk read with room in front of it, to a transport that frames in p
       const fits = pool.acquire();
       const chunk = fits.subarray(32, 32 + 40_000);
       chunk.set(bytes(40_000, 8));
-      offerFrontRoom(chunk);
+      offerFrontRoom(chunk, 32);
       stream.write(chunk);
       await peer.waitFrames(3);
       const framed = peer.framed.at(-1)!;
@@ -207,7 +207,7 @@ describe("a chunk read with room in front of it, to a transport that frames in p
       const big = pool.acquire();
       const whole = big.subarray(32, 32 + 65_530);
       whole.set(bytes(65_530, 9));
-      offerFrontRoom(whole);
+      offerFrontRoom(whole, 32);
       stream.write(whole);
       const sent = () =>
         peer.framesOf(FrameType.Data, 0, stream.id).reduce((n, f) => n + f.payload.length, 0);
@@ -220,6 +220,40 @@ describe("a chunk read with room in front of it, to a transport that frames in p
     } finally {
       session.destroy();
       peer.peerClose();
+    }
+  });
+});
+
+describe("a payload relayed from one session to another", () => {
+  it("goes out where it arrived, its new frame header over its old one", async () => {
+    const inbound = new RawPeer();
+    const outPeer = new KeepingPeer();
+    const from = new Session(inbound, { client: true, config: { enableKeepAlive: false } });
+    const to = new Session(outPeer, { client: true, config: { enableKeepAlive: false } });
+    try {
+      const out = to.open();
+      out.write(bytes(10, 1));
+      await outPeer.waitFrames(2);
+      // The relay: every chunk of the stream the peer opens goes on to `out`, claim and all.
+      from.onStream = (stream) => stream.setOnData((chunk) => void out.write(chunk), true);
+      // A read as a socket hands it over: the peer's SYN and a 40 000-byte frame, pooled.
+      const pool = new BufferPool(64 * 1024, 2);
+      const buffer = pool.acquire();
+      const payload = bytes(40_000, 2);
+      const wire = frame(FrameType.Data, Flag.SYN, 2, payload.length, payload);
+      buffer.set(wire, 32);
+      inbound.handlers.data(buffer.subarray(32, 32 + wire.length));
+      await outPeer.waitFrames(3);
+      const sent = outPeer.given.at(-1)!;
+      assert.equal(sent.buffer, buffer.buffer, "framed where it arrived: no copy");
+      assert.equal(sent.byteOffset, 32, "over the decoded header");
+      const relayed = outPeer.framesOf(FrameType.Data, 0, out.id).at(-1)!;
+      assert.deepEqual(new Uint8Array(relayed.payload), payload);
+    } finally {
+      from.destroy();
+      to.destroy();
+      inbound.peerClose();
+      outPeer.peerClose();
     }
   });
 });

@@ -47,11 +47,6 @@ export const POISON = 0xdb;
 class Entry {
   /** Outstanding claims; 0 while it waits in its pool. */
   claims = 0;
-  /**
-   * Where the one chunk that may be framed in place starts: the bytes in front of it are free
-   * (see {@linkcode offerFrontRoom}); 0 when no chunk of this buffer is.
-   */
-  front = 0;
   constructor(readonly pool: BufferPool, readonly bytes: Uint8Array<ArrayBuffer>) {}
 }
 
@@ -109,7 +104,6 @@ export class BufferPool {
       checkPoison(entry.bytes);
     }
     entry.claims = 1;
-    entry.front = 0;
     return entry.bytes;
   }
 
@@ -167,31 +161,34 @@ export function forgetBytes(view: Uint8Array): void {
   entries.delete(view.buffer);
 }
 
+// Views whose buffer holds free bytes right in front of them, and how many (offerFrontRoom).
+const rooms = new WeakMap<Uint8Array, number>();
+
 /**
- * Says that the bytes of `view`'s pooled buffer in front of `view` are free: nobody was or will be
- * handed a view of them. The first writer that frames `view` whole may put its header there with
- * {@linkcode takeFrontRoom} instead of copying `view` into a frame. A socket read made at an
- * offset into its buffer offers this. Does nothing for unpooled memory.
+ * Says that the `room` bytes of `view`'s pooled buffer right in front of `view` are free: nobody
+ * holds or will be handed a view of them (a socket read made that far into its buffer; a frame
+ * header already decoded). The first writer that frames this very view whole may put its header
+ * there with {@linkcode takeFrontRoom} instead of copying `view` into a frame. Does nothing for
+ * unpooled memory.
  */
-export function offerFrontRoom(view: Uint8Array): void {
+export function offerFrontRoom(view: Uint8Array, room: number): void {
   const entry = entries.get(view.buffer);
-  if (entry !== undefined && entry.claims > 0) entry.front = view.byteOffset;
+  if (entry !== undefined && entry.claims > 0 && view.byteOffset >= room) rooms.set(view, room);
 }
 
 /**
- * `view` widened by the `room` free bytes in front of it, for a header written there, when its
- * buffer offered them for exactly this chunk ({@linkcode offerFrontRoom}); undefined otherwise
- * (then copy). Once only: the offer is used up, so no two frames ever share the room. The
- * widened view carries `view`'s claims.
+ * `view` widened by `room` free bytes in front of it, for a header written there, when that many
+ * were offered for this very view ({@linkcode offerFrontRoom}) and its buffer is still handed out;
+ * undefined otherwise (then copy). Once only: the offer is used up, so no two frames ever share
+ * the room. The widened view carries `view`'s claims.
  */
 export function takeFrontRoom(view: Uint8Array, room: number): Uint8Array | undefined {
+  const offered = rooms.get(view);
+  if (offered === undefined || offered < room) return undefined;
   const entry = entries.get(view.buffer);
-  const at = view.byteOffset;
-  if (entry === undefined || entry.front !== at || at < room || entry.claims === 0) {
-    return undefined;
-  }
-  entry.front = 0;
-  return new Uint8Array(view.buffer, at - room, room + view.length);
+  if (entry === undefined || entry.claims === 0) return undefined;
+  rooms.delete(view);
+  return new Uint8Array(view.buffer, view.byteOffset - room, room + view.length);
 }
 
 /** Whether `view` lies in a pooled buffer that is currently handed out (tests). */

@@ -37,9 +37,9 @@ describe("BufferPool", () => {
     const pool = new BufferPool(64, 4);
     const buffer = pool.acquire();
     const chunk = buffer.subarray(16, 40);
-    offerFrontRoom(chunk);
-    assert.equal(takeFrontRoom(buffer.subarray(20, 40), 4), undefined, "not the offered chunk");
-    assert.equal(takeFrontRoom(chunk, 17), undefined, "more room than lies in front");
+    offerFrontRoom(chunk, 16);
+    assert.equal(takeFrontRoom(buffer.subarray(16, 40), 4), undefined, "another view, same place");
+    assert.equal(takeFrontRoom(chunk, 17), undefined, "more room than offered");
     const framed = takeFrontRoom(chunk, 12)!;
     assert.equal(framed.buffer, buffer.buffer, "the same memory, not a copy");
     assert.equal(framed.byteOffset, 4);
@@ -53,13 +53,21 @@ describe("BufferPool", () => {
     releaseBytes(again);
   });
 
+  it("offers no more room than lies in front of the view", () => {
+    const pool = new BufferPool(64, 4);
+    const chunk = pool.acquire().subarray(8);
+    offerFrontRoom(chunk, 12);
+    assert.equal(takeFrontRoom(chunk, 12), undefined);
+    releaseBytes(chunk);
+  });
+
   it("offers no room in memory it does not own or has forgotten", () => {
     const plain = new Uint8Array(64).subarray(16);
-    offerFrontRoom(plain);
+    offerFrontRoom(plain, 16);
     assert.equal(takeFrontRoom(plain, 12), undefined);
     const pool = new BufferPool(64, 4);
     const chunk = pool.acquire().subarray(16);
-    offerFrontRoom(chunk);
+    offerFrontRoom(chunk, 16);
     forgetBytes(chunk);
     assert.equal(takeFrontRoom(chunk, 12), undefined, "handed to code outside the claim rules");
   });

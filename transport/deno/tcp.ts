@@ -197,7 +197,7 @@ export class DenoTcpTransport implements Transport {
       if (n < SMALL_READ) return copyOut(buffer, start, n);
       // Handed over with its front room, and a new pooled buffer takes its place.
       const chunk = buffer.subarray(start, start + n);
-      offerFrontRoom(chunk);
+      offerFrontRoom(chunk, READ_FRONT_ROOM);
       this.#readBuffer = relayBuffers.acquire();
       return chunk;
     }
