@@ -222,7 +222,13 @@ export class Outbound {
     );
     const stream = this.#planStreams[0];
     const room = stream._takeFramable(most, h + HEADER_LENGTH);
-    if (room === undefined) return undefined;
+    if (room === undefined) {
+      // A small piece first (the tail of a frame a read cut): it goes alone, so that the large
+      // chunk behind it still goes out in place rather than copied in with it.
+      const before = stream._bytesBeforeFramable(h + HEADER_LENGTH);
+      if (before > 0 && before < this.#planData[0]) this.#planData[0] = before;
+      return undefined;
+    }
     const n = room.length - h - HEADER_LENGTH;
     const framed = h > 0 ? room.subarray(h) : room;
     writeHeader(framed, 0, FrameType.Data, stream._takeFlags(), stream.id, n);

@@ -257,3 +257,33 @@ describe("a payload relayed from one session to another", () => {
     }
   });
 });
+
+describe("a small piece queued ahead of a chunk with room", () => {
+  it("goes alone, and the chunk behind it still goes out in place", async () => {
+    const peer = new KeepingPeer();
+    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
+    try {
+      const stream = session.open();
+      stream.write(bytes(10, 1));
+      await peer.waitFrames(2);
+      const pool = new BufferPool(66 * 1024, 2);
+      const buffer = pool.acquire();
+      const chunk = buffer.subarray(16, 16 + 30_000);
+      chunk.set(bytes(30_000, 2));
+      offerFrontRoom(chunk, 16);
+      stream.write(bytes(100, 3));
+      stream.write(chunk);
+      await peer.waitFrames(4);
+      assert.equal(peer.given.at(-2)!.length, 12 + 100, "the small piece alone");
+      assert.equal(peer.given.at(-1)!.buffer, buffer.buffer, "the chunk in place");
+      const data = peer.framesOf(FrameType.Data, 0, stream.id);
+      assert.deepEqual(
+        concat(data.slice(1).map((f) => f.payload)),
+        concat([bytes(100, 3), bytes(30_000, 2)]),
+      );
+    } finally {
+      session.destroy();
+      peer.peerClose();
+    }
+  });
+});

@@ -13,7 +13,13 @@ import { YamuxError } from "./errors.ts";
 import { nextStreamState, type StreamEvent, StreamState } from "./stream_state.ts";
 import type { SessionConfig } from "./config.ts";
 import { toReadable, toWritable } from "./web_streams.ts";
-import { forgetBytes, releaseBytes, retainBytes, takeFrontRoom } from "../util/buffer_pool.ts";
+import {
+  forgetBytes,
+  hasFrontRoom,
+  releaseBytes,
+  retainBytes,
+  takeFrontRoom,
+} from "../util/buffer_pool.ts";
 
 /** What a stream needs from its session. Implemented by `Session`; not for applications. */
 export interface StreamHost {
@@ -460,6 +466,16 @@ export class Stream {
     this.bytesOut += n;
     this.#queue.shift();
     return framed;
+  }
+
+  /**
+   * @internal What is left of the queue's first chunk when the chunk after it offers `room` bytes
+   * in front of it (so that a batch may stop short of it and let it go out in place); 0 otherwise.
+   */
+  _bytesBeforeFramable(room: number): number {
+    const next = this.#queue[1];
+    if (next === undefined || !hasFrontRoom(next, room)) return 0;
+    return this.#queue[0].length - this.#queueOffset;
   }
 
   /** @internal After sending: true if the writer should call `onDrain`. */

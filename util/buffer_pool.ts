@@ -176,6 +176,11 @@ export function offerFrontRoom(view: Uint8Array, room: number): void {
   if (entry !== undefined && entry.claims > 0 && view.byteOffset >= room) rooms.set(view, room);
 }
 
+/** Whether `room` bytes in front of `view` are on offer ({@linkcode offerFrontRoom}), untaken. */
+export function hasFrontRoom(view: Uint8Array, room: number): boolean {
+  return (rooms.get(view) ?? 0) >= room;
+}
+
 /**
  * `view` widened by `room` free bytes in front of it, for a header written there, when that many
  * were offered for this very view ({@linkcode offerFrontRoom}) and its buffer is still handed out;
