@@ -50,7 +50,13 @@ export function embeddedDefaults(): Record<string, unknown> {
       forward: [],
     }],
     cluster: null,
-    http: { domain: null, trustForwarded: false, certificates: [], acme: null },
+    http: {
+      domain: null,
+      trustForwarded: false,
+      certificates: [],
+      acme: null,
+      identityProviders: [],
+    },
     visitors: {},
     trustedProxies: [],
   };
