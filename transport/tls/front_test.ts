@@ -216,3 +216,68 @@ describe("TLS front", { skip: noOpenssl }, () => {
     assert.equal(errors.length, 1);
   });
 });
+
+/** A PROXY v1 reader for these tests (the daemon passes the full decoder of tunnel/). */
+function decodeV1(bytes: Uint8Array): { source: string | undefined; length: number } | null {
+  const text = new TextDecoder("latin1").decode(bytes);
+  if (!"PROXY ".startsWith(text.slice(0, 6)) && !text.startsWith("PROXY ")) {
+    throw new Error("not a PROXY header");
+  }
+  const end = text.indexOf("\r\n");
+  if (end < 0) return null;
+  const [, , source, , port] = text.slice(0, end).split(" ");
+  return { source: `${source}:${port}`, length: end + 2 };
+}
+
+/** Connects with node:tls through a socket that first sent `preamble`; reads until the end. */
+function tlsAfter(port: number, preamble: string, servername: string, ca: string) {
+  return new Promise<string>((resolve, reject) => {
+    const raw = net.connect({ host: "127.0.0.1", port }, () => {
+      raw.write(preamble);
+      const socket = tls.connect({ socket: raw, servername, ca });
+      let text = "";
+      socket.on("secureConnect", () => socket.end("ping"));
+      socket.on("data", (chunk) => text += chunk);
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+    raw.on("error", reject);
+  });
+}
+
+describe("TLS front behind a trusted front", { skip: noOpenssl }, () => {
+  it("reads the PROXY header before the hello: the visitor is the one it names", async () => {
+    const seen: string[] = [];
+    const listener = await front((connection) => {
+      seen.push(connection.remoteAddress);
+      connection.terminate(alpha).then(
+        (transport) => echoWith(transport, `${transport.remoteAddress} `),
+        () => {},
+      );
+    }, { proxyHeader: { from: () => true, decode: decodeV1 } });
+    const text = await tlsAfter(
+      listener.port,
+      "PROXY TCP4 203.0.113.7 127.0.0.1 5555 443\r\n",
+      "alpha.test",
+      alpha.cert,
+    );
+    assert.equal(text, "203.0.113.7:5555 ping");
+    assert.deepEqual(seen, ["203.0.113.7:5555"]);
+  });
+
+  it("drops a trusted front's connection without a header; reads none from anyone else", async () => {
+    const dropped: string[] = [];
+    const trusted = await front(() => assert.fail("no hello is handed over"), {
+      proxyHeader: { from: () => true, decode: decodeV1 },
+      onDropped: (reason: string) => dropped.push(reason),
+    });
+    const hello = await captureClientHello("alpha.test");
+    assert.equal((await rawExchange(trusted.port, hello)).length, 0);
+    assert.deepEqual(dropped, ["not_proxy"]);
+    const untrusted = await front((connection) => {
+      connection.terminate(alpha).then((t) => echoWith(t, `${t.remoteAddress} `), () => {});
+    }, { proxyHeader: { from: () => false, decode: decodeV1 } });
+    const text = (await tlsClient(untrusted.port, "alpha.test", alpha.cert)).text;
+    assert.match(text, /^127\.0\.0\.1:\d+ ping$/);
+  });
+});
