@@ -14,8 +14,6 @@ import { encodeFrame, MessageDecoder, randomMask } from "../transport/ws/frame.t
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { Agent, createServer as createTlsServer, request } from "node:https";
-import { connect as netConnect } from "node:net";
-import { connect as tlsConnect } from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Client, connect } from "../client/mod.ts";
@@ -386,76 +384,5 @@ describe("HTTPS and TLS tunnels by server name", { skip: noOpenssl }, () => {
     } finally {
       await cli.stop();
     }
-  });
-});
-
-describe("HTTPS port behind a trusted front", { skip: noOpenssl }, () => {
-  let daemon: Daemon;
-  let client: Client;
-  let dir: string;
-  let httpsPort: number;
-  let web: { server: Server; address: string };
-
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), "tunnelmux-https-proxy-"));
-    writeFileSync(join(dir, "cert.pem"), wildcard.cert);
-    writeFileSync(join(dir, "key.pem"), wildcard.key, { mode: 0o600 });
-    daemon = await startDaemonInProcess({
-      listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, https: "127.0.0.1:0" },
-      http: {
-        domain: DOMAIN,
-        certificates: [{ cert: join(dir, "cert.pem"), key: join(dir, "key.pem") }],
-      },
-      // This test is the front: its connections start with a PROXY header.
-      trustedProxies: ["127.0.0.0/8"],
-      clients: [{ name: "alice", token: ALICE, expose: { hosts: ["*"] } }],
-    });
-    httpsPort = portOf(daemon.addresses.https);
-    web = await app("web", new Uint8Array(0));
-    client = await connect(`tcp://${daemon.addresses.tcp}`, { token: ALICE, reconnect: false });
-    await client.expose({
-      local: web.address,
-      http: "guarded",
-      policy: { deny: ["203.0.113.0/24"] },
-    });
-  });
-
-  after(async () => {
-    await client?.close();
-    daemon?.stop();
-    web?.server.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
-
-  /** The status of a GET over HTTPS sent after `preamble` (a PROXY header, or nothing). */
-  function statusAfter(preamble: string): Promise<number | string> {
-    return new Promise((resolve) => {
-      const raw = netConnect({ host: "127.0.0.1", port: httpsPort }, () => {
-        if (preamble) raw.write(preamble);
-        const socket = tlsConnect({
-          socket: raw,
-          servername: `guarded.${DOMAIN}`,
-          ca: wildcard.cert,
-        });
-        let text = "";
-        socket.on(
-          "secureConnect",
-          () =>
-            socket.write(`GET / HTTP/1.1\r\nHost: guarded.${DOMAIN}\r\nConnection: close\r\n\r\n`),
-        );
-        socket.on("data", (chunk) => text += chunk);
-        socket.on("end", () => resolve(Number(text.split(" ")[1])));
-        socket.on("error", (error) => resolve(`error: ${error.message}`));
-      });
-      raw.on("error", (error) => resolve(`error: ${error.message}`));
-    });
-  }
-
-  it("judges the visitor its PROXY header names, and closes one without a header", async () => {
-    assert.equal(await statusAfter("PROXY TCP4 203.0.113.7 127.0.0.1 5555 443\r\n"), 403);
-    assert.equal(await statusAfter("PROXY TCP4 198.51.100.1 127.0.0.1 5555 443\r\n"), 200);
-    // No header: closed before any TLS, so no response at all.
-    const none = await statusAfter("");
-    assert.ok(typeof none === "string" || Number.isNaN(none), String(none));
   });
 });
