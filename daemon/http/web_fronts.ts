@@ -11,8 +11,6 @@
 
 import { readHostTextFile } from "../../util/host.ts";
 import { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
-import { visitorIp } from "../../tunnel/policy/visitor_gate.ts";
-import { decodeProxyHeader } from "../../tunnel/proxy_protocol_decoder.ts";
 import type { TransportListener } from "../../protocol/transport.ts";
 import { listenTcp } from "../../transport/tcp.ts";
 import type { HostPort } from "../../util/address.ts";
@@ -167,15 +165,6 @@ export class WebFronts {
       onDropped: (reason) => {
         // A connection over the limit is counted by #admit.
         if (reason !== "limit") this.#options.count(`https_hello_${reason}`);
-      },
-      // A trusted front's PROXY header names the visitor, as on the tunnels' own ports.
-      proxyHeader: {
-        from: (ip) => {
-          const rules = this.#trustedProxies();
-          const parsed = rules && visitorIp(ip);
-          return parsed !== undefined && rules!.admits(parsed);
-        },
-        decode: decodeProxyHeader,
       },
     });
   }

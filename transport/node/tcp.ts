@@ -39,14 +39,11 @@ export class NodeTcpTransport implements Transport {
   #peerEnded = false;
   #closeAfterEnd = false;
 
-  /**
-   * Wraps a connected socket; it must have been made with `allowHalfOpen: true`. `remoteAddress`
-   * replaces the socket's peer (the visitor a trusted front's PROXY header named).
-   */
-  constructor(socket: net.Socket, options: TcpTuning = {}, remoteAddress?: string) {
+  /** Wraps a connected socket; it must have been made with `allowHalfOpen: true`. */
+  constructor(socket: net.Socket, options: TcpTuning = {}) {
     this.#socket = socket;
     this.#gate = new WriteGate(options.highWaterMark);
-    this.remoteAddress = remoteAddress ?? formatHostPort(socket.remoteAddress, socket.remotePort);
+    this.remoteAddress = formatHostPort(socket.remoteAddress, socket.remotePort);
     this.localAddress = formatHostPort(socket.localAddress, socket.localPort);
     this.#sink = new EventSink({
       endDelivered: () => {

@@ -78,7 +78,7 @@ export interface TlsFrontOptions extends TcpTuning {
   /** A termination's handshake must finish within this (default {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}). */
   handshakeTimeoutMs?: number;
   /** Told when a connection is dropped before its hello was handed over (for counters). */
-  onDropped?(reason: "timeout" | "not_tls" | "not_proxy" | "closed" | "limit"): void;
+  onDropped?(reason: "timeout" | "not_tls" | "closed" | "limit"): void;
   /**
    * Whether one more connection may be taken, asked at accept; false closes it at once (told to
    * `onDropped` as `limit`). With it, the caller counts what it holds: see `onClosed`.
@@ -86,21 +86,7 @@ export interface TlsFrontOptions extends TcpTuning {
   admit?(): boolean;
   /** Told once when a connection that `admit` let in has closed, however it went. */
   onClosed?(): void;
-  /**
-   * Connections from a trusted front start with a PROXY header naming the visitor, read before the
-   * ClientHello within the same deadline. `from` says which peers (by IP) are such fronts;
-   * `decode` reads a header at the start of the bytes: null while more are needed, the visitor's
-   * `host:port` (undefined: the connection's own) and the header's length once complete; it
-   * throws when the bytes cannot be one (the connection is dropped, as `not_proxy`).
-   */
-  proxyHeader?: {
-    from(ip: string): boolean;
-    decode(bytes: Uint8Array): { source: string | undefined; length: number } | null;
-  };
 }
-
-/** The longest PROXY header read before a hello (a v2 header with TLVs of a usual size). */
-const MAX_PROXY_HEADER = 1024;
 
 /** A refused socket is destroyed if the peer has not closed within this after the alert. */
 const CLOSE_DEADLINE_MS = 2_000;
@@ -127,17 +113,13 @@ class Hello implements HelloConnection {
   readonly localAddress: string;
   #used = false;
 
-  readonly #visitor: string | undefined;
-
   constructor(
     readonly hello: ClientHelloInfo,
     readonly bytes: Uint8Array,
     readonly socket: net.Socket,
     readonly options: TlsFrontOptions,
-    visitor?: string,
   ) {
-    this.#visitor = visitor;
-    this.remoteAddress = visitor ?? formatHostPort(socket.remoteAddress, socket.remotePort);
+    this.remoteAddress = formatHostPort(socket.remoteAddress, socket.remotePort);
     this.localAddress = formatHostPort(socket.localAddress, socket.localPort);
   }
 
@@ -150,7 +132,7 @@ class Hello implements HelloConnection {
   passthrough(): Transport {
     const socket = this.#take();
     socket.unshift(this.bytes);
-    return new NodeTcpTransport(socket, this.options, this.#visitor);
+    return new NodeTcpTransport(socket, this.options);
   }
 
   terminate(identity: TlsIdentity, alpn?: readonly string[]): Promise<Transport> {
@@ -188,7 +170,7 @@ class Hello implements HelloConnection {
       secure.once("secure", () => {
         clearTimeout(timer);
         secure.off("error", fail);
-        resolve(new NodeTcpTransport(secure, this.options, this.#visitor));
+        resolve(new NodeTcpTransport(secure, this.options));
       });
     });
   }
@@ -215,10 +197,7 @@ function readHello(
   options: TlsFrontOptions,
 ): void {
   let buffered = new Uint8Array(0);
-  // A trusted front's connection: its PROXY header first, then the hello.
-  let proxied = options.proxyHeader?.from(socket.remoteAddress ?? "") ?? false;
-  let visitor: string | undefined;
-  const drop = (reason: "timeout" | "not_tls" | "not_proxy" | "closed") => {
+  const drop = (reason: "timeout" | "not_tls" | "closed") => {
     detach();
     options.onDropped?.(reason);
     if (reason === "not_tls") refuseSocket(socket, TlsAlert.DecodeError);
@@ -230,22 +209,6 @@ function readHello(
     joined.set(buffered);
     joined.set(chunk, buffered.length);
     buffered = joined;
-    if (proxied) {
-      let header;
-      try {
-        header = options.proxyHeader!.decode(buffered);
-      } catch {
-        return drop("not_proxy");
-      }
-      if (!header) {
-        if (buffered.length > MAX_PROXY_HEADER) drop("not_proxy");
-        return;
-      }
-      proxied = false;
-      visitor = header.source;
-      buffered = buffered.subarray(header.length);
-      if (buffered.length === 0) return;
-    }
     let hello: ClientHelloInfo | undefined;
     try {
       hello = parseClientHello(buffered);
@@ -259,7 +222,7 @@ function readHello(
     }
     detach();
     socket.pause();
-    const connection = new Hello(hello, buffered, socket, options, visitor);
+    const connection = new Hello(hello, buffered, socket, options);
     try {
       onHello(connection);
     } catch {
