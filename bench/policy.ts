@@ -10,8 +10,6 @@
  *   limiter consulted on every read, never holding).
  * - P3: a download limited to `--rate` bytes/s (service → visitor) for `--seconds`, measured after
  *   the bucket's first second of burst: the rate reached against the rate set.
- * - P4: 64-byte round trips one after another on one connection (p50 and p99): no policy, against
- *   the allow-everything policy of P1 with its bandwidth rule (the limiter consulted per chunk).
  *
  * Rounds interleave the variants so drift hits them alike; medians are reported.
  *
@@ -26,8 +24,7 @@ import { cleanup, daemonConfig, newToken, startClient, startDaemon } from "../te
 import { echoProbe } from "./echo_probe.ts";
 
 const HELP =
-  `bench:policy: the cost of a visitor policy that refuses nobody (connections, a download, round
-trips), and the limiter's accuracy
+  `bench:policy: the cost of a visitor policy that refuses nobody, and the limiter's accuracy
 
 Usage: policy [--rounds N] [--rate BYTES] [--seconds S] [--quick] [--json FILE]
 
@@ -45,11 +42,6 @@ export interface PolicyBenchResult {
   download: { none: number; unlimitedBandwidth: number };
   /** P3: the rate set and reached (bytes/s), and the error in percent. */
   limiter: { set: number; reached: number; errorPercent: number };
-  /** P4: round trip p50 and p99 in µs, each the median of the rounds. */
-  roundTrip: {
-    none: { p50: number; p99: number };
-    allowAll: { p50: number; p99: number };
-  };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1];
@@ -93,41 +85,6 @@ async function connectionRate(port: number, count: number, concurrency: number):
   if (failed > 0) throw new Error(`${failed} of ${count} visitors failed`);
   return count / ((performance.now() - started) / 1000);
 }
-
-/** `count` 64-byte round trips one after another on one connection to the echo at `port`: µs. */
-function roundTrips(port: number, count: number): Promise<number[]> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: "127.0.0.1", port });
-    socket.setNoDelay(true);
-    const message = Buffer.alloc(64, 7);
-    const times: number[] = [];
-    let got = 0;
-    let sentAt = 0;
-    const deadline = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`round trips timed out after ${times.length}`));
-    }, 120_000);
-    const send = () => {
-      sentAt = performance.now();
-      socket.write(message);
-    };
-    socket.on("error", reject);
-    socket.on("connect", send);
-    socket.on("data", (chunk: Buffer) => {
-      got += chunk.length;
-      if (got < 64) return;
-      got -= 64;
-      times.push((performance.now() - sentAt) * 1000);
-      if (times.length < count) return send();
-      clearTimeout(deadline);
-      socket.destroy();
-      resolve(times);
-    });
-  });
-}
-
-const percentile = (values: number[], p: number) =>
-  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))];
 
 /**
  * Reads from `port` for `ms` after `skipMs` (bytes before then are not counted): bytes per second,
@@ -230,8 +187,6 @@ export async function runPolicyBench(options: {
     const bytes = (options.quick ? 16 : 256) * 1024 * 1024;
     const rates = { none: [] as number[], allowAll: [] as number[] };
     const speeds = { none: [] as number[], allowAll: [] as number[] };
-    const p50s = { none: [] as number[], allowAll: [] as number[] };
-    const p99s = { none: [] as number[], allowAll: [] as number[] };
     // An untimed pass first: the runtimes' JIT and the kernel's buffers settle.
     await connectionRate(ports.none.echo, 100, 16);
     await connectionRate(ports.allowAll.echo, 100, 16);
@@ -239,14 +194,9 @@ export async function runPolicyBench(options: {
       for (const name of ["none", "allowAll"] as const) {
         rates[name].push(await connectionRate(ports[name].echo, count, 16));
         speeds[name].push(await download(ports[name].firehose, { bytes }));
-        const times = await roundTrips(ports[name].echo, count);
-        p50s[name].push(percentile(times, 0.5));
-        p99s[name].push(percentile(times, 0.99));
         log(
           `round ${round + 1} ${name}: ${rates[name].at(-1)!.toFixed(0)} conn/s, ` +
-            `${speeds[name].at(-1)!.toFixed(0)} MB/s, round trip p50 ${
-              p50s[name].at(-1)!.toFixed(0)
-            } p99 ${p99s[name].at(-1)!.toFixed(0)} µs`,
+            `${speeds[name].at(-1)!.toFixed(0)} MB/s`,
         );
       }
     }
@@ -262,10 +212,6 @@ export async function runPolicyBench(options: {
         set: options.rate,
         reached,
         errorPercent: (reached - options.rate) / options.rate * 100,
-      },
-      roundTrip: {
-        none: { p50: median(p50s.none), p99: median(p99s.none) },
-        allowAll: { p50: median(p50s.allowAll), p99: median(p99s.allowAll) },
       },
     };
   } finally {
@@ -296,7 +242,7 @@ async function main(): Promise<void> {
     quick,
     log: (line) => console.error(line),
   });
-  const { connections: c, download: d, limiter: l, roundTrip: r } = result;
+  const { connections: c, download: d, limiter: l } = result;
   console.log(
     `P1 short connections: ${c.none.toFixed(0)} conn/s without a policy, ` +
       `${c.allowAll.toFixed(0)} with one that refuses nobody (${
@@ -313,12 +259,6 @@ async function main(): Promise<void> {
     `P3 limiter: set ${l.set} B/s, reached ${l.reached.toFixed(0)} B/s (${
       l.errorPercent.toFixed(2)
     } %)`,
-  );
-  console.log(
-    `P4 round trips: p50 ${r.none.p50.toFixed(0)} / p99 ${r.none.p99.toFixed(0)} µs without a ` +
-      `policy, ${r.allowAll.p50.toFixed(0)} / ${r.allowAll.p99.toFixed(0)} with one (p50 ${
-        (r.allowAll.p50 / r.none.p50 * 100).toFixed(1)
-      } %)`,
   );
   if (values.json) {
     const { writeFileSync } = await import("node:fs");
