@@ -13,8 +13,8 @@ import type { Browser } from "playwright-core";
 import { launchChromium } from "../testing/browser.ts";
 import { type Client, connect } from "../client/mod.ts";
 import type { Daemon } from "../daemon/daemon.ts";
-import { startDaemonInProcess } from "./_in_process_daemon.ts";
-import { closedPort, startCommand, type Started } from "../testing/mod.ts";
+import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
+import { startCommand, type Started } from "../testing/mod.ts";
 import { DEFAULT_TIMEOUT_MS, withTimeout } from "../testing/wait.ts";
 
 const TOKEN = "oidc-test-client-0123456789abcdef";
@@ -33,9 +33,14 @@ describe("an OIDC login in front of an HTTP tunnel", () => {
   let browser: Browser;
 
   before(async () => {
-    // The provider first, told where logins come back to: the daemon may then list its issuer
-    // as the one identity provider a client's rules may name.
-    httpPort = await closedPort();
+    daemon = await startDaemonInProcess({
+      listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
+      http: { domain: DOMAIN },
+      clients: [{ name: "web", token: TOKEN, expose: { hosts: ["*"] } }],
+      // The session key is made there at the first login.
+      dataDir,
+    });
+    httpPort = portOf(daemon.addresses.http);
     provider = startCommand("node", [
       "testing/oidc_provider.mjs",
       JSON.stringify({
@@ -45,18 +50,6 @@ describe("an OIDC login in front of an HTTP tunnel", () => {
       }),
     ]);
     issuer = JSON.parse((await provider.waitForStdout(/^\{.*\}$/m, WAIT_MS))[0]).issuer;
-    daemon = await startDaemonInProcess({
-      listen: {
-        tcp: "127.0.0.1:0",
-        websocket: null,
-        admin: null,
-        http: `127.0.0.1:${httpPort}`,
-      },
-      http: { domain: DOMAIN, identityProviders: [issuer] },
-      clients: [{ name: "web", token: TOKEN, expose: { hosts: ["*"] } }],
-      // The session key is made there at the first login.
-      dataDir,
-    });
     app = createServer((req, res) => {
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify({ url: req.url, headers: req.headers }));

@@ -61,7 +61,6 @@ describe("config: validateConfig", () => {
       trustForwarded: true,
       certificates: [],
       acme: null,
-      identityProviders: [],
     });
     const bad = validateConfig({
       ...doc(),
@@ -152,7 +151,6 @@ describe("config: validateConfig", () => {
       trustForwarded: false,
       certificates: [],
       acme: null,
-      identityProviders: [],
     });
     assert.equal(config.tls, null);
     assert.equal(config.dataDir, "./data");
@@ -1041,23 +1039,6 @@ describe("config: visitors and trustedProxies", () => {
       [
         `clients[0].limits.bandwidth.up: unknown key (did you mean "in"?)`,
         `clients[0].limits.bandwidth.in: 0 must be an integer from 1 to 1000000000000`,
-      ],
-    );
-  });
-
-  it("http.identityProviders: URLs a client's JWT and OIDC rules may name, none by default", () => {
-    const valid = validateConfig(doc({
-      http: { identityProviders: ["https://login.example.com/realms/a"] },
-    }));
-    assert.deepEqual(valid.errors, []);
-    assert.deepEqual(valid.config!.http.identityProviders, ["https://login.example.com/realms/a"]);
-    assert.deepEqual(validateConfig(doc()).config!.http.identityProviders, []);
-    assert.deepEqual(
-      errors(doc({ http: { identityProviders: ["login.example.com", 3, "https://a.test/?x"] } })),
-      [
-        `http.identityProviders[0]: "login.example.com" must be a URL`,
-        `http.identityProviders[1]: 3 must be a string`,
-        `http.identityProviders[2]: "https://a.test/?x" must have no query or fragment`,
       ],
     );
   });

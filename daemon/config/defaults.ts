@@ -50,13 +50,7 @@ export function embeddedDefaults(): Record<string, unknown> {
       forward: [],
     }],
     cluster: null,
-    http: {
-      domain: null,
-      trustForwarded: false,
-      certificates: [],
-      acme: null,
-      identityProviders: [],
-    },
+    http: { domain: null, trustForwarded: false, certificates: [], acme: null },
     visitors: {},
     trustedProxies: [],
   };

@@ -53,13 +53,6 @@ export interface HttpConfig {
    * Configuring it agrees to the CA's terms of service.
    */
   acme: AcmeConfig | null;
-  /**
-   * Where a client's own HTTP rules may send the daemon for keys and logins: the URLs (an origin,
-   * or an origin and a path under which) a client's `jwt.jwksUrl` and `oidc.issuer` must lie in.
-   * Empty (the default): a client names none, only the operator's rules do, so no client makes
-   * the daemon fetch a URL of its choosing.
-   */
-  identityProviders: string[];
 }
 
 /** An ACME CA (RFC 8555), e.g. Let's Encrypt, for `http.acme`. */

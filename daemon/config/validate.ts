@@ -36,7 +36,6 @@ import {
 } from "../policy/policy.ts";
 import { hashToken, isTokenHash, MIN_TOKEN_LENGTH } from "./token_hash.ts";
 import { isHostName } from "../policy/host_names.ts";
-import { identityProviderProblem } from "../policy/identity_providers.ts";
 import {
   MAX_BANDWIDTH,
   parseVisitorPolicy,
@@ -332,13 +331,7 @@ function checkExpose(w: Walker, value: unknown, path: string): ClientPolicy["exp
 }
 
 function checkHttp(w: Walker, value: unknown): HttpConfig | undefined {
-  const raw = w.object(value ?? {}, "http", [
-    "domain",
-    "trustForwarded",
-    "certificates",
-    "acme",
-    "identityProviders",
-  ]);
+  const raw = w.object(value ?? {}, "http", ["domain", "trustForwarded", "certificates", "acme"]);
   if (!raw) return undefined;
   let domain: string | null = null;
   if (raw.domain !== undefined && raw.domain !== null) {
@@ -368,17 +361,7 @@ function checkHttp(w: Walker, value: unknown): HttpConfig | undefined {
   if (certificates.length !== list.length) return undefined;
   const acme = checkAcme(w, raw.acme ?? null);
   if (acme === undefined) return undefined;
-  const providers = w.array(raw.identityProviders ?? [], "http.identityProviders");
-  if (!providers) return undefined;
-  const identityProviders: string[] = [];
-  providers.forEach((item, i) => {
-    const where = `http.identityProviders[${i}]`;
-    const problem = typeof item === "string" ? identityProviderProblem(item) : "must be a string";
-    if (problem) w.error(where, `${show(item)} ${problem}`);
-    else identityProviders.push(item as string);
-  });
-  if (identityProviders.length !== providers.length) return undefined;
-  return { domain, trustForwarded: trust, certificates, acme, identityProviders };
+  return { domain, trustForwarded: trust, certificates, acme };
 }
 
 function checkAcme(w: Walker, value: unknown): AcmeConfig | null | undefined {

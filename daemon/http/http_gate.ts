@@ -88,10 +88,9 @@ const keySets = new Map<string, JWTVerifyGetKey>();
 let hashing = 0;
 const MAX_HASHING = 2;
 
-/** Fetches a JWKS document, refusing one over {@linkcode MAX_JWKS_BYTES} and any redirect. */
+/** Fetches a JWKS document, refusing one over {@linkcode MAX_JWKS_BYTES}. */
 async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
-  // No redirect: it could lead from an allowed identity provider to an address it is not.
-  const response = await fetch(url, { ...init, redirect: "error" });
+  const response = await fetch(url, init);
   const reader = response.body?.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;

@@ -9,7 +9,6 @@
  * @module
  */
 
-import { outsideIdentityProviders } from "../policy/identity_providers.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { ClientMessage } from "../../tunnel/control.ts";
 import { formatHostPort } from "../../util/address.ts";
@@ -71,12 +70,6 @@ export async function expose(
   }
   // The rules the operator set for this client, narrowed by the client's own: never wider.
   const requested = message.policy ?? {};
-  const outside = outsideIdentityProviders(
-    requested.http,
-    client.visitors.http,
-    context.config().http.identityProviders,
-  );
-  if (outside) return answer.fail("not_allowed", outside);
   const narrowed = narrowVisitorPolicy(client.visitors, requested);
   if (!narrowed.ok) return answer.fail("not_allowed", narrowed.error);
   const policy = { policy: narrowed.policy, requestedPolicy: requested };
@@ -184,7 +177,7 @@ export async function unexpose(
  * operator's as at `expose`, without closing it; answers `ok`, `not_found` or `not_allowed`.
  */
 export async function setPolicy(
-  context: Pick<ExposeContext, "tunnels" | "config">,
+  context: Pick<ExposeContext, "tunnels">,
   client: ClientConfig,
   message: PolicyMessage,
   answer: Answer,
@@ -195,12 +188,6 @@ export async function setPolicy(
   if (!http && message.policy.http !== undefined) {
     return answer.fail("not_allowed", "policy.http: only an HTTP tunnel takes HTTP rules");
   }
-  const outside = outsideIdentityProviders(
-    message.policy.http,
-    client.visitors.http,
-    context.config().http.identityProviders,
-  );
-  if (outside) return answer.fail("not_allowed", outside);
   const narrowed = narrowVisitorPolicy(client.visitors, message.policy);
   if (!narrowed.ok) return answer.fail("not_allowed", narrowed.error);
   // The registry holds the tunnel by its name and path: another path is another tunnel.
