@@ -51,5 +51,6 @@ export function embeddedDefaults(): Record<string, unknown> {
     http: { domain: null, trustForwarded: false, certificates: [], acme: null },
     visitors: {},
     trustedProxies: [],
+    identityProviders: [],
   };
 }

@@ -263,6 +263,11 @@ export interface Config {
    * (required from them) on tunnel ports; empty: the socket's address.
    */
   trustedProxies: string[];
+  /**
+   * URL prefixes (origin and path) a client's own `policy.http` may name as a JWKS or an OIDC
+   * issuer, for the daemon to fetch; empty: none (the operator's own rules are not limited).
+   */
+  identityProviders: string[];
 }
 
 /** A problem found in the configuration. */

@@ -18,6 +18,7 @@ import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
 import type { Answer } from "./answer.ts";
 import { exposeHttp, type ExposeHttpContext, type ExposeMessage } from "./expose_http.ts";
 import { joinGroup } from "./join_group.ts";
+import { checkIdentityProviders } from "../policy/identity_providers.ts";
 import { narrowVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { SessionTunnels } from "./session_tunnels.ts";
 
@@ -44,7 +45,7 @@ export interface ExposeContext extends ExposeHttpContext {
   /** The session's tunnels. */
   readonly tunnels: Pick<SessionTunnels, "add" | "get" | "remove" | "hostClaim" | "portClaim">;
   /** The configuration in force now: groups, the cluster's tunnel address, the base domain. */
-  config(): Pick<Config, "groups" | "cluster" | "http">;
+  config(): Pick<Config, "groups" | "cluster" | "http" | "identityProviders">;
   /** True while the daemon drains: no new tunnels. */
   draining(): boolean;
 }
@@ -68,6 +69,12 @@ export async function expose(
   const requested = message.policy ?? {};
   const narrowed = narrowVisitorPolicy(client.visitors, requested);
   if (!narrowed.ok) return answer.fail("not_allowed", narrowed.error);
+  const fetched = checkIdentityProviders(
+    client.visitors,
+    requested,
+    context.config().identityProviders ?? [],
+  );
+  if (fetched) return answer.fail("not_allowed", fetched);
   const policy = { policy: narrowed.policy, requestedPolicy: requested };
   if (message.http !== undefined) {
     return await exposeHttp(context, client, message, message.http, answer, policy);
@@ -152,7 +159,7 @@ export async function unexpose(
  * operator's as at `expose`, without closing it; answers `ok`, `not_found` or `not_allowed`.
  */
 export function setPolicy(
-  context: Pick<ExposeContext, "tunnels">,
+  context: Pick<ExposeContext, "tunnels" | "config">,
   client: ClientConfig,
   message: PolicyMessage,
   answer: Answer,
@@ -161,6 +168,12 @@ export function setPolicy(
   if (!tunnel) return answer.fail("not_found", `no tunnel ${message.tunnel} in this session`);
   const narrowed = narrowVisitorPolicy(client.visitors, message.policy);
   if (!narrowed.ok) return answer.fail("not_allowed", narrowed.error);
+  const fetched = checkIdentityProviders(
+    client.visitors,
+    message.policy,
+    context.config().identityProviders ?? [],
+  );
+  if (fetched) return answer.fail("not_allowed", fetched);
   tunnel.requestedPolicy = message.policy;
   tunnel.setPolicy(narrowed.policy);
   answer.send({ type: "ok", id: message.id });
