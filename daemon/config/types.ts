@@ -260,7 +260,7 @@ export interface Config {
   /**
    * Networks (canonical CIDR) of fronts whose word on the visitor's address the daemon believes
    * for visitor rules: `X-Forwarded-For` / `Forwarded` on the HTTP ports, a PROXY protocol header
-   * (required from them) on tunnel ports; empty: the socket's address.
+   * (required from them) on tunnel ports and the HTTPS port; empty: the socket's address.
    */
   trustedProxies: string[];
   /**
