@@ -10,8 +10,12 @@
  *   limiter consulted on every read, never holding).
  * - P3: a download limited to `--rate` bytes/s (service → visitor) for `--seconds`, measured after
  *   the bucket's first second of burst: the rate reached against the rate set.
+ * - P4: round trips (64 B echoed) on one kept connection, one at a time: p50 and p99, no policy
+ *   against the allow-everything one.
  *
- * Rounds interleave the variants so drift hits them alike; medians are reported.
+ * Rounds interleave the variants so drift hits them alike (P1 and P4 paired per round); medians
+ * of the rounds are reported. Without `--runtime` the bench runs once per runtime (Deno, then
+ * Bun), each in a process of its own, and prints both.
  *
  * @module
  */
@@ -22,12 +26,14 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { cleanup, daemonConfig, newToken, startClient, startDaemon } from "../testing/mod.ts";
 import { echoProbe } from "./echo_probe.ts";
+import { type JsRuntime, RUNTIME_BIN } from "./impls.ts";
 
 const HELP =
   `bench:policy: the cost of a visitor policy that refuses nobody, and the limiter's accuracy
 
-Usage: policy [--rounds N] [--rate BYTES] [--seconds S] [--quick] [--json FILE]
+Usage: policy [--runtime deno|bun] [--rounds N] [--rate BYTES] [--seconds S] [--quick] [--json FILE]
 
+  --runtime R     run on R only (default: Deno, then Bun, each in its own process)
   --rounds N      measured rounds of P1 and P2 (default 5; --quick: 1)
   --rate BYTES    P3's limit, bytes per second (default 4194304)
   --seconds S     P3's measured time (default 10; --quick: 2)
@@ -42,9 +48,61 @@ export interface PolicyBenchResult {
   download: { none: number; unlimitedBandwidth: number };
   /** P3: the rate set and reached (bytes/s), and the error in percent. */
   limiter: { set: number; reached: number; errorPercent: number };
+  /** P4: round trips on one connection, microseconds, median of the rounds' percentiles. */
+  roundTrip: { none: Percentiles; allowAll: Percentiles };
+}
+
+/** A latency's 50th and 99th percentiles, microseconds. */
+export interface Percentiles {
+  /** Median. */
+  p50: number;
+  /** 99th percentile. */
+  p99: number;
+}
+
+/** The 50th and 99th percentiles of `samples` (microseconds). */
+function percentiles(samples: number[]): Percentiles {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  return { p50: at(0.5), p99: at(0.99) };
+}
+
+/** `count` round trips of 64 B through `port` on one connection, one at a time: microseconds. */
+function roundTrips(port: number, count: number): Promise<number[]> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port });
+    const block = Buffer.alloc(64, 7);
+    const samples: number[] = [];
+    let got = 0;
+    let sent = 0;
+    const deadline = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`round trips timed out after ${samples.length}`));
+    }, 120_000);
+    const next = () => {
+      sent = performance.now();
+      socket.write(block);
+    };
+    socket.on("error", reject);
+    socket.on("connect", next);
+    socket.on("data", (chunk: Buffer) => {
+      got += chunk.length;
+      if (got < block.length) return;
+      got -= block.length;
+      samples.push((performance.now() - sent) * 1000);
+      if (samples.length < count) return next();
+      clearTimeout(deadline);
+      socket.destroy();
+      resolve(samples);
+    });
+  });
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1];
+const medianOf = (rounds: Percentiles[]): Percentiles => ({
+  p50: median(rounds.map((r) => r.p50)),
+  p99: median(rounds.map((r) => r.p99)),
+});
 
 /** A service that sends bytes, as fast as the connection takes them, until it is closed. */
 function startFirehose(): Promise<Server> {
@@ -186,6 +244,8 @@ export async function runPolicyBench(options: {
     const count = options.quick ? 200 : 2000;
     const bytes = (options.quick ? 16 : 256) * 1024 * 1024;
     const rates = { none: [] as number[], allowAll: [] as number[] };
+    const trips = { none: [] as Percentiles[], allowAll: [] as Percentiles[] };
+    const tripCount = options.quick ? 500 : 5000;
     const speeds = { none: [] as number[], allowAll: [] as number[] };
     // An untimed pass first: the runtimes' JIT and the kernel's buffers settle.
     await connectionRate(ports.none.echo, 100, 16);
@@ -194,9 +254,11 @@ export async function runPolicyBench(options: {
       for (const name of ["none", "allowAll"] as const) {
         rates[name].push(await connectionRate(ports[name].echo, count, 16));
         speeds[name].push(await download(ports[name].firehose, { bytes }));
+        trips[name].push(percentiles(await roundTrips(ports[name].echo, tripCount)));
         log(
           `round ${round + 1} ${name}: ${rates[name].at(-1)!.toFixed(0)} conn/s, ` +
-            `${speeds[name].at(-1)!.toFixed(0)} MB/s`,
+            `${speeds[name].at(-1)!.toFixed(0)} MB/s, round trip p50 ` +
+            `${trips[name].at(-1)!.p50.toFixed(0)} µs p99 ${trips[name].at(-1)!.p99.toFixed(0)} µs`,
         );
       }
     }
@@ -213,6 +275,7 @@ export async function runPolicyBench(options: {
         reached,
         errorPercent: (reached - options.rate) / options.rate * 100,
       },
+      roundTrip: { none: medianOf(trips.none), allowAll: medianOf(trips.allowAll) },
     };
   } finally {
     echo.close();
@@ -221,10 +284,64 @@ export async function runPolicyBench(options: {
   }
 }
 
+/** The lines a result prints as, for `runtime`. */
+function report(runtime: string, result: PolicyBenchResult): string[] {
+  const { connections: c, download: d, limiter: l, roundTrip: t } = result;
+  const pct = (a: number, b: number) => (a / b * 100).toFixed(1);
+  return [
+    `[${runtime}] P1 short connections: ${c.none.toFixed(0)} conn/s without a policy, ` +
+    `${c.allowAll.toFixed(0)} with one that refuses nobody (${pct(c.allowAll, c.none)} %)`,
+    `[${runtime}] P2 download: ${d.none.toFixed(0)} MB/s without a policy, ` +
+    `${d.unlimitedBandwidth.toFixed(0)} with a 1 TB/s bandwidth rule (${
+      pct(d.unlimitedBandwidth, d.none)
+    } %)`,
+    `[${runtime}] P3 limiter: set ${l.set} B/s, reached ${l.reached.toFixed(0)} B/s (${
+      l.errorPercent.toFixed(2)
+    } %)`,
+    `[${runtime}] P4 round trip: p50 ${t.none.p50.toFixed(0)} µs, p99 ${
+      t.none.p99.toFixed(0)
+    } µs without a policy; p50 ${t.allowAll.p50.toFixed(0)} µs, p99 ${
+      t.allowAll.p99.toFixed(0)
+    } µs with one that refuses nobody`,
+  ];
+}
+
+/** Runs this bench under `runtime` in a process of its own, with `args`: its result. */
+async function runOn(runtime: JsRuntime, args: string[]): Promise<PolicyBenchResult> {
+  const { mkdtempSync, readFileSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { spawnSync } = await import("node:child_process");
+  const dir = mkdtempSync(join(tmpdir(), "tunnelmux-bench-policy-"));
+  try {
+    const file = join(dir, "result.json");
+    const path = new URL("./policy.ts", import.meta.url).pathname;
+    const command = runtime === "deno"
+      ? [RUNTIME_BIN.deno, "run", "-A", path]
+      : [RUNTIME_BIN.bun, path];
+    const done = spawnSync(command[0], [
+      ...command.slice(1),
+      ...args,
+      "--runtime",
+      runtime,
+      "--json",
+      file,
+    ], {
+      // Its report is printed here with the others; its progress shows as it goes.
+      stdio: ["ignore", "ignore", "inherit"],
+    });
+    if (done.status !== 0) throw new Error(`the ${runtime} run failed (${done.status})`);
+    return JSON.parse(readFileSync(file, "utf8")).result;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     options: {
+      runtime: { type: "string" },
       rounds: { type: "string" },
       rate: { type: "string" },
       seconds: { type: "string" },
@@ -234,35 +351,40 @@ async function main(): Promise<void> {
     },
   });
   if (values.help) return console.log(HELP);
+  const here: JsRuntime = "Bun" in globalThis ? "bun" : "deno";
+  if (values.runtime !== undefined && values.runtime !== "deno" && values.runtime !== "bun") {
+    console.error("--runtime must be deno or bun");
+    process.exit(2);
+  }
   const quick = values.quick ?? false;
-  const result = await runPolicyBench({
-    rounds: Number(values.rounds ?? (quick ? 1 : 5)),
-    rate: Number(values.rate ?? 4 * 1024 * 1024),
-    seconds: Number(values.seconds ?? (quick ? 2 : 10)),
-    quick,
-    log: (line) => console.error(line),
-  });
-  const { connections: c, download: d, limiter: l } = result;
-  console.log(
-    `P1 short connections: ${c.none.toFixed(0)} conn/s without a policy, ` +
-      `${c.allowAll.toFixed(0)} with one that refuses nobody (${
-        (c.allowAll / c.none * 100).toFixed(1)
-      } %)`,
-  );
-  console.log(
-    `P2 download: ${d.none.toFixed(0)} MB/s without a policy, ` +
-      `${d.unlimitedBandwidth.toFixed(0)} with a 1 TB/s bandwidth rule (${
-        (d.unlimitedBandwidth / d.none * 100).toFixed(1)
-      } %)`,
-  );
-  console.log(
-    `P3 limiter: set ${l.set} B/s, reached ${l.reached.toFixed(0)} B/s (${
-      l.errorPercent.toFixed(2)
-    } %)`,
-  );
+  const results: Partial<Record<JsRuntime, PolicyBenchResult>> = {};
+  if (values.runtime === here) {
+    results[here] = await runPolicyBench({
+      rounds: Number(values.rounds ?? (quick ? 1 : 5)),
+      rate: Number(values.rate ?? 4 * 1024 * 1024),
+      seconds: Number(values.seconds ?? (quick ? 2 : 10)),
+      quick,
+      log: (line) => console.error(`[${here}] ${line}`),
+    });
+  } else {
+    const args = [
+      ...(values.rounds ? ["--rounds", values.rounds] : []),
+      ...(values.rate ? ["--rate", values.rate] : []),
+      ...(values.seconds ? ["--seconds", values.seconds] : []),
+      ...(quick ? ["--quick"] : []),
+    ];
+    const runtimes: JsRuntime[] = values.runtime ? [values.runtime as JsRuntime] : ["deno", "bun"];
+    for (const runtime of runtimes) results[runtime] = await runOn(runtime, args);
+  }
+  for (const [runtime, result] of Object.entries(results)) {
+    for (const line of report(runtime, result!)) console.log(line);
+  }
   if (values.json) {
     const { writeFileSync } = await import("node:fs");
-    writeFileSync(values.json, JSON.stringify(result, null, 2) + "\n");
+    const [runtime] = Object.keys(results);
+    // One runtime's file holds its result; a run of both holds both.
+    const out = values.runtime ? { runtime, result: results[runtime as JsRuntime] } : results;
+    writeFileSync(values.json, JSON.stringify(out, null, 2) + "\n");
   }
 }
 
