@@ -10,6 +10,7 @@
  *   limiter consulted on every read, never holding).
  * - P3: a download limited to `--rate` bytes/s (service → visitor) for `--seconds`, measured after
  *   the bucket's first second of burst: the rate reached against the rate set.
+ * - P5: P3 through the HTTP port: one HTTP tunnel's response body limited to `--rate` bytes/s.
  * - P4: round trips (64 B echoed) on one kept connection, one at a time: p50 and p99, no policy
  *   against the allow-everything one.
  *
@@ -48,6 +49,8 @@ export interface PolicyBenchResult {
   download: { none: number; unlimitedBandwidth: number };
   /** P3: the rate set and reached (bytes/s), and the error in percent. */
   limiter: { set: number; reached: number; errorPercent: number };
+  /** P5: P3 for an HTTP tunnel's response body through the daemon's HTTP port. */
+  httpLimiter: { set: number; reached: number; errorPercent: number };
   /** P4: round trips on one connection, microseconds, median of the rounds' percentiles. */
   roundTrip: { none: Percentiles; allowAll: Percentiles };
 }
@@ -118,6 +121,34 @@ function startFirehose(): Promise<Server> {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
+/** An HTTP service whose one response is endless (framed by the close), sent as fast as taken. */
+function startHttpFirehose(): Promise<Server> {
+  const block = Buffer.alloc(64 * 1024, 42);
+  const server = createServer((socket: Socket) => {
+    socket.on("error", () => {});
+    socket.once("data", () => {
+      socket.write("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n");
+      const pump = () => {
+        while (!socket.destroyed && socket.write(block));
+      };
+      socket.on("drain", pump);
+      pump();
+    });
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+/** A port free on 127.0.0.1 now (for the daemon's HTTP port). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const port = portOf(server);
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 /** An echo service. */
 function startEcho(): Promise<Server> {
   const server = createServer((socket: Socket) => {
@@ -148,9 +179,13 @@ async function connectionRate(port: number, count: number, concurrency: number):
  * Reads from `port` for `ms` after `skipMs` (bytes before then are not counted): bytes per second,
  * or, with `bytes`, reads that many and returns MB/s.
  */
-function download(port: number, options: { bytes?: number; skipMs?: number; ms?: number }) {
+function download(
+  port: number,
+  options: { bytes?: number; skipMs?: number; ms?: number; request?: string },
+) {
   return new Promise<number>((resolve, reject) => {
     const socket = connect({ host: "127.0.0.1", port });
+    if (options.request) socket.write(options.request);
     let got = 0;
     let counted = 0;
     let from = 0;
@@ -191,11 +226,17 @@ export async function runPolicyBench(options: {
   const log = options.log ?? (() => {});
   const echo = await startEcho();
   const firehose = await startFirehose();
+  const httpFirehose = await startHttpFirehose();
   try {
     const token = newToken("policy-bench");
+    const httpPort = await freePort();
+    // Ports, and the HTTP tunnel's name.
+    const client = { name: "bench", token, expose: { ports: [0, "20000-32767"], hosts: ["*"] } };
     const daemon = await startDaemon({
-      config: daemonConfig([{ name: "bench", token, expose: { ports: [0, "20000-32767"] } }], {
+      config: daemonConfig([client], {
         limits: { visitorsPerTunnel: 100_000, visitorsPerClient: 100_000 },
+        listen: { admin: null, http: `127.0.0.1:${httpPort}` },
+        http: { domain: "bench.test" },
       }),
     });
     const expose = [
@@ -267,6 +308,38 @@ export async function runPolicyBench(options: {
       ms: options.seconds * 1000,
     });
     log(`limited to ${options.rate} B/s: ${reached.toFixed(0)} B/s`);
+    await startClient({
+      server: daemon.tcpUrl,
+      token,
+      args: [
+        "--http",
+        `held=127.0.0.1:${portOf(httpFirehose)}`,
+        "--bandwidth-out",
+        String(options.rate),
+      ],
+    });
+    const request = "GET / HTTP/1.1\r\nHost: held.bench.test\r\n\r\n";
+    // The tunnel is up once a request gets its 200 (bounded: 100 tries, 100 ms apart).
+    for (let i = 0;; i++) {
+      const up = await new Promise<boolean>((resolve) => {
+        const socket = connect({ host: "127.0.0.1", port: httpPort });
+        socket.on("error", () => resolve(false));
+        socket.once("data", (chunk: Buffer) => {
+          socket.destroy();
+          resolve(chunk.toString("latin1").startsWith("HTTP/1.1 200"));
+        });
+        socket.write(request);
+      });
+      if (up) break;
+      if (i === 100) throw new Error("the HTTP tunnel did not come up");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const httpReached = await download(httpPort, {
+      skipMs: 1500,
+      ms: options.seconds * 1000,
+      request,
+    });
+    log(`HTTP limited to ${options.rate} B/s: ${httpReached.toFixed(0)} B/s`);
     return {
       connections: { none: median(rates.none), allowAll: median(rates.allowAll) },
       download: { none: median(speeds.none), unlimitedBandwidth: median(speeds.allowAll) },
@@ -275,18 +348,24 @@ export async function runPolicyBench(options: {
         reached,
         errorPercent: (reached - options.rate) / options.rate * 100,
       },
+      httpLimiter: {
+        set: options.rate,
+        reached: httpReached,
+        errorPercent: (httpReached - options.rate) / options.rate * 100,
+      },
       roundTrip: { none: medianOf(trips.none), allowAll: medianOf(trips.allowAll) },
     };
   } finally {
     echo.close();
     firehose.close();
+    httpFirehose.close();
     await cleanup();
   }
 }
 
 /** The lines a result prints as, for `runtime`. */
 function report(runtime: string, result: PolicyBenchResult): string[] {
-  const { connections: c, download: d, limiter: l, roundTrip: t } = result;
+  const { connections: c, download: d, limiter: l, httpLimiter: h, roundTrip: t } = result;
   const pct = (a: number, b: number) => (a / b * 100).toFixed(1);
   return [
     `[${runtime}] P1 short connections: ${c.none.toFixed(0)} conn/s without a policy, ` +
@@ -297,6 +376,9 @@ function report(runtime: string, result: PolicyBenchResult): string[] {
     } %)`,
     `[${runtime}] P3 limiter: set ${l.set} B/s, reached ${l.reached.toFixed(0)} B/s (${
       l.errorPercent.toFixed(2)
+    } %)`,
+    `[${runtime}] P5 HTTP limiter: set ${h.set} B/s, reached ${h.reached.toFixed(0)} B/s (${
+      h.errorPercent.toFixed(2)
     } %)`,
     `[${runtime}] P4 round trip: p50 ${t.none.p50.toFixed(0)} µs, p99 ${
       t.none.p99.toFixed(0)
