@@ -368,6 +368,22 @@ class HttpConnection {
   /** Bandwidth holds of request bytes (the visitor held) and response bytes (the stream held). */
   readonly #holdIn = new BandwidthHold();
   readonly #holdOut = new BandwidthHold();
+  /**
+   * The visitor as the request hold sees it: when the hold ends it is read again only while a
+   * body or an upgraded connection is being forwarded; in any other phase whoever paused it
+   * (the gate's verdict, pipelined input past one head) resumes it.
+   */
+  readonly #heldVisitor: Pausable = {
+    pause: () => this.#visitor.pause(),
+    resume: () => {
+      const exchange = this.#exchange;
+      if (
+        this.#phase === "tunnel" || (this.#phase === "request" && exchange && !exchange.bodyDone)
+      ) {
+        this.#visitor.resume();
+      }
+    },
+  };
 
   constructor(visitor: Transport, options: HttpFrontOptions) {
     this.#visitor = visitor;
@@ -410,7 +426,7 @@ class HttpConnection {
         const exchange = this.#exchange!;
         if (!exchange.stream.write(chunk)) this.#visitor.pause();
         const limit = exchange.throttle?.in;
-        if (limit) this.#holdIn.spend(limit, chunk.length, this.#visitor);
+        if (limit) this.#holdIn.spend(limit, chunk.length, this.#heldVisitor);
         break;
       }
       case "gate":
@@ -804,7 +820,7 @@ class HttpConnection {
       exchange.bytesIn += take;
       if (!exchange.stream.write(bytes.subarray(0, take))) this.#visitor.pause();
       const limit = exchange.throttle?.in;
-      if (limit) this.#holdIn.spend(limit, take, this.#visitor);
+      if (limit) this.#holdIn.spend(limit, take, this.#heldVisitor);
     }
     if (exchange.bodyScanner ? exchange.bodyScanner.done : exchange.bodyLeft === 0) {
       exchange.bodyDone = true;
