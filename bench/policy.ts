@@ -10,8 +10,13 @@
  *   limiter consulted on every read, never holding).
  * - P3: a download limited to `--rate` bytes/s (service → visitor) for `--seconds`, measured after
  *   the bucket's first second of burst: the rate reached against the rate set.
+ * - P5: P3 through the HTTP port: one HTTP tunnel's response body limited to `--rate` bytes/s.
+ * - P4: round trips (64 B echoed) on one kept connection, one at a time: p50 and p99, no policy
+ *   against the allow-everything one.
  *
- * Rounds interleave the variants so drift hits them alike; medians are reported.
+ * Rounds interleave the variants so drift hits them alike (P1 and P4 paired per round); medians
+ * of the rounds are reported. Without `--runtime` the bench runs once per runtime (Deno, then
+ * Bun), each in a process of its own, and prints both.
  *
  * @module
  */
@@ -22,12 +27,14 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { cleanup, daemonConfig, newToken, startClient, startDaemon } from "../testing/mod.ts";
 import { echoProbe } from "./echo_probe.ts";
+import { type JsRuntime, RUNTIME_BIN } from "./impls.ts";
 
 const HELP =
   `bench:policy: the cost of a visitor policy that refuses nobody, and the limiter's accuracy
 
-Usage: policy [--rounds N] [--rate BYTES] [--seconds S] [--quick] [--json FILE]
+Usage: policy [--runtime deno|bun] [--rounds N] [--rate BYTES] [--seconds S] [--quick] [--json FILE]
 
+  --runtime R     run on R only (default: Deno, then Bun, each in its own process)
   --rounds N      measured rounds of P1 and P2 (default 5; --quick: 1)
   --rate BYTES    P3's limit, bytes per second (default 4194304)
   --seconds S     P3's measured time (default 10; --quick: 2)
@@ -42,9 +49,63 @@ export interface PolicyBenchResult {
   download: { none: number; unlimitedBandwidth: number };
   /** P3: the rate set and reached (bytes/s), and the error in percent. */
   limiter: { set: number; reached: number; errorPercent: number };
+  /** P5: P3 for an HTTP tunnel's response body through the daemon's HTTP port. */
+  httpLimiter: { set: number; reached: number; errorPercent: number };
+  /** P4: round trips on one connection, microseconds, median of the rounds' percentiles. */
+  roundTrip: { none: Percentiles; allowAll: Percentiles };
+}
+
+/** A latency's 50th and 99th percentiles, microseconds. */
+export interface Percentiles {
+  /** Median. */
+  p50: number;
+  /** 99th percentile. */
+  p99: number;
+}
+
+/** The 50th and 99th percentiles of `samples` (microseconds). */
+function percentiles(samples: number[]): Percentiles {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  return { p50: at(0.5), p99: at(0.99) };
+}
+
+/** `count` round trips of 64 B through `port` on one connection, one at a time: microseconds. */
+function roundTrips(port: number, count: number): Promise<number[]> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port });
+    const block = Buffer.alloc(64, 7);
+    const samples: number[] = [];
+    let got = 0;
+    let sent = 0;
+    const deadline = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`round trips timed out after ${samples.length}`));
+    }, 120_000);
+    const next = () => {
+      sent = performance.now();
+      socket.write(block);
+    };
+    socket.on("error", reject);
+    socket.on("connect", next);
+    socket.on("data", (chunk: Buffer) => {
+      got += chunk.length;
+      if (got < block.length) return;
+      got -= block.length;
+      samples.push((performance.now() - sent) * 1000);
+      if (samples.length < count) return next();
+      clearTimeout(deadline);
+      socket.destroy();
+      resolve(samples);
+    });
+  });
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1];
+const medianOf = (rounds: Percentiles[]): Percentiles => ({
+  p50: median(rounds.map((r) => r.p50)),
+  p99: median(rounds.map((r) => r.p99)),
+});
 
 /** A service that sends bytes, as fast as the connection takes them, until it is closed. */
 function startFirehose(): Promise<Server> {
@@ -58,6 +119,34 @@ function startFirehose(): Promise<Server> {
     pump();
   });
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+/** An HTTP service whose one response is endless (framed by the close), sent as fast as taken. */
+function startHttpFirehose(): Promise<Server> {
+  const block = Buffer.alloc(64 * 1024, 42);
+  const server = createServer((socket: Socket) => {
+    socket.on("error", () => {});
+    socket.once("data", () => {
+      socket.write("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n");
+      const pump = () => {
+        while (!socket.destroyed && socket.write(block));
+      };
+      socket.on("drain", pump);
+      pump();
+    });
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+/** A port free on 127.0.0.1 now (for the daemon's HTTP port). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const port = portOf(server);
+      server.close(() => resolve(port));
+    });
+  });
 }
 
 /** An echo service. */
@@ -90,9 +179,13 @@ async function connectionRate(port: number, count: number, concurrency: number):
  * Reads from `port` for `ms` after `skipMs` (bytes before then are not counted): bytes per second,
  * or, with `bytes`, reads that many and returns MB/s.
  */
-function download(port: number, options: { bytes?: number; skipMs?: number; ms?: number }) {
+function download(
+  port: number,
+  options: { bytes?: number; skipMs?: number; ms?: number; request?: string },
+) {
   return new Promise<number>((resolve, reject) => {
     const socket = connect({ host: "127.0.0.1", port });
+    if (options.request) socket.write(options.request);
     let got = 0;
     let counted = 0;
     let from = 0;
@@ -133,11 +226,17 @@ export async function runPolicyBench(options: {
   const log = options.log ?? (() => {});
   const echo = await startEcho();
   const firehose = await startFirehose();
+  const httpFirehose = await startHttpFirehose();
   try {
     const token = newToken("policy-bench");
+    const httpPort = await freePort();
+    // Ports, and the HTTP tunnel's name.
+    const client = { name: "bench", token, expose: { ports: [0, "20000-32767"], hosts: ["*"] } };
     const daemon = await startDaemon({
-      config: daemonConfig([{ name: "bench", token, expose: { ports: [0, "20000-32767"] } }], {
+      config: daemonConfig([client], {
         limits: { visitorsPerTunnel: 100_000, visitorsPerClient: 100_000 },
+        listen: { admin: null, http: `127.0.0.1:${httpPort}` },
+        http: { domain: "bench.test" },
       }),
     });
     const expose = [
@@ -186,6 +285,8 @@ export async function runPolicyBench(options: {
     const count = options.quick ? 200 : 2000;
     const bytes = (options.quick ? 16 : 256) * 1024 * 1024;
     const rates = { none: [] as number[], allowAll: [] as number[] };
+    const trips = { none: [] as Percentiles[], allowAll: [] as Percentiles[] };
+    const tripCount = options.quick ? 500 : 5000;
     const speeds = { none: [] as number[], allowAll: [] as number[] };
     // An untimed pass first: the runtimes' JIT and the kernel's buffers settle.
     await connectionRate(ports.none.echo, 100, 16);
@@ -194,9 +295,11 @@ export async function runPolicyBench(options: {
       for (const name of ["none", "allowAll"] as const) {
         rates[name].push(await connectionRate(ports[name].echo, count, 16));
         speeds[name].push(await download(ports[name].firehose, { bytes }));
+        trips[name].push(percentiles(await roundTrips(ports[name].echo, tripCount)));
         log(
           `round ${round + 1} ${name}: ${rates[name].at(-1)!.toFixed(0)} conn/s, ` +
-            `${speeds[name].at(-1)!.toFixed(0)} MB/s`,
+            `${speeds[name].at(-1)!.toFixed(0)} MB/s, round trip p50 ` +
+            `${trips[name].at(-1)!.p50.toFixed(0)} µs p99 ${trips[name].at(-1)!.p99.toFixed(0)} µs`,
         );
       }
     }
@@ -205,6 +308,38 @@ export async function runPolicyBench(options: {
       ms: options.seconds * 1000,
     });
     log(`limited to ${options.rate} B/s: ${reached.toFixed(0)} B/s`);
+    await startClient({
+      server: daemon.tcpUrl,
+      token,
+      args: [
+        "--http",
+        `held=127.0.0.1:${portOf(httpFirehose)}`,
+        "--bandwidth-out",
+        String(options.rate),
+      ],
+    });
+    const request = "GET / HTTP/1.1\r\nHost: held.bench.test\r\n\r\n";
+    // The tunnel is up once a request gets its 200 (bounded: 100 tries, 100 ms apart).
+    for (let i = 0;; i++) {
+      const up = await new Promise<boolean>((resolve) => {
+        const socket = connect({ host: "127.0.0.1", port: httpPort });
+        socket.on("error", () => resolve(false));
+        socket.once("data", (chunk: Buffer) => {
+          socket.destroy();
+          resolve(chunk.toString("latin1").startsWith("HTTP/1.1 200"));
+        });
+        socket.write(request);
+      });
+      if (up) break;
+      if (i === 100) throw new Error("the HTTP tunnel did not come up");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const httpReached = await download(httpPort, {
+      skipMs: 1500,
+      ms: options.seconds * 1000,
+      request,
+    });
+    log(`HTTP limited to ${options.rate} B/s: ${httpReached.toFixed(0)} B/s`);
     return {
       connections: { none: median(rates.none), allowAll: median(rates.allowAll) },
       download: { none: median(speeds.none), unlimitedBandwidth: median(speeds.allowAll) },
@@ -213,11 +348,74 @@ export async function runPolicyBench(options: {
         reached,
         errorPercent: (reached - options.rate) / options.rate * 100,
       },
+      httpLimiter: {
+        set: options.rate,
+        reached: httpReached,
+        errorPercent: (httpReached - options.rate) / options.rate * 100,
+      },
+      roundTrip: { none: medianOf(trips.none), allowAll: medianOf(trips.allowAll) },
     };
   } finally {
     echo.close();
     firehose.close();
+    httpFirehose.close();
     await cleanup();
+  }
+}
+
+/** The lines a result prints as, for `runtime`. */
+function report(runtime: string, result: PolicyBenchResult): string[] {
+  const { connections: c, download: d, limiter: l, httpLimiter: h, roundTrip: t } = result;
+  const pct = (a: number, b: number) => (a / b * 100).toFixed(1);
+  return [
+    `[${runtime}] P1 short connections: ${c.none.toFixed(0)} conn/s without a policy, ` +
+    `${c.allowAll.toFixed(0)} with one that refuses nobody (${pct(c.allowAll, c.none)} %)`,
+    `[${runtime}] P2 download: ${d.none.toFixed(0)} MB/s without a policy, ` +
+    `${d.unlimitedBandwidth.toFixed(0)} with a 1 TB/s bandwidth rule (${
+      pct(d.unlimitedBandwidth, d.none)
+    } %)`,
+    `[${runtime}] P3 limiter: set ${l.set} B/s, reached ${l.reached.toFixed(0)} B/s (${
+      l.errorPercent.toFixed(2)
+    } %)`,
+    `[${runtime}] P5 HTTP limiter: set ${h.set} B/s, reached ${h.reached.toFixed(0)} B/s (${
+      h.errorPercent.toFixed(2)
+    } %)`,
+    `[${runtime}] P4 round trip: p50 ${t.none.p50.toFixed(0)} µs, p99 ${
+      t.none.p99.toFixed(0)
+    } µs without a policy; p50 ${t.allowAll.p50.toFixed(0)} µs, p99 ${
+      t.allowAll.p99.toFixed(0)
+    } µs with one that refuses nobody`,
+  ];
+}
+
+/** Runs this bench under `runtime` in a process of its own, with `args`: its result. */
+async function runOn(runtime: JsRuntime, args: string[]): Promise<PolicyBenchResult> {
+  const { mkdtempSync, readFileSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { spawnSync } = await import("node:child_process");
+  const dir = mkdtempSync(join(tmpdir(), "tunnelmux-bench-policy-"));
+  try {
+    const file = join(dir, "result.json");
+    const path = new URL("./policy.ts", import.meta.url).pathname;
+    const command = runtime === "deno"
+      ? [RUNTIME_BIN.deno, "run", "-A", path]
+      : [RUNTIME_BIN.bun, path];
+    const done = spawnSync(command[0], [
+      ...command.slice(1),
+      ...args,
+      "--runtime",
+      runtime,
+      "--json",
+      file,
+    ], {
+      // Its report is printed here with the others; its progress shows as it goes.
+      stdio: ["ignore", "ignore", "inherit"],
+    });
+    if (done.status !== 0) throw new Error(`the ${runtime} run failed (${done.status})`);
+    return JSON.parse(readFileSync(file, "utf8")).result;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -225,6 +423,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     options: {
+      runtime: { type: "string" },
       rounds: { type: "string" },
       rate: { type: "string" },
       seconds: { type: "string" },
@@ -234,35 +433,40 @@ async function main(): Promise<void> {
     },
   });
   if (values.help) return console.log(HELP);
+  const here: JsRuntime = "Bun" in globalThis ? "bun" : "deno";
+  if (values.runtime !== undefined && values.runtime !== "deno" && values.runtime !== "bun") {
+    console.error("--runtime must be deno or bun");
+    process.exit(2);
+  }
   const quick = values.quick ?? false;
-  const result = await runPolicyBench({
-    rounds: Number(values.rounds ?? (quick ? 1 : 5)),
-    rate: Number(values.rate ?? 4 * 1024 * 1024),
-    seconds: Number(values.seconds ?? (quick ? 2 : 10)),
-    quick,
-    log: (line) => console.error(line),
-  });
-  const { connections: c, download: d, limiter: l } = result;
-  console.log(
-    `P1 short connections: ${c.none.toFixed(0)} conn/s without a policy, ` +
-      `${c.allowAll.toFixed(0)} with one that refuses nobody (${
-        (c.allowAll / c.none * 100).toFixed(1)
-      } %)`,
-  );
-  console.log(
-    `P2 download: ${d.none.toFixed(0)} MB/s without a policy, ` +
-      `${d.unlimitedBandwidth.toFixed(0)} with a 1 TB/s bandwidth rule (${
-        (d.unlimitedBandwidth / d.none * 100).toFixed(1)
-      } %)`,
-  );
-  console.log(
-    `P3 limiter: set ${l.set} B/s, reached ${l.reached.toFixed(0)} B/s (${
-      l.errorPercent.toFixed(2)
-    } %)`,
-  );
+  const results: Partial<Record<JsRuntime, PolicyBenchResult>> = {};
+  if (values.runtime === here) {
+    results[here] = await runPolicyBench({
+      rounds: Number(values.rounds ?? (quick ? 1 : 5)),
+      rate: Number(values.rate ?? 4 * 1024 * 1024),
+      seconds: Number(values.seconds ?? (quick ? 2 : 10)),
+      quick,
+      log: (line) => console.error(`[${here}] ${line}`),
+    });
+  } else {
+    const args = [
+      ...(values.rounds ? ["--rounds", values.rounds] : []),
+      ...(values.rate ? ["--rate", values.rate] : []),
+      ...(values.seconds ? ["--seconds", values.seconds] : []),
+      ...(quick ? ["--quick"] : []),
+    ];
+    const runtimes: JsRuntime[] = values.runtime ? [values.runtime as JsRuntime] : ["deno", "bun"];
+    for (const runtime of runtimes) results[runtime] = await runOn(runtime, args);
+  }
+  for (const [runtime, result] of Object.entries(results)) {
+    for (const line of report(runtime, result!)) console.log(line);
+  }
   if (values.json) {
     const { writeFileSync } = await import("node:fs");
-    writeFileSync(values.json, JSON.stringify(result, null, 2) + "\n");
+    const [runtime] = Object.keys(results);
+    // One runtime's file holds its result; a run of both holds both.
+    const out = values.runtime ? { runtime, result: results[runtime as JsRuntime] } : results;
+    writeFileSync(values.json, JSON.stringify(out, null, 2) + "\n");
   }
 }
 

@@ -50,6 +50,8 @@ describe("an OIDC login in front of an HTTP tunnel", () => {
       }),
     ]);
     issuer = JSON.parse((await provider.waitForStdout(/^\{.*\}$/m, WAIT_MS))[0]).issuer;
+    // The daemon fetches a client's issuer only when the operator lists it.
+    daemon.reload({ ...daemon.config, identityProviders: [issuer] });
     app = createServer((req, res) => {
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify({ url: req.url, headers: req.headers }));

@@ -79,11 +79,6 @@ describe("HTTP tunnels' policy.http", () => {
   let otherKey: Key;
 
   before(async () => {
-    daemon = await startDaemonInProcess(CONFIG);
-    url = `tcp://${daemon.addresses.tcp}`;
-    httpPort = portOf(daemon.addresses.http);
-    web = await app();
-    client = await connect(url, { token: ALICE, reconnect: false });
     const pair = await generateKeyPair("ES256");
     privateKey = pair.privateKey;
     otherKey = (await generateKeyPair("ES256")).privateKey;
@@ -94,6 +89,20 @@ describe("HTTP tunnels' policy.http", () => {
     });
     await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
     jwksUrl = `http://127.0.0.1:${(jwks.address() as { port: number }).port}/jwks`;
+    daemon = await startDaemonInProcess({
+      listen: { tcp: "127.0.0.1:0", websocket: null, admin: null, http: "127.0.0.1:0" },
+      http: { domain: DOMAIN },
+      clients: [
+        { name: "alice", token: ALICE, expose: { hosts: ["*"] } },
+        { name: "bob", token: BOB, expose: { hosts: ["*"] } },
+      ],
+      // A client's own JWT rule may have the daemon fetch this JWKS, and no other URL.
+      identityProviders: [jwksUrl],
+    });
+    url = `tcp://${daemon.addresses.tcp}`;
+    httpPort = portOf(daemon.addresses.http);
+    web = await app();
+    client = await connect(url, { token: ALICE, reconnect: false });
   });
 
   after(async () => {
@@ -313,6 +322,34 @@ describe("HTTP tunnels' policy.http", () => {
       assert.deepEqual(urls, ["/2", "/3"]);
     } finally {
       socket.destroy();
+      await tunnel.close();
+    }
+  });
+
+  it("a JWKS or OIDC issuer outside the operator's identityProviders is refused", async () => {
+    const internal = "http://127.0.0.1:1/secret";
+    for (
+      const policy of [
+        { http: { jwt: { jwksUrl: internal, issuer: "https://idp.test", audience: "api" } } },
+        { http: { jwt: { jwksUrl: `${jwksUrl}x`, issuer: "https://idp.test", audience: "api" } } },
+        { http: { oidc: { issuer: internal, clientId: "c" } } },
+      ]
+    ) {
+      await assert.rejects(
+        client.expose({ local: web.address, http: "ssrf", policy }),
+        /is not in the daemon's identityProviders/,
+      );
+    }
+    // Nor may a tunnel's rules be changed to one afterwards.
+    const tunnel = await client.expose({ local: web.address, http: "later" });
+    try {
+      await assert.rejects(
+        tunnel.setPolicy({
+          http: { jwt: { jwksUrl: internal, issuer: "https://idp.test", audience: "api" } },
+        }),
+        /is not in the daemon's identityProviders/,
+      );
+    } finally {
       await tunnel.close();
     }
   });

@@ -259,6 +259,70 @@ describe("visitor policy: who and how much, for every tunnel", () => {
     }
   });
 
+  /**
+   * One HTTP request of `head` (and `body`) through the HTTP port from 127.0.0.2, read to its
+   * end: the response's bytes and the achieved rate over what the bucket's burst and one read
+   * (up to 512 KiB on Bun) may let through at once, in bytes per second.
+   */
+  async function httpTransfer(head: string, body: Uint8Array, size: number, rate: number) {
+    const socket = await tcpConnect(portOf(daemon.addresses.http), "127.0.0.1", "127.0.0.2");
+    try {
+      const started = performance.now();
+      let got = 0;
+      const done = withTimeout(
+        new Promise<void>((resolve) => {
+          socket.on("data", (d: Uint8Array) => got += d.length);
+          socket.on("end", () => resolve());
+          socket.on("close", () => resolve());
+        }),
+        DEFAULT_TIMEOUT_MS,
+        "the HTTP transfer",
+      );
+      socket.write(head);
+      socket.write(body);
+      await done;
+      const seconds = (performance.now() - started) / 1000;
+      return { got, achieved: (size - rate - 512 * 1024) / seconds };
+    } finally {
+      socket.destroy();
+    }
+  }
+
+  it("holds an HTTP tunnel's request and response bodies to its bandwidth each way", async () => {
+    const rate = 256 * 1024;
+    const size = 1280 * 1024;
+    const host = `held.${DOMAIN}`;
+    const tunnel = await client.expose({
+      local: `127.0.0.1:${web.port}`,
+      http: "held",
+      policy: { bandwidth: { in: rate, out: rate } },
+    });
+    try {
+      // Upward: a POST body echoed back (the echo held as well, so the request's hold is a
+      // lower bound on the whole).
+      const up = await httpTransfer(
+        `POST /echo HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${size}\r\n` +
+          `Connection: close\r\n\r\n`,
+        pattern(size, 3),
+        size,
+        rate,
+      );
+      assert.ok(up.got > size, `the echo came back: ${up.got} bytes`);
+      // A lower bound only on the time (a slow machine makes it longer, never shorter).
+      assert.ok(up.achieved < 1.5 * rate, `in: ${up.achieved} B/s past ${rate}`);
+      const down = await httpTransfer(
+        `GET /bytes?n=${size} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+        new Uint8Array(0),
+        size,
+        rate,
+      );
+      assert.ok(down.got > size, `the body came: ${down.got} bytes`);
+      assert.ok(down.achieved < 1.5 * rate, `out: ${down.achieved} B/s past ${rate}`);
+    } finally {
+      await tunnel.close();
+    }
+  });
+
   it("changes a tunnel's rules in place: same tunnel, its visitors stay, the next meet them", async () => {
     const tunnel = await client.expose({ local: local() });
     const id = tunnel.id;

@@ -1058,4 +1058,13 @@ describe("config: visitors and trustedProxies", () => {
       ],
     );
   });
+  it("identityProviders: none by default, URL prefixes kept canonical, bad ones named", () => {
+    assert.deepEqual(validateConfig(doc()).config!.identityProviders, []);
+    const { config } = validateConfig(doc({ identityProviders: ["HTTPS://IdP.test/realms/a"] }));
+    assert.deepEqual(config!.identityProviders, ["https://idp.test/realms/a"]);
+    assert.deepEqual(errors(doc({ identityProviders: ["idp.test", "ftp://idp.test/"] })), [
+      `identityProviders[0]: "idp.test" is not a URL`,
+      `identityProviders[1]: "ftp://idp.test/" must be an http or https URL`,
+    ]);
+  });
 });

@@ -53,5 +53,6 @@ export function embeddedDefaults(): Record<string, unknown> {
     http: { domain: null, trustForwarded: false, certificates: [], acme: null },
     visitors: {},
     trustedProxies: [],
+    identityProviders: [],
   };
 }

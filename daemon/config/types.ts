@@ -264,9 +264,14 @@ export interface Config {
   /**
    * Networks (canonical CIDR) of fronts whose word on the visitor's address the daemon believes
    * for visitor rules: `X-Forwarded-For` / `Forwarded` on the HTTP ports, a PROXY protocol header
-   * (required from them) on tunnel ports; empty: the socket's address.
+   * (required from them) on tunnel ports and the HTTPS port; empty: the socket's address.
    */
   trustedProxies: string[];
+  /**
+   * URL prefixes (origin and path) a client's own `policy.http` may name as a JWKS or an OIDC
+   * issuer, for the daemon to fetch; empty: none (the operator's own rules are not limited).
+   */
+  identityProviders: string[];
 }
 
 /** A problem found in the configuration. */

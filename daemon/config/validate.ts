@@ -42,6 +42,7 @@ import {
   type VisitorPolicy,
 } from "../../tunnel/policy/visitor_policy.ts";
 import { formatCidr, parseCidr } from "../../util/cidr.ts";
+import { parseIdentityProvider } from "../policy/identity_providers.ts";
 
 const TOP_KEYS = [
   "$schema",
@@ -58,6 +59,7 @@ const TOP_KEYS = [
   "http",
   "visitors",
   "trustedProxies",
+  "identityProviders",
 ];
 const LISTEN_KEYS = ["tcp", "websocket", "websocketPath", "admin", "http", "https"];
 const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
@@ -469,6 +471,18 @@ function checkTrustedProxies(w: Walker, value: unknown): string[] | undefined {
   return out.includes(undefined) ? undefined : out as string[];
 }
 
+/** `identityProviders`: the URL prefixes a client's `policy.http` may have the daemon fetch. */
+function checkIdentityProviders(w: Walker, value: unknown): string[] | undefined {
+  const list = w.array(value, "identityProviders");
+  if (!list) return undefined;
+  const out = list.map((item, i) => {
+    const parsed = parseIdentityProvider(item);
+    if (parsed.ok) return parsed.url;
+    return w.error(at("identityProviders", i), `${show(item)} ${parsed.error}`);
+  });
+  return out.includes(undefined) ? undefined : out as string[];
+}
+
 function checkClient(
   w: Walker,
   value: unknown,
@@ -747,6 +761,7 @@ export function validateConfig(raw: unknown): ValidationResult {
   }
   const visitors = checkVisitors(w, doc.visitors, "visitors");
   const trustedProxies = checkTrustedProxies(w, doc.trustedProxies);
+  const identityProviders = checkIdentityProviders(w, doc.identityProviders);
   const clients: ClientConfig[] = [];
   const list = w.array(doc.clients, "clients");
   if (list?.length === 0) w.error("clients", "no clients: nobody could connect");
@@ -805,7 +820,7 @@ export function validateConfig(raw: unknown): ValidationResult {
   const ok = w.errors.length === 0 && listen && tls !== undefined && dataDir &&
     shutdownGraceMs !== undefined &&
     limits && log && adminTokenHash !== undefined && cluster !== undefined && groups && http &&
-    visitors && trustedProxies;
+    visitors && trustedProxies && identityProviders;
   const config = ok
     ? {
       listen,
@@ -821,6 +836,7 @@ export function validateConfig(raw: unknown): ValidationResult {
       http,
       visitors,
       trustedProxies,
+      identityProviders,
     }
     : undefined;
   return { config, errors: w.errors, warnings: w.warnings };

@@ -26,6 +26,7 @@
 
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
+import type { SpliceThrottle } from "../../tunnel/splice.ts";
 import { bareLineFeed, headEnd, responseHead } from "../../transport/http/head.ts";
 import {
   ChunkedScanner,
@@ -57,6 +58,11 @@ export interface HttpRoute {
    * admitted (with what to call when it is over) or refused and why. Absent: no policy.
    */
   enter?(remote: string): Entry;
+  /**
+   * The tunnel's bandwidth each way (`in`: request bodies, `out`: response bodies), asked once
+   * per request; undefined, or absent: not limited.
+   */
+  bandwidth?(): { in?: SpliceThrottle; out?: SpliceThrottle } | undefined;
 }
 
 /** One finished request, for metrics and logs. */
@@ -283,6 +289,57 @@ interface Exchange {
   counted: boolean;
   /** What its route's policy wants called when it is over. */
   leave: (() => void) | undefined;
+  /** Its tunnel's bandwidth each way, when set (else nothing is counted per chunk). */
+  throttle: { in?: SpliceThrottle; out?: SpliceThrottle } | undefined;
+}
+
+/** Something a bandwidth hold stops reading from (the visitor, or a response's stream). */
+interface Pausable {
+  pause(): void;
+  resume(): void;
+}
+
+/**
+ * One direction's bandwidth hold: after bytes are spent past the rate, their source stops being
+ * read until the throttle says the debt is paid (then it is resumed), so the flow is held where
+ * it comes from (TCP or yamux window) and nothing is buffered here.
+ */
+class BandwidthHold {
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #source: Pausable | undefined;
+
+  /** True while a source is held. */
+  get active(): boolean {
+    return this.#timer !== undefined;
+  }
+
+  /** Spends `n` bytes moved from `source`; holds it when the rate is passed. */
+  spend(throttle: SpliceThrottle, n: number, source: Pausable): void {
+    const wait = throttle.spend(n);
+    if (wait <= 0) return;
+    source.pause();
+    this.#source = source;
+    if (this.#timer === undefined) this.#arm(throttle, wait);
+  }
+
+  #arm(throttle: SpliceThrottle, wait: number): void {
+    this.#timer = setTimeout(() => {
+      // Bytes may come after a pause (read before it): the hold lasts until all are paid.
+      const more = throttle.spend(0);
+      if (more > 0) return this.#arm(throttle, more);
+      this.#timer = undefined;
+      const source = this.#source;
+      this.#source = undefined;
+      source?.resume();
+    }, Math.ceil(wait));
+  }
+
+  /** Ends the hold without resuming (the connection is going). */
+  stop(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#source = undefined;
+  }
 }
 
 /** Serves one visitor connection of the HTTP port until it closes. */
@@ -308,6 +365,25 @@ class HttpConnection {
   #lastActivity = 0;
   #visitorEnded = false;
   #closed = false;
+  /** Bandwidth holds of request bytes (the visitor held) and response bytes (the stream held). */
+  readonly #holdIn = new BandwidthHold();
+  readonly #holdOut = new BandwidthHold();
+  /**
+   * The visitor as the request hold sees it: when the hold ends it is read again only while a
+   * body or an upgraded connection is being forwarded; in any other phase whoever paused it
+   * (the gate's verdict, pipelined input past one head) resumes it.
+   */
+  readonly #heldVisitor: Pausable = {
+    pause: () => this.#visitor.pause(),
+    resume: () => {
+      const exchange = this.#exchange;
+      if (
+        this.#phase === "tunnel" || (this.#phase === "request" && exchange && !exchange.bodyDone)
+      ) {
+        this.#visitor.resume();
+      }
+    },
+  };
 
   constructor(visitor: Transport, options: HttpFrontOptions) {
     this.#visitor = visitor;
@@ -318,7 +394,9 @@ class HttpConnection {
   start(): void {
     this.#visitor.start({
       data: (chunk) => this.#onVisitorData(chunk),
-      drain: () => this.#exchange?.stream.resume(),
+      drain: () => {
+        if (!this.#holdOut.active) this.#exchange?.stream.resume();
+      },
       end: () => this.#onVisitorEnd(),
       close: () => this.#onVisitorClose(),
     });
@@ -344,9 +422,13 @@ class HttpConnection {
         else this.#hold(chunk);
         break;
       }
-      case "tunnel":
-        if (!this.#exchange!.stream.write(chunk)) this.#visitor.pause();
+      case "tunnel": {
+        const exchange = this.#exchange!;
+        if (!exchange.stream.write(chunk)) this.#visitor.pause();
+        const limit = exchange.throttle?.in;
+        if (limit) this.#holdIn.spend(limit, chunk.length, this.#heldVisitor);
         break;
+      }
       case "gate":
         // Paused: only what was already on its way; the request's, kept for after the verdict.
         this.#append(chunk);
@@ -384,6 +466,8 @@ class HttpConnection {
     if (this.#closed) return;
     this.#closed = true;
     this.#options.onClose?.();
+    this.#holdIn.stop();
+    this.#holdOut.stop();
     clearTimeout(this.#timer);
     clearTimeout(this.#responseTimer);
     this.#dropKept();
@@ -658,12 +742,15 @@ class HttpConnection {
       bytesOut: 0,
       counted: false,
       leave: routed.leave,
+      throttle: route.bandwidth?.(),
     };
     this.#exchange = exchange;
     this.#phase = "request";
     this.#watchActivity();
     stream.onData = (chunk) => this.#onResponseData(exchange, chunk);
-    stream.onDrain = () => this.#visitor.resume();
+    stream.onDrain = () => {
+      if (!this.#holdIn.active) this.#visitor.resume();
+    };
     stream.onEnd = () => this.#onResponseEnd(exchange);
     stream.onClose = (error) => this.#onResponseEnd(exchange, error);
     const fields = authority === undefined ? routed.fields : routed.fields.map((
@@ -732,6 +819,8 @@ class HttpConnection {
     if (take > 0) {
       exchange.bytesIn += take;
       if (!exchange.stream.write(bytes.subarray(0, take))) this.#visitor.pause();
+      const limit = exchange.throttle?.in;
+      if (limit) this.#holdIn.spend(limit, take, this.#heldVisitor);
     }
     if (exchange.bodyScanner ? exchange.bodyScanner.done : exchange.bodyLeft === 0) {
       exchange.bodyDone = true;
@@ -749,6 +838,8 @@ class HttpConnection {
     if (this.#phase === "tunnel") {
       exchange.bytesOut += chunk.length;
       if (!this.#visitor.write(chunk)) exchange.stream.pause();
+      const limit = exchange.throttle?.out;
+      if (limit) this.#holdOut.spend(limit, chunk.length, exchange.stream);
       return;
     }
     let bytes = chunk;
@@ -856,6 +947,8 @@ class HttpConnection {
     if (take > 0) {
       exchange.bytesOut += take;
       if (!this.#visitor.write(bytes.subarray(0, take))) exchange.stream.pause();
+      const limit = exchange.throttle?.out;
+      if (limit) this.#holdOut.spend(limit, take, exchange.stream);
     }
     // Bytes past a complete response are the service's mistake: dropped, and the stream with them.
     if (take === bytes.length) return EMPTY;
@@ -911,7 +1004,9 @@ class HttpConnection {
     }
     exchange.stream = stream;
     stream.onData = (chunk) => this.#onResponseData(exchange, chunk);
-    stream.onDrain = () => this.#visitor.resume();
+    stream.onDrain = () => {
+      if (!this.#holdIn.active) this.#visitor.resume();
+    };
     stream.onEnd = () => this.#onResponseEnd(exchange);
     stream.onClose = (error) => this.#onResponseEnd(exchange, error);
     stream.write(head);

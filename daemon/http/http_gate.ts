@@ -13,8 +13,8 @@
  */
 
 import { fromBase64, toBase64 } from "../../util/base64.ts";
-import { concat } from "../../util/bytes.ts";
 import { sha256 } from "../../util/sha256.ts";
+import { boundedFetch } from "./bounded_fetch.ts";
 import type { JWTVerifyGetKey } from "jose";
 import type { HeaderRules, HttpPolicy } from "../../tunnel/policy/http_policy.ts";
 import {
@@ -88,25 +88,6 @@ const keySets = new Map<string, JWTVerifyGetKey>();
 let hashing = 0;
 const MAX_HASHING = 2;
 
-/** Fetches a JWKS document, refusing one over {@linkcode MAX_JWKS_BYTES}. */
-async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
-  const response = await fetch(url, init);
-  const reader = response.body?.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  while (reader) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.length;
-    if (size > MAX_JWKS_BYTES) {
-      await reader.cancel();
-      throw new Error("JWKS document too large");
-    }
-    chunks.push(value);
-  }
-  return new Response(concat(chunks), { status: response.status });
-}
-
 /** jose, loaded with the first token (off the daemon's start path). */
 let jose: Promise<typeof import("jose")> | undefined;
 
@@ -121,7 +102,8 @@ async function keySet(url: string): Promise<JWTVerifyGetKey> {
     timeoutDuration: 5_000,
     cooldownDuration: 30_000,
     cacheMaxAge: 10 * 60_000,
-    [customFetch]: boundedFetch,
+    [customFetch]: (url: string, init: RequestInit) =>
+      boundedFetch(url, init, { maxBytes: MAX_JWKS_BYTES, timeoutMs: 5_000 }),
   });
   if (keySets.size >= MAX_KEY_SETS) keySets.delete(keySets.keys().next().value!);
   keySets.set(url, found);

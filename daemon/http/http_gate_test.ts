@@ -91,11 +91,14 @@ describe("HttpGate", () => {
     let server: Server;
     let base: string;
     let token: string;
+    const held: { destroy(): void }[] = [];
 
     before(async () => {
       const { publicKey, privateKey } = await generateKeyPair("ES256");
       const jwk = { ...(await exportJWK(publicKey)), kid: "k", alg: "ES256" };
       server = createServer((req, res) => {
+        // A JWKS that never answers: the gate gives up at its deadline.
+        if (req.url === "/never") return void held.push(res);
         res.setHeader("content-type", "application/json");
         // A key set padded past the daemon's bound: refused however valid its keys.
         const padding = req.url === "/huge" ? "x".repeat(300 * 1024) : "";
@@ -107,7 +110,10 @@ describe("HttpGate", () => {
         .setIssuer("iss").setAudience("aud").setExpirationTime("5m").sign(privateKey);
     });
 
-    after(() => server.close());
+    after(() => {
+      for (const res of held) res.destroy();
+      server.close();
+    });
 
     it("takes a token the JWKS signs, and none when the JWKS is over its size bound", async () => {
       const bearer = request([["authorization", `Bearer ${token}`]]);
@@ -122,6 +128,16 @@ describe("HttpGate", () => {
       assert.equal(refused.ok, false);
       assert.deepEqual(Object.fromEntries(huge.refused), { jwt_invalid: 1 });
       assert.equal((await small.check(request([["authorization", "Bearer x.y"]]))).ok, false);
+    });
+
+    it("refuses the token when the JWKS never answers, at the fetch's deadline", async () => {
+      const never = new HttpGate({
+        jwt: { jwksUrl: `${base}/never`, issuer: "iss", audience: "aud" },
+      });
+      const refused = await never.check(request([["authorization", `Bearer ${token}`]]));
+      assert.equal(refused.ok, false);
+      assert.deepEqual(Object.fromEntries(never.refused), { jwt_invalid: 1 });
+      assert.equal(held.length, 1, "the JWKS was asked");
     });
   });
 });

@@ -13,6 +13,7 @@
 
 import type { OidcRule } from "../../tunnel/policy/http_policy.ts";
 import { currentSessionKey } from "./session_key.ts";
+import { boundedFetch } from "./bounded_fetch.ts";
 
 /** Paths on every OIDC-guarded tunnel's host that the daemon answers itself. */
 export const OIDC_PATHS = {
@@ -65,6 +66,11 @@ export interface Identity {
 }
 
 type Client = typeof import("openid-client");
+/** A provider's answers (discovery, tokens, userinfo, keys) are a few KiB. */
+const MAX_PROVIDER_BYTES = 256 * 1024;
+/** Every request to the provider: bounded in time and size, no redirect followed. */
+const providerFetch: import("openid-client").CustomFetch = (url, init) =>
+  boundedFetch(url, init as RequestInit, { maxBytes: MAX_PROVIDER_BYTES, timeoutMs: 5_000 });
 /** openid-client and jose, loaded at the first login (off the daemon's start path). */
 let library: Promise<Client> | undefined;
 let jose: Promise<typeof import("jose")> | undefined;
@@ -91,9 +97,10 @@ export class OidcLogin {
         clientId,
         clientSecret,
         clientSecret ? client.ClientSecretPost(clientSecret) : client.None(),
-        { execute, timeout: 5 },
+        { execute, timeout: 5, [client.customFetch]: providerFetch },
       ).then((config) => {
         config.timeout = 5;
+        config[client.customFetch] = providerFetch;
         return config;
       });
       this.#config.catch(() => (this.#config = undefined));

@@ -145,10 +145,12 @@ export class WebFronts {
   /** Binds the HTTPS port (after {@linkcode loadCertificates}). Rejects if it cannot be bound. */
   async listenHttps(address: HostPort): Promise<TransportListener> {
     const { certificates } = this.#options;
-    const [{ listenTlsFront }, { serveHttpsConnection }] = await Promise.all([
-      import("../../transport/tls/front.ts"),
-      import("./https_front.ts"),
-    ]);
+    const [{ listenTlsFront }, { serveHttpsConnection }, { isTrustedFront, proxyPreamble }] =
+      await Promise.all([
+        import("../../transport/tls/front.ts"),
+        import("./https_front.ts"),
+        import("../tunnels/proxy_front.ts"),
+      ]);
     const timeoutMs = this.#options.config().limits.handshakeTimeoutMs;
     return await listenTlsFront(address, (connection) =>
       serveHttpsConnection(connection, {
@@ -159,6 +161,10 @@ export class WebFronts {
         onRefused: (reason) => this.#options.count(`https_${reason}`),
       }), {
       helloTimeoutMs: timeoutMs,
+      // A trusted front (a TCP load balancer) names the visitor in a PROXY header before the
+      // ClientHello, so passed-through and terminated connections alike judge the visitor.
+      preamble: (remote) =>
+        isTrustedFront(remote, this.#trustedProxies()) ? proxyPreamble : undefined,
       admit: () => this.#admit(),
       onClosed: () => this.#connections--,
       handshakeTimeoutMs: timeoutMs,

@@ -25,7 +25,7 @@ import type { SessionStats } from "../../protocol/stats.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import type { SpliceCounters } from "../../tunnel/splice.ts";
+import type { SpliceCounters, SpliceThrottle } from "../../tunnel/splice.ts";
 import type { Balance } from "./route_choice.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type { HttpGate } from "../http/http_gate.ts";
@@ -120,6 +120,11 @@ export interface HostRoute {
   readonly gate?: HttpGate;
   /** Checks one HTTP request's visitor against the tunnel's policy (this node's tunnels only). */
   enter?(remote: string): Entry;
+  /**
+   * The tunnel's and its client's bandwidth each way for the HTTP front (`in`: request bytes to
+   * the client, `out`: response bytes to the visitor); undefined when none is set.
+   */
+  bandwidth?(): { in?: SpliceThrottle; out?: SpliceThrottle } | undefined;
 }
 
 /**

@@ -19,6 +19,7 @@ import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
 import type { Answer } from "./answer.ts";
 import { exposeHttp, type ExposeHttpContext, type ExposeMessage } from "./expose_http.ts";
 import { joinGroup } from "./join_group.ts";
+import { checkIdentityProviders } from "../policy/identity_providers.ts";
 import { narrowVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { SessionTunnels } from "./session_tunnels.ts";
 import type { UdpCounters } from "../../tunnel/udp_flow.ts";
@@ -46,7 +47,7 @@ export interface ExposeContext extends ExposeHttpContext {
   /** The session's tunnels. */
   readonly tunnels: Pick<SessionTunnels, "add" | "get" | "remove" | "hostClaim" | "portClaim">;
   /** The configuration in force now: groups, the cluster's tunnel address, the base domain. */
-  config(): Pick<Config, "groups" | "cluster" | "http" | "limits">;
+  config(): Pick<Config, "groups" | "cluster" | "http" | "limits" | "identityProviders">;
   /** True while the daemon drains: no new tunnels. */
   draining(): boolean;
   /** The daemon's totals of closed UDP tunnels, which each UDP tunnel adds to as it closes. */
@@ -72,6 +73,12 @@ export async function expose(
   const requested = message.policy ?? {};
   const narrowed = narrowVisitorPolicy(client.visitors, requested);
   if (!narrowed.ok) return answer.fail("not_allowed", narrowed.error);
+  const fetched = checkIdentityProviders(
+    client.visitors,
+    requested,
+    context.config().identityProviders ?? [],
+  );
+  if (fetched) return answer.fail("not_allowed", fetched);
   const policy = { policy: narrowed.policy, requestedPolicy: requested };
   const udp = message.protocol === "udp";
   if (udp && message.http !== undefined) {
@@ -177,7 +184,7 @@ export async function unexpose(
  * operator's as at `expose`, without closing it; answers `ok`, `not_found` or `not_allowed`.
  */
 export async function setPolicy(
-  context: Pick<ExposeContext, "tunnels">,
+  context: Pick<ExposeContext, "tunnels" | "config">,
   client: ClientConfig,
   message: PolicyMessage,
   answer: Answer,
@@ -197,6 +204,12 @@ export async function setPolicy(
       "policy.http.pathPrefix: a tunnel's path is set when it is exposed; expose another tunnel",
     );
   }
+  const fetched = checkIdentityProviders(
+    client.visitors,
+    message.policy,
+    context.config().identityProviders ?? [],
+  );
+  if (fetched) return answer.fail("not_allowed", fetched);
   tunnel.requestedPolicy = message.policy;
   // Answered once the new rules are in force here: the client's next request meets them.
   await tunnel.setPolicy(narrowed.policy);

@@ -18,15 +18,38 @@ import {
 import { visitorIp } from "../../tunnel/policy/visitor_gate.ts";
 import type { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
 import { concat } from "../../util/bytes.ts";
+import type { Preamble } from "../../transport/tls/front.ts";
 
 /** The longest header read: a v2 header with TLVs of a usual size (HAProxy reads 536 at most). */
 export const MAX_PROXY_HEADER = 1024;
 
 /** Whether the connection `transport` came from a front in `trusted`. */
 export function fromTrustedFront(transport: Transport, trusted: AddressRules | undefined): boolean {
+  return isTrustedFront(transport.remoteAddress, trusted);
+}
+
+/** Whether a connection from `remoteAddress` (`host:port`) came from a front in `trusted`. */
+export function isTrustedFront(remoteAddress: string, trusted: AddressRules | undefined): boolean {
   if (!trusted) return false;
-  const ip = visitorIp(transport.remoteAddress);
+  const ip = visitorIp(remoteAddress);
   return ip !== undefined && trusted.admits(ip);
+}
+
+/**
+ * The PROXY header at the start of `bytes` as the HTTPS port's preamble (before the ClientHello):
+ * null while incomplete; throws when malformed or longer than {@linkcode MAX_PROXY_HEADER}.
+ */
+export function proxyPreamble(bytes: Uint8Array): Preamble | null {
+  const header = decodeProxyHeader(bytes);
+  if (!header) {
+    if (bytes.length > MAX_PROXY_HEADER) throw new ProxyProtocolError("PROXY header too long");
+    return null;
+  }
+  return {
+    length: header.length,
+    remoteAddress: header.source,
+    localAddress: header.destination,
+  };
 }
 
 /**

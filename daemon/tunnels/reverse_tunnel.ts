@@ -219,6 +219,12 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     return aToB || bToA ? { aToB, bToA } : undefined;
   }
 
+  /** The same throttles for the HTTP front's requests (`in`) and responses (`out`). */
+  bandwidth(): { in?: SpliceThrottle; out?: SpliceThrottle } | undefined {
+    const both = this.throttle();
+    return both && { in: both.aToB, out: both.bToA };
+  }
+
   /**
    * A visitor that another node of the cluster took on this tunnel's port and relays here as
    * `stream` (its `remote` and `local` addresses as that node saw them; `rest`: bytes read with

@@ -39,12 +39,20 @@ export class NodeTcpTransport implements Transport {
   #peerEnded = false;
   #closeAfterEnd = false;
 
-  /** Wraps a connected socket; it must have been made with `allowHalfOpen: true`. */
-  constructor(socket: net.Socket, options: TcpTuning = {}) {
+  /**
+   * Wraps a connected socket; it must have been made with `allowHalfOpen: true`. `addresses`
+   * replace the socket's own (the visitor's, as a trusted front's PROXY header named them).
+   */
+  constructor(
+    socket: net.Socket,
+    options: TcpTuning = {},
+    addresses?: { remote: string; local: string },
+  ) {
     this.#socket = socket;
     this.#gate = new WriteGate(options.highWaterMark);
-    this.remoteAddress = formatHostPort(socket.remoteAddress, socket.remotePort);
-    this.localAddress = formatHostPort(socket.localAddress, socket.localPort);
+    this.remoteAddress = addresses?.remote ??
+      formatHostPort(socket.remoteAddress, socket.remotePort);
+    this.localAddress = addresses?.local ?? formatHostPort(socket.localAddress, socket.localPort);
     this.#sink = new EventSink({
       endDelivered: () => {
         if (this.#closeAfterEnd) this.#sink.close();

@@ -71,14 +71,38 @@ export interface HelloConnection {
   refuse(alert: TlsAlert): void;
 }
 
+/**
+ * What comes before a connection's ClientHello, decoded (a trusted front's PROXY header): its
+ * length, and the visitor's addresses it names (undefined: the connection's own).
+ */
+export interface Preamble {
+  /** Bytes it takes; the ClientHello starts there. */
+  length: number;
+  /** The visitor's `host:port`. */
+  remoteAddress?: string;
+  /** The address the visitor reached, `host:port`. */
+  localAddress?: string;
+}
+
+/**
+ * Decodes a preamble from the bytes read so far: null while more are needed, throws when they
+ * cannot be one (the connection is then dropped).
+ */
+export type PreambleReader = (bytes: Uint8Array) => Preamble | null;
+
 /** How the front listener behaves. */
 export interface TlsFrontOptions extends TcpTuning {
+  /**
+   * Asked at accept with the connection's `host:port`: a reader when a preamble must come before
+   * its ClientHello (within `helloTimeoutMs` as well), undefined when none.
+   */
+  preamble?(remoteAddress: string): PreambleReader | undefined;
   /** The whole ClientHello must arrive within this (default 10 s); else the socket is dropped. */
   helloTimeoutMs?: number;
   /** A termination's handshake must finish within this (default {@linkcode TLS_HANDSHAKE_TIMEOUT_MS}). */
   handshakeTimeoutMs?: number;
   /** Told when a connection is dropped before its hello was handed over (for counters). */
-  onDropped?(reason: "timeout" | "not_tls" | "closed" | "limit"): void;
+  onDropped?(reason: "timeout" | "not_tls" | "closed" | "limit" | "preamble"): void;
   /**
    * Whether one more connection may be taken, asked at accept; false closes it at once (told to
    * `onDropped` as `limit`). With it, the caller counts what it holds: see `onClosed`.
@@ -88,6 +112,8 @@ export interface TlsFrontOptions extends TcpTuning {
   onClosed?(): void;
 }
 
+/** The most bytes held for a preamble (a PROXY v2 header with TLVs is a few hundred). */
+const MAX_PREAMBLE = 4096;
 /** A refused socket is destroyed if the peer has not closed within this after the alert. */
 const CLOSE_DEADLINE_MS = 2_000;
 
@@ -118,9 +144,17 @@ class Hello implements HelloConnection {
     readonly bytes: Uint8Array,
     readonly socket: net.Socket,
     readonly options: TlsFrontOptions,
+    preamble: Preamble | undefined,
   ) {
-    this.remoteAddress = formatHostPort(socket.remoteAddress, socket.remotePort);
-    this.localAddress = formatHostPort(socket.localAddress, socket.localPort);
+    this.remoteAddress = preamble?.remoteAddress ??
+      formatHostPort(socket.remoteAddress, socket.remotePort);
+    this.localAddress = preamble?.localAddress ??
+      formatHostPort(socket.localAddress, socket.localPort);
+  }
+
+  /** The addresses the transports report (the preamble's, when it named any). */
+  get #addresses() {
+    return { remote: this.remoteAddress, local: this.localAddress };
   }
 
   #take(): net.Socket {
@@ -132,7 +166,7 @@ class Hello implements HelloConnection {
   passthrough(): Transport {
     const socket = this.#take();
     socket.unshift(this.bytes);
-    return new NodeTcpTransport(socket, this.options);
+    return new NodeTcpTransport(socket, this.options, this.#addresses);
   }
 
   terminate(identity: TlsIdentity, alpn?: readonly string[]): Promise<Transport> {
@@ -170,7 +204,7 @@ class Hello implements HelloConnection {
       secure.once("secure", () => {
         clearTimeout(timer);
         secure.off("error", fail);
-        resolve(new NodeTcpTransport(secure, this.options));
+        resolve(new NodeTcpTransport(secure, this.options, this.#addresses));
       });
     });
   }
@@ -197,7 +231,9 @@ function readHello(
   options: TlsFrontOptions,
 ): void {
   let buffered = new Uint8Array(0);
-  const drop = (reason: "timeout" | "not_tls" | "closed") => {
+  let reader = options.preamble?.(formatHostPort(socket.remoteAddress, socket.remotePort));
+  let preamble: Preamble | undefined;
+  const drop = (reason: "timeout" | "not_tls" | "closed" | "preamble") => {
     detach();
     options.onDropped?.(reason);
     if (reason === "not_tls") refuseSocket(socket, TlsAlert.DecodeError);
@@ -209,6 +245,18 @@ function readHello(
     joined.set(buffered);
     joined.set(chunk, buffered.length);
     buffered = joined;
+    if (reader) {
+      try {
+        preamble = reader(buffered) ?? undefined;
+      } catch {
+        return drop("preamble");
+      }
+      // A reader that neither decodes nor refuses still holds a bounded number of bytes.
+      if (!preamble) return void (buffered.length > MAX_PREAMBLE && drop("preamble"));
+      reader = undefined;
+      buffered = buffered.subarray(preamble.length);
+      if (buffered.length === 0) return;
+    }
     let hello: ClientHelloInfo | undefined;
     try {
       hello = parseClientHello(buffered);
@@ -222,7 +270,7 @@ function readHello(
     }
     detach();
     socket.pause();
-    const connection = new Hello(hello, buffered, socket, options);
+    const connection = new Hello(hello, buffered, socket, options, preamble);
     try {
       onHello(connection);
     } catch {

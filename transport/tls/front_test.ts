@@ -200,6 +200,44 @@ describe("TLS front", { skip: noOpenssl }, () => {
     assert.deepEqual(outcomes, ["rejected: true"]);
   });
 
+  it("reads a preamble before the hello, and reports the addresses it names", async () => {
+    // A toy preamble: "FROM host:port\n".
+    const reader = (bytes: Uint8Array) => {
+      const text = new TextDecoder().decode(bytes);
+      if (!text.startsWith("FROM ".slice(0, text.length))) throw new Error("no preamble");
+      const end = text.indexOf("\n");
+      if (end < 0) return null;
+      return { length: end + 1, remoteAddress: text.slice(5, end) };
+    };
+    const seen: string[] = [];
+    const dropped: string[] = [];
+    const listener = await front((connection) => {
+      seen.push(connection.remoteAddress);
+      connection.terminate(alpha).then((visitor) => {
+        seen.push(visitor.remoteAddress);
+        echoWith(visitor, "alpha:");
+      });
+    }, { preamble: () => reader, onDropped: (reason: string) => dropped.push(reason) });
+    // A real TLS client behind the preamble.
+    const text = await new Promise<string>((resolve, reject) => {
+      const raw = net.connect({ host: "127.0.0.1", port: listener.port });
+      raw.write("FROM 192.0.2.9:4000\n");
+      const socket = tls.connect({ socket: raw, servername: "alpha.test", ca: alpha.cert });
+      let got = "";
+      socket.on("secureConnect", () => socket.end("ping"));
+      socket.on("data", (chunk) => got += chunk);
+      socket.on("end", () => resolve(got));
+      socket.on("error", reject);
+    });
+    assert.equal(text, "alpha:ping");
+    assert.deepEqual(seen, ["192.0.2.9:4000", "192.0.2.9:4000"]);
+    // Without it the connection is dropped before any hello is handed over.
+    const hello = await captureClientHello("alpha.test");
+    assert.deepEqual([...await rawExchange(listener.port, hello)], []);
+    assert.deepEqual(dropped, ["preamble"]);
+    assert.equal(seen.length, 2);
+  });
+
   it("takes one choice per connection", async () => {
     const errors: string[] = [];
     const listener = await front((connection) => {
