@@ -230,6 +230,7 @@ describe("HTTP tunnels' policy.http", () => {
       // The operator's reload: its header rules join the client's, the tunnel kept.
       const reloaded = validateConfig({
         ...CONFIG,
+        identityProviders: [jwksUrl],
         clients: [
           {
             ...CONFIG.clients[0],
@@ -256,7 +257,7 @@ describe("HTTP tunnels' policy.http", () => {
       assert.ok(operator.reused);
       assert.equal(web.seen.at(-1)!.headers["x-rules"], "second", "the client's rules kept");
       assert.equal((await get(host, ann, agent, "/e")).status, 401);
-      daemon.reload(validateConfig(CONFIG).config!);
+      daemon.reload(validateConfig({ ...CONFIG, identityProviders: [jwksUrl] }).config!);
     } finally {
       agent.destroy();
       await tunnel.close();
