@@ -438,6 +438,8 @@ export class Cluster {
 
   /** Another node claimed a port: listen on it here too and relay its visitors to the owner. */
   #openRelay(claim: PortClaim): void {
+    // A UDP claim is not relayed yet (a UDP expose in a cluster is refused before it claims).
+    if (claim.protocol === "udp") return;
     if (this.#config.visitors !== "all" || this.#stopped) return;
     const key = relayKey(claim);
     if (this.#relays.has(key)) return;
@@ -542,7 +544,7 @@ export function clusterKeys(config: ClusterConfig): string[] {
 
 /** The key of a route to another node: its port, node and tunnel. */
 function relayKey(claim: PortClaim): string {
-  return `${claim.port}/${claim.node}/${claim.tunnel}`;
+  return `${claim.protocol ?? "tcp"}/${claim.port}/${claim.node}/${claim.tunnel}`;
 }
 
 /** Joins the cluster `config` describes (see {@linkcode Cluster.join}). */

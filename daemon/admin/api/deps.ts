@@ -127,7 +127,7 @@ export interface AdminCluster {
     /** Every port claim of every node. */
     claims(): PortClaim[];
     /** Whether route `tunnel` of `node` on `port` takes visitors, as its record says. */
-    routeHealthy(port: number, node: string, tunnel: string): boolean;
+    routeHealthy(port: number, node: string, tunnel: string, protocol?: "udp"): boolean;
   };
 }
 
