@@ -29,6 +29,8 @@ import { connectNats, type NatsLink, type NatsState } from "./nats.ts";
 import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
 import { RelayRoute } from "./relay_route.ts";
+import { UdpRelayRoute } from "./udp_relay_route.ts";
+import type { UdpCounters } from "../../tunnel/udp_flow.ts";
 import { VERSION } from "../../util/version.ts";
 import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { KvAcmeStorage } from "./kv_acme.ts";
@@ -64,6 +66,10 @@ export interface ClusterView {
    */
   relays: {
     port: number;
+    /** `udp` for a UDP port's relay (its visitors are flows, `connections` counts them). */
+    protocol?: "udp";
+    /** A UDP relay's flows, datagrams and drops on this node. */
+    udp?: UdpCounters;
     node: string;
     tunnel: string;
     bound: boolean;
@@ -106,6 +112,8 @@ export interface ClusterAnswers {
 interface Relay {
   claim: PortClaim;
   route: RelayRoute | undefined;
+  /** A UDP claim's route: its own UDP socket, not a route on the TCP listeners. */
+  udp?: UdpRelayRoute;
   closed: boolean;
 }
 
@@ -167,15 +175,29 @@ export class Cluster {
       nats: { state: this.#link.state, server: this.#link.server },
       nodes: this.#presence.nodes(),
       peers: this.#peers.list(),
-      relays: [...this.#relays.values()].map((r) => ({
-        port: r.claim.port,
-        node: r.claim.node,
-        tunnel: r.claim.tunnel,
-        bound: r.route !== undefined,
-        connections: r.route?.stats.connections ?? 0,
-        bytesToOwner: r.route?.stats.aToB ?? 0,
-        bytesFromOwner: r.route?.stats.bToA ?? 0,
-      })),
+      relays: [...this.#relays.values()].map((r) =>
+        r.claim.protocol === "udp"
+          ? {
+            port: r.claim.port,
+            protocol: "udp" as const,
+            udp: r.udp?.udp,
+            node: r.claim.node,
+            tunnel: r.claim.tunnel,
+            bound: r.udp !== undefined,
+            connections: r.udp?.udp.flows ?? 0,
+            bytesToOwner: r.udp?.udp.bytesIn ?? 0,
+            bytesFromOwner: r.udp?.udp.bytesOut ?? 0,
+          }
+          : {
+            port: r.claim.port,
+            node: r.claim.node,
+            tunnel: r.claim.tunnel,
+            bound: r.route !== undefined,
+            connections: r.route?.stats.connections ?? 0,
+            bytesToOwner: r.route?.stats.aToB ?? 0,
+            bytesFromOwner: r.route?.stats.bToA ?? 0,
+          }
+      ),
     };
   }
 
@@ -259,6 +281,7 @@ export class Cluster {
     for (const timer of this.#timers) clearTimeout(timer);
     for (const relay of [...this.#relays.values(), ...this.#draining]) {
       relay.route?.close();
+      relay.udp?.close();
       if (relay.route) this.#ports.detach(relay.route);
     }
     this.#relays.clear();
@@ -405,8 +428,11 @@ export class Cluster {
 
   /** A stream relayed from another node: a visitor of one of our tunnels, or a service user. */
   #relayed(stream: Stream, header: StreamHeader, rest: Uint8Array, node: string): void {
-    if (header.kind === "visitor") {
+    if (header.kind === "visitor" || header.kind === "udpVisitor") {
+      // A TCP visitor for a UDP tunnel, or a flow for a TCP one: never passed on as the other.
+      const protocol = header.kind === "udpVisitor" ? "udp" : undefined;
       const tunnel = this.registry.tunnel(header.tunnel);
+      if (tunnel && tunnel.protocol !== protocol) return stream.reset(ResetReason.UnknownTunnel);
       if (tunnel) return tunnel.relayed(stream, header.remote, header.local, rest);
       // A route is claimed (and seen by other nodes) a moment before its tunnel is registered
       // here, once its port is bound: a visitor relayed in between waits for it, briefly.
@@ -423,6 +449,7 @@ export class Cluster {
         if (!added) return;
         clearTimeout(timer);
         stop();
+        if (added.protocol !== protocol) return stream.reset(ResetReason.UnknownTunnel);
         added.relayed(stream, header.remote, header.local, rest);
       });
       return;
@@ -438,14 +465,13 @@ export class Cluster {
 
   /** Another node claimed a port: listen on it here too and relay its visitors to the owner. */
   #openRelay(claim: PortClaim): void {
-    // A UDP claim is not relayed yet (a UDP expose in a cluster is refused before it claims).
-    if (claim.protocol === "udp") return;
     if (this.#config.visitors !== "all" || this.#stopped) return;
     const key = relayKey(claim);
     if (this.#relays.has(key)) return;
     const relay: Relay = { claim, route: undefined, closed: false };
     this.#relays.set(key, relay);
     const bindHost = this.#config.tunnelHost ?? claim.bindHost;
+    if (claim.protocol === "udp") return this.#openUdpRelay(relay, bindHost);
     this.#ports.open(bindHost, claim.port).then((listener) => {
       if (relay.closed) return;
       const route = new RelayRoute({
@@ -474,6 +500,35 @@ export class Cluster {
     });
   }
 
+  /** A UDP claim of another node: its port bound here, each flow relayed as one stream. */
+  #openUdpRelay(relay: Relay, bindHost: string): void {
+    const { claim } = relay;
+    UdpRelayRoute.open({
+      claim,
+      bindHost,
+      opener: this.#peers.opener(claim.node),
+      up: () =>
+        this.#peers.connected(claim.node) &&
+        this.registry.routeHealthy(claim.port, claim.node, claim.tunnel, "udp"),
+    }).then((route) => {
+      if (relay.closed) return route.close();
+      relay.udp = route;
+      this.#log.info("relaying a cluster tunnel", {
+        bind: `${bindHost}:${claim.port}`,
+        protocol: "udp",
+        owner: claim.node,
+        tunnel: claim.tunnel,
+      });
+    }, (error) => {
+      this.#log.warn("cannot bind a cluster tunnel's port here", {
+        bind: `${bindHost}:${claim.port}`,
+        protocol: "udp",
+        owner: claim.node,
+        detail: (error as Error).message,
+      });
+    });
+  }
+
   #dropRelay(claim: PortClaim): void {
     const relay = this.#relays.get(relayKey(claim));
     if (relay) this.#closeRelay(relay);
@@ -487,6 +542,9 @@ export class Cluster {
     relay.closed = true;
     const key = relayKey(relay.claim);
     if (this.#relays.get(key) === relay) this.#relays.delete(key);
+    // A UDP relay's flows end with it: its port must be free at once, for a tunnel that may
+    // take the claim over on this node.
+    relay.udp?.close();
     const route = relay.route;
     if (!route) return;
     route.stopAccepting();
