@@ -75,6 +75,10 @@ export interface ClusterPeer {
 export interface ClusterRelay {
   /** The public port relayed. */
   readonly port: number;
+  /** `udp` for a UDP port's relay; absent for TCP. */
+  readonly protocol?: "udp";
+  /** A UDP relay's flows, datagrams and drops (`refused`: by the tunnel's rules here). */
+  readonly udp?: Readonly<UdpCounters>;
   /** The node holding the tunnel. */
   readonly node: string;
   /** The tunnel, on that node. */
