@@ -12,6 +12,7 @@ import {
   daemonConfig,
   type DaemonProcess,
   newToken,
+  startClient,
   startDaemon,
   waitFor,
 } from "../testing/mod.ts";
@@ -168,5 +169,60 @@ describe("cluster: UDP tunnels relayed between nodes", () => {
     );
     await tcp.close();
     await udp.close();
+  });
+});
+
+/** Sends `text` from `v` to `host:port` until it comes back (bounded), as the first of a flow. */
+async function echoedVia(
+  v: { socket: UdpSocket; got: Uint8Array[] },
+  host: string,
+  port: number,
+  text: string,
+): Promise<void> {
+  const bytes = new TextEncoder().encode(text);
+  const back = () => v.got.some((d) => new TextDecoder().decode(d) === text);
+  await waitFor(() => {
+    if (back()) return true;
+    v.socket.send(bytes, host, port);
+    return false;
+  }, { timeoutMs: 30_000, intervalMs: 200, message: `"${text}" echoed through ${host}:${port}` });
+}
+
+describe("cluster: a UDP port of an --ha 2 client", () => {
+  const tokens = { laptop: newToken("laptop"), desk: newToken("desk") };
+  after(cleanup);
+
+  it("keeps its UDP port through the loss of a node, served through the others", async () => {
+    const nats = await startNats();
+    const echo = await echoServer();
+    const nodes: DaemonProcess[] = [];
+    for (let i = 1; i <= 3; i++) nodes.push(await startNode(nats, i, tokens));
+    const v = await visitor("127.0.0.7");
+    try {
+      const client = await startClient({
+        server: nodes.map((n) => n.tcpUrl).join(","),
+        token: tokens.laptop,
+        args: ["--ha", "2", "--expose-udp", `0=127.0.0.1:${echo.local.port}`],
+      });
+      const whole = await client.waitForLog((e) => e.msg === "whole: a session on each node");
+      assert.equal(whole.nodes, "n1,n2");
+      const { port } = await client.waitForTunnel();
+      await echoedVia(v, "127.0.0.3", port, "before, through node 3");
+      await echoedVia(v, "127.0.0.2", port, "before, at node 2");
+      const from = client.logs().length;
+      await nodes[0].kill();
+      const again = await client.waitForLog(
+        (e) => e.msg === "whole: a session on each node",
+        30_000,
+        from,
+      );
+      assert.equal(again.nodes, "n2,n3");
+      await echoedVia(v, "127.0.0.2", port, "after, at node 2");
+      await echoedVia(v, "127.0.0.3", port, "after, at node 3");
+      await client.stop();
+    } finally {
+      v.socket.close();
+      echo.close();
+    }
   });
 });

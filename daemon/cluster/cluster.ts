@@ -133,7 +133,7 @@ export class Cluster {
   readonly #presence: Presence;
   readonly #peers: PeerLinks;
   readonly #log: Logger;
-  /** Routes to tunnels held on other nodes, by `port/node/tunnel`. */
+  /** Routes to tunnels held on other nodes, by `port/node/tunnel` (a UDP port: `udp/port`). */
   readonly #relays = new Map<string, Relay>();
   #ports!: TunnelPorts;
   /** The minted tokens' feed (the `tokens` bucket's watch). */
@@ -400,7 +400,13 @@ export class Cluster {
       };
       registry.onClaimLost = (claim) => self.#claimLost(claim);
       registry.watch((change) => {
-        if (change.kind !== "port" || change.claim.node === config.node) return;
+        if (change.kind !== "port") return;
+        if (change.claim.node === config.node) {
+          // A UDP port has one socket per node: this node's own route takes it from a relay.
+          if (change.claim.protocol !== "udp") return;
+          if (change.op === "claimed") return self.#dropRelay(change.claim, true);
+          return self.#relayUdpPort(change.claim.port, change.claim);
+        }
         if (change.op === "claimed") self.#openRelay(change.claim);
         else self.#dropRelay(change.claim);
       });
@@ -468,6 +474,9 @@ export class Cluster {
     if (this.#config.visitors !== "all" || this.#stopped) return;
     const key = relayKey(claim);
     if (this.#relays.has(key)) return;
+    const ownUdp = (c: PortClaim) =>
+      c.protocol === "udp" && c.port === claim.port && c.node === this.node;
+    if (claim.protocol === "udp" && this.registry.claims().some(ownUdp)) return;
     const relay: Relay = { claim, route: undefined, closed: false };
     this.#relays.set(key, relay);
     const bindHost = this.#config.tunnelHost ?? claim.bindHost;
@@ -529,9 +538,28 @@ export class Cluster {
     });
   }
 
-  #dropRelay(claim: PortClaim): void {
+  /**
+   * A route of `claim`'s port went (`any`: this node took the port itself): its relay closes. A
+   * UDP port's relay goes to one route at a time, so another live route of the port takes it.
+   */
+  #dropRelay(claim: PortClaim, any = false): void {
     const relay = this.#relays.get(relayKey(claim));
-    if (relay) this.#closeRelay(relay);
+    if (!relay) return;
+    const same = relay.claim.node === claim.node && relay.claim.tunnel === claim.tunnel;
+    if (!same && !any) return;
+    this.#closeRelay(relay);
+    if (claim.protocol === "udp" && !any) this.#relayUdpPort(claim.port, claim);
+  }
+
+  /** Relays UDP `port` to a live route of another node, unless this node holds one (or relays). */
+  #relayUdpPort(port: number, gone: PortClaim): void {
+    const routes = this.registry.claims().filter((c) =>
+      c.protocol === "udp" && c.port === port &&
+      !(c.node === gone.node && c.tunnel === gone.tunnel)
+    );
+    if (routes.some((c) => c.node === this.node)) return;
+    const next = routes.find((c) => this.#peers.connected(c.node)) ?? routes[0];
+    if (next) this.#openRelay(next);
   }
 
   /**
@@ -600,9 +628,13 @@ export function clusterKeys(config: ClusterConfig): string[] {
   return [config.key, ...config.previousKeys];
 }
 
-/** The key of a route to another node: its port, node and tunnel. */
+/**
+ * The key of a route to another node: its port, node and tunnel; a UDP port's alone (one socket
+ * per port, relaying to one route at a time).
+ */
 function relayKey(claim: PortClaim): string {
-  return `${claim.protocol ?? "tcp"}/${claim.port}/${claim.node}/${claim.tunnel}`;
+  if (claim.protocol === "udp") return `udp/${claim.port}`;
+  return `${claim.port}/${claim.node}/${claim.tunnel}`;
 }
 
 /** Joins the cluster `config` describes (see {@linkcode Cluster.join}). */
