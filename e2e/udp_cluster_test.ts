@@ -26,6 +26,7 @@ async function startNode(
   nats: NatsServer,
   index: number,
   tokens: { laptop: string; desk: string },
+  more: Record<string, unknown> = {},
 ): Promise<DaemonProcess> {
   const relayPort = await closedPort();
   return await startDaemon({
@@ -33,6 +34,7 @@ async function startNode(
       { name: "laptop", token: tokens.laptop, expose: { ports: ["20000-32767", 0] } },
       { name: "desk", token: tokens.desk, expose: { ports: ["20000-32767", 0] } },
     ], {
+      ...more,
       cluster: {
         servers: [nats.url],
         node: `n${index}`,
@@ -85,7 +87,9 @@ describe("cluster: UDP tunnels relayed between nodes", () => {
   before(async () => {
     nats = await startNats();
     echo = await echoServer();
-    for (let i = 1; i <= 2; i++) nodes.push(await startNode(nats, i, tokens));
+    // Node 2 keeps 2 flows per relayed port (as per tunnel): its limits, not node 1's.
+    nodes.push(await startNode(nats, 1, tokens));
+    nodes.push(await startNode(nats, 2, tokens, { limits: { udpFlowsPerTunnel: 2 } }));
     laptop = await connect(nodes[0].tcpUrl, { token: tokens.laptop, reconnect: false });
     desk = await connect(nodes[1].tcpUrl, { token: tokens.desk, reconnect: false });
   });
@@ -140,6 +144,27 @@ describe("cluster: UDP tunnels relayed between nodes", () => {
         assert.equal(denied.got.length, 0);
       } finally {
         denied.socket.close();
+      }
+
+      // A second flow fits node 2's limit; a third visitor's datagram is dropped and counted.
+      const second = await visitor("127.0.0.8");
+      const third = await visitor("127.0.0.9");
+      try {
+        v.got.length = 0;
+        await waitFor(() => {
+          second.socket.send(new Uint8Array([8]), "127.0.0.2", port);
+          return second.got.length > 0;
+        }, { timeoutMs: 15_000, intervalMs: 200, message: "a second flow's echo" });
+        await waitFor(async () => {
+          third.socket.send(new Uint8Array([9]), "127.0.0.2", port);
+          const r = (await relaysOf(nodes[1])).find((r) => r.port === port);
+          return (r?.udp as { drops: { flow_limit: number } }).drops.flow_limit > 0;
+        }, { timeoutMs: 15_000, intervalMs: 200, message: "a flow_limit drop counted on node 2" });
+        const r = (await relaysOf(nodes[1])).find((r) => r.port === port);
+        assert.equal((r?.udp as { flowsOpen: number }).flowsOpen, 2);
+      } finally {
+        second.socket.close();
+        third.socket.close();
       }
     } finally {
       v.socket.close();

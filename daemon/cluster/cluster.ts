@@ -97,6 +97,8 @@ export interface ClusterDeps {
   events: EventFeed;
   /** The node's public port listeners: relays to tunnels held elsewhere are routes on them. */
   ports: TunnelPorts;
+  /** The flow idle time and flow limit of a UDP relay opened now (default: the tables'). */
+  udpLimits?: () => { idleMs: number; maxFlows: number };
 }
 
 /** The answers of {@linkcode Cluster.ask}: one per node that answered, and who did not. */
@@ -136,6 +138,7 @@ export class Cluster {
   /** Routes to tunnels held on other nodes, by `port/node/tunnel` (a UDP port: `udp/port`). */
   readonly #relays = new Map<string, Relay>();
   #ports!: TunnelPorts;
+  #udpLimits: ClusterDeps["udpLimits"];
   /** The minted tokens' feed (the `tokens` bucket's watch). */
   #tokens: KvTokenBackend | undefined;
   /** Relays whose claim went, still carrying visitors that arrived before. */
@@ -365,6 +368,7 @@ export class Cluster {
       cluster = new Cluster(config, link, presence, peers, registry, log);
       const self = cluster;
       self.#ports = deps.ports;
+      self.#udpLimits = deps.udpLimits;
       self.#tokens = tokens;
       presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
       presence.onNodeGone = (info) => self.#nodeGone(info);
@@ -513,6 +517,7 @@ export class Cluster {
   #openUdpRelay(relay: Relay, bindHost: string): void {
     const { claim } = relay;
     UdpRelayRoute.open({
+      ...this.#udpLimits?.(),
       claim,
       bindHost,
       opener: this.#peers.opener(claim.node),
