@@ -293,6 +293,10 @@ export class Daemon {
           onTokensChange: () => this.#apply(this.#config),
           events: this.events,
           ports: this.#ports,
+          udpLimits: () => ({
+            idleMs: this.#config.limits.udpFlowIdleMs,
+            maxFlows: this.#config.limits.udpFlowsPerTunnel,
+          }),
         });
         this.#context.registry = this.#cluster.registry;
       }

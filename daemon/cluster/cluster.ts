@@ -29,6 +29,8 @@ import { connectNats, type NatsLink, type NatsState } from "./nats.ts";
 import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
 import { RelayRoute } from "./relay_route.ts";
+import { UdpRelayRoute } from "./udp_relay_route.ts";
+import type { UdpCounters } from "../../tunnel/udp_flow.ts";
 import { VERSION } from "../../util/version.ts";
 import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { KvAcmeStorage } from "./kv_acme.ts";
@@ -64,6 +66,10 @@ export interface ClusterView {
    */
   relays: {
     port: number;
+    /** `udp` for a UDP port's relay (its visitors are flows, `connections` counts them). */
+    protocol?: "udp";
+    /** A UDP relay's flows, datagrams and drops on this node. */
+    udp?: UdpCounters;
     node: string;
     tunnel: string;
     bound: boolean;
@@ -91,6 +97,8 @@ export interface ClusterDeps {
   events: EventFeed;
   /** The node's public port listeners: relays to tunnels held elsewhere are routes on them. */
   ports: TunnelPorts;
+  /** The flow idle time and flow limit of a UDP relay opened now (default: the tables'). */
+  udpLimits?: () => { idleMs: number; maxFlows: number };
 }
 
 /** The answers of {@linkcode Cluster.ask}: one per node that answered, and who did not. */
@@ -106,6 +114,8 @@ export interface ClusterAnswers {
 interface Relay {
   claim: PortClaim;
   route: RelayRoute | undefined;
+  /** A UDP claim's route: its own UDP socket, not a route on the TCP listeners. */
+  udp?: UdpRelayRoute;
   closed: boolean;
 }
 
@@ -125,9 +135,10 @@ export class Cluster {
   readonly #presence: Presence;
   readonly #peers: PeerLinks;
   readonly #log: Logger;
-  /** Routes to tunnels held on other nodes, by `port/node/tunnel`. */
+  /** Routes to tunnels held on other nodes, by `port/node/tunnel` (a UDP port: `udp/port`). */
   readonly #relays = new Map<string, Relay>();
   #ports!: TunnelPorts;
+  #udpLimits: ClusterDeps["udpLimits"];
   /** The minted tokens' feed (the `tokens` bucket's watch). */
   #tokens: KvTokenBackend | undefined;
   /** Relays whose claim went, still carrying visitors that arrived before. */
@@ -167,15 +178,29 @@ export class Cluster {
       nats: { state: this.#link.state, server: this.#link.server },
       nodes: this.#presence.nodes(),
       peers: this.#peers.list(),
-      relays: [...this.#relays.values()].map((r) => ({
-        port: r.claim.port,
-        node: r.claim.node,
-        tunnel: r.claim.tunnel,
-        bound: r.route !== undefined,
-        connections: r.route?.stats.connections ?? 0,
-        bytesToOwner: r.route?.stats.aToB ?? 0,
-        bytesFromOwner: r.route?.stats.bToA ?? 0,
-      })),
+      relays: [...this.#relays.values()].map((r) =>
+        r.claim.protocol === "udp"
+          ? {
+            port: r.claim.port,
+            protocol: "udp" as const,
+            udp: r.udp?.udp,
+            node: r.claim.node,
+            tunnel: r.claim.tunnel,
+            bound: r.udp !== undefined,
+            connections: r.udp?.udp.flows ?? 0,
+            bytesToOwner: r.udp?.udp.bytesIn ?? 0,
+            bytesFromOwner: r.udp?.udp.bytesOut ?? 0,
+          }
+          : {
+            port: r.claim.port,
+            node: r.claim.node,
+            tunnel: r.claim.tunnel,
+            bound: r.route !== undefined,
+            connections: r.route?.stats.connections ?? 0,
+            bytesToOwner: r.route?.stats.aToB ?? 0,
+            bytesFromOwner: r.route?.stats.bToA ?? 0,
+          }
+      ),
     };
   }
 
@@ -259,6 +284,7 @@ export class Cluster {
     for (const timer of this.#timers) clearTimeout(timer);
     for (const relay of [...this.#relays.values(), ...this.#draining]) {
       relay.route?.close();
+      relay.udp?.close();
       if (relay.route) this.#ports.detach(relay.route);
     }
     this.#relays.clear();
@@ -342,6 +368,7 @@ export class Cluster {
       cluster = new Cluster(config, link, presence, peers, registry, log);
       const self = cluster;
       self.#ports = deps.ports;
+      self.#udpLimits = deps.udpLimits;
       self.#tokens = tokens;
       presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
       presence.onNodeGone = (info) => self.#nodeGone(info);
@@ -377,7 +404,13 @@ export class Cluster {
       };
       registry.onClaimLost = (claim) => self.#claimLost(claim);
       registry.watch((change) => {
-        if (change.kind !== "port" || change.claim.node === config.node) return;
+        if (change.kind !== "port") return;
+        if (change.claim.node === config.node) {
+          // A UDP port has one socket per node: this node's own route takes it from a relay.
+          if (change.claim.protocol !== "udp") return;
+          if (change.op === "claimed") return self.#dropRelay(change.claim, true);
+          return self.#relayUdpPort(change.claim.port, change.claim);
+        }
         if (change.op === "claimed") self.#openRelay(change.claim);
         else self.#dropRelay(change.claim);
       });
@@ -405,8 +438,11 @@ export class Cluster {
 
   /** A stream relayed from another node: a visitor of one of our tunnels, or a service user. */
   #relayed(stream: Stream, header: StreamHeader, rest: Uint8Array, node: string): void {
-    if (header.kind === "visitor") {
+    if (header.kind === "visitor" || header.kind === "udpVisitor") {
+      // A TCP visitor for a UDP tunnel, or a flow for a TCP one: never passed on as the other.
+      const protocol = header.kind === "udpVisitor" ? "udp" : undefined;
       const tunnel = this.registry.tunnel(header.tunnel);
+      if (tunnel && tunnel.protocol !== protocol) return stream.reset(ResetReason.UnknownTunnel);
       if (tunnel) return tunnel.relayed(stream, header.remote, header.local, rest);
       // A route is claimed (and seen by other nodes) a moment before its tunnel is registered
       // here, once its port is bound: a visitor relayed in between waits for it, briefly.
@@ -423,6 +459,7 @@ export class Cluster {
         if (!added) return;
         clearTimeout(timer);
         stop();
+        if (added.protocol !== protocol) return stream.reset(ResetReason.UnknownTunnel);
         added.relayed(stream, header.remote, header.local, rest);
       });
       return;
@@ -441,9 +478,13 @@ export class Cluster {
     if (this.#config.visitors !== "all" || this.#stopped) return;
     const key = relayKey(claim);
     if (this.#relays.has(key)) return;
+    const ownUdp = (c: PortClaim) =>
+      c.protocol === "udp" && c.port === claim.port && c.node === this.node;
+    if (claim.protocol === "udp" && this.registry.claims().some(ownUdp)) return;
     const relay: Relay = { claim, route: undefined, closed: false };
     this.#relays.set(key, relay);
     const bindHost = this.#config.tunnelHost ?? claim.bindHost;
+    if (claim.protocol === "udp") return this.#openUdpRelay(relay, bindHost);
     this.#ports.open(bindHost, claim.port).then((listener) => {
       if (relay.closed) return;
       const route = new RelayRoute({
@@ -472,9 +513,58 @@ export class Cluster {
     });
   }
 
-  #dropRelay(claim: PortClaim): void {
+  /** A UDP claim of another node: its port bound here, each flow relayed as one stream. */
+  #openUdpRelay(relay: Relay, bindHost: string): void {
+    const { claim } = relay;
+    UdpRelayRoute.open({
+      ...this.#udpLimits?.(),
+      claim,
+      bindHost,
+      opener: this.#peers.opener(claim.node),
+      up: () =>
+        this.#peers.connected(claim.node) &&
+        this.registry.routeHealthy(claim.port, claim.node, claim.tunnel, "udp"),
+    }).then((route) => {
+      if (relay.closed) return route.close();
+      relay.udp = route;
+      this.#log.info("relaying a cluster tunnel", {
+        bind: `${bindHost}:${claim.port}`,
+        protocol: "udp",
+        owner: claim.node,
+        tunnel: claim.tunnel,
+      });
+    }, (error) => {
+      this.#log.warn("cannot bind a cluster tunnel's port here", {
+        bind: `${bindHost}:${claim.port}`,
+        protocol: "udp",
+        owner: claim.node,
+        detail: (error as Error).message,
+      });
+    });
+  }
+
+  /**
+   * A route of `claim`'s port went (`any`: this node took the port itself): its relay closes. A
+   * UDP port's relay goes to one route at a time, so another live route of the port takes it.
+   */
+  #dropRelay(claim: PortClaim, any = false): void {
     const relay = this.#relays.get(relayKey(claim));
-    if (relay) this.#closeRelay(relay);
+    if (!relay) return;
+    const same = relay.claim.node === claim.node && relay.claim.tunnel === claim.tunnel;
+    if (!same && !any) return;
+    this.#closeRelay(relay);
+    if (claim.protocol === "udp" && !any) this.#relayUdpPort(claim.port, claim);
+  }
+
+  /** Relays UDP `port` to a live route of another node, unless this node holds one (or relays). */
+  #relayUdpPort(port: number, gone: PortClaim): void {
+    const routes = this.registry.claims().filter((c) =>
+      c.protocol === "udp" && c.port === port &&
+      !(c.node === gone.node && c.tunnel === gone.tunnel)
+    );
+    if (routes.some((c) => c.node === this.node)) return;
+    const next = routes.find((c) => this.#peers.connected(c.node)) ?? routes[0];
+    if (next) this.#openRelay(next);
   }
 
   /**
@@ -485,6 +575,9 @@ export class Cluster {
     relay.closed = true;
     const key = relayKey(relay.claim);
     if (this.#relays.get(key) === relay) this.#relays.delete(key);
+    // A UDP relay's flows end with it: its port must be free at once, for a tunnel that may
+    // take the claim over on this node.
+    relay.udp?.close();
     const route = relay.route;
     if (!route) return;
     route.stopAccepting();
@@ -540,8 +633,12 @@ export function clusterKeys(config: ClusterConfig): string[] {
   return [config.key, ...config.previousKeys];
 }
 
-/** The key of a route to another node: its port, node and tunnel. */
+/**
+ * The key of a route to another node: its port, node and tunnel; a UDP port's alone (one socket
+ * per port, relaying to one route at a time).
+ */
 function relayKey(claim: PortClaim): string {
+  if (claim.protocol === "udp") return `udp/${claim.port}`;
   return `${claim.port}/${claim.node}/${claim.tunnel}`;
 }
 

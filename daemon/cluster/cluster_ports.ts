@@ -20,9 +20,12 @@ import { isRevisionConflict, type KvBucket, type KvEntry } from "./nats.ts";
 /** How many times a compare-and-set is tried before giving up. */
 const ATTEMPTS = 6;
 
-/** The KV key of a cluster port: ports are cluster-wide, whatever address each node binds. */
-export function portKeyOf(port: number): string {
-  return `port-${port}`;
+/**
+ * The KV key of a cluster port: ports are cluster-wide, whatever address each node binds, and
+ * TCP and UDP are name spaces apart (a TCP port keeps the key it always had).
+ */
+export function portKeyOf(port: number, protocol?: "udp"): string {
+  return protocol === "udp" ? `udp-${port}` : `port-${port}`;
 }
 
 /**
@@ -60,8 +63,12 @@ export class ClusterPorts {
       ...options,
       noun: "port",
       kind: {
-        keyOf: (claim) => portKeyOf(claim.port),
-        subjectOf: (claim) => ({ bindHost: claim.bindHost, port: claim.port }),
+        keyOf: (claim) => portKeyOf(claim.port, claim.protocol),
+        subjectOf: (claim) => ({
+          bindHost: claim.bindHost,
+          port: claim.port,
+          ...(claim.protocol === "udp" ? { protocol: "udp" } : {}),
+        }),
         claimOf: claimOf,
         beforeFirstShared: async (claim, owner) => {
           const elsewhere = await this.#ownerClaim(owner, claim.port);
@@ -103,13 +110,13 @@ export class ClusterPorts {
   }
 
   /** Whether a route is healthy as its port's record says (unknown routes count as healthy). */
-  routeHealthy(port: number, node: string, tunnel: string): boolean {
-    return this.#claims.routeHealthy(portKeyOf(port), node, tunnel);
+  routeHealthy(port: number, node: string, tunnel: string, protocol?: "udp"): boolean {
+    return this.#claims.routeHealthy(portKeyOf(port, protocol), node, tunnel);
   }
 
-  /** The first live route of `port`, if any. */
-  holder(port: number): PortClaim | undefined {
-    return this.#claims.liveRoutes(portKeyOf(port))[0]?.claim;
+  /** The first live route of `port` (of `protocol`, TCP when undefined), if any. */
+  holder(port: number, protocol?: "udp"): PortClaim | undefined {
+    return this.#claims.liveRoutes(portKeyOf(port, protocol))[0]?.claim;
   }
 
   /**
@@ -134,6 +141,7 @@ export class ClusterPorts {
     for (const { record } of this.#claims.records()) {
       if (!record.shared || record.owner !== owner) continue;
       if (!record.routes.some((r) => this.#claims.isLive(r))) continue;
+      if (record.protocol === "udp") continue; // groups are TCP ports only
       if (record.bindHost === bindHost || record.routes.some((r) => r.node !== this.#node)) {
         return record.port as number;
       }
@@ -233,5 +241,6 @@ function claimOf(record: ClaimRecord, route: StoredRoute): PortClaim {
     ...routeClaim(record, route),
     bindHost: record.bindHost as string,
     port: record.port as number,
+    ...(record.protocol === "udp" ? { protocol: "udp" as const } : {}),
   };
 }

@@ -102,6 +102,41 @@ describe("ClusterPorts", () => {
     assert.match(ownerKeyOf("client:ünïcode name/with.dots"), /^owner-[0-9a-f]+$/);
   });
 
+  it("keeps TCP and UDP ports apart: one number held by two clients, conflicts per protocol", async () => {
+    const [p1] = portsOfTest();
+    assert.equal(portKeyOf(p1, "udp"), `udp-${p1}`);
+    const alive: Alive = new Set();
+    const a = node("n1", { alive });
+    const b = node("n2", { alive });
+    const c = node("n3", { alive });
+    assert.deepEqual(await a.ports.claim(a.claim(p1, "tcp-a")), { ok: true });
+    assert.deepEqual(await b.ports.claim(b.claim(p1, "udp-b", { protocol: "udp" })), { ok: true });
+    const third = await c.ports.claim(c.claim(p1, "udp-c", { protocol: "udp" }));
+    assert.equal(third.ok, false, "a second client's UDP claim of the same port is refused");
+    assert.equal((third as { reason?: string }).reason, "taken");
+    assert.deepEqual(await routesOf(p1), ["n1/tcp-a"]);
+    const udp = await bucket.get(portKeyOf(p1, "udp"));
+    assert.equal(udp?.operation, "PUT");
+    const record = JSON.parse(udp!.string());
+    assert.equal(record.protocol, "udp");
+    assert.deepEqual(record.routes.map((r: PortClaim) => `${r.node}/${r.tunnel}`), ["n2/udp-b"]);
+    // One node's view, as its watch feeds it: both records of the one number, each its own.
+    const observer = node("n4", { alive });
+    observer.ports.apply(udp!);
+    observer.ports.apply(await entryOf(p1));
+    assert.equal(observer.ports.holder(p1, "udp")?.tunnel, "udp-b");
+    assert.equal(observer.ports.holder(p1, "udp")?.protocol, "udp");
+    assert.equal(observer.ports.holder(p1)?.tunnel, "tcp-a");
+    assert.equal(observer.ports.holder(p1)?.protocol, undefined);
+    assert.deepEqual(
+      observer.changes.map((c) => c.kind === "port" && `${c.op} ${c.claim.protocol ?? "tcp"}`),
+      ["claimed udp", "claimed tcp"],
+    );
+    await b.ports.release(b.claim(p1, "udp-b", { protocol: "udp" }));
+    assert.notEqual((await bucket.get(portKeyOf(p1, "udp")))?.operation, "PUT", "UDP freed");
+    assert.deepEqual(await routesOf(p1), ["n1/tcp-a"], "TCP kept");
+  });
+
   it("tells a shared route asking for another port to join the port its owner holds", async () => {
     const [p1, p2] = portsOfTest();
     const owner = `group:join-${p1}`;

@@ -431,16 +431,16 @@ export class ClusterRegistry implements Registry {
   }
 
   /** Whether the route `tunnel` of `node` on `port` is healthy, as its record says. */
-  routeHealthy(port: number, node: string, tunnel: string): boolean {
-    return this.#ports.routeHealthy(port, node, tunnel);
+  routeHealthy(port: number, node: string, tunnel: string, protocol?: "udp"): boolean {
+    return this.#ports.routeHealthy(port, node, tunnel, protocol);
   }
 
   ownerPort(owner: string, bindHost: string): Promise<number | undefined> {
     return this.#ports.ownerPort(owner, bindHost);
   }
 
-  portHolder(_bindHost: string, port: number): Promise<PortClaim | undefined> {
-    return Promise.resolve(this.#ports.holder(port));
+  portHolder(_bindHost: string, port: number, protocol?: "udp"): Promise<PortClaim | undefined> {
+    return Promise.resolve(this.#ports.holder(port, protocol));
   }
 
   /** Every live route in the cluster (this node's included), by port. */

@@ -119,8 +119,8 @@ export class LocalRegistry implements Registry {
     return Promise.resolve();
   }
 
-  portHolder(bindHost: string, port: number): Promise<PortClaim | undefined> {
-    return Promise.resolve(this.#ports.get(portKey(bindHost, port))?.[0]);
+  portHolder(bindHost: string, port: number, protocol?: "udp"): Promise<PortClaim | undefined> {
+    return Promise.resolve(this.#ports.get(portKey(bindHost, port, protocol))?.[0]);
   }
 
   setRouteHealth(_claim: PortClaim, _healthy: boolean): Promise<void> {

@@ -328,8 +328,8 @@ export interface Registry {
   updatePort?(claim: PortClaim): Promise<void>;
   /** The port held by `owner`'s shared claims on `bindHost`, if any (a group's port). */
   ownerPort(owner: string, bindHost: string): Promise<number | undefined>;
-  /** Who holds `bindHost:port`, if anyone. */
-  portHolder(bindHost: string, port: number): Promise<PortClaim | undefined>;
+  /** Who holds `bindHost:port` (of `protocol`, TCP when undefined), if anyone. */
+  portHolder(bindHost: string, port: number, protocol?: "udp"): Promise<PortClaim | undefined>;
 
   /** Adds a listening tunnel of this node, held by session `sessionId`. */
   addTunnel(tunnel: TunnelHandle, sessionId: string): void;

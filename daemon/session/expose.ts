@@ -105,10 +105,6 @@ export async function expose(
   if (udp && message.group !== undefined) {
     return answer.fail("not_allowed", "a group's UDP tunnel is not built yet");
   }
-  // A UDP port's flows are not relayed between nodes yet: refused rather than half served.
-  if (udp && context.config().cluster) {
-    return answer.fail("not_allowed", "UDP tunnels are not built for a cluster yet");
-  }
   const limits = context.config().limits;
   const { owner, balance } = joined;
   const shared = message.group !== undefined || message.shared === true;

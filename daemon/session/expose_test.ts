@@ -6,7 +6,6 @@ import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { cleanup, startTcpServer, tcpRoundTrip, waitFor } from "../../testing/mod.ts";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import { UdpTunnel } from "../tunnels/udp_tunnel.ts";
-import type { Config } from "../config/mod.ts";
 import { Fixture, GROUP_KEY, testConfig, UnreachableRegistry } from "./_handler_fixture.ts";
 import { expose, type ExposeMessage, unexpose } from "./expose.ts";
 
@@ -183,7 +182,7 @@ describe("expose: a UDP port", () => {
     assertRefused(await ask({ protocol: "udp", port: 80 }), "not_allowed", /allowed ports/);
   });
 
-  it("refuses a group's UDP tunnel, an HTTP one, and one in a cluster, saying why", async () => {
+  it("refuses a group's UDP tunnel and an HTTP one, saying why", async () => {
     f = new Fixture();
     assertRefused(
       await ask({ protocol: "udp", group: "team", groupKey: GROUP_KEY }),
@@ -194,10 +193,6 @@ describe("expose: a UDP port", () => {
     f.close();
     f = new Fixture();
     assertRefused(await ask({ protocol: "udp", http: "app" }), "not_allowed", /cannot be UDP/);
-    f.close();
-    f = new Fixture();
-    f.config = { ...f.config, cluster: { node: "n1" } as Config["cluster"] };
-    assertRefused(await ask({ protocol: "udp" }), "not_allowed", /not built for a cluster/);
   });
 });
 

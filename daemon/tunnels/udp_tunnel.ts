@@ -14,6 +14,7 @@ import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
+import { splice, streamEnd } from "../../tunnel/splice.ts";
 import {
   addUdpCounters,
   newUdpCounters,
@@ -42,6 +43,8 @@ export class UdpTunnel extends ReverseTunnel {
   readonly #session: Pick<Session, "open">;
   readonly #totals: UdpCounters | undefined;
   #table: UdpFlowTable | undefined;
+  /** Flows relayed from other nodes of the cluster, reset when the tunnel closes. */
+  readonly #relayedFlows = new Set<Stream>();
   #closed = false;
 
   private constructor(options: UdpTunnelOptions, counters: UdpCounters) {
@@ -99,9 +102,42 @@ export class UdpTunnel extends ReverseTunnel {
     return undefined;
   }
 
-  /** No relaying of UDP flows between nodes yet: a relayed stream is refused. */
-  override relayed(stream: Stream, _remote: string, _local: string, _rest: Uint8Array): void {
-    stream.reset(ResetReason.UnknownTunnel);
+  /**
+   * A flow that another node of the cluster took on this tunnel's port and relays here as
+   * `stream` (datagrams framed as the client reads them; `rest`: bytes read with its header):
+   * admitted as a new flow of `remote` is, then spliced to a `udpVisitor` stream to the client,
+   * bytes copied without parsing datagrams (its bytes count their 2-byte length prefixes).
+   */
+  override relayed(stream: Stream, remote: string, _local: string, rest: Uint8Array): void {
+    if (this.#closed) return stream.reset(ResetReason.UnknownTunnel);
+    const left = this.#admitFlow(remote);
+    if (!left) {
+      this.udp.drops.refused++;
+      return stream.reset(ResetReason.LimitReached);
+    }
+    let toClient: Stream;
+    try {
+      toClient = this.#openFlow(remote);
+    } catch {
+      left();
+      this.udp.drops.send_failed++;
+      return stream.reset(ResetReason.LimitReached);
+    }
+    this.udp.flows++;
+    this.udp.flowsOpen++;
+    this.#relayedFlows.add(stream);
+    const bytes = { aToB: 0, bToA: 0 };
+    void splice(streamEnd(stream), streamEnd(toClient), {
+      aFirst: rest,
+      counters: bytes,
+      throttle: this.throttle(),
+    }).finally(() => {
+      this.#relayedFlows.delete(stream);
+      this.udp.flowsOpen--;
+      this.udp.bytesIn += bytes.aToB;
+      this.udp.bytesOut += bytes.bToA;
+      left();
+    });
   }
 
   /** Ends every flow and releases the port; its counts go to the daemon's totals. Idempotent. */
@@ -110,6 +146,7 @@ export class UdpTunnel extends ReverseTunnel {
     if (this.#closed) return;
     this.#closed = true;
     this.#table?.close();
+    for (const stream of this.#relayedFlows) stream.reset(ResetReason.UnknownTunnel);
     if (this.#totals) addUdpCounters(this.#totals, this.udp, false);
   }
 

@@ -75,6 +75,10 @@ export interface ClusterPeer {
 export interface ClusterRelay {
   /** The public port relayed. */
   readonly port: number;
+  /** `udp` for a UDP port's relay; absent for TCP. */
+  readonly protocol?: "udp";
+  /** A UDP relay's flows, datagrams and drops (`refused`: by the tunnel's rules here). */
+  readonly udp?: Readonly<UdpCounters>;
   /** The node holding the tunnel. */
   readonly node: string;
   /** The tunnel, on that node. */
@@ -127,7 +131,7 @@ export interface AdminCluster {
     /** Every port claim of every node. */
     claims(): PortClaim[];
     /** Whether route `tunnel` of `node` on `port` takes visitors, as its record says. */
-    routeHealthy(port: number, node: string, tunnel: string): boolean;
+    routeHealthy(port: number, node: string, tunnel: string, protocol?: "udp"): boolean;
   };
 }
 

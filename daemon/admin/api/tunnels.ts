@@ -41,14 +41,16 @@ export function tunnelsApi(deps: TunnelsApiDeps): Hono {
     const tunnel = registry.tunnel(id);
     if (!tunnel) throw new ApiError(404, "not_found", `no tunnel ${id} on this node`);
     const routes = cluster
-      ? cluster.registry.claims().filter((claim) => claim.port === tunnel.port).map((claim) => ({
+      ? cluster.registry.claims().filter((claim) =>
+        claim.port === tunnel.port && claim.protocol === tunnel.protocol
+      ).map((claim) => ({
         node: claim.node,
         client: claim.client,
         session: claim.session,
         tunnel: claim.tunnel,
         healthy: claim.node === cluster.node
           ? registry.tunnel(claim.tunnel)?.healthy ?? true
-          : cluster.registry.routeHealthy(claim.port, claim.node, claim.tunnel),
+          : cluster.registry.routeHealthy(claim.port, claim.node, claim.tunnel, claim.protocol),
       }))
       : registry.tunnels().filter((t) => t.port === tunnel.port && t.bindHost === tunnel.bindHost)
         .map((t) => ({
