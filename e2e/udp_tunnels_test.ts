@@ -2,6 +2,7 @@
 // clients, real UDP sockets as visitors (from distinct loopback addresses, 127.0.0.2, .3, …, for
 // the visitor policy) and as local services, and `dig` asking a small DNS responder through
 // `--expose-udp`. What the daemon counts is read through its admin API and /metrics.
+import { startDnsResponder, startUdpEcho } from "../testing/udp_servers.ts";
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type Client, connect } from "../client/mod.ts";
@@ -20,35 +21,6 @@ import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 
 const TOKEN = "udp-tunnels-alice-0123456789abcdef";
 const ADMIN = "udp-tunnels-admin-0123456789abcdef";
-
-/** A tiny DNS responder: every question gets one A record, 192.0.2.7. */
-async function dnsServer(): Promise<UdpSocket> {
-  const server: UdpSocket = await openUdp({
-    onMessage: (query, remote) => {
-      if (query.length < 12) return;
-      let end = 12;
-      while (end < query.length && query[end] !== 0) end += query[end] + 1;
-      end += 5; // the root label's 0, then QTYPE and QCLASS
-      if (end > query.length) return;
-      const answer = [0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 7];
-      const reply = new Uint8Array(end + answer.length);
-      reply.set(query.subarray(0, end));
-      reply.set([0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0], 2);
-      reply.set(answer, end);
-      server.send(reply, remote.hostname, remote.port);
-    },
-  });
-  return server;
-}
-
-/** A UDP echo service: each datagram goes back as it came. */
-async function echoServer(hostname = "127.0.0.1"): Promise<UdpSocket> {
-  const server: UdpSocket = await openUdp({
-    hostname,
-    onMessage: (bytes, remote) => void server.send(bytes, remote.hostname, remote.port),
-  });
-  return server;
-}
 
 /** A visitor's socket on `hostname` and the datagrams it received. */
 async function visitor(hostname = "127.0.0.1"): Promise<{ socket: UdpSocket; got: Uint8Array[] }> {
@@ -108,8 +80,8 @@ describe("UDP reverse tunnels", () => {
   };
 
   before(async () => {
-    echo = await echoServer();
-    dns = await dnsServer();
+    echo = await startUdpEcho();
+    dns = await startDnsResponder();
     daemon = await startDaemonInProcess(config);
     client = await connect(`tcp://127.0.0.1:${portOf(daemon.addresses.tcp)}`, {
       token: TOKEN,
@@ -217,7 +189,7 @@ describe("UDP reverse tunnels", () => {
 
   it("drops a datagram larger than the largest, counted too_large, and the flow goes on", async () => {
     // Over IPv6 a datagram may be larger than IPv4's largest: the daemon does not carry it.
-    const echo6 = await echoServer("::1").catch(() => undefined);
+    const echo6 = await startUdpEcho("::1").catch(() => undefined);
     if (!echo6) return; // no IPv6 loopback here
     const tunnel = await client.expose({
       protocol: "udp",
@@ -372,7 +344,7 @@ describe("UDP tunnel flows over time", () => {
   let echo: UdpSocket;
 
   before(async () => {
-    echo = await echoServer();
+    echo = await startUdpEcho();
     daemon = await startDaemonInProcess({
       listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
       // Short enough for a test to see a flow end; long enough that flows a test opens one after

@@ -17,6 +17,7 @@ import { Logger } from "../../util/log.ts";
 import { openUdp, type UdpSocket } from "../../transport/udp.ts";
 import { pattern, waitFor, withTimeout } from "../../testing/mod.ts";
 import { encodeSocksUdp, type SocksTarget } from "./socks_parser.ts";
+import { startDnsResponder } from "../../testing/udp_servers.ts";
 
 const TOKEN = "socks-udp-test-token-0123456789abcd";
 const v4 = (port: number): SocksTarget => ({
@@ -25,26 +26,6 @@ const v4 = (port: number): SocksTarget => ({
   port,
   address: `127.0.0.1:${port}`,
 });
-
-/** A tiny DNS responder: every A question gets 192.0.2.7. */
-async function dnsServer(): Promise<UdpSocket> {
-  const server: UdpSocket = await openUdp({
-    onMessage: (query, remote) => {
-      if (query.length < 12) return;
-      let end = 12;
-      while (end < query.length && query[end] !== 0) end += query[end] + 1;
-      end += 5; // the root label's 0, then QTYPE and QCLASS
-      if (end > query.length) return;
-      const answer = [0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 7];
-      const reply = new Uint8Array(end + answer.length);
-      reply.set(query.subarray(0, end));
-      reply.set([0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0], 2);
-      reply.set(answer, end);
-      server.send(reply, remote.hostname, remote.port);
-    },
-  });
-  return server;
-}
 
 /** A DNS query for `name`'s A record with the ID `id`. */
 function dnsQuery(id: number, name: string): Uint8Array {
@@ -110,7 +91,7 @@ describe("SOCKS5 UDP ASSOCIATE (daemon in process)", () => {
         echo.send(bytes, remote.hostname, remote.port);
       },
     });
-    dns = await dnsServer();
+    dns = await startDnsResponder();
     const result = validateConfig({
       listen: { tcp: "127.0.0.1:0", websocket: null, admin: null },
       clients: [{

@@ -4,7 +4,7 @@ import { serveUdpForward } from "./forward_udp.ts";
 import { type ClientPolicy, parseForwardRule } from "../policy/policy.ts";
 import { Session } from "../../protocol/session.ts";
 import { memoryPair } from "../../transport/memory.ts";
-import { openUdp, type UdpSocket } from "../../transport/udp.ts";
+import { openUdp } from "../../transport/udp.ts";
 import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { newUdpCounters, UdpFlowTable } from "../../tunnel/udp_flow.ts";
@@ -12,6 +12,7 @@ import { parseIp } from "../../util/address.ts";
 import { Logger } from "../../util/log.ts";
 import { runCommand } from "../../testing/command.ts";
 import { waitFor } from "../../testing/wait.ts";
+import { startDnsResponder } from "../../testing/udp_servers.ts";
 
 function policy(forward: string[]): ClientPolicy {
   return {
@@ -24,26 +25,6 @@ function policy(forward: string[]): ClientPolicy {
     }),
     services: { offer: [], use: [] },
   };
-}
-
-/** A tiny DNS responder: every A question gets 192.0.2.7. */
-async function dnsServer(): Promise<UdpSocket> {
-  const server: UdpSocket = await openUdp({
-    onMessage: (query, remote) => {
-      if (query.length < 12) return;
-      let end = 12;
-      while (end < query.length && query[end] !== 0) end += query[end] + 1;
-      end += 5; // the root label's 0, then QTYPE and QCLASS
-      if (end > query.length) return;
-      const answer = [0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 7];
-      const reply = new Uint8Array(end + answer.length);
-      reply.set(query.subarray(0, end));
-      reply.set([0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0], 2);
-      reply.set(answer, end);
-      server.send(reply, remote.hostname, remote.port);
-    },
-  });
-  return server;
 }
 
 /** A client's `--forward-udp` port whose flows the daemon serves under `forward` rules. */
@@ -92,7 +73,7 @@ describe("udp forwards", () => {
     if (dig?.code !== 0) {
       return t.skip("dig is not installed (Debian: apt-get install dnsutils)");
     }
-    const dns = await dnsServer();
+    const dns = await startDnsResponder();
     const port = await forwardPort([`127.0.0.1:${dns.local.port}`], `127.0.0.1:${dns.local.port}`);
     try {
       const result = await runCommand("dig", [
@@ -117,7 +98,7 @@ describe("udp forwards", () => {
   });
 
   it("refuses a target outside the allowlist when the flow opens", async () => {
-    const dns = await dnsServer();
+    const dns = await startDnsResponder();
     const port = await forwardPort(["127.0.0.1:1-1000"], `127.0.0.1:${dns.local.port}`);
     const got: Uint8Array[] = [];
     const visitor = await openUdp({ onMessage: (bytes) => got.push(bytes) });
