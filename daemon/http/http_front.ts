@@ -980,7 +980,12 @@ class HttpConnection {
         return this.#replay(exchange);
       }
       if (exchange.framing === undefined) {
-        this.#badGateway(exchange, noResponse(error));
+        // The node holding the tunnel refused a visitor relayed to it (a rate or count of the
+        // tunnel's policy, or a limit, counted there): the page a refusal here would give.
+        const limited = (error as { resetCode?: number } | undefined)?.resetCode ===
+          ResetReason.LimitReached;
+        if (limited) this.#badGateway(exchange, "", 429);
+        else this.#badGateway(exchange, noResponse(error));
       } else this.#breakOff(exchange, "the service closed mid-response");
     }
   }
@@ -1151,15 +1156,16 @@ class HttpConnection {
   }
 
   /**
-   * The client's side failed: 502 if no response began, and the connection kept when the request
-   * was all read and nobody asked to close; else the visitor's connection is cut.
+   * The client's side failed: 502 (or `status`, with the policy's page when `message` is empty) if
+   * no response began, and the connection kept when the request was all read and nobody asked to
+   * close; else the visitor's connection is cut.
    */
-  #badGateway(exchange: Exchange, message: string): void {
+  #badGateway(exchange: Exchange, message: string, status = 502): void {
     if (exchange.bytesOut === 0) {
-      exchange.status = 502;
+      exchange.status = status;
       this.#drop(exchange);
       const keep = exchange.bodyDone && !exchange.closeAfter && !this.#visitorEnded;
-      const kept = this.#refuse(502, message, exchange.host, keep ? exchange.method : undefined);
+      const kept = this.#refuse(status, message, exchange.host, keep ? exchange.method : undefined);
       if (kept && this.#pending.length > 0) this.#startHead();
       return;
     }

@@ -13,6 +13,7 @@ import { Agent, createServer, request, type Server } from "node:http";
 import { connect as netConnect, type Socket } from "node:net";
 import { Session } from "../../protocol/session.ts";
 import { connectTcp, listenTcp, memoryPair, type TransportListener } from "../../transport/mod.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import { DEFAULT_TIMEOUT_MS, waitFor, withTimeout } from "../../testing/wait.ts";
 import { tcpConnect } from "../../testing/visitors.ts";
@@ -405,6 +406,36 @@ describe("http_front", () => {
       visitor.destroy();
       closer.close();
       routes.delete("closer.tunnels.test");
+    }
+  });
+
+  it("answers 429 with the policy's page when the tunnel's node refuses the visitor (a limit)", async () => {
+    // As a cluster node holding the tunnel answers a visitor relayed to it over its rate limit.
+    const [near, far] = memoryPair();
+    const config = { enableKeepAlive: false };
+    const daemonSide = new Session(near, { client: false, config });
+    const holder = new Session(far, {
+      client: true,
+      config,
+      onStream: (stream) => {
+        stream.onData = () => stream.reset(ResetReason.LimitReached);
+      },
+    });
+    routes.set("limited.tunnels.test", { open: () => daemonSide.open() });
+    const visitor = await visitorConnection();
+    try {
+      visitor.send("GET /p HTTP/1.1\r\nHost: limited.tunnels.test\r\n\r\n");
+      const refused = await visitor.next();
+      assert.match(refused, /^HTTP\/1\.1 429 /);
+      assert.match(refused, /retry-after: 1/i);
+      assert.match(refused, /<h1>429 Too Many Requests<\/h1>/);
+      visitor.send("GET /next HTTP/1.1\r\nHost: a.tunnels.test\r\n\r\n");
+      assert.match(await visitor.next(), /^HTTP\/1\.1 200 /, "the connection kept");
+    } finally {
+      visitor.destroy();
+      daemonSide.close();
+      holder.close();
+      routes.delete("limited.tunnels.test");
     }
   });
 
