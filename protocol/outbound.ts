@@ -25,6 +25,13 @@ import { acquireAtLeast } from "../util/buffer_pool.ts";
  */
 const POOLED_BATCH = 4 * 1024;
 
+/**
+ * Less than this to send is never a chunk with room in front of it: only socket reads of at least
+ * 8 KiB and payloads of at least 8 KiB are offered room (`transport/deno/tcp.ts`,
+ * `frame_decoder.ts`). Smaller batches are copied without looking.
+ */
+const FRAMABLE_FROM = 4 * 1024;
+
 /** Assembles and writes frames for one session. */
 export class Outbound {
   readonly #transport: Transport;
@@ -211,7 +218,9 @@ export class Outbound {
    * Undefined when it does not apply.
    */
   #framedInPlace(): Uint8Array | undefined {
-    if (this.#planData[0] === 0 || this.#needsHeaderFrame(0)) return undefined;
+    // Only large chunks are ever offered room (bulk reads, large payloads): a round trip's small
+    // batch skips the lookups.
+    if (this.#planData[0] < FRAMABLE_FROM || this.#needsHeaderFrame(0)) return undefined;
     // At most one data frame, and one message of a transport that frames (its framing goes in
     // front of ours).
     const h = this.#headroom;
