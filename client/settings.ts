@@ -595,10 +595,6 @@ export function clientSettings(
     ...udpExposes.map((source) => ({ source, udp: true })),
   ];
   for (const { source, udp } of allExposes) {
-    if (udp && group !== undefined) {
-      fail(source.where, "a group's UDP tunnel is not built yet: --group applies to TCP only");
-      continue;
-    }
     const parts = pair(source);
     if (!parts) continue;
     const [remote, local] = parts;
@@ -608,6 +604,11 @@ export function clientSettings(
     const remotePort = Number(portText);
     if (!/^\d+$/.test(portText) || remotePort > 65535) {
       fail(source.where, `bad port in "${source.value}" (0 to 65535)`);
+      continue;
+    }
+    // Every member of a group serves one UDP port, which each must name.
+    if (udp && group !== undefined && remotePort === 0) {
+      fail(source.where, `a group's UDP port must be named, not 0 ("${source.value}")`);
       continue;
     }
     if (!hostPort(source, local, "local address")) continue;

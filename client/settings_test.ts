@@ -137,11 +137,19 @@ describe("clientSettings", () => {
       "--expose-udp",
       "--expose-udp",
     ]);
+    // A group's UDP port: every member names it; port 0 is refused, saying why.
     const grouped = clientSettings({
       flags: { server: ["tcp://a:7000"], group: "web", "expose-udp": ["53=127.0.0.1:53"] },
       env: { TUNNELMUX_TOKEN: TOKEN, TUNNELMUX_GROUP_KEY: "a-group-key-of-24-characters-ok" },
     });
-    assert.match(formatSettingsErrors(grouped.errors), /group's UDP tunnel is not built yet/);
+    assert.deepEqual(grouped.errors, []);
+    assert.equal(grouped.settings?.exposes[0].protocol, "udp");
+    assert.equal(grouped.settings?.exposes[0].group, "web");
+    const anyPort = clientSettings({
+      flags: { server: ["tcp://a:7000"], group: "web", "expose-udp": ["0=127.0.0.1:53"] },
+      env: { TUNNELMUX_TOKEN: TOKEN, TUNNELMUX_GROUP_KEY: "a-group-key-of-24-characters-ok" },
+    });
+    assert.match(formatSettingsErrors(anyPort.errors), /group's UDP port must be named, not 0/);
   });
 
   it("reads a JSONC file: its lists first, then the flags'; flags win over its values; paths are relative to it", () => {

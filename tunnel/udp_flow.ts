@@ -137,6 +137,10 @@ const NOTHING = () => {};
 interface Flow {
   stream: Stream;
   sender: DatagramSender;
+  /** The counters of the route the flow took. */
+  counters: UdpCounters;
+  /** That route's bandwidth. */
+  police: UdpFlowWay["police"];
   lastActive: number;
   timer: ReturnType<typeof setTimeout> | undefined;
 }
@@ -197,6 +201,21 @@ function carry(sender: DatagramSender, bytes: Uint8Array, counters: UdpCounters)
   }
 }
 
+/**
+ * The way one new flow goes, chosen as it opens (a port served by several routes): its stream,
+ * the counters it adds to, its bandwidth, and what to call once it ends.
+ */
+export interface UdpFlowWay {
+  /** Opens the flow's stream (and writes its header). */
+  openStream: () => Stream;
+  /** Called once when the flow ends (or its stream could not be opened). */
+  leave: () => void;
+  /** Counters the flow adds to. */
+  counters: UdpCounters;
+  /** Bandwidth per direction, as {@linkcode UdpFlowTableOptions.police}. */
+  police?: { in?: (bytes: number) => boolean; out?: (bytes: number) => boolean };
+}
+
 /** Options of {@linkcode UdpFlowTable.open}. */
 export interface UdpFlowTableOptions {
   /** Address to bind (default 127.0.0.1). */
@@ -204,7 +223,7 @@ export interface UdpFlowTableOptions {
   /** Port to bind (0: any). */
   port?: number;
   /** Opens a flow's stream (and writes its header) for a visitor address `host:port`. */
-  openStream: (remote: string) => Stream;
+  openStream?: (remote: string) => Stream;
   /** A flow with no datagram either way for this long is closed (default {@linkcode UDP_FLOW_IDLE_MS}). */
   idleMs?: number;
   /** Flows kept at once (default {@linkcode UDP_MAX_FLOWS}); one more visitor's datagrams are dropped. */
@@ -221,6 +240,11 @@ export interface UdpFlowTableOptions {
    * its size, false drops it (counted `rate_limited`). Default: no limit.
    */
   police?: { in?: (bytes: number) => boolean; out?: (bytes: number) => boolean };
+  /**
+   * Chooses the way of each new flow (a port with several routes), in place of `admit`,
+   * `openStream`, `counters` and `police`: undefined drops the datagram (the chooser counts it).
+   */
+  route?: (remote: string) => UdpFlowWay | undefined;
 }
 
 /**
@@ -308,46 +332,63 @@ export class UdpFlowTable {
         this.counters.drops.flow_limit++;
         return;
       }
-      const leave = this.#options.admit ? this.#options.admit(remote) : NOTHING;
-      if (!leave) {
-        this.counters.drops.refused++;
-        return;
-      }
-      flow = this.#start(remote, from, leave);
+      const way = this.#way(remote);
+      if (!way) return;
+      flow = this.#start(remote, from, way);
       if (!flow) return;
     }
     flow.lastActive = Date.now();
-    if (this.#options.police?.in?.(bytes.length) === false) {
-      this.counters.drops.rate_limited++;
+    if (flow.police?.in?.(bytes.length) === false) {
+      flow.counters.drops.rate_limited++;
       return;
     }
-    carry(flow.sender, bytes, this.counters);
+    carry(flow.sender, bytes, flow.counters);
+  }
+
+  /** A new flow's way: the chooser's, or the table's own admission and stream. */
+  #way(remote: string): UdpFlowWay | undefined {
+    const options = this.#options;
+    if (options.route) return options.route(remote);
+    const leave = options.admit ? options.admit(remote) : NOTHING;
+    if (!leave) {
+      this.counters.drops.refused++;
+      return undefined;
+    }
+    return {
+      openStream: () => options.openStream!(remote),
+      leave,
+      counters: this.counters,
+      police: options.police,
+    };
   }
 
   #start(
     remote: string,
     { hostname, port }: { hostname: string; port: number },
-    leave: () => void,
+    way: UdpFlowWay,
   ): Flow | undefined {
+    const { counters, leave } = way;
     let stream: Stream;
     try {
-      stream = this.#options.openStream(remote);
+      stream = way.openStream();
     } catch {
       leave();
-      this.counters.drops.send_failed++;
+      counters.drops.send_failed++;
       return undefined;
     }
     const flow: Flow = {
       stream,
+      counters,
+      police: way.police,
       lastActive: Date.now(),
       timer: undefined,
       sender: undefined as unknown as DatagramSender,
     };
     flow.sender = wire(
       stream,
-      this.counters,
+      counters,
       (bytes) =>
-        this.#options.police?.out?.(bytes.length) === false
+        way.police?.out?.(bytes.length) === false
           ? "rate_limited"
           : this.#socket.send(bytes, hostname, port),
       () => flow.lastActive = Date.now(),
@@ -355,14 +396,14 @@ export class UdpFlowTable {
         clearTimeout(flow.timer);
         if (this.#flows.get(remote) === flow) {
           this.#flows.delete(remote);
-          this.counters.flowsOpen--;
+          counters.flowsOpen--;
           leave();
         }
       },
     );
     this.#flows.set(remote, flow);
-    this.counters.flowsOpen++;
-    this.counters.flows++;
+    counters.flowsOpen++;
+    counters.flows++;
     armIdle(flow, this.#options.idleMs ?? UDP_FLOW_IDLE_MS);
     return flow;
   }
@@ -401,6 +442,8 @@ export async function serveUdpFlow(stream: Stream, options: ServeUdpFlowOptions)
   const counters = options.counters ?? newUdpCounters();
   const flow: Flow = {
     stream,
+    counters,
+    police: undefined,
     lastActive: Date.now(),
     timer: undefined,
     sender: undefined as unknown as DatagramSender,

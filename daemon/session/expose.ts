@@ -102,8 +102,9 @@ export async function expose(
   // group's key. Then every member's session is a route of one port.
   const joined = joinGroup(client, context.config().groups, message.group, message.groupKey);
   if (typeof joined === "string") return answer.fail("not_allowed", joined);
-  if (udp && message.group !== undefined) {
-    return answer.fail("not_allowed", "a group's UDP tunnel is not built yet");
+  // A UDP port has no owner's port to join by number: each member names the group's port.
+  if (udp && message.group !== undefined && message.port === 0) {
+    return answer.fail("not_allowed", "a group's UDP tunnel needs its port named (not 0)");
   }
   const limits = context.config().limits;
   const { owner, balance } = joined;

@@ -6,6 +6,7 @@ import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { cleanup, startTcpServer, tcpRoundTrip, waitFor } from "../../testing/mod.ts";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import { UdpTunnel } from "../tunnels/udp_tunnel.ts";
+import { openUdp } from "../../transport/udp.ts";
 import { Fixture, GROUP_KEY, testConfig, UnreachableRegistry } from "./_handler_fixture.ts";
 import { expose, type ExposeMessage, unexpose } from "./expose.ts";
 
@@ -182,19 +183,64 @@ describe("expose: a UDP port", () => {
     assertRefused(await ask({ protocol: "udp", port: 80 }), "not_allowed", /allowed ports/);
   });
 
-  it("refuses a group's UDP tunnel and an HTTP one, saying why", async () => {
+  it("refuses a group's UDP tunnel on port 0 and an HTTP one, saying why", async () => {
     f = new Fixture();
     assertRefused(
       await ask({ protocol: "udp", group: "team", groupKey: GROUP_KEY }),
       "not_allowed",
-      /group's UDP tunnel is not built yet/,
+      /group's UDP tunnel needs its port named/,
     );
     f.sent.length = 0;
     f.close();
     f = new Fixture();
     assertRefused(await ask({ protocol: "udp", http: "app" }), "not_allowed", /cannot be UDP/);
   });
+
+  it("puts a group's members on one UDP port, each new flow on one of them in turn", async () => {
+    f = new Fixture();
+    const port = await freeUdpPort();
+    const first = await ask({ protocol: "udp", port, group: "team", groupKey: GROUP_KEY });
+    f.sent.length = 0;
+    const second = await ask({ protocol: "udp", port, group: "team", groupKey: GROUP_KEY });
+    assert.equal(first.type, "exposed", JSON.stringify(first));
+    assert.equal(second.type, "exposed", JSON.stringify(second));
+    assert.equal(second.port, port);
+    const members = [first, second].map((a) => f.tunnels.get(a.tunnel as string) as UdpTunnel);
+    assert.deepEqual(members.map((t) => t.owner), ["group:team", "group:team"]);
+    assert.deepEqual(f.ports.udpPort("127.0.0.1", port)?.routes, members);
+    const visitors = await Promise.all(
+      [0, 1, 2, 3].map(() => openUdp({ onMessage: () => {} })),
+    );
+    try {
+      for (const v of visitors) v.send(new Uint8Array([1]), "127.0.0.1", port);
+      await waitFor(() => members[0].udp.flows + members[1].udp.flows === 4, "four flows");
+      assert.deepEqual(members.map((t) => t.udp.flows), [2, 2], "spread in turn");
+      // A member that goes takes its own flows only; the port stays for the other.
+      f.tunnels.remove(members[0]);
+      await waitFor(() => members[0].udp.flowsOpen === 0, "the first member's flows end");
+      assert.equal(members[1].udp.flowsOpen, 2);
+      assert.equal(f.ports.udpPort("127.0.0.1", port)?.routes.length, 1);
+      f.tunnels.remove(members[1]);
+      assert.equal(f.ports.udpPort("127.0.0.1", port), undefined, "freed with the last member");
+    } finally {
+      for (const v of visitors) v.close();
+    }
+  });
 });
+
+/** A UDP port of 20000-30000 (alice's) that can be bound now; a bounded number of tries. */
+async function freeUdpPort(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const port = 20000 + Math.floor(Math.random() * 10000);
+    const socket = await openUdp({ port, onMessage: () => {} }).catch(() => undefined);
+    if (!socket) continue;
+    socket.close();
+    // Deno lets go of a closed socket's port a turn later.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    return port;
+  }
+  throw new Error("no free UDP port in 20000-30000");
+}
 
 describe("unexpose", () => {
   afterEach(() => f.close());

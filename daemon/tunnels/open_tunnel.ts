@@ -123,14 +123,18 @@ export async function openTunnel(
     }
     try {
       if (udp) {
+        // One socket per port: a group's members (and relays) share it, each flow on one.
+        const udpPort = await ports.openUdp(bindHost, candidate, { idleMs: udp.idleMs, balance });
         const tunnel = await UdpTunnel.open({
           ...listen,
           ...udp,
           id,
           bindHost,
-          port: candidate,
+          port: udpPort.port,
           owner,
+          udpPort,
         });
+        ports.attach(udpPort, tunnel);
         return { ok: true, tunnel };
       }
       const listener = await ports.open(bindHost, candidate, balance);

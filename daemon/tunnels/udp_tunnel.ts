@@ -4,7 +4,9 @@
  * TCP visitor connection is (a flow counts as one connection of its visitor while it lasts), with
  * a `udpVisitor` stream of its own to the client. The bandwidth limits police datagrams: over
  * them a datagram is dropped, where a TCP visitor would be held. A flow that cannot keep up drops datagrams,
- * counted; nothing waits on a stream, so no flow holds up another or the session.
+ * counted; nothing waits on a stream, so no flow holds up another or the session. The port's
+ * socket is a {@linkcode UdpPort}, which a group's members (and relays in a cluster) share: each
+ * new flow is given to one of them and stays on it.
  *
  * @module
  */
@@ -19,30 +21,42 @@ import {
   addUdpCounters,
   newUdpCounters,
   type UdpCounters,
-  UdpFlowTable,
+  type UdpFlowWay,
   udpPolicer,
+  UDP_MAX_FLOWS,
 } from "../../tunnel/udp_flow.ts";
 import { formatHostPort } from "../../util/address.ts";
 import { ReverseTunnel, type ReverseTunnelOptions } from "./reverse_tunnel.ts";
+import { UdpPort, type UdpRoute } from "./udp_port.ts";
 
 /** How to open a UDP tunnel: a reverse tunnel's options and the flows' limits. */
 export interface UdpTunnelOptions extends Omit<ReverseTunnelOptions, "host" | "passthrough"> {
   /** A flow with no datagram either way for this long ends (default `UDP_FLOW_IDLE_MS`). */
   idleMs?: number;
-  /** Flows at once (default `UDP_MAX_FLOWS`); one more visitor's datagrams are dropped. */
+  /** Its flows at once (default `UDP_MAX_FLOWS`); one more visitor's datagrams are dropped. */
   maxFlows?: number;
   /** The daemon's totals of closed UDP tunnels: the tunnel's counts are added there as it closes. */
   totals?: UdpCounters;
+  /**
+   * The port's socket, shared with the port's other routes (the caller attaches the tunnel to
+   * it); default: a port of its own, bound at `bindHost:port` and closed with the tunnel.
+   */
+  udpPort?: UdpPort;
 }
 
 /** A client's UDP tunnel on this node. Create with {@linkcode UdpTunnel.open}. */
-export class UdpTunnel extends ReverseTunnel {
+export class UdpTunnel extends ReverseTunnel implements UdpRoute {
   override readonly protocol = "udp" as const;
   /** Flows, datagrams and bytes each way, drops by reason (live). */
   override readonly udp: UdpCounters;
   readonly #session: Pick<Session, "open">;
   readonly #totals: UdpCounters | undefined;
-  #table: UdpFlowTable | undefined;
+  readonly #maxFlows: number;
+  readonly #police: NonNullable<UdpFlowWay["police"]>;
+  /** The port it opened for itself, closed with it; undefined when it shares one. */
+  #ownPort: UdpPort | undefined;
+  /** Its flows on the port, by stream, with their visitor addresses. */
+  readonly #flows = new Map<Stream, string>();
   /** Flows relayed from other nodes of the cluster, reset when the tunnel closes. */
   readonly #relayedFlows = new Set<Stream>();
   #closed = false;
@@ -52,6 +66,12 @@ export class UdpTunnel extends ReverseTunnel {
     this.udp = counters;
     this.#session = options.session;
     this.#totals = options.totals;
+    this.#maxFlows = options.maxFlows ?? UDP_MAX_FLOWS;
+    // The tunnel's bandwidth and its client's, as for TCP; a datagram over it is dropped.
+    this.#police = {
+      in: udpPolicer(() => this.throttle()?.aToB),
+      out: udpPolicer(() => this.throttle()?.bToA),
+    };
     // The tunnel's counters, as every tunnel shows them: a flow is a visitor connection.
     const udp = counters;
     Object.defineProperties(this.stats, {
@@ -62,34 +82,28 @@ export class UdpTunnel extends ReverseTunnel {
     });
   }
 
-  /** Binds UDP `bindHost:port`; rejects when it cannot be bound (in use, not an address here). */
+  /**
+   * A tunnel on `options.udpPort`, or on a port of its own bound at `bindHost:port`; rejects when
+   * that cannot be bound (in use, not an address here).
+   */
   static async open(options: UdpTunnelOptions): Promise<UdpTunnel> {
-    const counters = newUdpCounters();
-    // Datagrams may come before the tunnel exists (it needs the bound port): refused, counted.
-    const ref: { tunnel?: UdpTunnel } = {};
-    const table = await UdpFlowTable.open({
-      hostname: options.bindHost,
+    const own = options.udpPort ? undefined : await UdpPort.open({
+      bindHost: options.bindHost,
       port: options.port,
       idleMs: options.idleMs,
-      maxFlows: options.maxFlows,
-      counters,
-      admit: (remote) => ref.tunnel ? ref.tunnel.#admitFlow(remote) : undefined,
-      // The tunnel's bandwidth and its client's, as for TCP; a datagram over it is dropped.
-      police: {
-        in: udpPolicer(() => ref.tunnel?.throttle()?.aToB),
-        out: udpPolicer(() => ref.tunnel?.throttle()?.bToA),
-      },
-      openStream: (remote) => ref.tunnel!.#openFlow(remote),
     });
-    const tunnel = new UdpTunnel({ ...options, port: table.local.port }, counters);
-    tunnel.#table = table;
-    ref.tunnel = tunnel;
+    const port = options.udpPort ?? own!;
+    const tunnel = new UdpTunnel({ ...options, port: port.port }, newUdpCounters());
+    if (own) {
+      tunnel.#ownPort = own;
+      own.attach(tunnel);
+    }
     return tunnel;
   }
 
-  /** The visitor addresses with a flow now. */
+  /** The visitor addresses with a flow on this tunnel now. */
   get flows(): string[] {
-    return this.#table?.flows ?? [];
+    return [...this.#flows.values()];
   }
 
   /** A TCP visitor has no place on a UDP port: closed at once. */
@@ -100,6 +114,36 @@ export class UdpTunnel extends ReverseTunnel {
   /** No HTTP request is ever sent to a UDP port: none taken. */
   override open(_remote: string, _local: string): Stream | undefined {
     return undefined;
+  }
+
+  /**
+   * A new flow of `remote` its port gave it: past its flow limit, or refused by its policy and
+   * limits (as a TCP visitor would be), the datagram is dropped and counted here.
+   */
+  flow(remote: string): UdpFlowWay | undefined {
+    if (this.#closed || this.udp.flowsOpen >= this.#maxFlows) {
+      this.udp.drops[this.#closed ? "refused" : "flow_limit"]++;
+      return undefined;
+    }
+    const left = this.#admitFlow(remote);
+    if (!left) {
+      this.udp.drops.refused++;
+      return undefined;
+    }
+    let opened: Stream | undefined;
+    return {
+      counters: this.udp,
+      police: this.#police,
+      openStream: () => {
+        opened = this.#openFlow(remote);
+        this.#flows.set(opened, remote);
+        return opened;
+      },
+      leave: () => {
+        if (opened) this.#flows.delete(opened);
+        left();
+      },
+    };
   }
 
   /**
@@ -140,12 +184,17 @@ export class UdpTunnel extends ReverseTunnel {
     });
   }
 
-  /** Ends every flow and releases the port; its counts go to the daemon's totals. Idempotent. */
+  /**
+   * Ends its flows (a visitor's next datagram opens a new flow on a route that is left) and, if
+   * the port is its own, releases it; its counts go to the daemon's totals. Idempotent.
+   */
   override close(): void {
     super.close();
     if (this.#closed) return;
     this.#closed = true;
-    this.#table?.close();
+    this.#ownPort?.detach(this);
+    void this.#ownPort?.close();
+    for (const stream of [...this.#flows.keys()]) stream.reset(ResetReason.UnknownTunnel);
     for (const stream of this.#relayedFlows) stream.reset(ResetReason.UnknownTunnel);
     if (this.#totals) addUdpCounters(this.#totals, this.udp, false);
   }
