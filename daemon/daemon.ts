@@ -119,7 +119,11 @@ export class Daemon {
   /** When the daemon started (ms since the epoch). */
   readonly startedAt = Date.now();
   /** UDP counters: closed UDP tunnels' totals (live ones keep their own) and every UDP forward's. */
-  readonly udp: DaemonUdp = { closedTunnels: newUdpCounters(), forwards: newUdpCounters() };
+  readonly udp: DaemonUdp = {
+    closedTunnels: newUdpCounters(),
+    forwards: newUdpCounters(),
+    closedRelays: newUdpCounters(),
+  };
   /** Resolves once the daemon has stopped. */
   readonly stopped: Promise<void>;
 
@@ -297,6 +301,7 @@ export class Daemon {
             idleMs: this.#config.limits.udpFlowIdleMs,
             maxFlows: this.#config.limits.udpFlowsPerTunnel,
           }),
+          udpTotals: this.udp.closedRelays,
         });
         this.#context.registry = this.#cluster.registry;
       }

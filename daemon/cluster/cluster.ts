@@ -30,7 +30,7 @@ import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
 import { RelayRoute } from "./relay_route.ts";
 import { UdpRelayRoute } from "./udp_relay_route.ts";
-import type { UdpCounters } from "../../tunnel/udp_flow.ts";
+import { addUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
 import { VERSION } from "../../util/version.ts";
 import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { KvAcmeStorage } from "./kv_acme.ts";
@@ -99,6 +99,8 @@ export interface ClusterDeps {
   ports: TunnelPorts;
   /** The flow idle time and flow limit of a UDP relay opened now (default: the tables'). */
   udpLimits?: () => { idleMs: number; maxFlows: number };
+  /** The daemon's totals of closed UDP relays: each relay's counts are added as it closes. */
+  udpTotals?: UdpCounters;
 }
 
 /** The answers of {@linkcode Cluster.ask}: one per node that answered, and who did not. */
@@ -114,7 +116,7 @@ export interface ClusterAnswers {
 interface Relay {
   claim: PortClaim;
   route: RelayRoute | undefined;
-  /** A UDP claim's route: its own UDP socket, not a route on the TCP listeners. */
+  /** A UDP claim's route: on the port's UDP socket here, not on the TCP listeners. */
   udp?: UdpRelayRoute;
   closed: boolean;
 }
@@ -135,10 +137,11 @@ export class Cluster {
   readonly #presence: Presence;
   readonly #peers: PeerLinks;
   readonly #log: Logger;
-  /** Routes to tunnels held on other nodes, by `port/node/tunnel` (a UDP port: `udp/port`). */
+  /** Routes to tunnels held on other nodes, by `port/node/tunnel` (a UDP port's: `udp/` first). */
   readonly #relays = new Map<string, Relay>();
   #ports!: TunnelPorts;
   #udpLimits: ClusterDeps["udpLimits"];
+  #udpTotals: UdpCounters | undefined;
   /** The minted tokens' feed (the `tokens` bucket's watch). */
   #tokens: KvTokenBackend | undefined;
   /** Relays whose claim went, still carrying visitors that arrived before. */
@@ -284,8 +287,8 @@ export class Cluster {
     for (const timer of this.#timers) clearTimeout(timer);
     for (const relay of [...this.#relays.values(), ...this.#draining]) {
       relay.route?.close();
-      relay.udp?.close();
       if (relay.route) this.#ports.detach(relay.route);
+      if (relay.udp) this.#closeUdpRelay(relay.udp);
     }
     this.#relays.clear();
     this.registry.stop();
@@ -369,6 +372,7 @@ export class Cluster {
       const self = cluster;
       self.#ports = deps.ports;
       self.#udpLimits = deps.udpLimits;
+      self.#udpTotals = deps.udpTotals;
       self.#tokens = tokens;
       presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
       presence.onNodeGone = (info) => self.#nodeGone(info);
@@ -405,12 +409,7 @@ export class Cluster {
       registry.onClaimLost = (claim) => self.#claimLost(claim);
       registry.watch((change) => {
         if (change.kind !== "port") return;
-        if (change.claim.node === config.node) {
-          // A UDP port has one socket per node: this node's own route takes it from a relay.
-          if (change.claim.protocol !== "udp") return;
-          if (change.op === "claimed") return self.#dropRelay(change.claim, true);
-          return self.#relayUdpPort(change.claim.port, change.claim);
-        }
+        if (change.claim.node === config.node) return;
         if (change.op === "claimed") self.#openRelay(change.claim);
         else self.#dropRelay(change.claim);
       });
@@ -478,9 +477,6 @@ export class Cluster {
     if (this.#config.visitors !== "all" || this.#stopped) return;
     const key = relayKey(claim);
     if (this.#relays.has(key)) return;
-    const ownUdp = (c: PortClaim) =>
-      c.protocol === "udp" && c.port === claim.port && c.node === this.node;
-    if (claim.protocol === "udp" && this.registry.claims().some(ownUdp)) return;
     const relay: Relay = { claim, route: undefined, closed: false };
     this.#relays.set(key, relay);
     const bindHost = this.#config.tunnelHost ?? claim.bindHost;
@@ -513,19 +509,25 @@ export class Cluster {
     });
   }
 
-  /** A UDP claim of another node: its port bound here, each flow relayed as one stream. */
+  /**
+   * A UDP claim of another node: a route on the port's UDP socket here (bound with its first
+   * route), each new flow the port gives it relayed as one stream.
+   */
   #openUdpRelay(relay: Relay, bindHost: string): void {
     const { claim } = relay;
-    UdpRelayRoute.open({
-      ...this.#udpLimits?.(),
-      claim,
-      bindHost,
-      opener: this.#peers.opener(claim.node),
-      up: () =>
-        this.#peers.connected(claim.node) &&
-        this.registry.routeHealthy(claim.port, claim.node, claim.tunnel, "udp"),
-    }).then((route) => {
-      if (relay.closed) return route.close();
+    const limits = this.#udpLimits?.();
+    this.#ports.openUdp(bindHost, claim.port, { idleMs: limits?.idleMs }).then((port) => {
+      if (relay.closed) return;
+      const route = new UdpRelayRoute({
+        claim,
+        bindHost,
+        maxFlows: limits?.maxFlows,
+        opener: this.#peers.opener(claim.node),
+        up: () =>
+          this.#peers.connected(claim.node) &&
+          this.registry.routeHealthy(claim.port, claim.node, claim.tunnel, "udp"),
+      });
+      this.#ports.attach(port, route);
       relay.udp = route;
       this.#log.info("relaying a cluster tunnel", {
         bind: `${bindHost}:${claim.port}`,
@@ -543,28 +545,12 @@ export class Cluster {
     });
   }
 
-  /**
-   * A route of `claim`'s port went (`any`: this node took the port itself): its relay closes. A
-   * UDP port's relay goes to one route at a time, so another live route of the port takes it.
-   */
-  #dropRelay(claim: PortClaim, any = false): void {
+  /** A route of `claim`'s port went: this node's relay to it closes. */
+  #dropRelay(claim: PortClaim): void {
     const relay = this.#relays.get(relayKey(claim));
     if (!relay) return;
-    const same = relay.claim.node === claim.node && relay.claim.tunnel === claim.tunnel;
-    if (!same && !any) return;
+    if (relay.claim.node !== claim.node || relay.claim.tunnel !== claim.tunnel) return;
     this.#closeRelay(relay);
-    if (claim.protocol === "udp" && !any) this.#relayUdpPort(claim.port, claim);
-  }
-
-  /** Relays UDP `port` to a live route of another node, unless this node holds one (or relays). */
-  #relayUdpPort(port: number, gone: PortClaim): void {
-    const routes = this.registry.claims().filter((c) =>
-      c.protocol === "udp" && c.port === port &&
-      !(c.node === gone.node && c.tunnel === gone.tunnel)
-    );
-    if (routes.some((c) => c.node === this.node)) return;
-    const next = routes.find((c) => this.#peers.connected(c.node)) ?? routes[0];
-    if (next) this.#openRelay(next);
   }
 
   /**
@@ -575,9 +561,10 @@ export class Cluster {
     relay.closed = true;
     const key = relayKey(relay.claim);
     if (this.#relays.get(key) === relay) this.#relays.delete(key);
-    // A UDP relay's flows end with it: its port must be free at once, for a tunnel that may
-    // take the claim over on this node.
-    relay.udp?.close();
+    // A UDP relay's flows end with it (their visitors' next datagrams open flows on the port's
+    // routes that are left), and the port is freed with its last route.
+    if (relay.udp) this.#closeUdpRelay(relay.udp);
+    relay.udp = undefined;
     const route = relay.route;
     if (!route) return;
     route.stopAccepting();
@@ -589,6 +576,13 @@ export class Cluster {
       this.#draining.delete(relay);
     };
     this.#later(1_000, check);
+  }
+
+  /** Ends a UDP relay's flows, frees its port if it was the last route, keeps its counts. */
+  #closeUdpRelay(route: UdpRelayRoute): void {
+    route.close();
+    this.#ports.detach(route);
+    if (this.#udpTotals) addUdpCounters(this.#udpTotals, route.udp, false);
   }
 
   /**
@@ -633,13 +627,10 @@ export function clusterKeys(config: ClusterConfig): string[] {
   return [config.key, ...config.previousKeys];
 }
 
-/**
- * The key of a route to another node: its port, node and tunnel; a UDP port's alone (one socket
- * per port, relaying to one route at a time).
- */
+/** The key of a route to another node: its port (`udp/` first for UDP), node and tunnel. */
 function relayKey(claim: PortClaim): string {
-  if (claim.protocol === "udp") return `udp/${claim.port}`;
-  return `${claim.port}/${claim.node}/${claim.tunnel}`;
+  const key = `${claim.port}/${claim.node}/${claim.tunnel}`;
+  return claim.protocol === "udp" ? `udp/${key}` : key;
 }
 
 /** Joins the cluster `config` describes (see {@linkcode Cluster.join}). */

@@ -71,6 +71,9 @@ export class ClusterPorts {
         }),
         claimOf: claimOf,
         beforeFirstShared: async (claim, owner) => {
+          // The owner's key names its TCP port, which a port-0 member joins; a UDP member
+          // names its port, and the owner's TCP port is not its concern.
+          if (claim.protocol === "udp") return undefined;
           const elsewhere = await this.#ownerClaim(owner, claim.port);
           return elsewhere === undefined
             ? undefined
@@ -94,7 +97,7 @@ export class ClusterPorts {
    */
   async release(claim: PortClaim): Promise<void> {
     await this.#claims.release(claim);
-    if (claim.shared) {
+    if (claim.shared && claim.protocol !== "udp") {
       await this.#dropOwnerKey(claim.owner ?? `client:${claim.client}`, claim.port).catch(() => {});
     }
   }

@@ -1,21 +1,30 @@
 /**
  * A route to a UDP tunnel held on another node of the cluster (docs/design/udp.md): this node
- * binds the tunnel's UDP port too, and each visitor address that sends here becomes a flow whose
- * stream goes over the relay session to the holding node, with the `udpVisitor` header a client
- * would get; that node passes it on to its tunnel's client (`UdpTunnel.relayed`). The flows are a
- * {@linkcode UdpFlowTable}'s, as on the holding node: idle timeout, flow limit, drops counted.
+ * binds the tunnel's UDP port too (one {@linkcode UdpPort} per port, shared with this node's own
+ * routes and its relays to other routes of the port), and each flow the port gives this route
+ * is one stream over the relay session to the holding node, with the `udpVisitor` header a
+ * client would get; that node passes it on to its tunnel's client (`UdpTunnel.relayed`). Its
+ * flows have the port's idle timeout and a flow limit of its own; drops are counted here.
  *
  * @module
  */
 
 import type { PortClaim } from "../registry/registry.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
-import { newUdpCounters, type UdpCounters, UdpFlowTable } from "../../tunnel/udp_flow.ts";
+import {
+  newUdpCounters,
+  UDP_MAX_FLOWS,
+  type UdpCounters,
+  type UdpFlowWay,
+} from "../../tunnel/udp_flow.ts";
 import { VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
 import { formatHostPort } from "../../util/address.ts";
+import type { UdpRoute } from "../tunnels/udp_port.ts";
 import type { StreamOpener } from "./peers.ts";
 
-/** How to open a {@linkcode UdpRelayRoute}. */
+/** How to make a {@linkcode UdpRelayRoute}. */
 export interface UdpRelayRouteOptions {
   /** The UDP claim it relays to: the tunnel, its visitor policy, and the node holding it. */
   claim: PortClaim;
@@ -23,65 +32,78 @@ export interface UdpRelayRouteOptions {
   opener: StreamOpener;
   /** Whether the way to the tunnel is up now (the relay session, the route's health record). */
   up: () => boolean;
-  /** The address to bind the port on. */
+  /** The address the port is bound on here (the flows' `local` address). */
   bindHost: string;
-  /** A flow with no datagram either way for this long ends (default: the table's). */
-  idleMs?: number;
-  /** Flows at once (default: the table's); one more visitor's datagrams are dropped, counted. */
+  /** Flows at once (default `UDP_MAX_FLOWS`); one more visitor's datagrams are dropped, counted. */
   maxFlows?: number;
 }
 
-/** This node's UDP port for a tunnel held on another node. Create with {@linkcode open}. */
-export class UdpRelayRoute {
+/** This node's way to a UDP tunnel held on another node: a route on the port's socket here. */
+export class UdpRelayRoute implements UdpRoute {
+  /** The tunnel's id on its node. */
+  readonly id: string;
+  /** A relay is one hop more than a route of this node. */
+  readonly local = false;
   /** Flows, datagrams and bytes each way, drops by reason (live). */
-  readonly udp: UdpCounters;
-  readonly #table: UdpFlowTable;
+  readonly udp: UdpCounters = newUdpCounters();
+  readonly #options: UdpRelayRouteOptions;
   readonly #gate: VisitorGate;
+  readonly #local: string;
+  /** Its flows' streams, reset when it closes. */
+  readonly #streams = new Set<Stream>();
   #accepting = true;
 
-  private constructor(table: UdpFlowTable, gate: VisitorGate, counters: UdpCounters) {
-    this.#table = table;
-    this.#gate = gate;
-    this.udp = counters;
+  /** A route to `options.claim`; the caller attaches it to the port's {@linkcode UdpPort}. */
+  constructor(options: UdpRelayRouteOptions) {
+    this.#options = options;
+    this.id = options.claim.tunnel;
+    this.#gate = new VisitorGate(options.claim.policy ?? {});
+    this.#local = formatHostPort(options.bindHost, options.claim.port);
   }
 
-  /** Binds UDP `options.bindHost:claim.port`; rejects when it cannot be bound. */
-  static async open(options: UdpRelayRouteOptions): Promise<UdpRelayRoute> {
-    const { claim } = options;
-    const counters = newUdpCounters();
-    const gate = new VisitorGate(claim.policy ?? {});
-    const ref: { route?: UdpRelayRoute } = {};
-    const local = formatHostPort(options.bindHost, claim.port);
-    const table = await UdpFlowTable.open({
-      hostname: options.bindHost,
-      port: claim.port,
-      idleMs: options.idleMs,
-      maxFlows: options.maxFlows,
-      counters,
-      // The tunnel's address and rate rules here, so a refused visitor costs no relay stream;
-      // the holding node asks its own gate again (and counts the flow as a connection there).
-      admit: (remote) => {
-        const route = ref.route;
-        if (!route || !route.#accepting || !options.up()) return undefined;
-        const entry = route.#gate.enter(remote);
-        return entry.ok ? entry.leave : undefined;
-      },
-      openStream: (remote) => {
-        const stream = options.opener.open();
-        stream.write(
-          encodeStreamHeader({ kind: "udpVisitor", tunnel: claim.tunnel, remote, local }),
-        );
-        return stream;
-      },
-    });
-    const route = new UdpRelayRoute(table, gate, counters);
-    ref.route = route;
-    return route;
+  /** Taking new flows: not stopped, and the way to the tunnel up. */
+  get healthy(): boolean {
+    return this.#accepting && this.#options.up();
   }
 
   /** Flows open now. */
   get active(): number {
     return this.udp.flowsOpen;
+  }
+
+  /**
+   * A new flow of `remote`: the tunnel's address and rate rules apply here, so a refused visitor
+   * costs no relay stream (the holding node asks its own gate again, and counts the flow there).
+   */
+  flow(remote: string): UdpFlowWay | undefined {
+    if (this.udp.flowsOpen >= (this.#options.maxFlows ?? UDP_MAX_FLOWS)) {
+      this.udp.drops.flow_limit++;
+      return undefined;
+    }
+    const entry = this.healthy ? this.#gate.enter(remote) : undefined;
+    if (!entry?.ok) {
+      this.udp.drops.refused++;
+      return undefined;
+    }
+    let opened: Stream | undefined;
+    return {
+      counters: this.udp,
+      openStream: () => {
+        const stream = this.#options.opener.open();
+        stream.write(encodeStreamHeader({
+          kind: "udpVisitor",
+          tunnel: this.id,
+          remote,
+          local: this.#local,
+        }));
+        this.#streams.add(opened = stream);
+        return stream;
+      },
+      leave: () => {
+        if (opened) this.#streams.delete(opened);
+        entry.leave();
+      },
+    };
   }
 
   /** The tunnel's rules changed on its node: the next new flows here meet them. */
@@ -94,9 +116,9 @@ export class UdpRelayRoute {
     this.#accepting = false;
   }
 
-  /** Ends every flow and releases the port. Idempotent. */
+  /** Takes no new flows and ends its open ones (their visitors' next datagrams go elsewhere). */
   close(): void {
     this.#accepting = false;
-    this.#table.close();
+    for (const stream of [...this.#streams]) stream.reset(ResetReason.UnknownTunnel);
   }
 }

@@ -92,6 +92,8 @@ export interface DaemonUdp {
   readonly closedTunnels: UdpCounters;
   /** What every UDP forward (`udpForward` streams) did, and its flows open now. */
   readonly forwards: UdpCounters;
+  /** What this node's UDP relays to other nodes' tunnels did, added as each closes. */
+  readonly closedRelays?: UdpCounters;
 }
 
 export type { ClientSessionState, TransportKind };

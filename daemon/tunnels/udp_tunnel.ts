@@ -20,10 +20,10 @@ import { splice, streamEnd } from "../../tunnel/splice.ts";
 import {
   addUdpCounters,
   newUdpCounters,
+  UDP_MAX_FLOWS,
   type UdpCounters,
   type UdpFlowWay,
   udpPolicer,
-  UDP_MAX_FLOWS,
 } from "../../tunnel/udp_flow.ts";
 import { formatHostPort } from "../../util/address.ts";
 import { ReverseTunnel, type ReverseTunnelOptions } from "./reverse_tunnel.ts";

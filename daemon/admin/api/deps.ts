@@ -213,10 +213,14 @@ export interface MetricsApiDeps {
   readonly httpStats: Pick<HttpStats, "entries">;
   /** The cluster, when the daemon is in one. */
   readonly cluster?: Pick<AdminCluster, "view">;
-  /** UDP counters: closed UDP tunnels' totals (live ones are in the registry) and UDP forwards'. */
+  /**
+   * UDP counters: closed UDP tunnels' totals (live ones are in the registry), UDP forwards', and
+   * closed UDP relays' totals (live ones are in the cluster's view).
+   */
   readonly udp?: {
     readonly closedTunnels: Readonly<UdpCounters>;
     readonly forwards: Readonly<UdpCounters>;
+    readonly closedRelays?: Readonly<UdpCounters>;
   };
 }
 

@@ -376,8 +376,9 @@ function writeTunnels(w: PrometheusWriter, daemon: MetricsApiDeps): void {
 
 /**
  * The UDP families (docs/design/udp.md), by kind: `tunnel` is UDP tunnels (those closed, and the
- * ones listening now), `forward` the UDP forwards. `in` is datagrams the daemon's UDP sockets
- * received, `out` those they sent.
+ * ones listening now), `forward` the UDP forwards, `relay` this node's relays to UDP tunnels held
+ * on other nodes of a cluster (those closed, and the live ones). `in` is datagrams the daemon's
+ * UDP sockets received, `out` those they sent.
  */
 function writeUdp(w: PrometheusWriter, daemon: MetricsApiDeps): void {
   const tunnels = newUdpCounters();
@@ -385,10 +386,16 @@ function writeUdp(w: PrometheusWriter, daemon: MetricsApiDeps): void {
   for (const t of daemon.registry.tunnels()) if (t.udp) addUdpCounters(tunnels, t.udp);
   const kinds: [string, UdpCounters][] = [["tunnel", tunnels]];
   if (daemon.udp) kinds.push(["forward", daemon.udp.forwards]);
+  if (daemon.udp?.closedRelays || daemon.cluster) {
+    const relays = newUdpCounters();
+    if (daemon.udp?.closedRelays) addUdpCounters(relays, daemon.udp.closedRelays);
+    for (const r of daemon.cluster?.view().relays ?? []) if (r.udp) addUdpCounters(relays, r.udp);
+    kinds.push(["relay", relays]);
+  }
   w.family(
     "tunnelmux_udp_flows_open",
     "gauge",
-    "UDP flows (one per visitor address) open now, by kind (tunnel or forward).",
+    "UDP flows (one per visitor address) open now, by kind (tunnel, forward or relay).",
     kinds.map(([kind, c]) => ({ labels: { kind }, value: c.flowsOpen })),
   );
   w.family(

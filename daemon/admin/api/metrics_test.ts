@@ -249,6 +249,61 @@ describe("GET /metrics (over fakes)", () => {
     assert.equal(value(m, "tunnelmux_udp_drops_total", { ...forward, reason: "refused" }), 0);
   });
 
+  it("reports UDP relays to other nodes' tunnels (closed ones' totals and live ones) as kind relay", async () => {
+    const counters = (flowsOpen: number, datagramsOut: number, refused: number) => {
+      const c = newUdpCounters();
+      Object.assign(c, {
+        flowsOpen,
+        flows: flowsOpen + 2,
+        datagramsOut,
+        bytesOut: 3 * datagramsOut,
+      });
+      c.drops.refused = refused;
+      return c;
+    };
+    const cluster = fakeCluster({
+      view: {
+        relays: [
+          { port: 9000, node: "n2", tunnel: "t-1", bytesToOwner: 10, bytesFromOwner: 1 },
+          {
+            port: 9001,
+            protocol: "udp",
+            udp: counters(2, 6, 1),
+            node: "n2",
+            tunnel: "t-2",
+            bytesToOwner: 0,
+            bytesFromOwner: 18,
+          },
+          {
+            port: 9001,
+            protocol: "udp",
+            udp: counters(1, 4, 0),
+            node: "n3",
+            tunnel: "t-3",
+            bytesToOwner: 0,
+            bytesFromOwner: 12,
+          },
+        ],
+      },
+    });
+    const { daemon } = metricsOver(cluster);
+    const udp = {
+      closedTunnels: newUdpCounters(),
+      forwards: newUdpCounters(),
+      closedRelays: counters(0, 5, 2),
+    };
+    const app = served(metricsApi({ ...daemon, udp }));
+    const m = parseExposition(await (await app.request("/metrics")).text());
+    const relay = { kind: "relay" };
+    assert.equal(value(m, "tunnelmux_udp_flows_open", relay), 3);
+    assert.equal(value(m, "tunnelmux_udp_flows_total", relay), 2 + 4 + 3);
+    assert.equal(value(m, "tunnelmux_udp_datagrams_total", { ...relay, direction: "out" }), 15);
+    assert.equal(value(m, "tunnelmux_udp_bytes_total", { ...relay, direction: "out" }), 45);
+    assert.equal(value(m, "tunnelmux_udp_drops_total", { ...relay, reason: "refused" }), 3);
+    // A UDP tunnel's kind is apart: nothing of the relays' there.
+    assert.equal(value(m, "tunnelmux_udp_flows_open", { kind: "tunnel" }), 0);
+  });
+
   it("keeps a closed session's counters in the totals", async () => {
     const { daemon, scrape } = metricsOver();
     const session = fakeSession("s1", { stats: { bytesIn: 300, bytesOut: 40 } });
