@@ -1,6 +1,6 @@
 /**
  * UDP services for tests: a tiny DNS responder (for `dig` and DNS-shaped exchanges through a
- * tunnel) and an echo.
+ * tunnel), an echo, and a service that answers with its name (to see which backend served).
  *
  * @module
  */
@@ -32,6 +32,15 @@ export async function startUdpEcho(hostname = "127.0.0.1"): Promise<UdpSocket> {
   const server: UdpSocket = await openUdp({
     hostname,
     onMessage: (bytes, remote) => void server.send(bytes, remote.hostname, remote.port),
+  });
+  return server;
+}
+
+/** A UDP service on 127.0.0.1 that answers each datagram with its `name`. */
+export async function startUdpNamed(name: string): Promise<UdpSocket> {
+  const answer = new TextEncoder().encode(name);
+  const server: UdpSocket = await openUdp({
+    onMessage: (_bytes, remote) => void server.send(answer, remote.hostname, remote.port),
   });
   return server;
 }

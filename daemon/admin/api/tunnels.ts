@@ -34,7 +34,8 @@ export function tunnelsApi(deps: TunnelsApiDeps): Hono {
   });
 
   // A tunnel with every route of its port: in a cluster from the ports bucket (any node), else
-  // this node's tunnels on the same address.
+  // this node's tunnels on the same address and protocol (a group's UDP members, say; UDP 5353
+  // is not TCP 5353's route).
   app.get("/v1/tunnels/:id", (c) => {
     const id = tunnelId(c.req.param("id"));
     const { registry, cluster } = deps;
@@ -52,7 +53,9 @@ export function tunnelsApi(deps: TunnelsApiDeps): Hono {
           ? registry.tunnel(claim.tunnel)?.healthy ?? true
           : cluster.registry.routeHealthy(claim.port, claim.node, claim.tunnel, claim.protocol),
       }))
-      : registry.tunnels().filter((t) => t.port === tunnel.port && t.bindHost === tunnel.bindHost)
+      : registry.tunnels().filter((t) =>
+        t.port === tunnel.port && t.bindHost === tunnel.bindHost && t.protocol === tunnel.protocol
+      )
         .map((t) => ({
           node: registry.node,
           client: t.client,

@@ -120,6 +120,27 @@ describe("tunnel endpoints (over fakes)", () => {
     ]);
   });
 
+  it("shows a group's UDP members as the routes of their UDP port, not the TCP port's", async () => {
+    const { registry, app } = tunnelsOver();
+    registry.addSession(fakeSession("s1"));
+    const udp = (id: string, client: string) => ({
+      ...fakeTunnel(id, { client, owner: "group:dns", createdAt: 1 }),
+      protocol: "udp" as const,
+    });
+    registry.addTunnel(udp("t-1", "alice"), "s1");
+    registry.addTunnel(udp("t-2", "bob"), "s9");
+    registry.addTunnel(fakeTunnel("t-3", { owner: "group:dns" }), "s1"); // TCP, same number
+    const { body } = await call(app, "/v1/tunnels/t-1");
+    assert.equal(body.protocol, "udp");
+    assert.equal(body.owner, "group:dns");
+    assert.deepEqual(body.routes, [
+      { node: "n1", client: "alice", session: "s1", tunnel: "t-1", healthy: true },
+      { node: "n1", client: "bob", session: null, tunnel: "t-2", healthy: true },
+    ]);
+    const tcp = await call(app, "/v1/tunnels/t-3");
+    assert.deepEqual(tcp.body.routes.map((r: { tunnel: string }) => r.tunnel), ["t-3"]);
+  });
+
   it("shows a tunnel with the routes of its port from the cluster's claims", async () => {
     const cluster = fakeCluster({
       claims: [
