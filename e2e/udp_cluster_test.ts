@@ -20,8 +20,12 @@ import { type NatsServer, startNats } from "../testing/nats.ts";
 
 const KEY = "cluster-key-for-the-udp-e2e-tests-012345";
 const ADMIN = "admin-token-for-the-udp-cluster-tests-01";
+const GROUP_KEY = "group-key-for-the-udp-cluster-tests-01";
 
-/** Node `index` of the cluster on `nats`: clients `laptop` and `desk`, ports on 127.0.0.`index`. */
+/**
+ * Node `index` of the cluster on `nats`: clients `laptop` and `desk` (both may join group `dns`),
+ * ports on 127.0.0.`index`.
+ */
 async function startNode(
   nats: NatsServer,
   index: number,
@@ -31,9 +35,15 @@ async function startNode(
   const relayPort = await closedPort();
   return await startDaemon({
     config: daemonConfig([
-      { name: "laptop", token: tokens.laptop, expose: { ports: ["20000-32767", 0] } },
-      { name: "desk", token: tokens.desk, expose: { ports: ["20000-32767", 0] } },
+      {
+        name: "laptop",
+        token: tokens.laptop,
+        expose: { ports: ["20000-32767", 0] },
+        groups: ["dns"],
+      },
+      { name: "desk", token: tokens.desk, expose: { ports: ["20000-32767", 0] }, groups: ["dns"] },
     ], {
+      groups: { dns: { key: GROUP_KEY, balance: "round_robin" } },
       ...more,
       cluster: {
         servers: [nats.url],
@@ -48,23 +58,61 @@ async function startNode(
   });
 }
 
-/** Node `daemon`'s relays, as its admin API lists them. */
-async function relaysOf(daemon: DaemonProcess): Promise<Record<string, unknown>[]> {
+/** Asks node `daemon`'s admin API for `path`. */
+async function adminGet(daemon: DaemonProcess, path: string): Promise<Response> {
   const base = await waitFor(() => /admin API on (http:\/\/\S+)/.exec(daemon.stdout())?.[1], {
     timeoutMs: 15_000,
     message: "the admin API's address on stdout",
   });
-  const response = await fetch(new URL("/v1/cluster", base), {
-    headers: { authorization: `Bearer ${ADMIN}` },
-  });
-  const body = await response.json();
+  return await fetch(new URL(path, base), { headers: { authorization: `Bearer ${ADMIN}` } });
+}
+
+/** Node `daemon`'s relays, as its admin API lists them. */
+async function relaysOf(daemon: DaemonProcess): Promise<Record<string, unknown>[]> {
+  const body = await (await adminGet(daemon, "/v1/cluster")).json();
   return body.cluster.relays;
+}
+
+/** One sample of node `daemon`'s `/metrics`, by its name and labels as written. */
+async function metricOf(daemon: DaemonProcess, series: string): Promise<number> {
+  const text = await (await adminGet(daemon, "/metrics")).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  assert.ok(line, `${series} in /metrics`);
+  return Number(line.slice(series.length + 1));
 }
 
 /** A UDP echo service: each datagram goes back as it came. */
 async function echoServer(): Promise<UdpSocket> {
   const server: UdpSocket = await openUdp({
     onMessage: (bytes, remote) => void server.send(bytes, remote.hostname, remote.port),
+  });
+  return server;
+}
+
+/** A UDP port of 20000-32767 free on 127.0.0.1 and 127.0.0.2 now; a bounded number of tries. */
+async function freeOnBoth(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const port = 20000 + Math.floor(Math.random() * 12768);
+    const probes = await Promise.all(
+      ["127.0.0.1", "127.0.0.2"].map((hostname) =>
+        openUdp({ hostname, port, onMessage: () => {} }).catch(() => undefined)
+      ),
+    );
+    for (const probe of probes) probe?.close();
+    if (probes.every((p) => p !== undefined)) {
+      // A closed socket lets go of its port within a turn or so.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return port;
+    }
+  }
+  throw new Error("no UDP port of 20000-32767 free on both addresses");
+}
+
+/** A UDP service that answers each datagram with its `name`. */
+async function namedServer(name: string): Promise<UdpSocket> {
+  const answer = new TextEncoder().encode(name);
+  const server: UdpSocket = await openUdp({
+    onMessage: (_bytes, remote) => void server.send(answer, remote.hostname, remote.port),
   });
   return server;
 }
@@ -248,6 +296,84 @@ describe("cluster: a UDP port of an --ha 2 client", () => {
     } finally {
       v.socket.close();
       echo.close();
+    }
+  });
+});
+
+describe("cluster: a group's UDP port", () => {
+  const tokens = { laptop: newToken("laptop"), desk: newToken("desk") };
+  after(cleanup);
+
+  it("a node without a member gives each new flow to a member in turn, and moves a gone member's", async () => {
+    const nats = await startNats();
+    const services = [await namedServer("A"), await namedServer("B")];
+    const nodes: DaemonProcess[] = [];
+    for (let i = 1; i <= 2; i++) nodes.push(await startNode(nats, i, tokens));
+    // Both members on node 1; node 2 has none and relays each flow to one of them.
+    const laptop = await connect(nodes[0].tcpUrl, { token: tokens.laptop, reconnect: false });
+    const desk = await connect(nodes[0].tcpUrl, { token: tokens.desk, reconnect: false });
+    const visitors = await Promise.all([0, 1, 2, 3].map(() => visitor("127.0.0.8")));
+    const text = (d: Uint8Array) => new TextDecoder().decode(d);
+    /** Sends from visitor `i` to node 2 and waits for the answer: the member that served it. */
+    const ask = async (i: number) => {
+      const before = visitors[i].got.length;
+      visitors[i].socket.send(new Uint8Array([i]), "127.0.0.2", port);
+      return text(await waitFor(() => visitors[i].got[before], `an answer to visitor ${i}`));
+    };
+    let port = 0;
+    try {
+      const group = { protocol: "udp" as const, group: "dns", groupKey: GROUP_KEY };
+      const a = await laptop.expose({ ...group, remotePort: 0, local: "127.0.0.1:9" }).then(
+        () => assert.fail("a group's UDP port is named"),
+        (error: Error & { code?: string }) => error,
+      );
+      assert.equal((a as { code?: string }).code, "not_allowed");
+      port = await freeOnBoth();
+      const first = await laptop.expose({
+        ...group,
+        remotePort: port,
+        local: `127.0.0.1:${services[0].local.port}`,
+      });
+      await desk.expose({
+        ...group,
+        remotePort: port,
+        local: `127.0.0.1:${services[1].local.port}`,
+      });
+      const relays = async () =>
+        (await relaysOf(nodes[1])).filter((r) => r.port === port && r.bound === true);
+      await waitFor(async () => (await relays()).length === 2, {
+        timeoutMs: 20_000,
+        intervalMs: 200,
+        message: "node 2 to relay to both members",
+      });
+      const served: string[] = [];
+      for (let i = 0; i < visitors.length; i++) served.push(await ask(i));
+      assert.deepEqual([...served].sort(), ["A", "A", "B", "B"], "in turn");
+      for (let round = 0; round < 3; round++) {
+        for (let i = 0; i < visitors.length; i++) assert.equal(await ask(i), served[i]);
+      }
+      // The laptop's member goes: node 2's relay to it ends its flows; the next datagram of each
+      // of its visitors opens a flow to the member left.
+      await first.close();
+      await waitFor(async () => (await relays()).length === 1, {
+        timeoutMs: 20_000,
+        intervalMs: 200,
+        message: "node 2 to drop the relay to the laptop's member",
+      });
+      for (let i = 0; i < visitors.length; i++) assert.equal(await ask(i), "B");
+      // Node 2 counts what it relayed, closed relays included, as UDP kind relay.
+      const relayed = await metricOf(nodes[1], 'tunnelmux_udp_flows_total{kind="relay"}');
+      assert.equal(relayed, 4 + 2);
+      const datagrams = await metricOf(
+        nodes[1],
+        'tunnelmux_udp_datagrams_total{kind="relay",direction="in"}',
+      );
+      assert.equal(datagrams, 4 * 5);
+    } finally {
+      for (const v of visitors) v.socket.close();
+      await laptop.close();
+      await desk.close();
+      for (const s of services) s.close();
     }
   });
 });

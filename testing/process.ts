@@ -85,6 +85,8 @@ export interface ClientEntry {
   expose?: { ports?: (string | number)[]; bindHosts?: string[] };
   /** Forward allowlist, e.g. `["127.0.0.1:5432", "10.0.0.0/8:443"]`. Default none. */
   forward?: string[];
+  /** Groups it may join (each defined in the config's `groups`). Default none. */
+  groups?: string[];
   /** Named services. */
   services?: { offer?: string[]; use?: string[] };
   /** Per-client limits. */
