@@ -7,11 +7,34 @@ import { waitFor } from "../../testing/wait.ts";
 import { Logger } from "../../util/log.ts";
 import type { Route } from "./port_listener.ts";
 import { TunnelPorts } from "./tunnel_ports.ts";
+import type { UdpRoute } from "./udp_port.ts";
+import { newUdpCounters } from "../../tunnel/udp_flow.ts";
+import { openUdp } from "../../transport/udp.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
 
 function route(id: string): Route {
   return { id, local: true, healthy: true, active: 0, visitor: (v) => v.close() };
+}
+
+function udpRoute(id: string): UdpRoute {
+  return {
+    id,
+    local: true,
+    healthy: true,
+    active: 0,
+    udp: newUdpCounters(),
+    flow: () => undefined,
+  };
+}
+
+/** Whether UDP `host:port` can be bound now. */
+async function canBindUdp(port: number, host = "127.0.0.1"): Promise<boolean> {
+  const socket = await openUdp({ hostname: host, port, onMessage: () => {} }).catch(() =>
+    undefined
+  );
+  socket?.close();
+  return socket !== undefined;
 }
 
 /** Whether `host:port` can be bound now (nobody listens on it). */
@@ -185,5 +208,33 @@ describe("TunnelPorts", () => {
     ports.attach(after, route("t-after"));
     await waitFor(() => canBind(after.port), "the later port closed");
     assert.deepEqual(ports.listeners().map((l) => l.port).sort(), [before.port, after.port].sort());
+  });
+
+  it("keeps one UDP socket per address for all its routes, apart from TCP's, freed with the last", async () => {
+    const ports = new TunnelPorts(log);
+    const port = await freePort();
+    const tcp = await ports.open("127.0.0.1", port);
+    const [first, second] = await Promise.all([
+      ports.openUdp("127.0.0.1", port, { balance: "least_connections" }),
+      ports.openUdp("127.0.0.1", port),
+    ]);
+    try {
+      assert.equal(first, second, "one socket, even opened at the same instant");
+      assert.equal(first.balance, "least_connections", "the first route's balance");
+      assert.equal(ports.udpPort("127.0.0.1", port), first);
+      const [one, two] = [udpRoute("t-one"), udpRoute("t-two")];
+      ports.attach(first, one);
+      ports.attach(first, two);
+      ports.detach(one);
+      assert.deepEqual(first.routes.map((r) => r.id), ["t-two"]);
+      assert.equal(await canBindUdp(port), false, "still bound for the route left");
+      ports.detach(two);
+      assert.equal(ports.udpPort("127.0.0.1", port), undefined);
+      await waitFor(() => canBindUdp(port), "the UDP port freed");
+      assert.equal(ports.listener("127.0.0.1", port), tcp, "the TCP port is apart");
+    } finally {
+      tcp.close();
+      void first.close();
+    }
   });
 });
