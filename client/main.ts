@@ -101,9 +101,11 @@ Options:
   --use LISTEN=NAME            listen on LISTEN here for named service NAME; repeatable
   --name NAME                  how the daemon's logs call this client
   --ca FILE                    extra CA certificate (PEM) to trust for tls:// and wss://
-  --group NAME                 serve every --expose and --offer as a member of group NAME (the
-                               group key comes from TUNNELMUX_GROUP_KEY): members share the
-                               public port or service name, visitors are balanced across them
+  --group NAME                 serve every --expose, --expose-udp and --offer as a member of
+                               group NAME (the group key comes from TUNNELMUX_GROUP_KEY):
+                               members share the public port or service name, visitors are
+                               balanced across them (a UDP flow stays on its member; a UDP
+                               member names its port, not 0)
   --health CHECK               check each --expose's and --offer's local service: "tcp" (a
                                connect) or "http:/PATH" (a GET answering 2xx/3xx;
                                "http:/PATH=204" for one status); 3 failures withdraw the route

@@ -49,7 +49,8 @@ export interface ExposeOptions {
   /**
    * Serve the tunnel as a member of this group (with `groupKey`): every member's session is a
    * route of one public port, and visitors are balanced across the members. The client's token
-   * must allow the group. With `remotePort` 0 a member joins the port the group already holds.
+   * must allow the group. With `remotePort` 0 a member joins the port the group already holds
+   * (TCP only: a UDP member names its port; each new UDP flow stays on the member it is given).
    */
   group?: string;
   /** The group's key (a secret the daemon's config holds the hash of). */
