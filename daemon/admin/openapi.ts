@@ -473,7 +473,8 @@ const schemas: Record<string, Json> = {
       },
       routes: {
         type: "array",
-        description: "GET /v1/tunnels/{id} only: every route of the tunnel's port.",
+        description: "GET /v1/tunnels/{id} only: every route of the tunnel's port (the same " +
+          "protocol's: a group's UDP members, not the TCP port of that number).",
         items: { type: "object" },
       },
       udp: {
