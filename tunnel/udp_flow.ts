@@ -222,7 +222,10 @@ export interface UdpFlowTableOptions {
   hostname?: string;
   /** Port to bind (0: any). */
   port?: number;
-  /** Opens a flow's stream (and writes its header) for a visitor address `host:port`. */
+  /**
+   * Opens a flow's stream (and writes its header) for a visitor address `host:port`; needed
+   * unless `route` is given (without either, every new flow fails, counted `send_failed`).
+   */
   openStream?: (remote: string) => Stream;
   /** A flow with no datagram either way for this long is closed (default {@linkcode UDP_FLOW_IDLE_MS}). */
   idleMs?: number;

@@ -517,7 +517,6 @@ export class Cluster {
     const { claim } = relay;
     const limits = this.#udpLimits?.();
     this.#ports.openUdp(bindHost, claim.port, { idleMs: limits?.idleMs }).then((port) => {
-      if (relay.closed) return;
       const route = new UdpRelayRoute({
         claim,
         bindHost,
@@ -528,6 +527,8 @@ export class Cluster {
           this.registry.routeHealthy(claim.port, claim.node, claim.tunnel, "udp"),
       });
       this.#ports.attach(port, route);
+      // The claim went while the port was bound: off again (the port with it, if it was alone).
+      if (relay.closed) return this.#closeUdpRelay(route);
       relay.udp = route;
       this.#log.info("relaying a cluster tunnel", {
         bind: `${bindHost}:${claim.port}`,
