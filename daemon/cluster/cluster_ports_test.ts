@@ -154,6 +154,27 @@ describe("ClusterPorts", () => {
     assert.deepEqual(await routesOf(p1), ["n1/ta", "n2/tb"]);
   });
 
+  it("lets a group hold a UDP port beside its TCP port: the owner's key is TCP's alone", async () => {
+    const [p1, p2] = portsOfTest();
+    const owner = `group:udp-${p1}`;
+    const a = node("n1");
+    const b = node("n2");
+    assert.deepEqual(await a.ports.claim(a.claim(p1, "ta", { owner, shared: true })), { ok: true });
+    const udp = { owner, shared: true, protocol: "udp" as const };
+    assert.deepEqual(await a.ports.claim(a.claim(p2, "ua", udp)), { ok: true });
+    assert.deepEqual(await b.ports.claim(b.claim(p2, "ub", udp)), { ok: true });
+    assert.equal(await ownerKeyPort(owner), p1, "the key still names the TCP port");
+    const record = JSON.parse((await bucket.get(portKeyOf(p2, "udp")))!.string());
+    assert.deepEqual(record.routes.map((r: PortClaim) => `${r.node}/${r.tunnel}`), [
+      "n1/ua",
+      "n2/ub",
+    ]);
+    // The UDP port's last member going leaves the TCP port's key alone.
+    await a.ports.release(a.claim(p2, "ua", udp));
+    await b.ports.release(b.claim(p2, "ub", udp));
+    assert.equal(await ownerKeyPort(owner), p1);
+  });
+
   it("makes shared routes of one owner asking for two ports at once agree on one", async () => {
     const [p1, p2] = portsOfTest();
     const owner = `group:race-${p1}`;
