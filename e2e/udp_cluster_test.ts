@@ -230,6 +230,40 @@ describe("cluster: UDP tunnels relayed between nodes", () => {
     );
   });
 
+  it("rules changed in place reach the relaying node: a visitor it refused gets through", async () => {
+    const tunnel = await laptop.expose({
+      protocol: "udp",
+      local: `127.0.0.1:${echo.local.port}`,
+      policy: { deny: ["127.0.0.5/32"] },
+    });
+    const port = tunnel.remotePort;
+    const hello = new TextEncoder().encode("hello");
+    const allowed = await visitor("127.0.0.6");
+    const denied = await visitor("127.0.0.5");
+    try {
+      await waitFor(() => {
+        allowed.socket.send(hello, "127.0.0.2", port);
+        return allowed.got.length > 0;
+      }, { timeoutMs: 20_000, intervalMs: 200, message: "a reply through node 2" });
+      await waitFor(async () => {
+        denied.socket.send(hello, "127.0.0.2", port);
+        const r = (await relaysOf(nodes[1])).find((r) => r.port === port);
+        return (r?.udp as { drops: { refused: number } }).drops.refused > 0;
+      }, { timeoutMs: 15_000, intervalMs: 200, message: "node 2 refusing 127.0.0.5" });
+      assert.equal(denied.got.length, 0);
+
+      await tunnel.setPolicy({});
+      await waitFor(() => {
+        denied.socket.send(hello, "127.0.0.2", port);
+        return denied.got.length > 0;
+      }, { timeoutMs: 15_000, intervalMs: 200, message: "node 2 letting 127.0.0.5 in" });
+    } finally {
+      allowed.socket.close();
+      denied.socket.close();
+      await tunnel.close();
+    }
+  });
+
   it("TCP and UDP on one port number are held by different clients; UDP conflicts per protocol", async () => {
     const udp = await laptop.expose({ protocol: "udp", local: `127.0.0.1:${echo.local.port}` });
     const port = udp.remotePort;

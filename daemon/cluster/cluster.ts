@@ -411,6 +411,7 @@ export class Cluster {
         if (change.kind !== "port") return;
         if (change.claim.node === config.node) return;
         if (change.op === "claimed") self.#openRelay(change.claim);
+        else if (change.op === "changed") self.#updateRelay(change.claim);
         else self.#dropRelay(change.claim);
       });
       for (const info of presence.nodes()) peers.want(info.node, info.advertise);
@@ -484,7 +485,7 @@ export class Cluster {
     this.#ports.open(bindHost, claim.port).then((listener) => {
       if (relay.closed) return;
       const route = new RelayRoute({
-        claim,
+        claim: relay.claim, // the latest rules, if they changed while the port was bound
         opener: this.#peers.opener(claim.node),
         bindHost,
         port: claim.port,
@@ -518,7 +519,7 @@ export class Cluster {
     const limits = this.#udpLimits?.();
     this.#ports.openUdp(bindHost, claim.port, { idleMs: limits?.idleMs }).then((port) => {
       const route = new UdpRelayRoute({
-        claim,
+        claim: relay.claim, // the latest rules, if they changed while the port was bound
         bindHost,
         maxFlows: limits?.maxFlows,
         opener: this.#peers.opener(claim.node),
@@ -544,6 +545,15 @@ export class Cluster {
         detail: (error as Error).message,
       });
     });
+  }
+
+  /** A route of `claim`'s port changed its rules: this node's relay to it applies them next. */
+  #updateRelay(claim: PortClaim): void {
+    const relay = this.#relays.get(relayKey(claim));
+    if (!relay || relay.claim.node !== claim.node || relay.claim.tunnel !== claim.tunnel) return;
+    relay.claim = claim;
+    relay.udp?.update(claim);
+    relay.route?.update(claim, undefined);
   }
 
   /** A route of `claim`'s port went: this node's relay to it closes. */

@@ -82,6 +82,9 @@ export class ClusterPorts {
       },
       onRoute: (op, claim) =>
         options.emit({ kind: "port", op: op === "added" ? "claimed" : "released", claim }),
+      // A route's rules changed in place (its client's or its operator's reload): other nodes'
+      // relays of it check visitors by the new ones.
+      onChange: (claim) => options.emit({ kind: "port", op: "changed", claim }),
     });
   }
 

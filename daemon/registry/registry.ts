@@ -285,7 +285,7 @@ export interface ServiceOffer extends ServiceRecord {
 export type RegistryChange =
   | { kind: "session"; op: "added" | "removed"; id: string }
   | { kind: "tunnel"; op: "added" | "removed"; id: string; session: string }
-  | { kind: "port"; op: "claimed" | "released"; claim: PortClaim }
+  | { kind: "port"; op: "claimed" | "changed" | "released"; claim: PortClaim }
   | { kind: "service"; op: "offered" | "withdrawn"; record: ServiceRecord }
   | { kind: "token"; op: "changed" };
 
