@@ -139,7 +139,7 @@ export class RawSocketDriver implements SocketDriver {
     return this.#tcp.releasesWrites === true;
   }
 
-  /** Room for the largest frame header, rounded up so a payload after it stays 4-aligned. */
+  /** Room for the largest frame header, rounded up so a payload after it stays 8-aligned. */
   readonly headroom = MAX_HEADER_SIZE + 2;
 
   /** Like `send`, framing `message` in place in the `headroom` bytes in front of it. */

@@ -10,6 +10,7 @@
  */
 
 import { relayBuffers, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { currentRuntime } from "../../util/runtime.ts";
 
 /** Frame opcodes (RFC 6455 §5.2). */
 export const Opcode = {
@@ -65,18 +66,41 @@ export function randomMask(): Uint8Array {
   return mask;
 }
 
+// The key rotated to where the word loop starts, seen as one 32-bit and one 64-bit word: laid out
+// in memory as the data bytes are, so the platform's byte order does not matter.
+const keyBytes = new Uint8Array(8);
+const keyWord = new Int32Array(keyBytes.buffer, 0, 1);
+const keyWide = new BigUint64Array(keyBytes.buffer);
+// V8 compiles a BigUint64Array XOR to 64-bit machine operations: twice the 32-bit loop's speed on
+// a 64 KiB message (Deno 2.9: 3.9 against 7.6 µs). JavaScriptCore boxes each BigInt (Bun 1.4:
+// 285 µs), and there the Int32Array loop is the fast one (3.2 µs; a Uint32Array's 6.3, as its
+// words do not all fit a small integer).
+const WIDE = currentRuntime() !== "bun";
+
 /** XORs `bytes` in place with `mask`, the first byte taking key byte 0 (the §5.3 transform). */
 export function applyMask(bytes: Uint8Array, mask: Uint8Array): void {
+  const n = bytes.length;
   let i = 0;
-  // Word-wise where the view is 4-aligned (encodeFrame arranges that): ~4× fewer operations on
-  // 64 KiB messages. Byte order does not matter as long as key and data are read the same way.
-  if (bytes.byteOffset % 4 === 0 && bytes.length >= 16) {
-    const words = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.length >>> 2);
-    const key = new Uint32Array(Uint8Array.from(mask).buffer)[0];
-    for (let w = 0; w < words.length; w++) words[w] ^= key;
-    i = words.length * 4;
+  if (n >= 32) {
+    // Byte by byte up to a word boundary, then word-wise (a server's payloads lie anywhere in
+    // the read; ours are framed 8-aligned), then the tail.
+    const align = WIDE ? 8 : 4;
+    const head = (align - (bytes.byteOffset & (align - 1))) & (align - 1);
+    for (; i < head; i++) bytes[i] ^= mask[i & 3];
+    for (let k = 0; k < 8; k++) keyBytes[k] = mask[(i + k) & 3];
+    if (WIDE) {
+      const words = new BigUint64Array(bytes.buffer, bytes.byteOffset + i, (n - i) >>> 3);
+      const key = keyWide[0];
+      for (let w = 0; w < words.length; w++) words[w] ^= key;
+      i += words.length * 8;
+    } else {
+      const words = new Int32Array(bytes.buffer, bytes.byteOffset + i, (n - i) >>> 2);
+      const key = keyWord[0];
+      for (let w = 0; w < words.length; w++) words[w] ^= key;
+      i += words.length * 4;
+    }
   }
-  for (; i < bytes.length; i++) bytes[i] ^= mask[i & 3];
+  for (; i < n; i++) bytes[i] ^= mask[i & 3];
 }
 
 /** The size of a frame's header for an `n`-byte payload, with or without a masking key. */
@@ -124,8 +148,8 @@ export function encodeFrame(
   fin = true,
 ): Uint8Array {
   const size = headerSize(payload.length, mask !== undefined);
-  // Pad in front so the payload starts 4-aligned in the buffer, for the word-wise mask above.
-  const pad = (4 - (size % 4)) % 4;
+  // Pad in front so the payload starts 8-aligned in the buffer, for the word-wise mask above.
+  const pad = (8 - (size % 8)) % 8;
   const room = new Uint8Array(new ArrayBuffer(pad + size + payload.length), pad + size);
   room.set(payload);
   return encodeFrameInPlace(opcode, room, mask, fin);
