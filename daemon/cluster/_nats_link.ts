@@ -31,6 +31,7 @@ export function testClusterConfig(url: string, name: string, presenceTtlMs = 2_0
     key: testClusterKey(name),
     previousKeys: [],
     presenceTtlMs,
+    rereadSpreadMs: 3_000,
     bucketPrefix: name,
     replicas: 1,
     tunnelHost: null,

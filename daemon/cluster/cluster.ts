@@ -30,6 +30,7 @@ import { PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
 import { RelayRoute } from "./relay_route.ts";
 import { UdpRelayRoute } from "./udp_relay_route.ts";
+import { RereadTimer } from "./reread.ts";
 import { addUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
 import { VERSION } from "../../util/version.ts";
 import type { AcmeStorage } from "../tls/acme_storage.ts";
@@ -101,6 +102,11 @@ export interface ClusterDeps {
   udpLimits?: () => { idleMs: number; maxFlows: number };
   /** The daemon's totals of closed UDP relays: each relay's counts are added as it closes. */
   udpTotals?: UdpCounters;
+  /**
+   * A uniform random number in [0, 1), for the delay before the buckets are read again after
+   * NATS came back (default `Math.random`; tests choose theirs).
+   */
+  random?: () => number;
 }
 
 /** The answers of {@linkcode Cluster.ask}: one per node that answered, and who did not. */
@@ -149,6 +155,8 @@ export class Cluster {
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
   /** ACME's state in the cluster's buckets, once asked for. */
   #acme: KvAcmeStorage | undefined;
+  /** The re-read of the buckets after NATS came back, waiting for its random delay. */
+  #reread: RereadTimer | undefined;
   #reconnectedAt = 0;
   #stopped = false;
 
@@ -285,6 +293,7 @@ export class Cluster {
     if (this.#stopped) return;
     this.#stopped = true;
     for (const timer of this.#timers) clearTimeout(timer);
+    this.#reread?.stop();
     for (const relay of [...this.#relays.values(), ...this.#draining]) {
       relay.route?.close();
       if (relay.route) this.#ports.detach(relay.route);
@@ -378,8 +387,25 @@ export class Cluster {
       presence.onNodeGone = (info) => self.#nodeGone(info);
       // Now and then, check that this node's records are still there as it wrote them (a NATS
       // failover, or a node that wrongly took us for gone): one read per record of its own.
+      // After NATS came back: every bucket but presence read again (watches restarted) and this
+      // node's records checked, after a random delay (see link.onState below).
+      const reread = new RereadTimer({
+        spreadMs: config.rereadSpreadMs,
+        random: deps.random,
+        run: () => {
+          log.info("reading the cluster's buckets again");
+          deps.count("cluster_reread");
+          void registry!.resync().then(() => registry!.reassert({ rewrite: false }))
+            .catch(() => {});
+          void tokens.refollow().catch(() => {});
+          void self.#acme?.refollow().catch(() => {});
+        },
+      });
+      self.#reread = reread;
       presence.onBeat = (beats) => {
-        if (beats % CHECK_WATCHES_EVERY_BEATS === 0) {
+        // While a re-read is pending the watches are not checked: a stalled one would be read
+        // whole now and again by the re-read.
+        if (beats % CHECK_WATCHES_EVERY_BEATS === 0 && !reread.pending) {
           // That the watches still follow the buckets (a watch can stall silently): one request
           // per bucket; a bucket is read whole again only if its watch fell behind.
           void registry!.checkWatches().catch(() => {});
@@ -397,14 +423,28 @@ export class Cluster {
         self.#later(config.presenceTtlMs, () => registry!.reassert());
       };
       link.onState = (state) => {
-        if (state !== "connected") return;
+        // Away again before the delay ran out: that re-read is dropped, the next return draws
+        // a new delay (reconnections never stack re-reads).
+        if (state !== "connected") return reread.cancel();
         self.#reconnectedAt = Date.now();
         registry!.settleUntil = Date.now() + SETTLE_TTLS * config.presenceTtlMs;
+        // At once: what other nodes judge this one by, and what this node judges them by.
+        // - Its presence entry: were it lost (NATS away longer than the TTL), the others would
+        //   release its ports after settling. The beat finds it lost and writes it again, and
+        //   `onSelfLost` re-asserts this node's claims at once (rewritten: a node that saw this
+        //   one gone may be removing them). That, not the re-read, is what keeps its visitors.
+        // - The presence bucket (one small entry per node): whether a record's node is alive
+        //   decides what is released and taken over once the settling ends.
         presence.beatNow();
         void presence.refollow().catch(() => {});
-        void registry!.resync().then(() => registry!.reassert()).catch(() => {});
-        void tokens.refollow().catch(() => {});
-        void self.#acme?.refollow().catch(() => {});
+        // After a random delay below `rereadSpreadMs`: every node reconnects in the same instant
+        // after a NATS restart, and reading the ports, services, hosts, tokens and ACME buckets
+        // whole is the load. Meanwhile this node serves from its copy, as it did while NATS was
+        // away (a watch that survived the outage keeps it current). Its own records are checked
+        // then too, written only where missing or changed: with its presence intact no node had
+        // cause to remove them, and a rewrite of every record reaches every node's watch.
+        const delayMs = reread.schedule();
+        if (delayMs > 0) log.info("NATS is back: reading the buckets again shortly", { delayMs });
       };
       registry.onClaimLost = (claim) => self.#claimLost(claim);
       registry.watch((change) => {

@@ -816,6 +816,8 @@ describe("config: cluster", () => {
       [c.listen.hostname, c.listen.port, c.presenceTtlMs, c.visitors, c.replicas, c.bucketPrefix],
       ["0.0.0.0", 7090, 5000, "all", 1, "tunnelmux"],
     );
+    assert.equal(c.rereadSpreadMs, 3000, "re-reads after NATS came back spread over 3 s");
+    assert.equal(validateConfig(cluster({ rereadSpreadMs: 0 })).config!.cluster!.rereadSpreadMs, 0);
     assert.deepEqual([c.servers, c.auth, c.tunnelHost], [["nats://127.0.0.1:4222"], {}, null]);
   });
 
@@ -856,6 +858,16 @@ describe("config: cluster", () => {
       "a TTL below 1 s",
       { presenceTtlMs: 10 },
       "cluster.presenceTtlMs: 10 must be an integer from 1000 to 600000",
+    ],
+    [
+      "a negative re-read spread",
+      { rereadSpreadMs: -1 },
+      "cluster.rereadSpreadMs: -1 must be an integer from 0 to 60000",
+    ],
+    [
+      "a re-read spread over a minute",
+      { rereadSpreadMs: 600_000 },
+      "cluster.rereadSpreadMs: 600000 must be an integer from 0 to 60000",
     ],
     [
       "an unknown visitors mode",

@@ -217,6 +217,11 @@ export interface ClusterConfig {
   previousKeys: string[];
   /** A node whose heartbeat is older than this is gone, and what it held is released. */
   presenceTtlMs: number;
+  /**
+   * After NATS came back, this node reads the buckets again after a random delay below this, ms,
+   * so that the nodes' re-reads are spread out (default 3000; 0: at once).
+   */
+  rereadSpreadMs: number;
   /** Prefix of the KV buckets (`<prefix>-nodes`, `-ports`, `-services`, `-tokens`). */
   bucketPrefix: string;
   /** JetStream replicas of each bucket (3 with a 3-node NATS cluster). */

@@ -594,6 +594,7 @@ const CLUSTER_KEYS = [
   "key",
   "previousKeys",
   "presenceTtlMs",
+  "rereadSpreadMs",
   "bucketPrefix",
   "replicas",
   "tunnelHost",
@@ -695,6 +696,10 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
     1000,
     600_000,
   ]);
+  const rereadSpreadMs = w.integer(raw.rereadSpreadMs ?? 3000, "cluster.rereadSpreadMs", [
+    0,
+    60_000,
+  ]);
   const replicas = w.integer(raw.replicas ?? 1, "cluster.replicas", [1, 5]);
   let tunnelHost: string | null | undefined = null;
   if (raw.tunnelHost !== undefined && raw.tunnelHost !== null) {
@@ -714,7 +719,8 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
   }
   if (
     !servers || servers.includes(undefined) || !node || !bucketPrefix || !listen || !advertise ||
-    !key || !previousKeys || presenceTtlMs === undefined || replicas === undefined ||
+    !key || !previousKeys || presenceTtlMs === undefined || rereadSpreadMs === undefined ||
+    replicas === undefined ||
     tunnelHost === undefined || !visitors || tls === undefined
   ) {
     return undefined;
@@ -729,6 +735,7 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
     key,
     previousKeys,
     presenceTtlMs,
+    rereadSpreadMs,
     bucketPrefix,
     replicas,
     tunnelHost,
