@@ -299,6 +299,14 @@ export class ClusterRegistry implements Registry {
   }
 
   /**
+   * Whole reads of the ports, services and hosts buckets so far, one per bucket each time: at
+   * start, after NATS came back, after a watch fell behind.
+   */
+  get reads(): number {
+    return this.#followers.reduce((sum, follower) => sum + follower.reads, 0);
+  }
+
+  /**
    * Checks that the watches still follow their buckets: one request per bucket, whatever the
    * number of records and nodes; a bucket is read whole again only when its watch fell behind
    * (see `follower.ts`). Resolves to how many had.
