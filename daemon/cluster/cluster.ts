@@ -385,8 +385,6 @@ export class Cluster {
       self.#tokens = tokens;
       presence.onNodeUp = (info) => peers.want(info.node, info.advertise);
       presence.onNodeGone = (info) => self.#nodeGone(info);
-      // Now and then, check that this node's records are still there as it wrote them (a NATS
-      // failover, or a node that wrongly took us for gone): one read per record of its own.
       // After NATS came back: every bucket but presence read again (watches restarted) and this
       // node's records checked, after a random delay (see link.onState below).
       const reread = new RereadTimer({
@@ -402,6 +400,8 @@ export class Cluster {
         },
       });
       self.#reread = reread;
+      // Now and then, check that this node's records are still there as it wrote them (a NATS
+      // failover, or a node that wrongly took us for gone): one read per record of its own.
       presence.onBeat = (beats) => {
         // While a re-read is pending the watches are not checked: a stalled one would be read
         // whole now and again by the re-read.
@@ -442,7 +442,8 @@ export class Cluster {
         // whole is the load. Meanwhile this node serves from its copy, as it did while NATS was
         // away (a watch that survived the outage keeps it current). Its own records are checked
         // then too, written only where missing or changed: with its presence intact no node had
-        // cause to remove them, and a rewrite of every record reaches every node's watch.
+        // cause to remove them (lost, `onSelfLost` has rewritten them already), and a rewrite of
+        // every record reaches every node's watch.
         const delayMs = reread.schedule();
         if (delayMs > 0) log.info("NATS is back: reading the buckets again shortly", { delayMs });
       };
