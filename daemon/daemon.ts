@@ -460,7 +460,19 @@ export class Daemon {
     const rules = new Map(effective.clients.map((c) => [c.name, c.visitors]));
     for (const tunnel of this.#local.tunnels()) {
       const operator = rules.get(tunnel.client);
-      if (operator) void tunnel.setPolicy(renarrow(operator, tunnel.requestedPolicy));
+      if (!operator) continue;
+      const { policy, withheld } = renarrow(
+        operator,
+        tunnel.requestedPolicy,
+        config.identityProviders,
+      );
+      // Said once, when the operator's change withholds the client's rules (or for a new reason).
+      if (withheld !== undefined && withheld !== tunnel.withheld) {
+        const fields = { client: tunnel.client, tunnel: tunnel.id, reason: withheld };
+        this.#log.warn("a tunnel's rules are no longer allowed: it refuses every visitor", fields);
+        this.events.publish("policy_withheld", fields);
+      }
+      void tunnel.setPolicy(policy, withheld);
     }
     const previous = new Map(this.#effective.clients.map((c) => [c.name, c.tokenHash]));
     const configured = new Set(this.#config.clients.map((c) => c.name));

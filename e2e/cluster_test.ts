@@ -31,6 +31,7 @@ import {
 } from "../testing/mod.ts";
 import { createServer } from "node:net";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
 
 /** Whether `host`:`port` can be bound now. */
 function canBind(port: number, host = "127.0.0.1"): Promise<boolean> {
@@ -1391,6 +1392,93 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
     } finally {
       await Promise.all([onA.close(), onB.close()]);
       app.close();
+    }
+  });
+
+  it("an identity provider the holding node's operator drops: no node fetches from it, every node answers 403", async () => {
+    // The JWKS server, which records what it is asked for (a fetch by either node shows).
+    const pair = await generateKeyPair("ES256");
+    const jwk = { ...(await exportJWK(pair.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
+    const asked: string[] = [];
+    const jwks = createHttpServer((req, res) => {
+      asked.push(req.url!);
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ keys: [jwk] }));
+    });
+    await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+    const provider = `http://127.0.0.1:${(jwks.address() as { port: number }).port}/`;
+    const app = createHttpServer((req, res) => res.end(`app ${req.url}`));
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const local = `127.0.0.1:${(app.address() as { port: number }).port}`;
+    const nats = await startNats();
+    const web = { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } };
+    const withList = (list: string[]) => ({ config: { ...web, identityProviders: list } });
+    const relayPort = await closedPort();
+    const a = await startNode(nats, 1, token, { ...withList([provider]), relayPort });
+    // Node b keeps the provider listed: what it applies is the holding node's record.
+    const b = await startNode(nats, 2, token, withList([provider]));
+    const onA = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    const [atA, atB] = [httpAddressOf(a), httpAddressOf(b)];
+    const host = "idp.tunnels.test";
+    const bearer = {
+      authorization: `Bearer ${await new SignJWT({ sub: "ann" }).setProtectedHeader({
+        alg: "ES256",
+        kid: "k1",
+      }).setIssuer("https://idp.test").setAudience("api").setExpirationTime("5m").sign(
+        pair.privateKey,
+      )}`,
+    };
+    const reload = async (list: string[]) => {
+      const from = a.logs().length;
+      a.writeConfig(nodeConfig(nats, 1, token, { ...withList(list), relayPort }));
+      a.signal("SIGHUP");
+      await a.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
+    };
+    try {
+      await onA.expose({
+        local,
+        http: "idp",
+        policy: {
+          http: {
+            jwt: { jwksUrl: `${provider}jwks`, issuer: "https://idp.test", audience: "api" },
+          },
+        },
+      });
+      // Without a token nothing is fetched: node b knows the route and asks for one.
+      await waitFor(async () => (await httpGet(atB, host)).status === 401, {
+        message: "node b asking for a token",
+      });
+      const from = a.logs().length;
+      await reload(["https://idp.example.com/"]);
+      assert.ok(
+        a.logs().slice(from).some((e) =>
+          e.msg === "a tunnel's rules are no longer allowed: it refuses every visitor" &&
+          /jwksUrl: .* is not in the daemon's identityProviders/.test(String(e.reason))
+        ),
+        "the holding node says why",
+      );
+      await waitFor(async () => (await httpGet(atB, host)).status === 403, {
+        message: "node b refusing the name once the record changed",
+      });
+      for (const at of [atA, atB]) {
+        const refused = await httpGet(at, host, bearer);
+        assert.equal(refused.status, 403);
+        assert.match(refused.body, /Forbidden/);
+      }
+      assert.deepEqual(asked, [], "neither node fetched from the dropped provider");
+
+      // Listed again: the client's rules are back everywhere, and the keys fetched.
+      await reload([provider]);
+      await waitFor(async () => (await httpGet(atB, host)).status === 401, {
+        message: "node b asking for a token again",
+      });
+      assert.deepEqual(await httpGet(atB, host, bearer), { status: 200, body: "app /hi" });
+      assert.deepEqual(await httpGet(atA, host, bearer), { status: 200, body: "app /hi" });
+      assert.ok(asked.length >= 1 && asked.every((path) => path === "/jwks"));
+    } finally {
+      await onA.close();
+      app.close();
+      jwks.close();
     }
   });
 

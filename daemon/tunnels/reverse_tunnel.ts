@@ -110,6 +110,8 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   #httpGate: HttpGate | undefined;
   /** Policy changes begun, so that one overtaken while it loads the gate's code yields. */
   #changes = 0;
+  /** Why its client's rules are not in force (the operator no longer allows them), if so. */
+  #withheld: string | undefined;
 
   /** A tunnel through `options.session`; its port listener or the HTTP(S) front hands it visitors. */
   constructor(options: ReverseTunnelOptions) {
@@ -139,6 +141,11 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     return this.#httpPolicy;
   }
 
+  /** Why its client's rules are not in force and every visitor is refused; undefined: they are. */
+  get withheld(): string | undefined {
+    return this.#withheld;
+  }
+
   /** The HTTP front's gate for {@linkcode httpPolicy}, read by the front at each request. */
   get gate(): HttpGate | undefined {
     return this.#httpGate;
@@ -149,8 +156,10 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
    * the next ones (and the next request on a kept-alive connection) meet it. An HTTP tunnel's
    * `http` part gets a new gate; its `pathPrefix` stays as exposed (the registry holds the tunnel
    * by it). A port's or a TLS tunnel's visitors are never HTTP requests: `http` is dropped.
+   * `withheld` says why the client's own rules are not in force (`policy` then refuses everyone):
+   * its refusals are counted as `policy_not_allowed`.
    */
-  async setPolicy(policy: VisitorPolicy): Promise<void> {
+  async setPolicy(policy: VisitorPolicy, withheld?: string): Promise<void> {
     const { http: asked, ...rest } = policy;
     const http = this.host !== undefined && !this.passthrough
       ? keepPrefix(asked, this.#httpPolicy?.pathPrefix)
@@ -164,6 +173,7 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
       this.#httpPolicy = http;
       this.#httpGate = gate;
     }
+    this.#withheld = withheld;
     this.#gate.update(http ? { ...rest, http } : rest);
     this.onPolicy?.();
   }
@@ -173,8 +183,11 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
    * to call when it is over, or refused (counted) and why.
    */
   enter(remote: string): Entry {
-    const entry = this.#gate.enter(remote);
-    if (!entry.ok) this.#limit?.refused(entry.reason, { tunnel: this.id, visitor: remote });
+    let entry = this.#gate.enter(remote);
+    if (!entry.ok) {
+      if (this.#withheld !== undefined) entry = { ok: false, reason: "policy_not_allowed" };
+      this.#limit?.refused(entry.reason, { tunnel: this.id, visitor: remote });
+    }
     return entry;
   }
 

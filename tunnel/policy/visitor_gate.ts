@@ -34,7 +34,8 @@ export type PolicyRefusal =
   | "policy_address"
   | "policy_rate"
   | "policy_tunnel_rate"
-  | "policy_visitor_connections";
+  | "policy_visitor_connections"
+  | "policy_not_allowed";
 
 /** Every {@linkcode PolicyRefusal}, for counters that list them all. */
 export const POLICY_REFUSALS: readonly PolicyRefusal[] = [
@@ -42,6 +43,8 @@ export const POLICY_REFUSALS: readonly PolicyRefusal[] = [
   "policy_rate",
   "policy_tunnel_rate",
   "policy_visitor_connections",
+  // Every visitor of a tunnel whose client's rules the operator no longer allows (a reload).
+  "policy_not_allowed",
 ];
 
 /** Admitted (with what to call when the visitor goes), or refused and why. */
