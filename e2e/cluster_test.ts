@@ -30,7 +30,7 @@ import {
   withTimeout,
 } from "../testing/mod.ts";
 import { createServer } from "node:net";
-import { createServer as createHttpServer, request as httpRequest } from "node:http";
+import { Agent, createServer as createHttpServer, request as httpRequest } from "node:http";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 
 /** Whether `host`:`port` can be bound now. */
@@ -1391,6 +1391,93 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
       );
     } finally {
       await Promise.all([onA.close(), onB.close()]);
+      app.close();
+    }
+  });
+
+  it("a relayed request's bodies meet the tunnel's bandwidth on the holding node, a rule put in force meanwhile too", async () => {
+    const rate = 256 * 1024;
+    const size = 1280 * 1024;
+    // Past the bucket's one second of burst and the one read let through before a hold (up to
+    // 512 KiB on Bun), the rest cannot arrive faster than the rate: a lower bound on the time.
+    const least = (size - rate - 512 * 1024) / rate;
+    const app = createHttpServer((req, res) => {
+      if (req.method === "POST") {
+        let got = 0;
+        req.on("data", (d: Uint8Array) => got += d.length);
+        req.on("end", () => res.end(String(got)));
+      } else {
+        const n = Number(new URL(req.url!, "http://x").searchParams.get("n") ?? 2);
+        res.setHeader("content-length", n);
+        res.end(pattern(n, 5));
+      }
+    });
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const local = `127.0.0.1:${(app.address() as { port: number }).port}`;
+    const nats = await startNats();
+    const web = { config: { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } } };
+    const a = await startNode(nats, 1, token, web);
+    const b = await startNode(nats, 2, token, web);
+    const onA = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    const atB = httpAddressOf(b);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    /** One request to node b on `agent`: its status, body size, seconds, and whether kept. */
+    const timed = (method: string, path: string, body?: Uint8Array) =>
+      withTimeout(
+        new Promise<{ status: number; bytes: number; seconds: number; reused: boolean }>(
+          (resolve, reject) => {
+            const started = performance.now();
+            const req = httpRequest({
+              host: "127.0.0.1",
+              port: Number(atB.split(":").pop()),
+              method,
+              path,
+              agent,
+              headers: { host: "held.tunnels.test", "content-length": body?.length ?? 0 },
+            }, (res) => {
+              let bytes = 0;
+              res.on("data", (d: Uint8Array) => bytes += d.length);
+              res.on("end", () =>
+                resolve({
+                  status: res.statusCode!,
+                  bytes,
+                  seconds: (performance.now() - started) / 1000,
+                  reused: req.reusedSocket,
+                }));
+            });
+            req.on("error", reject).end(body);
+          },
+        ),
+        60_000,
+        `${method} ${path} through node b`,
+      );
+    try {
+      const tunnel = await onA.expose({
+        local,
+        http: "held",
+        policy: { bandwidth: { in: rate } },
+      });
+      await waitFor(async () => (await httpGet(atB, "held.tunnels.test")).status === 200, {
+        message: "node b serving held.tunnels.test",
+      });
+      // A request body relayed by node b is held on node a, which every byte passes.
+      const up = await timed("POST", "/up", pattern(size, 3));
+      assert.equal(up.status, 200);
+      assert.ok(up.seconds >= least, `${size} bytes up in ${up.seconds} s, at least ${least} s`);
+      // A kept connection through node b: its relay stream stays open across requests.
+      const first = await timed("GET", "/bytes?n=2");
+      assert.equal(first.status, 200);
+      await tunnel.setPolicy({ bandwidth: { in: rate, out: rate } });
+      const down = await timed("GET", `/bytes?n=${size}`);
+      assert.ok(down.reused, "the same kept connection, and relay stream");
+      assert.equal(down.bytes, size);
+      assert.ok(
+        down.seconds >= least,
+        `${size} bytes down in ${down.seconds} s, at least ${least} s: the new rule holds it`,
+      );
+    } finally {
+      agent.destroy();
+      await onA.close();
       app.close();
     }
   });

@@ -232,6 +232,24 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     return aToB || bToA ? { aToB, bToA } : undefined;
   }
 
+  /**
+   * A relayed HTTP tunnel's stream carries every request of one visitor connection of another
+   * node (kept alive, up to its request limit): its bytes meet the tunnel's and client's buckets
+   * as they are at each chunk, so a rule put in force meanwhile holds it from its next chunk, as
+   * this node's HTTP front asks at each request. Any other relayed visitor is one connection.
+   */
+  protected override relayThrottle(): { aToB?: SpliceThrottle; bToA?: SpliceThrottle } | undefined {
+    if (this.host === undefined || this.passthrough) return this.throttle();
+    const live = (direction: "in" | "out"): SpliceThrottle => ({
+      spend: (n) =>
+        Math.max(
+          this.#gate.throttle(direction)?.spend(n) ?? 0,
+          this.#limit?.client.throttle(direction)?.spend(n) ?? 0,
+        ),
+    });
+    return { aToB: live("in"), bToA: live("out") };
+  }
+
   /** The same throttles for the HTTP front's requests (`in`) and responses (`out`). */
   bandwidth(): { in?: SpliceThrottle; out?: SpliceThrottle } | undefined {
     const both = this.throttle();
