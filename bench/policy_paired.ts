@@ -160,9 +160,13 @@ export function loadAverage(): [number, number, number] | undefined {
 export interface RatioSummary {
   /** The median ratio. */
   median: number;
-  /** The mean ratio, and half the width of its 95 % interval (1.96 standard errors). */
+  /**
+   * The geometric mean of the ratios and its 95 % interval (the mean of their logarithms ± 1.96
+   * standard errors): a ratio's plain mean leans up (110 % and 90 % average to over 100 %).
+   */
   mean: number;
-  within: number;
+  low: number;
+  high: number;
   /** The 25th and 75th percentiles. */
   p25: number;
   p75: number;
@@ -179,12 +183,15 @@ export function summarizeRatios(pairs: { none: number; allowAll: number }[]): Ra
   const sorted = ratios.sort((a, b) => a - b);
   const at = (q: number) =>
     sorted[Math.min(sorted.length - 1, Math.round(q * (sorted.length - 1)))];
-  const mean = sorted.reduce((a, b) => a + b, 0) / sorted.length;
-  const variance = sorted.reduce((a, b) => a + (b - mean) ** 2, 0) / (sorted.length - 1);
+  const logs = sorted.map((r) => Math.log(r / 100));
+  const mean = logs.reduce((a, b) => a + b, 0) / logs.length;
+  const variance = logs.reduce((a, b) => a + (b - mean) ** 2, 0) / (logs.length - 1);
+  const within = 1.96 * Math.sqrt(variance / logs.length);
   return {
     median: at(0.5),
-    mean,
-    within: 1.96 * Math.sqrt(variance / sorted.length),
+    mean: Math.exp(mean) * 100,
+    low: Math.exp(mean - within) * 100,
+    high: Math.exp(mean + within) * 100,
     p25: at(0.25),
     p75: at(0.75),
     min: sorted[0],
@@ -421,8 +428,9 @@ export async function runPaired(options: {
 /** The lines P6 and P7 print as, for `runtime`. */
 export function pairedReport(runtime: string, r: PairedResult): string[] {
   const show = (s: RatioSummary) =>
-    `median ${s.median.toFixed(1)} %, mean ${s.mean.toFixed(1)} ± ${s.within.toFixed(1)} % ` +
-    `(quartiles ${s.p25.toFixed(1)}–${s.p75.toFixed(1)}, range ${s.min.toFixed(1)}–` +
+    `median ${s.median.toFixed(1)} %, geometric mean ${s.mean.toFixed(1)} % ` +
+    `(95 % interval ${s.low.toFixed(1)}–${s.high.toFixed(1)}; ` +
+    `quartiles ${s.p25.toFixed(1)}–${s.p75.toFixed(1)}, range ${s.min.toFixed(1)}–` +
     `${s.max.toFixed(1)})`;
   const { none, allowAll } = r.absolute;
   const load = (l?: number[]) => l ? l.map((v) => v.toFixed(2)).join(" ") : "unknown";

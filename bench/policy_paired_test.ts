@@ -8,12 +8,18 @@ describe("bench:policy's paired parts", () => {
   it("summarizes paired ratios as percent: median, quartiles, range", () => {
     const pairs = [100, 101, 99, 104, 97].map((allowAll) => ({ none: 100, allowAll }));
     const summary = summarizeRatios(pairs);
-    assert.ok(Math.abs(summary.mean - 100.2) < 1e-9);
-    assert.ok(Math.abs(summary.within - 1.96 * Math.sqrt(6.7 / 5)) < 1e-9);
-    assert.deepEqual({ ...summary, mean: 0, within: 0 }, {
+    const logs = [100, 101, 99, 104, 97].map((r) => Math.log(r / 100));
+    const mean = logs.reduce((a, b) => a + b) / 5;
+    const within = 1.96 * Math.sqrt(logs.reduce((a, b) => a + (b - mean) ** 2, 0) / 4 / 5);
+    assert.ok(Math.abs(summary.mean - Math.exp(mean) * 100) < 1e-9);
+    assert.ok(summary.mean < 100.2, "below the plain mean, which leans up");
+    assert.ok(Math.abs(summary.low - Math.exp(mean - within) * 100) < 1e-9);
+    assert.ok(Math.abs(summary.high - Math.exp(mean + within) * 100) < 1e-9);
+    assert.deepEqual({ ...summary, mean: 0, low: 0, high: 0 }, {
       median: 100,
       mean: 0,
-      within: 0,
+      low: 0,
+      high: 0,
       p25: 99,
       p75: 101,
       min: 97,
