@@ -7,6 +7,8 @@
 
 import { AddressRules } from "../tunnel/policy/visitor_policy.ts";
 import { renarrow } from "./session/expose.ts";
+import { isAllowedProvider } from "./policy/identity_providers.ts";
+import type { HttpPolicy } from "../tunnel/policy/http_policy.ts";
 import { HandshakeAdmission } from "./session/admission.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
@@ -228,6 +230,19 @@ export class Daemon {
   }
 
   /**
+   * Whether this node may fetch `url` for a JWT or OIDC rule another node's record names: within
+   * its own `identityProviders`, or named by one of its own operator's rules (trusted, as at
+   * expose), so a provider this node's operator dropped is fetched for no node's tunnel.
+   */
+  #mayFetch(url: string): boolean {
+    if (isAllowedProvider(url, this.#config.identityProviders)) return true;
+    const named = (http: HttpPolicy | undefined) =>
+      http?.jwt?.jwksUrl === url || http?.oidc?.issuer === url;
+    return named(this.#config.visitors.http) ||
+      this.#effective.clients.some((client) => named(client.visitors.http));
+  }
+
+  /**
    * A visitor a tunnel's policy refused, on the event feed: at most one event per tunnel and
    * reason a second (a flood of refusals must not flood the feed), with how many it stands for.
    */
@@ -297,6 +312,7 @@ export class Daemon {
             idleMs: this.#config.limits.udpFlowIdleMs,
             maxFlows: this.#config.limits.udpFlowsPerTunnel,
           }),
+          mayFetch: (url) => this.#mayFetch(url),
         });
         this.#context.registry = this.#cluster.registry;
       }

@@ -1482,7 +1482,7 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
     }
   });
 
-  it("an identity provider the holding node's operator drops: no node fetches from it, every node answers 403", async () => {
+  it("an identity provider an operator drops: no node fetches from it for the tunnel, each refusing node answers 403", async () => {
     // The JWKS server, which records what it is asked for (a fetch by either node shows).
     const pair = await generateKeyPair("ES256");
     const jwk = { ...(await exportJWK(pair.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
@@ -1500,10 +1500,10 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
     const nats = await startNats();
     const web = { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } };
     const withList = (list: string[]) => ({ config: { ...web, identityProviders: list } });
-    const relayPort = await closedPort();
+    const [relayPort, relayPortB] = [await closedPort(), await closedPort()];
     const a = await startNode(nats, 1, token, { ...withList([provider]), relayPort });
     // Node b keeps the provider listed: what it applies is the holding node's record.
-    const b = await startNode(nats, 2, token, withList([provider]));
+    const b = await startNode(nats, 2, token, { ...withList([provider]), relayPort: relayPortB });
     const onA = await sdkConnect(a.tcpUrl, { token, reconnect: false });
     const [atA, atB] = [httpAddressOf(a), httpAddressOf(b)];
     const host = "idp.tunnels.test";
@@ -1515,11 +1515,12 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
         pair.privateKey,
       )}`,
     };
-    const reload = async (list: string[]) => {
-      const from = a.logs().length;
-      a.writeConfig(nodeConfig(nats, 1, token, { ...withList(list), relayPort }));
-      a.signal("SIGHUP");
-      await a.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
+    const reload = async (list: string[], node = a) => {
+      const from = node.logs().length;
+      const [index, port] = node === a ? [1, relayPort] : [2, relayPortB];
+      node.writeConfig(nodeConfig(nats, index, token, { ...withList(list), relayPort: port }));
+      node.signal("SIGHUP");
+      await node.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
     };
     try {
       await onA.expose({
@@ -1562,6 +1563,17 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
       assert.deepEqual(await httpGet(atB, host, bearer), { status: 200, body: "app /hi" });
       assert.deepEqual(await httpGet(atA, host, bearer), { status: 200, body: "app /hi" });
       assert.ok(asked.length >= 1 && asked.every((path) => path === "/jwks"));
+
+      // Node b's own operator drops it, node a's keeps it: b relays nothing that would make it
+      // fetch from there (it refuses, 403), while a serves its own visitors.
+      await reload(["https://idp.example.com/"], b);
+      const askedBefore = asked.length;
+      for (const headers of [{}, bearer]) {
+        const refused = await httpGet(atB, host, headers);
+        assert.equal(refused.status, 403);
+      }
+      assert.equal(asked.length, askedBefore);
+      assert.deepEqual(await httpGet(atA, host, bearer), { status: 200, body: "app /hi" });
     } finally {
       await onA.close();
       app.close();

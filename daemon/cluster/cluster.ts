@@ -99,6 +99,8 @@ export interface ClusterDeps {
   ports: TunnelPorts;
   /** The flow idle time and flow limit of a UDP relay opened now (default: the tables'). */
   udpLimits?: () => { idleMs: number; maxFlows: number };
+  /** Whether this node may fetch `url` for another node's tunnel's JWT or OIDC rule. */
+  mayFetch?: (url: string) => boolean;
 }
 
 /** The answers of {@linkcode Cluster.ask}: one per node that answered, and who did not. */
@@ -355,6 +357,7 @@ export class Cluster {
         presence,
         opener: (node) => peers.opener(node),
         reachable: (node) => peers.connected(node),
+        mayFetch: deps.mayFetch,
         log,
         count: deps.count,
         presenceTtlMs: config.presenceTtlMs,
