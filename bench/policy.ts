@@ -46,7 +46,8 @@ import { type JsRuntime, RUNTIME_BIN } from "./impls.ts";
 const HELP =
   `bench:policy: the cost of a visitor policy that refuses nobody, and the limiter's accuracy
 
-Usage: policy [--runtime deno|bun] [--rounds N] [--rate BYTES] [--seconds S] [--quick] [--json FILE]
+Usage: policy [--runtime deno|bun] [--rounds N] [--rate BYTES] [--seconds S] [--pairs N]
+              [--paired-only] [--quick] [--json FILE]
 
   --runtime R     run on R only (default: Deno, then Bun, each in its own process)
   --rounds N      measured rounds of P1 and P2 (default 5; --quick: 1)
@@ -420,6 +421,14 @@ async function main(): Promise<void> {
   const here: JsRuntime = "Bun" in globalThis ? "bun" : "deno";
   if (values.runtime !== undefined && values.runtime !== "deno" && values.runtime !== "bun") {
     console.error("--runtime must be deno or bun");
+    process.exit(2);
+  }
+  if (values.pairs !== undefined && !/^\d{1,5}$/.test(values.pairs)) {
+    console.error("--pairs must be a whole number from 0 to 99999");
+    process.exit(2);
+  }
+  if (values["paired-only"] && values.pairs === "0") {
+    console.error("--paired-only runs P6 and P7 only: --pairs 0 would run nothing");
     process.exit(2);
   }
   const quick = values.quick ?? false;
