@@ -14,6 +14,12 @@
  * - P4: round trips (64 B echoed) on one kept connection, one at a time: p50 and p99, no policy
  *   against the allow-everything one.
  *
+ * - P6 and P7 (`policy_paired.ts`): both variants in the same daemon and client process, the load
+ *   alternated between them in short slices, each pair's ratio allow-all / none of connections/s,
+ *   round-trip p50/p99 and the processes' CPU per 1000 connections; and the admission alone, ns
+ *   per visitor. P1 and P4 give each variant its own client process, whose placement on the
+ *   machine's CPUs moves a round by more than the policy's cost: P6 is the one that can show it.
+ *
  * Rounds interleave the variants so drift hits them alike (P1 and P4 paired per round); medians
  * of the rounds are reported. Without `--runtime` the bench runs once per runtime (Deno, then
  * Bun), each in a process of its own, and prints both.
@@ -26,18 +32,29 @@ import { connect, createServer, type Server, type Socket } from "node:net";
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { cleanup, daemonConfig, newToken, startClient, startDaemon } from "../testing/mod.ts";
-import { echoProbe } from "./echo_probe.ts";
+import {
+  connectionRate,
+  pairedReport,
+  type PairedResult,
+  type Percentiles,
+  percentiles,
+  roundTrips,
+  runPaired,
+} from "./policy_paired.ts";
 import { type JsRuntime, RUNTIME_BIN } from "./impls.ts";
 
 const HELP =
   `bench:policy: the cost of a visitor policy that refuses nobody, and the limiter's accuracy
 
-Usage: policy [--runtime deno|bun] [--rounds N] [--rate BYTES] [--seconds S] [--quick] [--json FILE]
+Usage: policy [--runtime deno|bun] [--rounds N] [--rate BYTES] [--seconds S] [--pairs N]
+              [--paired-only] [--quick] [--json FILE]
 
   --runtime R     run on R only (default: Deno, then Bun, each in its own process)
   --rounds N      measured rounds of P1 and P2 (default 5; --quick: 1)
   --rate BYTES    P3's limit, bytes per second (default 4194304)
   --seconds S     P3's measured time (default 10; --quick: 2)
+  --pairs N       P6's pairs of slices of each kind (default 100; --quick: 4; 0: no P6, P7)
+  --paired-only   P6 and P7 only
   --quick         small sizes (a smoke test, not a measurement)
   --json FILE     write the results as JSON`;
 
@@ -53,52 +70,8 @@ export interface PolicyBenchResult {
   httpLimiter: { set: number; reached: number; errorPercent: number };
   /** P4: round trips on one connection, microseconds, median of the rounds' percentiles. */
   roundTrip: { none: Percentiles; allowAll: Percentiles };
-}
-
-/** A latency's 50th and 99th percentiles, microseconds. */
-export interface Percentiles {
-  /** Median. */
-  p50: number;
-  /** 99th percentile. */
-  p99: number;
-}
-
-/** The 50th and 99th percentiles of `samples` (microseconds). */
-function percentiles(samples: number[]): Percentiles {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-  return { p50: at(0.5), p99: at(0.99) };
-}
-
-/** `count` round trips of 64 B through `port` on one connection, one at a time: microseconds. */
-function roundTrips(port: number, count: number): Promise<number[]> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: "127.0.0.1", port });
-    const block = Buffer.alloc(64, 7);
-    const samples: number[] = [];
-    let got = 0;
-    let sent = 0;
-    const deadline = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`round trips timed out after ${samples.length}`));
-    }, 120_000);
-    const next = () => {
-      sent = performance.now();
-      socket.write(block);
-    };
-    socket.on("error", reject);
-    socket.on("connect", next);
-    socket.on("data", (chunk: Buffer) => {
-      got += chunk.length;
-      if (got < block.length) return;
-      got -= block.length;
-      samples.push((performance.now() - sent) * 1000);
-      if (samples.length < count) return next();
-      clearTimeout(deadline);
-      socket.destroy();
-      resolve(samples);
-    });
-  });
+  /** P6 and P7: both variants in one daemon and one client, paired slices; the admission. */
+  paired?: PairedResult;
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1];
@@ -160,21 +133,6 @@ function startEcho(): Promise<Server> {
 
 const portOf = (server: Server) => (server.address() as { port: number }).port;
 
-/** `count` echo visitors through `port`, `concurrency` at once: connections per second. */
-async function connectionRate(port: number, count: number, concurrency: number): Promise<number> {
-  let next = 0;
-  let failed = 0;
-  const started = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < count) {
-      next++;
-      if (!await echoProbe("127.0.0.1", port, 64, 10_000)) failed++;
-    }
-  }));
-  if (failed > 0) throw new Error(`${failed} of ${count} visitors failed`);
-  return count / ((performance.now() - started) / 1000);
-}
-
 /**
  * Reads from `port` for `ms` after `skipMs` (bytes before then are not counted): bytes per second,
  * or, with `bytes`, reads that many and returns MB/s.
@@ -221,8 +179,12 @@ export async function runPolicyBench(options: {
   rate: number;
   seconds: number;
   quick: boolean;
+  /** P6's pairs of each kind (0: no P6 and P7). */
+  pairs: number;
+  /** P6 and P7 only. */
+  pairedOnly?: boolean;
   log?: (line: string) => void;
-}): Promise<PolicyBenchResult> {
+}): Promise<PolicyBenchResult | { paired: PairedResult }> {
   const log = options.log ?? (() => {});
   const echo = await startEcho();
   const firehose = await startFirehose();
@@ -239,6 +201,20 @@ export async function runPolicyBench(options: {
         http: { domain: "bench.test" },
       }),
     });
+    const paired = options.pairs > 0
+      ? await runPaired({
+        serverUrl: daemon.tcpUrl,
+        token,
+        daemonPid: daemon.pid,
+        echoAddress: `127.0.0.1:${portOf(echo)}`,
+        pairs: options.pairs,
+        connectionsPerSlice: options.quick ? 200 : 500,
+        tripsPerSlice: options.quick ? 200 : 500,
+        maxMs: 300_000,
+        log,
+      })
+      : undefined;
+    if (options.pairedOnly) return { paired: paired! };
     const expose = [
       "--expose",
       `0=127.0.0.1:${portOf(echo)}`,
@@ -354,6 +330,7 @@ export async function runPolicyBench(options: {
         errorPercent: (httpReached - options.rate) / options.rate * 100,
       },
       roundTrip: { none: medianOf(trips.none), allowAll: medianOf(trips.allowAll) },
+      paired,
     };
   } finally {
     echo.close();
@@ -364,7 +341,9 @@ export async function runPolicyBench(options: {
 }
 
 /** The lines a result prints as, for `runtime`. */
-function report(runtime: string, result: PolicyBenchResult): string[] {
+function report(runtime: string, result: PolicyBenchResult | { paired: PairedResult }): string[] {
+  const paired = result.paired ? pairedReport(runtime, result.paired) : [];
+  if (!("connections" in result)) return paired;
   const { connections: c, download: d, limiter: l, httpLimiter: h, roundTrip: t } = result;
   const pct = (a: number, b: number) => (a / b * 100).toFixed(1);
   return [
@@ -385,11 +364,15 @@ function report(runtime: string, result: PolicyBenchResult): string[] {
     } µs without a policy; p50 ${t.allowAll.p50.toFixed(0)} µs, p99 ${
       t.allowAll.p99.toFixed(0)
     } µs with one that refuses nobody`,
+    ...paired,
   ];
 }
 
 /** Runs this bench under `runtime` in a process of its own, with `args`: its result. */
-async function runOn(runtime: JsRuntime, args: string[]): Promise<PolicyBenchResult> {
+async function runOn(
+  runtime: JsRuntime,
+  args: string[],
+): Promise<PolicyBenchResult | { paired: PairedResult }> {
   const { mkdtempSync, readFileSync, rmSync } = await import("node:fs");
   const { tmpdir } = await import("node:os");
   const { join } = await import("node:path");
@@ -428,6 +411,8 @@ async function main(): Promise<void> {
       rate: { type: "string" },
       seconds: { type: "string" },
       quick: { type: "boolean" },
+      pairs: { type: "string" },
+      "paired-only": { type: "boolean" },
       json: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
@@ -438,14 +423,24 @@ async function main(): Promise<void> {
     console.error("--runtime must be deno or bun");
     process.exit(2);
   }
+  if (values.pairs !== undefined && !/^\d{1,5}$/.test(values.pairs)) {
+    console.error("--pairs must be a whole number from 0 to 99999");
+    process.exit(2);
+  }
+  if (values["paired-only"] && values.pairs === "0") {
+    console.error("--paired-only runs P6 and P7 only: --pairs 0 would run nothing");
+    process.exit(2);
+  }
   const quick = values.quick ?? false;
-  const results: Partial<Record<JsRuntime, PolicyBenchResult>> = {};
+  const results: Partial<Record<JsRuntime, PolicyBenchResult | { paired: PairedResult }>> = {};
   if (values.runtime === here) {
     results[here] = await runPolicyBench({
       rounds: Number(values.rounds ?? (quick ? 1 : 5)),
       rate: Number(values.rate ?? 4 * 1024 * 1024),
       seconds: Number(values.seconds ?? (quick ? 2 : 10)),
       quick,
+      pairs: Number(values.pairs ?? (quick ? 4 : 100)),
+      pairedOnly: values["paired-only"] ?? false,
       log: (line) => console.error(`[${here}] ${line}`),
     });
   } else {
@@ -454,6 +449,8 @@ async function main(): Promise<void> {
       ...(values.rate ? ["--rate", values.rate] : []),
       ...(values.seconds ? ["--seconds", values.seconds] : []),
       ...(quick ? ["--quick"] : []),
+      ...(values.pairs ? ["--pairs", values.pairs] : []),
+      ...(values["paired-only"] ? ["--paired-only"] : []),
     ];
     const runtimes: JsRuntime[] = values.runtime ? [values.runtime as JsRuntime] : ["deno", "bun"];
     for (const runtime of runtimes) results[runtime] = await runOn(runtime, args);

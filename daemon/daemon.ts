@@ -7,6 +7,8 @@
 
 import { AddressRules } from "../tunnel/policy/visitor_policy.ts";
 import { renarrow } from "./session/expose.ts";
+import { isAllowedProvider } from "./policy/identity_providers.ts";
+import type { HttpPolicy } from "../tunnel/policy/http_policy.ts";
 import { HandshakeAdmission } from "./session/admission.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
@@ -232,6 +234,19 @@ export class Daemon {
   }
 
   /**
+   * Whether this node may fetch `url` for a JWT or OIDC rule another node's record names: within
+   * its own `identityProviders`, or named by one of its own operator's rules (trusted, as at
+   * expose), so a provider this node's operator dropped is fetched for no node's tunnel.
+   */
+  #mayFetch(url: string): boolean {
+    if (isAllowedProvider(url, this.#config.identityProviders)) return true;
+    const named = (http: HttpPolicy | undefined) =>
+      http?.jwt?.jwksUrl === url || http?.oidc?.issuer === url;
+    return named(this.#config.visitors.http) ||
+      this.#effective.clients.some((client) => named(client.visitors.http));
+  }
+
+  /**
    * A visitor a tunnel's policy refused, on the event feed: at most one event per tunnel and
    * reason a second (a flood of refusals must not flood the feed), with how many it stands for.
    */
@@ -302,6 +317,7 @@ export class Daemon {
             maxFlows: this.#config.limits.udpFlowsPerTunnel,
           }),
           udpTotals: this.udp.closedRelays,
+          mayFetch: (url) => this.#mayFetch(url),
         });
         this.#context.registry = this.#cluster.registry;
       }
@@ -465,7 +481,19 @@ export class Daemon {
     const rules = new Map(effective.clients.map((c) => [c.name, c.visitors]));
     for (const tunnel of this.#local.tunnels()) {
       const operator = rules.get(tunnel.client);
-      if (operator) void tunnel.setPolicy(renarrow(operator, tunnel.requestedPolicy));
+      if (!operator) continue;
+      const { policy, withheld } = renarrow(
+        operator,
+        tunnel.requestedPolicy,
+        config.identityProviders,
+      );
+      // Said once, when the operator's change withholds the client's rules (or for a new reason).
+      if (withheld !== undefined && withheld !== tunnel.withheld) {
+        const fields = { client: tunnel.client, tunnel: tunnel.id, reason: withheld };
+        this.#log.warn("a tunnel's rules are no longer allowed: it refuses every visitor", fields);
+        this.events.publish("policy_withheld", fields);
+      }
+      void tunnel.setPolicy(policy, withheld);
     }
     const previous = new Map(this.#effective.clients.map((c) => [c.name, c.tokenHash]));
     const configured = new Set(this.#config.clients.map((c) => c.name));

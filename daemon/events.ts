@@ -15,6 +15,7 @@ export type DaemonEventType =
   | "route_health"
   | "stream_reset"
   | "visitor_refused"
+  | "policy_withheld"
   | "auth_failure"
   | "token_minted"
   | "token_revoked"

@@ -30,7 +30,8 @@ import {
   withTimeout,
 } from "../testing/mod.ts";
 import { createServer } from "node:net";
-import { createServer as createHttpServer, request as httpRequest } from "node:http";
+import { Agent, createServer as createHttpServer, request as httpRequest } from "node:http";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
 
 /** Whether `host`:`port` can be bound now. */
 function canBind(port: number, host = "127.0.0.1"): Promise<boolean> {
@@ -1391,6 +1392,192 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
     } finally {
       await Promise.all([onA.close(), onB.close()]);
       app.close();
+    }
+  });
+
+  it("a relayed request's bodies meet the tunnel's bandwidth on the holding node, a rule put in force meanwhile too", async () => {
+    const rate = 256 * 1024;
+    const size = 1280 * 1024;
+    // Past the bucket's one second of burst and the one read let through before a hold (up to
+    // 512 KiB on Bun), the rest cannot arrive faster than the rate: a lower bound on the time.
+    const least = (size - rate - 512 * 1024) / rate;
+    const app = createHttpServer((req, res) => {
+      if (req.method === "POST") {
+        let got = 0;
+        req.on("data", (d: Uint8Array) => got += d.length);
+        req.on("end", () => res.end(String(got)));
+      } else {
+        const n = Number(new URL(req.url!, "http://x").searchParams.get("n") ?? 2);
+        res.setHeader("content-length", n);
+        res.end(pattern(n, 5));
+      }
+    });
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const local = `127.0.0.1:${(app.address() as { port: number }).port}`;
+    const nats = await startNats();
+    const web = { config: { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } } };
+    const a = await startNode(nats, 1, token, web);
+    const b = await startNode(nats, 2, token, web);
+    const onA = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    const atB = httpAddressOf(b);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    /** One request to node b on `agent`: its status, body size, seconds, and whether kept. */
+    const timed = (method: string, path: string, body?: Uint8Array) =>
+      withTimeout(
+        new Promise<{ status: number; bytes: number; seconds: number; reused: boolean }>(
+          (resolve, reject) => {
+            const started = performance.now();
+            const req = httpRequest({
+              host: "127.0.0.1",
+              port: Number(atB.split(":").pop()),
+              method,
+              path,
+              agent,
+              headers: { host: "held.tunnels.test", "content-length": body?.length ?? 0 },
+            }, (res) => {
+              let bytes = 0;
+              res.on("data", (d: Uint8Array) => bytes += d.length);
+              res.on("end", () =>
+                resolve({
+                  status: res.statusCode!,
+                  bytes,
+                  seconds: (performance.now() - started) / 1000,
+                  reused: req.reusedSocket,
+                }));
+            });
+            req.on("error", reject).end(body);
+          },
+        ),
+        60_000,
+        `${method} ${path} through node b`,
+      );
+    try {
+      const tunnel = await onA.expose({
+        local,
+        http: "held",
+        policy: { bandwidth: { in: rate } },
+      });
+      await waitFor(async () => (await httpGet(atB, "held.tunnels.test")).status === 200, {
+        message: "node b serving held.tunnels.test",
+      });
+      // A request body relayed by node b is held on node a, which every byte passes.
+      const up = await timed("POST", "/up", pattern(size, 3));
+      assert.equal(up.status, 200);
+      assert.ok(up.seconds >= least, `${size} bytes up in ${up.seconds} s, at least ${least} s`);
+      // A kept connection through node b: its relay stream stays open across requests.
+      const first = await timed("GET", "/bytes?n=2");
+      assert.equal(first.status, 200);
+      await tunnel.setPolicy({ bandwidth: { in: rate, out: rate } });
+      const down = await timed("GET", `/bytes?n=${size}`);
+      assert.ok(down.reused, "the same kept connection, and relay stream");
+      assert.equal(down.bytes, size);
+      assert.ok(
+        down.seconds >= least,
+        `${size} bytes down in ${down.seconds} s, at least ${least} s: the new rule holds it`,
+      );
+    } finally {
+      agent.destroy();
+      await onA.close();
+      app.close();
+    }
+  });
+
+  it("an identity provider an operator drops: no node fetches from it for the tunnel, each refusing node answers 403", async () => {
+    // The JWKS server, which records what it is asked for (a fetch by either node shows).
+    const pair = await generateKeyPair("ES256");
+    const jwk = { ...(await exportJWK(pair.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
+    const asked: string[] = [];
+    const jwks = createHttpServer((req, res) => {
+      asked.push(req.url!);
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ keys: [jwk] }));
+    });
+    await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+    const provider = `http://127.0.0.1:${(jwks.address() as { port: number }).port}/`;
+    const app = createHttpServer((req, res) => res.end(`app ${req.url}`));
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    const local = `127.0.0.1:${(app.address() as { port: number }).port}`;
+    const nats = await startNats();
+    const web = { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } };
+    const withList = (list: string[]) => ({ config: { ...web, identityProviders: list } });
+    const [relayPort, relayPortB] = [await closedPort(), await closedPort()];
+    const a = await startNode(nats, 1, token, { ...withList([provider]), relayPort });
+    // Node b keeps the provider listed: what it applies is the holding node's record.
+    const b = await startNode(nats, 2, token, { ...withList([provider]), relayPort: relayPortB });
+    const onA = await sdkConnect(a.tcpUrl, { token, reconnect: false });
+    const [atA, atB] = [httpAddressOf(a), httpAddressOf(b)];
+    const host = "idp.tunnels.test";
+    const bearer = {
+      authorization: `Bearer ${await new SignJWT({ sub: "ann" }).setProtectedHeader({
+        alg: "ES256",
+        kid: "k1",
+      }).setIssuer("https://idp.test").setAudience("api").setExpirationTime("5m").sign(
+        pair.privateKey,
+      )}`,
+    };
+    const reload = async (list: string[], node = a) => {
+      const from = node.logs().length;
+      const [index, port] = node === a ? [1, relayPort] : [2, relayPortB];
+      node.writeConfig(nodeConfig(nats, index, token, { ...withList(list), relayPort: port }));
+      node.signal("SIGHUP");
+      await node.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
+    };
+    try {
+      await onA.expose({
+        local,
+        http: "idp",
+        policy: {
+          http: {
+            jwt: { jwksUrl: `${provider}jwks`, issuer: "https://idp.test", audience: "api" },
+          },
+        },
+      });
+      // Without a token nothing is fetched: node b knows the route and asks for one.
+      await waitFor(async () => (await httpGet(atB, host)).status === 401, {
+        message: "node b asking for a token",
+      });
+      const from = a.logs().length;
+      await reload(["https://idp.example.com/"]);
+      assert.ok(
+        a.logs().slice(from).some((e) =>
+          e.msg === "a tunnel's rules are no longer allowed: it refuses every visitor" &&
+          /jwksUrl: .* is not in the daemon's identityProviders/.test(String(e.reason))
+        ),
+        "the holding node says why",
+      );
+      await waitFor(async () => (await httpGet(atB, host)).status === 403, {
+        message: "node b refusing the name once the record changed",
+      });
+      for (const at of [atA, atB]) {
+        const refused = await httpGet(at, host, bearer);
+        assert.equal(refused.status, 403);
+        assert.match(refused.body, /Forbidden/);
+      }
+      assert.deepEqual(asked, [], "neither node fetched from the dropped provider");
+
+      // Listed again: the client's rules are back everywhere, and the keys fetched.
+      await reload([provider]);
+      await waitFor(async () => (await httpGet(atB, host)).status === 401, {
+        message: "node b asking for a token again",
+      });
+      assert.deepEqual(await httpGet(atB, host, bearer), { status: 200, body: "app /hi" });
+      assert.deepEqual(await httpGet(atA, host, bearer), { status: 200, body: "app /hi" });
+      assert.ok(asked.length >= 1 && asked.every((path) => path === "/jwks"));
+
+      // Node b's own operator drops it, node a's keeps it: b relays nothing that would make it
+      // fetch from there (it refuses, 403), while a serves its own visitors.
+      await reload(["https://idp.example.com/"], b);
+      const askedBefore = asked.length;
+      for (const headers of [{}, bearer]) {
+        const refused = await httpGet(atB, host, headers);
+        assert.equal(refused.status, 403);
+      }
+      assert.equal(asked.length, askedBefore);
+      assert.deepEqual(await httpGet(atA, host, bearer), { status: 200, body: "app /hi" });
+    } finally {
+      await onA.close();
+      app.close();
+      jwks.close();
     }
   });
 

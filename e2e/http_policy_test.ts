@@ -75,6 +75,8 @@ describe("HTTP tunnels' policy.http", () => {
   let web: Awaited<ReturnType<typeof app>>;
   let jwks: Server;
   let jwksUrl: string;
+  /** Paths the JWKS server was asked for, in order. */
+  const jwksAsked: string[] = [];
   let privateKey: Key;
   let otherKey: Key;
 
@@ -83,7 +85,8 @@ describe("HTTP tunnels' policy.http", () => {
     privateKey = pair.privateKey;
     otherKey = (await generateKeyPair("ES256")).privateKey;
     const jwk = { ...(await exportJWK(pair.publicKey)), kid: "k1", alg: "ES256", use: "sig" };
-    jwks = createServer((_req, res) => {
+    jwks = createServer((req, res) => {
+      jwksAsked.push(req.url!);
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify({ keys: [jwk] }));
     });
@@ -351,6 +354,75 @@ describe("HTTP tunnels' policy.http", () => {
         /is not in the daemon's identityProviders/,
       );
     } finally {
+      await tunnel.close();
+    }
+  });
+
+  it("an operator's reload dropping a client's identity provider: every request refused, nothing fetched; restored, served", async () => {
+    // A path of its own on the JWKS server, fetched by nothing before: a fetch would show.
+    const providerUrl = `${jwksUrl}/dropped`;
+    const jwt = { jwksUrl: providerUrl, issuer: "https://idp.test", audience: "api" };
+    const tunnel = await client.expose({
+      local: web.address,
+      http: "dropped",
+      policy: { http: { jwt } },
+    });
+    const host = `dropped.${DOMAIN}`;
+    const token = await new SignJWT({ sub: "alice" }).setProtectedHeader({
+      alg: "ES256",
+      kid: "k1",
+    })
+      .setIssuer("https://idp.test").setAudience("api").setExpirationTime("5m").sign(privateKey);
+    const bearer = { authorization: `Bearer ${token}` };
+    const events: { type: string; fields: Record<string, unknown> }[] = [];
+    const unsubscribe = daemon.events.subscribe((event) => events.push(event));
+    const refusedBefore = daemon.counters.get("policy_not_allowed");
+    const seenBefore = web.seen.length;
+    try {
+      // The operator lists another provider only.
+      const other = validateConfig({ ...CONFIG, identityProviders: ["https://idp.example.com/"] });
+      assert.deepEqual(other.errors, []);
+      daemon.reload(other.config!);
+      for (const headers of [bearer, {}]) {
+        const answer = await get(host, headers);
+        assert.equal(answer.status, 403, "refused as a withheld rule, not asked for a token");
+        assert.match(answer.body, /Forbidden/);
+      }
+      assert.deepEqual(
+        jwksAsked.filter((path) => path === "/jwks/dropped"),
+        [],
+        "no request reached the provider the operator dropped",
+      );
+      assert.equal(web.seen.length, seenBefore, "nothing reached the app");
+      assert.equal(daemon.counters.get("policy_not_allowed"), refusedBefore + 2);
+      const withheld = events.filter((e) => e.type === "policy_withheld");
+      assert.equal(withheld.length, 1);
+      assert.equal(withheld[0].fields.tunnel, tunnel.id);
+      assert.match(
+        String(withheld[0].fields.reason),
+        /policy\.http\.jwt\.jwksUrl: .* is not in the daemon's identityProviders/,
+      );
+      assert.ok(
+        events.some((e) =>
+          e.type === "visitor_refused" && e.fields.reason === "policy_not_allowed"
+        ),
+      );
+      // The client asking for the same provider again is refused, as a new expose would be.
+      await assert.rejects(
+        tunnel.setPolicy({ http: { jwt } }),
+        /is not in the daemon's identityProviders/,
+      );
+      assert.equal((await get(host, bearer)).status, 403, "still withheld");
+
+      // The provider listed again: the client's rules are back in force, fetched and served.
+      daemon.reload(validateConfig({ ...CONFIG, identityProviders: [jwksUrl] }).config!);
+      const served = await get(host, bearer);
+      assert.equal(served.status, 200);
+      assert.deepEqual(jwksAsked.filter((path) => path === "/jwks/dropped"), ["/jwks/dropped"]);
+      assert.equal((await get(host)).status, 401, "the JWT rule in force again");
+    } finally {
+      unsubscribe();
+      daemon.reload(validateConfig({ ...CONFIG, identityProviders: [jwksUrl] }).config!);
       await tunnel.close();
     }
   });

@@ -65,9 +65,12 @@ export class TokenBucket {
     this.#tokens = Math.min(this.#tokens, burst);
   }
 
-  /** Takes `n` tokens if it has them (true), else takes nothing (false). */
-  take(n = 1): boolean {
-    this.#refill();
+  /**
+   * Takes `n` tokens if it has them (true), else takes nothing (false). `at`: the clock's reading
+   * now, when the caller has one (several buckets asked at one instant read the clock once).
+   */
+  take(n = 1, at?: number): boolean {
+    this.#refill(at);
     if (this.#tokens < n) return false;
     this.#tokens -= n;
     return true;
@@ -83,8 +86,8 @@ export class TokenBucket {
     return this.#tokens >= 0 ? 0 : (-this.#tokens / this.#rate) * 1000;
   }
 
-  #refill(): void {
-    const now = this.#now();
+  #refill(at?: number): void {
+    const now = at ?? this.#now();
     const elapsed = now - this.#at;
     this.#at = now;
     if (elapsed > 0) {

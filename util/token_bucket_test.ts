@@ -60,4 +60,14 @@ describe("token bucket", () => {
     now += 1000;
     assert.equal(bucket.tokens, 1);
   });
+
+  it("takes at a reading of the clock its caller gives, without reading its own", () => {
+    let reads = 0;
+    const bucket = new TokenBucket(10, 1, () => (reads++, 0));
+    reads = 0;
+    assert.ok(bucket.take(1, 0));
+    assert.ok(!bucket.take(1, 50), "half a token by 50 ms");
+    assert.ok(bucket.take(1, 100));
+    assert.equal(reads, 0);
+  });
 });

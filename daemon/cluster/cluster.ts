@@ -107,6 +107,8 @@ export interface ClusterDeps {
    * NATS came back (default `Math.random`; tests choose theirs).
    */
   random?: () => number;
+  /** Whether this node may fetch `url` for another node's tunnel's JWT or OIDC rule. */
+  mayFetch?: (url: string) => boolean;
 }
 
 /** The answers of {@linkcode Cluster.ask}: one per node that answered, and who did not. */
@@ -367,6 +369,7 @@ export class Cluster {
         presence,
         opener: (node) => peers.opener(node),
         reachable: (node) => peers.connected(node),
+        mayFetch: deps.mayFetch,
         log,
         count: deps.count,
         presenceTtlMs: config.presenceTtlMs,

@@ -89,6 +89,11 @@ export interface ClusterRegistryOptions {
    * presence expires. Default: always.
    */
   reachable?: (node: string) => boolean;
+  /**
+   * Whether this node may fetch `url` for a JWT or OIDC rule of another node's HTTP tunnel (see
+   * `RelayRoute`); default: any.
+   */
+  mayFetch?: (url: string) => boolean;
   /** Where registry trouble is logged. */
   log: Logger;
   /** Counts registry operations and their failures, by name. */
@@ -240,6 +245,7 @@ export class ClusterRegistry implements Registry {
             port: 0,
             passthrough: claim.passthrough,
             httpPolicy: claim.http,
+            mayFetch: options.mayFetch,
             up: () => options.reachable?.(claim.node) ?? true,
             log: options.log,
           }),

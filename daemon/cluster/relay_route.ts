@@ -35,6 +35,12 @@ export interface RelayRouteOptions {
   passthrough?: boolean;
   /** For an HTTP tunnel's name: its `policy.http`, applied by this node's HTTP front. */
   httpPolicy?: HttpPolicy;
+  /**
+   * Whether this node may fetch `url` for a JWT or OIDC rule of `httpPolicy` (its own operator's
+   * `identityProviders` or rules); asked per request, so a reload here applies at once. Absent:
+   * any URL the record names.
+   */
+  mayFetch?: (url: string) => boolean;
   /** Logger. */
   log: Logger;
 }
@@ -54,6 +60,7 @@ export class RelayRoute extends StreamRoute {
   /** A TLS tunnel's name: connections are passed through, never HTTP requests. */
   readonly passthrough: boolean;
   readonly #up: () => boolean;
+  readonly #mayFetch: ((url: string) => boolean) | undefined;
   #gate: HttpGate | undefined;
   #httpText: string;
   readonly #visitors: VisitorGate;
@@ -73,6 +80,7 @@ export class RelayRoute extends StreamRoute {
     this.#httpText = JSON.stringify(options.httpPolicy ?? null);
     this.#visitors = new VisitorGate(claim.policy ?? {});
     this.#up = options.up;
+    this.#mayFetch = options.mayFetch;
   }
 
   /** The HTTP front's gate for the tunnel's `policy.http`, if it has one (read per request). */
@@ -98,6 +106,11 @@ export class RelayRoute extends StreamRoute {
    * gets the same 403 (or 429) page as on the tunnel's own node; the holding node checks again.
    */
   enter(remote: string): Entry {
+    // A provider this node's operator does not allow: refused before the gate could fetch from it.
+    const url = this.#gate?.policy.jwt?.jwksUrl ?? this.#gate?.policy.oidc?.issuer;
+    if (url !== undefined && this.#mayFetch && !this.#mayFetch(url)) {
+      return { ok: false, reason: "policy_not_allowed" };
+    }
     return this.#visitors.enter(remote);
   }
 

@@ -630,7 +630,7 @@ class HttpConnection {
     if (entry && !entry.ok) {
       this.#pending = rest;
       // Neither answer says which rule it was: the visitor learns nothing of the policy.
-      return entry.reason === "policy_address"
+      return entry.reason === "policy_address" || entry.reason === "policy_not_allowed"
         ? this.#refuse(403, "", host!, keepFor)
         : this.#refuse(429, "", host!, keepFor);
     }

@@ -162,8 +162,13 @@ export interface TunnelHandle extends HostRoute {
   readonly policy: VisitorPolicy;
   /** The rules its client asked for, narrowed again when the operator's change. */
   readonly requestedPolicy: VisitorPolicy;
-  /** Puts a new policy in force without closing it (a reload); settles once it is. */
-  setPolicy(policy: VisitorPolicy): void | Promise<void>;
+  /**
+   * Puts a new policy in force without closing it (a reload); settles once it is. `withheld`: why
+   * the client's own rules are not in force (the operator no longer allows them).
+   */
+  setPolicy(policy: VisitorPolicy, withheld?: string): void | Promise<void>;
+  /** Why its client's rules are not in force and every visitor is refused; undefined: they are. */
+  readonly withheld?: string;
   /** Takes no more visitors; those connected finish (a drain). */
   stopAccepting(): void;
   /** Takes no more visitors and disconnects the connected ones. */

@@ -215,12 +215,21 @@ export async function setPolicy(
 
 /**
  * The policy in force for a tunnel whose client asked for `requested` under the operator's
- * `operator` rules (a reload). When the two no longer share an allowed network, nobody may visit
- * until the client narrows its own: never wider than the operator's.
+ * `operator` rules and `identityProviders` (a reload), and, when the operator no longer allows
+ * what the client asked for, why (`withheld`). Then nobody may visit until the client asks for
+ * rules that are allowed: never wider than the operator's, and no URL fetched that the operator
+ * no longer lists (the client's own JWT or OIDC rule is dropped with the rest of its rules).
  */
-export function renarrow(operator: VisitorPolicy, requested: VisitorPolicy): VisitorPolicy {
+export function renarrow(
+  operator: VisitorPolicy,
+  requested: VisitorPolicy,
+  identityProviders: readonly string[],
+): { policy: VisitorPolicy; withheld?: string } {
   const narrowed = narrowVisitorPolicy(operator, requested);
-  if (narrowed.ok) return narrowed.policy;
+  const withheld = narrowed.ok
+    ? checkIdentityProviders(operator, requested, identityProviders)
+    : narrowed.error;
+  if (narrowed.ok && withheld === undefined) return { policy: narrowed.policy };
   const { allow: _allow, ...rest } = operator;
-  return { ...rest, deny: ["0.0.0.0/0", "::/0"] };
+  return { policy: { ...rest, deny: ["0.0.0.0/0", "::/0"] }, withheld };
 }

@@ -110,6 +110,8 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
   #httpGate: HttpGate | undefined;
   /** Policy changes begun, so that one overtaken while it loads the gate's code yields. */
   #changes = 0;
+  /** Why its client's rules are not in force (the operator no longer allows them), if so. */
+  #withheld: string | undefined;
 
   /** A tunnel through `options.session`; its port listener or the HTTP(S) front hands it visitors. */
   constructor(options: ReverseTunnelOptions) {
@@ -139,6 +141,11 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     return this.#httpPolicy;
   }
 
+  /** Why its client's rules are not in force and every visitor is refused; undefined: they are. */
+  get withheld(): string | undefined {
+    return this.#withheld;
+  }
+
   /** The HTTP front's gate for {@linkcode httpPolicy}, read by the front at each request. */
   get gate(): HttpGate | undefined {
     return this.#httpGate;
@@ -149,8 +156,10 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
    * the next ones (and the next request on a kept-alive connection) meet it. An HTTP tunnel's
    * `http` part gets a new gate; its `pathPrefix` stays as exposed (the registry holds the tunnel
    * by it). A port's or a TLS tunnel's visitors are never HTTP requests: `http` is dropped.
+   * `withheld` says why the client's own rules are not in force (`policy` then refuses everyone):
+   * its refusals are counted as `policy_not_allowed`.
    */
-  async setPolicy(policy: VisitorPolicy): Promise<void> {
+  async setPolicy(policy: VisitorPolicy, withheld?: string): Promise<void> {
     const { http: asked, ...rest } = policy;
     const http = this.host !== undefined && !this.passthrough
       ? keepPrefix(asked, this.#httpPolicy?.pathPrefix)
@@ -164,6 +173,7 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
       this.#httpPolicy = http;
       this.#httpGate = gate;
     }
+    this.#withheld = withheld;
     this.#gate.update(http ? { ...rest, http } : rest);
     this.onPolicy?.();
   }
@@ -173,8 +183,11 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
    * to call when it is over, or refused (counted) and why.
    */
   enter(remote: string): Entry {
-    const entry = this.#gate.enter(remote);
-    if (!entry.ok) this.#limit?.refused(entry.reason, { tunnel: this.id, visitor: remote });
+    let entry = this.#gate.enter(remote);
+    if (!entry.ok) {
+      if (this.#withheld !== undefined) entry = { ok: false, reason: "policy_not_allowed" };
+      this.#limit?.refused(entry.reason, { tunnel: this.id, visitor: remote });
+    }
     return entry;
   }
 
@@ -217,6 +230,24 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
     const aToB = both(this.#gate.throttle("in"), client?.throttle("in"));
     const bToA = both(this.#gate.throttle("out"), client?.throttle("out"));
     return aToB || bToA ? { aToB, bToA } : undefined;
+  }
+
+  /**
+   * A relayed HTTP tunnel's stream carries every request of one visitor connection of another
+   * node (kept alive, up to its request limit): its bytes meet the tunnel's and client's buckets
+   * as they are at each chunk, so a rule put in force meanwhile holds it from its next chunk, as
+   * this node's HTTP front asks at each request. Any other relayed visitor is one connection.
+   */
+  protected override relayThrottle(): { aToB?: SpliceThrottle; bToA?: SpliceThrottle } | undefined {
+    if (this.host === undefined || this.passthrough) return this.throttle();
+    const live = (direction: "in" | "out"): SpliceThrottle => ({
+      spend: (n) =>
+        Math.max(
+          this.#gate.throttle(direction)?.spend(n) ?? 0,
+          this.#limit?.client.throttle(direction)?.spend(n) ?? 0,
+        ),
+    });
+    return { aToB: live("in"), bToA: live("out") };
   }
 
   /** The same throttles for the HTTP front's requests (`in`) and responses (`out`). */

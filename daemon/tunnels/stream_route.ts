@@ -137,7 +137,7 @@ export class StreamRoute {
       left();
       return stream.reset(ResetReason.LimitReached);
     }
-    const throttle = this.throttle();
+    const throttle = this.relayThrottle();
     this.#count(
       splice(streamEnd(stream), streamEnd(toClient), {
         aFirst: rest,
@@ -163,6 +163,14 @@ export class StreamRoute {
    */
   protected throttle(): { aToB?: SpliceThrottle; bToA?: SpliceThrottle } | undefined {
     return undefined;
+  }
+
+  /**
+   * What a relayed visitor's bytes are held by ({@linkcode throttle} by default: looked up once,
+   * as for a visitor of this node's own port).
+   */
+  protected relayThrottle(): { aToB?: SpliceThrottle; bToA?: SpliceThrottle } | undefined {
+    return this.throttle();
   }
 
   /** Opens the stream to the client with its `visitor` header; undefined (counted) if it cannot. */

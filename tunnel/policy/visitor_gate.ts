@@ -34,7 +34,8 @@ export type PolicyRefusal =
   | "policy_address"
   | "policy_rate"
   | "policy_tunnel_rate"
-  | "policy_visitor_connections";
+  | "policy_visitor_connections"
+  | "policy_not_allowed";
 
 /** Every {@linkcode PolicyRefusal}, for counters that list them all. */
 export const POLICY_REFUSALS: readonly PolicyRefusal[] = [
@@ -42,6 +43,8 @@ export const POLICY_REFUSALS: readonly PolicyRefusal[] = [
   "policy_rate",
   "policy_tunnel_rate",
   "policy_visitor_connections",
+  // Every visitor of a tunnel whose client's rules the operator no longer allows (a reload).
+  "policy_not_allowed",
 ];
 
 /** Admitted (with what to call when the visitor goes), or refused and why. */
@@ -63,10 +66,49 @@ interface AddressEntry {
 
 /** The visitor's IP from a transport's `host:port` (or a bare host), if it is one. */
 export function visitorIp(remote: string): IpAddress | undefined {
+  const v4 = plainIPv4(remote);
+  if (v4) return v4;
   const bare = parseIp(unbracketHost(remote));
   if (bare) return bare;
   const split = splitHostPort(remote);
   return split ? parseIp(split.host) : undefined;
+}
+
+/**
+ * A canonical `a.b.c.d` or `a.b.c.d:port` read a character at a time (what nearly every visitor's
+ * address is): the general parse splits and matches patterns, a microsecond a visitor. Anything
+ * else (IPv6, a leading zero, an octet past 255) is left to it: undefined.
+ */
+function plainIPv4(remote: string): IpAddress | undefined {
+  const bytes = new Uint8Array(4);
+  let part = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i < remote.length; i++) {
+    const c = remote.charCodeAt(i);
+    if (c >= 48 && c <= 57) {
+      if (digits > 0 && value === 0) return undefined; // a leading zero
+      value = value * 10 + c - 48;
+      if (++digits > 3 || value > 255) return undefined;
+    } else if (c === 46 && digits > 0 && part < 3) {
+      bytes[part++] = value;
+      value = 0;
+      digits = 0;
+    } else if (c === 58) break; // the port: not the address's
+    else return undefined;
+  }
+  if (part !== 3 || digits === 0) return undefined;
+  bytes[3] = value;
+  return { family: 4, bytes };
+}
+
+/** A visitor's key in the per-address table: an IPv4 (or mapped) address as its number. */
+function addressKey(ip: IpAddress | undefined, remote: string): string | number {
+  if (!ip) return remote;
+  const plain = unmapIPv4(ip);
+  if (plain.family !== 4) return formatIp(plain);
+  const b = plain.bytes;
+  return ((b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]) >>> 0;
 }
 
 const ADMIT_ALL: Entry = { ok: true, leave: () => {} };
@@ -78,7 +120,8 @@ export class VisitorGate {
   #tunnelRate: TokenBucket | undefined;
   #in: TokenBucket | undefined;
   #out: TokenBucket | undefined;
-  readonly #addresses = new Map<string, AddressEntry>();
+  /** By address: an IPv4 one as its 32-bit number (no text made per visitor), others as text. */
+  readonly #addresses = new Map<string | number, AddressEntry>();
   readonly #now: Clock;
   readonly #maxAddresses: number;
 
@@ -142,11 +185,13 @@ export class VisitorGate {
     }
     const p = this.#policy;
     let entry: AddressEntry | undefined;
+    // One reading of the clock for both rates (a clock read costs more than the rest of a take).
+    const now = p.connectionsPerSecond !== undefined || this.#tunnelRate ? this.#now() : 0;
     if (p.connectionsPerSecond !== undefined || p.connectionsPerVisitor !== undefined) {
-      entry = this.#entry(ip ? formatIp(unmapIPv4(ip)) : remote);
-      if (entry.bucket && !entry.bucket.take()) return { ok: false, reason: "policy_rate" };
+      entry = this.#entry(addressKey(ip, remote));
+      if (entry.bucket && !entry.bucket.take(1, now)) return { ok: false, reason: "policy_rate" };
     }
-    if (this.#tunnelRate && !this.#tunnelRate.take()) {
+    if (this.#tunnelRate && !this.#tunnelRate.take(1, now)) {
       return { ok: false, reason: "policy_tunnel_rate" };
     }
     if (entry && p.connectionsPerVisitor !== undefined && entry.active >= p.connectionsPerVisitor) {
@@ -180,7 +225,7 @@ export class VisitorGate {
     return new TokenBucket(rate, rate, this.#now);
   }
 
-  #entry(key: string): AddressEntry {
+  #entry(key: string | number): AddressEntry {
     let entry = this.#addresses.get(key);
     if (entry) {
       // Most recently seen last, so the oldest is the first to forget.
@@ -196,7 +241,7 @@ export class VisitorGate {
 
   /** Forgets the least recently seen address without open connections (full buckets first). */
   #forget(): void {
-    let idle: string | undefined;
+    let idle: string | number | undefined;
     for (const [key, entry] of this.#addresses) {
       if (entry.active > 0) continue;
       if (!entry.bucket || entry.bucket.full) return void this.#addresses.delete(key);

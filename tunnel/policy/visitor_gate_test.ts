@@ -15,6 +15,29 @@ describe("visitor gate", () => {
     assert.equal(formatIp(visitorIp("[2001:db8::1]:4000")!), "2001:db8::1");
     assert.equal(formatIp(visitorIp("2001:db8::1")!), "2001:db8::1");
     assert.equal(visitorIp("unknown"), undefined);
+    assert.equal(formatIp(visitorIp("0.0.0.0:1")!), "0.0.0.0");
+    assert.equal(formatIp(visitorIp("255.255.255.255")!), "255.255.255.255");
+    assert.equal(formatIp(visitorIp("[::ffff:192.0.2.1]:80")!), "::ffff:192.0.2.1");
+    // Not canonical IPv4: refused, as the address parser refuses them.
+    for (
+      const odd of ["010.0.0.1:1", "256.0.0.1:1", "1.2.3:4", "1.2.3.4.5:6", "1..2.3:4", ".1.2.3"]
+    ) {
+      assert.equal(visitorIp(odd), undefined, odd);
+    }
+  });
+
+  it("counts an IPv4 visitor and its IPv4-mapped spelling as one address", () => {
+    const gate = new VisitorGate({ connectionsPerVisitor: 1 });
+    const first = gate.enter("192.0.2.1:1000");
+    assert.ok(first.ok);
+    assert.deepEqual(gate.enter("[::ffff:192.0.2.1]:1001"), {
+      ok: false,
+      reason: "policy_visitor_connections",
+    });
+    assert.ok(gate.enter("192.0.2.2:1000").ok);
+    assert.equal(gate.addresses, 2);
+    first.leave();
+    assert.ok(gate.enter("[::ffff:192.0.2.1]:1002").ok);
   });
 
   it("refuses by address, deny before allow; an unreadable address only under an allow list", () => {

@@ -23,7 +23,7 @@
  * @module
  */
 
-import type { IpAddress } from "../../util/address.ts";
+import { type IpAddress, unmapIPv4 } from "../../util/address.ts";
 import { type Cidr, cidrContains, formatCidr, intersectCidrs, parseCidr } from "../../util/cidr.ts";
 import { suggest } from "../../util/suggest.ts";
 import { type HttpPolicy, narrowHttpPolicy, parseHttpPolicy } from "./http_policy.ts";
@@ -230,22 +230,51 @@ export function isEmptyPolicy(policy: VisitorPolicy | undefined): boolean {
   return !policy || Object.keys(policy).length === 0;
 }
 
-/** A policy's address rules, compiled once so each visitor is matched against bytes. */
+/**
+ * One network of a rule list: an IPv4 one also as its first address and mask, 32-bit numbers, so
+ * an IPv4 visitor is matched with one AND (every visitor of a tunnel with a list meets them).
+ */
+interface Net {
+  cidr: Cidr;
+  v4?: { base: number; mask: number };
+}
+
+/** The 32-bit number of IPv4 address bytes. */
+const ipv4Number = (b: Uint8Array): number =>
+  ((b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]) >>> 0;
+
+function compile(list: Cidr[]): Net[] {
+  return list.map((cidr) => {
+    if (cidr.ip.family !== 4) return { cidr };
+    const mask = cidr.prefix === 0 ? 0 : (0xffffffff << (32 - cidr.prefix)) >>> 0;
+    return { cidr, v4: { base: (ipv4Number(cidr.ip.bytes) & mask) >>> 0, mask } };
+  });
+}
+
+/** Whether `net` holds `ip`, whose 32-bit number `v4` is given when it is (or maps) an IPv4. */
+function holds(net: Net, ip: IpAddress, v4: number | undefined): boolean {
+  if (!net.v4) return cidrContains(net.cidr, ip);
+  return v4 !== undefined && ((v4 & net.v4.mask) >>> 0) === net.v4.base;
+}
+
+/** A policy's address rules, compiled once so each visitor is matched against numbers or bytes. */
 export class AddressRules {
-  readonly #allow: Cidr[] | undefined;
-  readonly #deny: Cidr[];
+  readonly #allow: Net[] | undefined;
+  readonly #deny: Net[];
 
   /** The rules of `policy` (parsed). */
   constructor(policy: Pick<VisitorPolicy, "allow" | "deny">) {
-    this.#allow = policy.allow ? cidrs(policy.allow) : undefined;
-    this.#deny = cidrs(policy.deny ?? []);
+    this.#allow = policy.allow ? compile(cidrs(policy.allow)) : undefined;
+    this.#deny = compile(cidrs(policy.deny ?? []));
   }
 
   /** Whether a visitor from `ip` may come in: not denied, and allowed (when there is a list). */
   admits(ip: IpAddress): boolean {
-    for (const net of this.#deny) if (cidrContains(net, ip)) return false;
+    const plain = unmapIPv4(ip);
+    const v4 = plain.family === 4 ? ipv4Number(plain.bytes) : undefined;
+    for (const net of this.#deny) if (holds(net, ip, v4)) return false;
     if (!this.#allow) return true;
-    for (const net of this.#allow) if (cidrContains(net, ip)) return true;
+    for (const net of this.#allow) if (holds(net, ip, v4)) return true;
     return false;
   }
 }

@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { parseIp } from "../../util/address.ts";
+import { formatIp, parseIp } from "../../util/address.ts";
+import { cidrContains, parseCidr } from "../../util/cidr.ts";
 import {
   AddressRules,
   narrowVisitorPolicy,
@@ -140,5 +141,33 @@ describe("visitor policy: address rules", () => {
     assert.ok(rules.admits(ip("::ffff:127.0.0.2")), "a mapped address is its IPv4 form");
     assert.ok(new AddressRules({}).admits(ip("2001:db8::1")));
     assert.ok(!new AddressRules(parsed({ deny: ["::/0"] })).admits(ip("2001:db8::1")));
+  });
+
+  it("matches IPv4 visitors by number as the byte-wise match does, at every prefix length", () => {
+    // A fixed sequence of addresses (no randomness): each network of every length around them.
+    let seed = 12345;
+    const next = () => (seed = (seed * 1103515245 + 12345) >>> 0) >>> 8 & 0xff;
+    for (let round = 0; round < 40; round++) {
+      const bytes = [next(), next(), next(), next()];
+      const visitor = ip(bytes.join("."));
+      const near = ip([bytes[0], bytes[1], bytes[2] ^ 1, bytes[3]].join("."));
+      for (let prefix = 0; prefix <= 32; prefix++) {
+        const keep = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
+        const n = ((bytes[0] << 24 | bytes[1] << 16 | bytes[2] << 8 | bytes[3]) & keep) >>> 0;
+        const net = `${[n >>> 24, n >>> 16 & 255, n >>> 8 & 255, n & 255].join(".")}/${prefix}`;
+        const parsedNet = parseCidr(net);
+        assert.ok(parsedNet.ok, net);
+        const rules = new AddressRules(parsed({ allow: [net] }));
+        const denied = new AddressRules(parsed({ deny: [net] }));
+        for (const who of [visitor, near, ip(`::ffff:${formatIp(near)}`)]) {
+          const expected = cidrContains(parsedNet.cidr, who);
+          assert.equal(rules.admits(who), expected, `${formatIp(who)} in ${net}`);
+          assert.equal(denied.admits(who), !expected, `${formatIp(who)} denied by ${net}`);
+        }
+      }
+    }
+    // An IPv6 network holding the IPv4-mapped space still takes IPv4 visitors.
+    assert.ok(new AddressRules(parsed({ allow: ["::ffff:0:0/96"] })).admits(ip("192.0.2.1")));
+    assert.ok(!new AddressRules(parsed({ allow: ["10.0.0.0/8"] })).admits(ip("2001:db8::1")));
   });
 });
