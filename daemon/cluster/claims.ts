@@ -118,6 +118,8 @@ export class ClusterClaims<C extends RouteClaim> {
   readonly #records = new Map<string, Cached>();
   /** This node's routes, by route id. */
   readonly #mine = new Map<string, C>();
+  // Routes released while NATS was away, their removal not written yet (by tunnel id).
+  readonly #unreleased = new Map<string, C>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
 
   /** Routes over `options.bucket`. */
@@ -162,6 +164,7 @@ export class ClusterClaims<C extends RouteClaim> {
         if (entry) await this.#o.bucket.update(key, JSON.stringify(next), entry.revision);
         else await this.#o.bucket.create(key, JSON.stringify(next));
         this.#mine.set(claim.tunnel, claim);
+        this.#unreleased.delete(claim.tunnel);
         this.#count(next === fresh ? "claimed" : "shared");
         return { ok: true };
       } catch (error) {
@@ -175,18 +178,29 @@ export class ClusterClaims<C extends RouteClaim> {
   /** Removes this node's route `claim.tunnel`; the record goes with its last route. */
   async release(claim: C): Promise<void> {
     if (!this.#mine.delete(claim.tunnel)) return;
-    await this.#removeRoutes(
-      this.#o.kind.keyOf(claim),
-      (r) => r.node === this.#o.node && r.tunnel === claim.tunnel,
-    ).catch((error) => {
-      // NATS is away: the route is re-checked when it returns, and goes with this node's
-      // presence if this node dies.
+    await this.#removeRoute(claim);
+  }
+
+  /**
+   * Removes a released route from its record. NATS away: kept in {@linkcode #unreleased} and tried
+   * again by the next {@linkcode reassert}, since a route left behind with this node's live run
+   * would keep its key held (and other nodes relaying to a tunnel gone) until this node dies.
+   */
+  async #removeRoute(claim: C): Promise<void> {
+    try {
+      await this.#removeRoutes(
+        this.#o.kind.keyOf(claim),
+        (r) => r.node === this.#o.node && r.tunnel === claim.tunnel,
+      );
+      this.#unreleased.delete(claim.tunnel);
+    } catch (error) {
+      this.#unreleased.set(claim.tunnel, claim);
       this.#o.count("registry_failure");
       this.#o.log.debug(`${this.#o.noun} release not written`, {
         key: this.#o.kind.keyOf(claim),
         detail: String(error),
       });
-    });
+    }
   }
 
   /** Writes whether this node's route `claim.tunnel` is healthy into its record. */
@@ -356,10 +370,11 @@ export class ClusterClaims<C extends RouteClaim> {
    * only after this node was away (its presence lost, NATS back). The periodic check passes
    * `rewrite: false`: a record that already holds this route as it is stays unwritten, since each
    * write reaches every node's watch, and rewriting every record every period cost
-   * nodes × records deliveries per period.
+   * nodes × records deliveries per period. Routes released while NATS was away are removed first.
    */
   async reassert(options: { rewrite?: boolean } = {}): Promise<C[]> {
     const rewrite = options.rewrite ?? true;
+    for (const claim of [...this.#unreleased.values()]) await this.#removeRoute(claim);
     const lost: C[] = [];
     for (const claim of [...this.#mine.values()]) {
       const kept = await this.#reassertOne(claim, rewrite);

@@ -536,6 +536,37 @@ describe("ClusterClaims", () => {
     assert.deepEqual(await a.claims.reassert(), []);
     assert.deepEqual(await routesOf(taken), ["n2/tb"]);
   });
+  it("removes a route released while NATS was away at the next check, so its key does not stay held", async () => {
+    let away = false;
+    // The bucket as a node sees it: every operation fails while NATS is away.
+    const flaky = new Proxy(bucket, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          if (away) return Promise.reject(new Error("NATS is away"));
+          return value.apply(target, args);
+        };
+      },
+    });
+    const a = node("n1", { bucket: flaky });
+    const b = node("n2");
+    const name = unique();
+    const route = a.claim(name, "t1");
+    assert.ok((await a.claims.claim(route)).ok);
+    away = true;
+    await a.claims.release(route);
+    assert.equal(a.counts.get("registry_failure"), 1);
+    assert.deepEqual(await routesOf(name), ["n1/t1"], "still in the record while away");
+    away = false;
+    assert.deepEqual(await a.claims.reassert({ rewrite: false }), []);
+    assert.equal(await routesOf(name), undefined, "removed once NATS is back");
+    assert.ok((await b.claims.claim(b.claim(name, "tb"))).ok, "another node may take the key");
+    // Removed once: the next check writes nothing of it.
+    assert.deepEqual(await a.claims.reassert({ rewrite: false }), []);
+    assert.deepEqual(await routesOf(name), ["n2/tb"]);
+  });
+
   it("a periodic check (rewrite: false) writes no record that holds its route as it is, only missing ones", async () => {
     const alive: Alive = new Set();
     const a = node("n1", { alive });
