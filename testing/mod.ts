@@ -12,5 +12,6 @@ export * from "./cleanup.ts";
 export * from "./command.ts";
 export * from "./fake_servers.ts";
 export * from "./process.ts";
+export * from "./random_sequence.ts";
 export * from "./visitors.ts";
 export * from "./wait.ts";

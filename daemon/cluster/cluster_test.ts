@@ -1,11 +1,12 @@
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { randomSequence } from "../../testing/random_sequence.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cleanup, register } from "../../testing/cleanup.ts";
 import { startNats } from "../../testing/nats.ts";
-import { waitFor } from "../../testing/wait.ts";
+import { sleep, waitFor } from "../../testing/wait.ts";
 import { Logger } from "../../util/log.ts";
 import { EventFeed } from "../events.ts";
 import { LocalRegistry } from "../registry/local_registry.ts";
@@ -13,18 +14,6 @@ import { TokenStore } from "../tokens/store.ts";
 import { TunnelPorts } from "../tunnels/tunnel_ports.ts";
 import { testClusterConfig } from "./_nats_link.ts";
 import { type Cluster, joinCluster } from "./cluster.ts";
-
-/** Resolves after `ms` on the runtime's timers: later than any timer set before with less. */
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A random source giving `values` in turn. */
-function sequence(...values: number[]): () => number {
-  let i = 0;
-  return () => {
-    assert.ok(i < values.length, "no more random values than the test gives");
-    return values[i++];
-  };
-}
 
 /** A log line as the test saw it: its fields, and when it came (performance.now()). */
 type Line = Record<string, unknown> & { msg: string; at: number };
@@ -66,7 +55,7 @@ describe("Cluster: NATS away and back", () => {
   it("reads the buckets again once, after its random delay, when NATS comes back twice", async () => {
     const nats = await startNats();
     // Delays of 4.5 s, then 1.2 s, then 3 s twice: the first outlasts the flap that drops it.
-    const a = await node(nats.url, "reread", 6_000, sequence(0.75, 0.2, 0.5, 0.5));
+    const a = await node(nats.url, "reread", 6_000, randomSequence(0.75, 0.2, 0.5, 0.5));
     const { cluster, linesOf } = a;
     const readsAtStart = cluster.registry.reads;
     assert.equal(readsAtStart, 3, "ports, services and hosts read at start");

@@ -1,26 +1,15 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { waitFor } from "../../testing/wait.ts";
+import { randomSequence } from "../../testing/random_sequence.ts";
+import { sleep, waitFor } from "../../testing/wait.ts";
 import { RereadTimer } from "./reread.ts";
-
-/** Resolves after `ms` on the runtime's timers: later than any timer set before with less. */
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A random source giving `values` in turn. */
-function sequence(...values: number[]): () => number {
-  let i = 0;
-  return () => {
-    assert.ok(i < values.length, "no more random values than the test gives");
-    return values[i++];
-  };
-}
 
 describe("RereadTimer", () => {
   it("runs once, after a delay drawn uniformly below the bound", async () => {
     const runs: number[] = [];
     const reread = new RereadTimer({
       spreadMs: 200,
-      random: sequence(0.5),
+      random: randomSequence(0.5),
       run: () => runs.push(performance.now()),
     });
     const scheduledAt = performance.now();
@@ -40,7 +29,7 @@ describe("RereadTimer", () => {
     let runs = 0;
     const reread = new RereadTimer({
       spreadMs: 400,
-      random: sequence(0.9, 0.5, 0.1),
+      random: randomSequence(0.9, 0.5, 0.1),
       run: () => runs++,
     });
     assert.equal(reread.schedule(), 360, "back");
@@ -60,7 +49,7 @@ describe("RereadTimer", () => {
     let runs = 0;
     const reread = new RereadTimer({
       spreadMs: 300,
-      random: sequence(0.5, 0.1),
+      random: randomSequence(0.5, 0.1),
       run: () => runs++,
     });
     reread.schedule();
