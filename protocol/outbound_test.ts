@@ -14,14 +14,41 @@ function bytes(n: number, seed: number): Uint8Array {
   return out;
 }
 
+/** Runs `body` with a client session (no keepalive) over `peer`, then tears both down. */
+async function withSession(peer: RawPeer, body: (session: Session) => Promise<void>) {
+  const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
+  try {
+    await body(session);
+  } finally {
+    session.destroy();
+    peer.peerClose();
+  }
+}
+
+/**
+ * `size` bytes of pattern `seed` read `room` bytes into a fresh pooled buffer, as a socket's read
+ * lands, with that room offered; and the buffer, to tell whether a write went out in place.
+ */
+function chunkWithRoom(size: number, room: number, seed: number) {
+  const buffer = new BufferPool(66 * 1024, 2).acquire();
+  const chunk = buffer.subarray(room, room + size);
+  chunk.set(bytes(size, seed));
+  offerFrontRoom(chunk, room);
+  return { buffer, chunk };
+}
+
+/** The payload of the last data frame `peer` got on stream `id`, as its own bytes. */
+function lastPayload(peer: RawPeer, id: number): Uint8Array {
+  return new Uint8Array(peer.framesOf(FrameType.Data, 0, id).at(-1)!.payload);
+}
+
 describe("outbound batches", () => {
   it("carry only the frames written, though their memory is not zero-filled", async () => {
     // Leave stale non-zero bytes where the allocator may hand memory out next, so a byte the writer
     // skipped would show up as a broken frame rather than as a harmless zero.
     for (const size of [64, 2048, 100_000, 300_000]) Buffer.allocUnsafe(size).fill(0xee);
     const peer = new RawPeer();
-    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
-    try {
+    await withSession(peer, async (session) => {
       const sizes = [1, 5000, 100_000];
       const streams = sizes.map((size, i) => {
         const stream = session.open();
@@ -42,10 +69,7 @@ describe("outbound batches", () => {
       });
       assert.equal(peer.framesOf(FrameType.WindowUpdate, Flag.FIN, streams[0].id).length, 1);
       assert.equal(frames.length, 6);
-    } finally {
-      session.destroy();
-      peer.peerClose();
-    }
+    });
   });
 });
 
@@ -63,8 +87,7 @@ class FramingPeer extends RawPeer {
 describe("outbound batches for a transport that frames in place", () => {
   it("leave the headroom free in front of each batch and keep under the framable size", async () => {
     const peer = new FramingPeer();
-    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
-    try {
+    await withSession(peer, async (session) => {
       const stream = session.open();
       // Under the initial window (256 KiB), so all of it goes out without the peer's credit.
       stream.write(bytes(200_000, 7));
@@ -82,10 +105,7 @@ describe("outbound batches for a transport that frames in place", () => {
       }
       const data = peer.framesOf(FrameType.Data, 0, stream.id);
       assert.deepEqual(concat(data.map((f) => f.payload)), bytes(200_000, 7));
-    } finally {
-      session.destroy();
-      peer.peerClose();
-    }
+    });
   });
 });
 
@@ -101,19 +121,14 @@ class KeepingPeer extends RawPeer {
 describe("a chunk read with room in front of it", () => {
   it("goes out as it lies, its frame header written in front, once", async () => {
     const peer = new KeepingPeer();
-    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
-    try {
+    await withSession(peer, async (session) => {
       const a = session.open();
       const b = session.open();
       // The opening batch (the tuning ping, the SYNs) goes first.
       a.write(bytes(10, 1));
       b.write(bytes(10, 2));
       await peer.waitFrames(3);
-      const pool = new BufferPool(66 * 1024, 2);
-      const buffer = pool.acquire();
-      const chunk = buffer.subarray(16, 16 + 40_000);
-      chunk.set(bytes(40_000, 3));
-      offerFrontRoom(chunk, 16);
+      const { buffer, chunk } = chunkWithRoom(40_000, 16, 3);
       const before = peer.given.length;
       a.write(chunk);
       await peer.waitFrames(4);
@@ -130,7 +145,7 @@ describe("a chunk read with room in front of it", () => {
       await peer.waitFrames(5);
       assert.notEqual(peer.given.at(-1)!.buffer, buffer.buffer);
       assert.deepEqual(
-        new Uint8Array(peer.framesOf(FrameType.Data, 0, b.id).at(-1)!.payload),
+        lastPayload(peer, b.id),
         bytes(40_000, 3),
       );
       // And plain memory is copied into a batch as always.
@@ -138,76 +153,57 @@ describe("a chunk read with room in front of it", () => {
       await peer.waitFrames(6);
       assert.equal(peer.given.at(-1)!.length, 12 + 5000);
       assert.deepEqual(
-        new Uint8Array(peer.framesOf(FrameType.Data, 0, a.id).at(-1)!.payload),
+        lastPayload(peer, a.id),
         bytes(5000, 4),
       );
-    } finally {
-      session.destroy();
-      peer.peerClose();
-    }
+    });
   });
 
   it("is copied when another stream's frames share the batch", async () => {
     const peer = new KeepingPeer();
-    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
-    try {
+    await withSession(peer, async (session) => {
       const a = session.open();
       const b = session.open();
       a.write(bytes(10, 1));
       b.write(bytes(10, 2));
       await peer.waitFrames(3);
-      const pool = new BufferPool(66 * 1024, 2);
-      const buffer = pool.acquire();
-      const chunk = buffer.subarray(16, 16 + 20_000);
-      chunk.set(bytes(20_000, 5));
-      offerFrontRoom(chunk, 16);
+      const { buffer, chunk } = chunkWithRoom(20_000, 16, 5);
       a.write(chunk);
       b.write(bytes(100, 6));
       await peer.waitFrames(5);
       const batch = peer.given.at(-1)!;
       assert.notEqual(batch.buffer, buffer.buffer, "two streams' frames: one batch, copied");
       assert.deepEqual(
-        new Uint8Array(peer.framesOf(FrameType.Data, 0, a.id).at(-1)!.payload),
+        lastPayload(peer, a.id),
         bytes(20_000, 5),
       );
       assert.deepEqual(
-        new Uint8Array(peer.framesOf(FrameType.Data, 0, b.id).at(-1)!.payload),
+        lastPayload(peer, b.id),
         bytes(100, 6),
       );
-    } finally {
-      session.destroy();
-      peer.peerClose();
-    }
+    });
   });
 });
 
 describe("a chunk read with room in front of it, to a transport that frames in place", () => {
   it("leaves the transport's headroom in front of the frame header, if the frame fits", async () => {
     const peer = new FramingPeer();
-    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
-    try {
+    await withSession(peer, async (session) => {
       const stream = session.open();
       stream.write(bytes(10, 1));
       await peer.waitFrames(2);
-      const pool = new BufferPool(66 * 1024, 2);
-      const fits = pool.acquire();
-      const chunk = fits.subarray(32, 32 + 40_000);
-      chunk.set(bytes(40_000, 8));
-      offerFrontRoom(chunk, 32);
+      const { buffer: fits, chunk: chunk } = chunkWithRoom(40_000, 32, 8);
       stream.write(chunk);
       await peer.waitFrames(3);
       const framed = peer.framed.at(-1)!;
       assert.equal(framed.buffer, fits.buffer, "framed where it lies");
       assert.equal(framed.byteOffset, 20, "the yamux header right in front, 16 bytes free before");
       assert.deepEqual(
-        new Uint8Array(peer.framesOf(FrameType.Data, 0, stream.id).at(-1)!.payload),
+        lastPayload(peer, stream.id),
         bytes(40_000, 8),
       );
       // A frame larger than one message of the transport is copied into batches instead.
-      const big = pool.acquire();
-      const whole = big.subarray(32, 32 + 65_530);
-      whole.set(bytes(65_530, 9));
-      offerFrontRoom(whole, 32);
+      const { buffer: big, chunk: whole } = chunkWithRoom(65_530, 32, 9);
       stream.write(whole);
       const sent = () =>
         peer.framesOf(FrameType.Data, 0, stream.id).reduce((n, f) => n + f.payload.length, 0);
@@ -217,10 +213,7 @@ describe("a chunk read with room in front of it, to a transport that frames in p
       assert.ok(peer.framed.every((c) => c.buffer !== big.buffer));
       const data = peer.framesOf(FrameType.Data, 0, stream.id);
       assert.deepEqual(concat(data.slice(2).map((f) => f.payload)), bytes(65_530, 9));
-    } finally {
-      session.destroy();
-      peer.peerClose();
-    }
+    });
   });
 });
 
@@ -261,16 +254,11 @@ describe("a payload relayed from one session to another", () => {
 describe("a small piece queued ahead of a chunk with room", () => {
   it("goes alone, and the chunk behind it still goes out in place", async () => {
     const peer = new KeepingPeer();
-    const session = new Session(peer, { client: true, config: { enableKeepAlive: false } });
-    try {
+    await withSession(peer, async (session) => {
       const stream = session.open();
       stream.write(bytes(10, 1));
       await peer.waitFrames(2);
-      const pool = new BufferPool(66 * 1024, 2);
-      const buffer = pool.acquire();
-      const chunk = buffer.subarray(16, 16 + 30_000);
-      chunk.set(bytes(30_000, 2));
-      offerFrontRoom(chunk, 16);
+      const { buffer, chunk } = chunkWithRoom(30_000, 16, 2);
       stream.write(bytes(100, 3));
       stream.write(chunk);
       await peer.waitFrames(4);
@@ -281,9 +269,6 @@ describe("a small piece queued ahead of a chunk with room", () => {
         concat(data.slice(1).map((f) => f.payload)),
         concat([bytes(100, 3), bytes(30_000, 2)]),
       );
-    } finally {
-      session.destroy();
-      peer.peerClose();
-    }
+    });
   });
 });
