@@ -82,8 +82,8 @@ export function applyMask(bytes: Uint8Array, mask: Uint8Array): void {
   const n = bytes.length;
   let i = 0;
   if (n >= 32) {
-    // Byte by byte up to a word boundary, then word-wise (a server's payloads lie anywhere in
-    // the read; ours are framed 8-aligned), then the tail.
+    // Byte by byte up to a word boundary, then word-wise, then the tail: a server's payloads lie
+    // anywhere in a read, and a message framed in place is only 4-aligned.
     const align = WIDE ? 8 : 4;
     const head = (align - (bytes.byteOffset & (align - 1))) & (align - 1);
     for (; i < head; i++) bytes[i] ^= mask[i & 3];
