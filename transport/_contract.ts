@@ -396,3 +396,91 @@ export function tcpContract(name: string, adapter: TcpAdapter, skip = false): vo
     });
   });
 }
+
+/**
+ * `whenFirstRead` of an adapter that has it (Bun's): `ready` comes with the peer's first bytes held for
+ * the handlers when the peer spoke first, after a turn when it is silent, with its end when it
+ * closed at once; and every byte sent before and after start arrives once, in order.
+ */
+export function firstReadContract(name: string, adapter: TcpAdapter, skip = false): void {
+  describe(`${name}: whenFirstRead`, { skip }, () => {
+    const accepting = async () => {
+      const accepted: Transport[] = [];
+      const listener = await adapter.listen({ hostname: "127.0.0.1", port: 0 }, (t) => {
+        accepted.push(t);
+      });
+      const next = async () => {
+        const n = accepted.length;
+        const peer = await adapter.connect({ hostname: "127.0.0.1", port: listener.port });
+        await waitFor(() => accepted.length > n, "accept");
+        return { peer, visitor: accepted[n] };
+      };
+      return { listener, accepted, next };
+    };
+
+    it("calls on with the first bytes held when the peer spoke first, after a turn when not", async () => {
+      const { listener, accepted, next } = await accepting();
+      const opened: Transport[] = [];
+      try {
+        const speaking = await next();
+        opened.push(speaking.peer);
+        speaking.peer.start(new Probe());
+        speaking.peer.write(new Uint8Array([1, 2, 3]));
+        // Given time to arrive, the bytes are in when ready runs.
+        await tick(20);
+        await new Promise<void>((ready) => speaking.visitor.whenFirstRead!(ready));
+        const got = new Probe();
+        speaking.visitor.start(got);
+        assert.deepEqual([...got.received()], [1, 2, 3], "the first bytes were in when ready ran");
+
+        // A silent peer (a protocol whose server speaks first): ready still comes, and what the
+        // peer sends later arrives once started.
+        const silent = await next();
+        opened.push(silent.peer);
+        silent.peer.start(new Probe());
+        await new Promise<void>((ready) => silent.visitor.whenFirstRead!(ready));
+        const probe = new Probe();
+        silent.visitor.start(probe);
+        silent.peer.write(new Uint8Array([9, 8]));
+        await probe.until(() => probe.bytes === 2, "bytes sent after ready");
+      } finally {
+        for (const t of [...opened, ...accepted]) t.close();
+        await listener.close();
+      }
+    });
+
+    it("holds a peer's end, and delivers a large first burst whole and in order", async () => {
+      const { listener, accepted, next } = await accepting();
+      const opened: Transport[] = [];
+      try {
+        const ending = await next();
+        opened.push(ending.peer);
+        ending.peer.start(new Probe());
+        ending.peer.end();
+        await tick(20);
+        await new Promise<void>((ready) => ending.visitor.whenFirstRead!(ready));
+        const ended = new Probe();
+        ending.visitor.start(ended);
+        await ended.until(() => ended.ends === 1, "the end held before start");
+
+        // 1 MiB sent before start: one read may be held, the rest waits in the kernel.
+        const burst = await next();
+        opened.push(burst.peer);
+        const writer = new Probe();
+        burst.peer.start(writer);
+        const payload = pattern(1024 * 1024);
+        const written = writeAll(burst.peer, writer, payload).then(() => burst.peer.end());
+        await new Promise<void>((ready) => burst.visitor.whenFirstRead!(ready));
+        await tick(20);
+        const probe = new Probe();
+        burst.visitor.start(probe);
+        await written;
+        await probe.until(() => probe.ends === 1, "the burst's end");
+        assert.ok(sameBytes(probe.received(), payload), "every byte once, in order");
+      } finally {
+        for (const t of [...opened, ...accepted]) t.close();
+        await listener.close();
+      }
+    });
+  });
+}

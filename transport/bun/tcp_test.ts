@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { Transport } from "../../protocol/transport.ts";
-import { tcpContract, tcpPairFactory, transportContract } from "../_contract.ts";
+import { firstReadContract, tcpContract, tcpPairFactory, transportContract } from "../_contract.ts";
 import { isBun } from "../_test_util.ts";
 import { BunTcpTransport, connectBunTcp, listenBunTcp } from "./tcp.ts";
 
@@ -11,6 +11,7 @@ import { BunTcpTransport, connectBunTcp, listenBunTcp } from "./tcp.ts";
 const adapter = { connect: connectBunTcp, listen: listenBunTcp };
 transportContract("bun/tcp", tcpPairFactory(adapter), { skip: !isBun });
 tcpContract("bun/tcp", adapter, !isBun);
+firstReadContract("bun/tcp", adapter, !isBun);
 
 /** A stand-in for a Bun socket that records every call the adapter makes on it. */
 function recordingSocket() {
@@ -115,39 +116,6 @@ describe("bun/tcp: addresses known without asking", { skip: !isBun }, () => {
       assert.equal(accepted.remoteAddress, client.localAddress);
       client.close();
       accepted.close();
-    } finally {
-      await listener.close();
-    }
-  });
-});
-
-describe("bun/tcp: whenFirstRead", { skip: !isBun }, () => {
-  it("calls on with the first bytes held when the peer spoke first, and after a turn when not", async () => {
-    const accepted: Transport[] = [];
-    const listener = await listenBunTcp(
-      { hostname: "127.0.0.1", port: 0 },
-      (t) => accepted.push(t),
-    );
-    try {
-      // The peer speaks first: its bytes are held for the handlers when `ready` runs.
-      const speaker = await connectBunTcp({ hostname: "127.0.0.1", port: listener.port });
-      speaker.write(new Uint8Array([1, 2, 3]));
-      for (let i = 0; i < 100 && accepted.length < 1; i++) {
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      const got: number[] = [];
-      await new Promise<void>((ready) => accepted[0].whenFirstRead!(ready));
-      accepted[0].start({ ...noHandlers, data: (chunk) => got.push(...chunk) });
-      assert.deepEqual(got, [1, 2, 3], "the first bytes were in when ready ran");
-      // A silent peer (a protocol whose server speaks first): ready still comes.
-      const silent = await connectBunTcp({ hostname: "127.0.0.1", port: listener.port });
-      for (let i = 0; i < 100 && accepted.length < 2; i++) {
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      await new Promise<void>((ready) => accepted[1].whenFirstRead!(ready));
-      speaker.close();
-      silent.close();
-      for (const t of accepted) t.close();
     } finally {
       await listener.close();
     }
