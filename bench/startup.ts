@@ -23,11 +23,13 @@ import { freePort } from "./tunnel/procs.ts";
 
 const HELP = `bench:startup: start to first echo through a tunnel
 
-Usage: startup [--runtime deno|bun] [--via main|cli] [--rounds N] [--json FILE]
+Usage: startup [--runtime deno|bun] [--via main|cli] [--binary FILE] [--rounds N] [--json FILE]
 
   --runtime R   the daemon's and client's runtime (default: both, one after the other)
   --via E       main: start daemon/main.ts and client/main.ts (default); cli: start them as
                 \`tunnelmux daemon\` and \`tunnelmux client\` (cli/main.ts), as users do
+  --binary FILE a single binary (npm run binaries) started as FILE daemon and FILE client,
+                instead of either runtime
   --rounds N    fresh starts per runtime (default 7); the median is reported
   --json FILE   write the samples and medians as JSON`;
 
@@ -45,7 +47,12 @@ const DEADLINE_MS = 20_000;
 /** How the programs are started: their own entry files, or the one `tunnelmux` command. */
 export type StartVia = "main" | "cli";
 
-function argv(runtime: JsRuntime, via: StartVia, program: "daemon" | "client", args: string[]) {
+/** What starts: a runtime on the sources (`via` says which entry), or a single binary's path. */
+export type Starter = JsRuntime | { binary: string };
+
+function argv(starter: Starter, via: StartVia, program: "daemon" | "client", args: string[]) {
+  if (typeof starter === "object") return [starter.binary, program, ...args];
+  const runtime = starter;
   const path = join(ROOT, via === "cli" ? "cli/main.ts" : `${program}/main.ts`);
   if (via === "cli") args = [program, ...args];
   return runtime === "deno"
@@ -78,9 +85,9 @@ async function until(probe: () => Promise<boolean>, what: string, since: number)
   }
 }
 
-/** One fresh start of daemon and client on `runtime`. */
+/** One fresh start of daemon and client on `runtime` (or from a single binary). */
 export async function measureStartup(
-  runtime: JsRuntime,
+  runtime: Starter,
   via: StartVia = "main",
 ): Promise<StartupSample> {
   const dir = mkdtempSync(join(tmpdir(), "tunnelmux-startup-"));
@@ -134,6 +141,7 @@ async function main(): Promise<number> {
     options: {
       runtime: { type: "string" },
       via: { type: "string", default: "main" },
+      binary: { type: "string" },
       rounds: { type: "string", default: "7" },
       json: { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -143,7 +151,9 @@ async function main(): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const runtimes = (values.runtime ? [values.runtime] : ["deno", "bun"]) as JsRuntime[];
+  const runtimes: Starter[] = values.binary
+    ? [{ binary: values.binary }]
+    : (values.runtime ? [values.runtime] : ["deno", "bun"]) as JsRuntime[];
   const rounds = Number(values.rounds);
   const via = values.via as StartVia;
   if (via !== "main" && via !== "cli") {
@@ -153,16 +163,17 @@ async function main(): Promise<number> {
   const report: Record<string, unknown> = { date: new Date().toISOString(), via, runtimes: {} };
   console.log("runtime   daemon ms (median)   first echo ms (median, min-max)");
   for (const runtime of runtimes) {
+    const name = typeof runtime === "object" ? "binary" : runtime;
     const samples: StartupSample[] = [];
     for (let i = 0; i < rounds; i++) samples.push(await measureStartup(runtime, via));
     const echoes = samples.map((s) => s.firstEchoMs);
-    (report.runtimes as Record<string, unknown>)[runtime] = {
+    (report.runtimes as Record<string, unknown>)[name] = {
       samples,
       daemonMedianMs: median(samples.map((s) => s.daemonMs)),
       firstEchoMedianMs: median(echoes),
     };
     console.log(
-      `${runtime.padEnd(8)}  ${String(median(samples.map((s) => s.daemonMs))).padStart(18)}   ${
+      `${name.padEnd(8)}  ${String(median(samples.map((s) => s.daemonMs))).padStart(18)}   ${
         String(median(echoes)).padStart(6)
       } (${Math.min(...echoes)}-${Math.max(...echoes)})`,
     );
