@@ -120,8 +120,9 @@ export function buildBinary(target: Target, outDir: string, root: string = ROOT)
     "build",
     "--compile",
     // Compiled ahead to JavaScriptCore's bytecode (ESM, for the CLI's top-level await): a fresh
-    // daemon accepts 26 ms after its spawn and the first echo crosses a fresh client at 55 ms,
-    // against 123 and 276 ms when the binary parses its 720 bundled modules at each start.
+    // daemon accepts 22–26 ms after its spawn and the first echo crosses a fresh client at 51–59
+    // ms, against 94–97 and 205–224 ms when the binary parses its bundled modules at each start
+    // (bench:startup --binary).
     "--bytecode",
     "--format=esm",
     `--target=bun-${target}`,
