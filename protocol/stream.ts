@@ -13,6 +13,7 @@ import { YamuxError } from "./errors.ts";
 import { nextStreamState, type StreamEvent, StreamState } from "./stream_state.ts";
 import type { SessionConfig } from "./config.ts";
 import { toReadable, toWritable } from "./web_streams.ts";
+import { Fifo } from "../util/fifo.ts";
 import {
   forgetBytes,
   hasFrontRoom,
@@ -59,6 +60,9 @@ const MIN_TUNING_RTT_MS = 1;
 
 const TERMINAL = new Set([StreamState.Closed, StreamState.Reset]);
 
+/** A copy of `view` in memory of its own (a buffered view that must stop pinning its chunk). */
+const copyView = (view: Uint8Array): Uint8Array => view.slice();
+
 /**
  * A multiplexed stream. Created by `Session.open()` or handed out by `Session.accept()` /
  * `Session.onStream`; never constructed by applications.
@@ -99,7 +103,7 @@ export class Stream {
   #recvCredit = INITIAL_STREAM_WINDOW;
   #owed = 0;
   #lastCreditAt = 0;
-  #buffer: Uint8Array[] = [];
+  #buffer = new Fifo<Uint8Array>();
   #buffered = 0;
   #paused = false;
   /**
@@ -117,7 +121,7 @@ export class Stream {
 
   // Send side.
   #sendWindow = INITIAL_STREAM_WINDOW;
-  #queue: Uint8Array[] = [];
+  #queue = new Fifo<Uint8Array>();
   #queueOffset = 0;
   #queued = 0;
   #needDrain = false;
@@ -320,13 +324,7 @@ export class Stream {
    * (see {@linkcode StreamHost.pinned}); nothing if it has been read already.
    */
   _unpin(view: Uint8Array): void {
-    const buffer = this.#buffer;
-    for (let i = buffer.length - 1; i >= 0; i--) {
-      if (buffer[i] !== view) continue;
-      buffer[i] = view.slice();
-      releaseBytes(view);
-      return;
-    }
+    if (this.#buffer.replace(view, copyView)) releaseBytes(view);
   }
 
   /** @internal The peer sent ACK. */
@@ -375,9 +373,9 @@ export class Stream {
     if (TERMINAL.has(this.#state)) return;
     this.#state = StreamState.Reset;
     this.#error = error;
-    this.#buffer = [];
+    this.#buffer.clear();
     this.#buffered = 0;
-    this.#queue = [];
+    this.#queue.clear();
     this.#queued = 0;
     this.#host.finished(this, this.#windowSize - INITIAL_STREAM_WINDOW);
     this.#notifyClose();
@@ -428,7 +426,7 @@ export class Stream {
     this.bytesOut += n;
     const queue = this.#queue;
     while (n > 0) {
-      const head = queue[0];
+      const head = queue.peek()!;
       const available = head.length - this.#queueOffset;
       if (available <= n) {
         dest.set(
@@ -456,7 +454,7 @@ export class Stream {
    * there. The chunk's claim goes with it. Otherwise undefined, and nothing changes.
    */
   _takeFramable(n: number, room: number): Uint8Array | undefined {
-    const head = this.#queue[0];
+    const head = this.#queue.peek();
     if (head === undefined || head.length > n || this.#queueOffset !== 0) return undefined;
     n = head.length;
     const framed = takeFrontRoom(head, room);
@@ -473,9 +471,9 @@ export class Stream {
    * in front of it (so that a batch may stop short of it and let it go out in place); 0 otherwise.
    */
   _bytesBeforeFramable(room: number): number {
-    const next = this.#queue[1];
+    const next = this.#queue.peek(1);
     if (next === undefined || !hasFrontRoom(next, room)) return 0;
-    return this.#queue[0].length - this.#queueOffset;
+    return this.#queue.peek()!.length - this.#queueOffset;
   }
 
   /** @internal After sending: true if the writer should call `onDrain`. */

@@ -8,8 +8,7 @@
 
 import type { TransportHandlers } from "../../protocol/transport.ts";
 import { forgetBytes } from "../../util/buffer_pool.ts";
-
-type Held = { kind: "data"; chunk: Uint8Array } | { kind: "end" };
+import { Fifo } from "../../util/fifo.ts";
 
 /** What the owning adapter must do when delivery reaches certain points. */
 export interface SinkHooks {
@@ -29,8 +28,9 @@ export class EventSink {
   #hooks: SinkHooks;
   #handlers: TransportHandlers | undefined;
   // Data and end wait here before start and while paused, so pause() takes effect at once even
-  // when the socket already has a read in flight.
-  #held: Held[] = [];
+  // when the socket already has a read in flight. The end comes after all data: a flag suffices.
+  #held = new Fifo<Uint8Array>();
+  #endHeld = false;
   #paused = false;
   #flushing = false;
   #endDelivered = false;
@@ -79,7 +79,7 @@ export class EventSink {
     if (this.#closed || chunk.length === 0) return;
     const handlers = this.#handlers;
     if (handlers === undefined || this.#paused || this.#flushing || this.#held.length > 0) {
-      this.#held.push({ kind: "data", chunk });
+      this.#held.push(chunk);
       this.#flush();
       return;
     }
@@ -93,7 +93,7 @@ export class EventSink {
       this.#flushing = false;
     }
     // Events the handler caused (an end, say) wait in the queue.
-    if (this.#held.length > 0) this.#flush();
+    if (this.#held.length > 0 || this.#endHeld) this.#flush();
   }
 
   #deliverData(handlers: TransportHandlers, chunk: Uint8Array): void {
@@ -105,7 +105,7 @@ export class EventSink {
   /** Reports the peer's half-close, after all data received before it. */
   end(): void {
     if (this.#closed) return;
-    this.#held.push({ kind: "end" });
+    this.#endHeld = true;
     this.#flush();
   }
 
@@ -138,7 +138,8 @@ export class EventSink {
   close(error?: Error): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#held = [];
+    this.#held.clear();
+    this.#endHeld = false;
     this.#closeError = error;
     queueMicrotask(() => this.#deliverClose());
   }
@@ -159,14 +160,13 @@ export class EventSink {
     try {
       // Handlers may pause, close or push more events while we loop; re-check each turn.
       while (!this.#paused && !this.#closed && this.#held.length > 0) {
-        const event = this.#held.shift()!;
-        if (event.kind === "data") {
-          this.#deliverData(handlers, event.chunk);
-        } else {
-          this.#endDelivered = true;
-          handlers.end();
-          this.#hooks.endDelivered?.();
-        }
+        this.#deliverData(handlers, this.#held.shift()!);
+      }
+      if (!this.#paused && !this.#closed && this.#endHeld) {
+        this.#endHeld = false;
+        this.#endDelivered = true;
+        handlers.end();
+        this.#hooks.endDelivered?.();
       }
     } catch (error) {
       this.#hooks.handlerFailed(toError(error));
