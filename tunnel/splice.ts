@@ -97,6 +97,57 @@ export interface SpliceThrottle {
 }
 
 /**
+ * A throttle for a splice that outlives the rules it began under (a kept relay stream): the
+ * limits in force are looked up again only when their owners' generation has moved, so while no
+ * rule changes a chunk costs one number compared, and with no rule at all nothing is spent.
+ *
+ * @example
+ * ```ts
+ * import { LiveThrottle } from "./splice.ts";
+ * let generation = 0;
+ * let limit: { spend(n: number): number } | undefined;
+ * const live = new LiveThrottle(() => limit, () => generation);
+ * console.assert(live.spend(1_000) === 0);
+ * limit = { spend: (n) => n };
+ * generation++; // the owner of the rules says they changed
+ * console.assert(live.spend(7) === 7);
+ * ```
+ */
+export class LiveThrottle implements SpliceThrottle {
+  readonly #lookup: () => SpliceThrottle | undefined;
+  readonly #generation: () => number;
+  #seen: number;
+  #current: SpliceThrottle | undefined;
+
+  /**
+   * The limit `lookup()` gives, looked up now and again whenever `generation()` (a number the
+   * rules' owners change at every change of a rule) differs from the last one seen.
+   */
+  constructor(lookup: () => SpliceThrottle | undefined, generation: () => number) {
+    this.#lookup = lookup;
+    this.#generation = generation;
+    this.#seen = generation();
+    this.#current = lookup();
+  }
+
+  /** The limit in force now; undefined when there is none. */
+  current(): SpliceThrottle | undefined {
+    const generation = this.#generation();
+    if (generation !== this.#seen) {
+      this.#seen = generation;
+      this.#current = this.#lookup();
+    }
+    return this.#current;
+  }
+
+  /** Spends `n` bytes against the limit in force (none: 0, nothing held). */
+  spend(n: number): number {
+    const limit = this.current();
+    return limit === undefined ? 0 : limit.spend(n);
+  }
+}
+
+/**
  * Looks at the bytes a splice relays (the client's request inspector), each chunk before it is
  * written on: it must copy what it keeps (the chunk may be reused once it returns) and not throw.
  */

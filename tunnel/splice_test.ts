@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { splice, streamEnd, transportEnd } from "./splice.ts";
+import { LiveThrottle, splice, streamEnd, transportEnd } from "./splice.ts";
 import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { memoryPair } from "../transport/memory.ts";
@@ -235,5 +235,34 @@ describe("splice: stream ↔ TCP socket", () => {
       server.destroy();
       echo.close();
     }
+  });
+});
+
+describe("LiveThrottle", () => {
+  it("looks its limit up only when the generation moved: none per chunk while there is no rule", () => {
+    let generation = 3;
+    let limit: { spend(n: number): number } | undefined;
+    let lookups = 0;
+    const live = new LiveThrottle(() => (lookups++, limit), () => generation);
+    assert.equal(lookups, 1, "looked up once, when made");
+    for (let i = 0; i < 1000; i++) assert.equal(live.spend(16 * 1024), 0);
+    assert.equal(lookups, 1, "no lookup per chunk while no rule changes");
+    // A rule put in force later: its owner moves the generation, and the next chunk meets it.
+    const spent: number[] = [];
+    limit = { spend: (n) => (spent.push(n), n > 100 ? 5 : 0) };
+    assert.equal(live.spend(10), 0, "not seen before the generation moved");
+    generation++;
+    assert.equal(live.spend(50), 0);
+    assert.equal(live.spend(500), 5);
+    assert.equal(live.current(), limit);
+    assert.deepEqual(spent, [50, 500]);
+    assert.equal(lookups, 2);
+    // Lifted: nothing spent from then on.
+    limit = undefined;
+    generation++;
+    assert.equal(live.spend(500), 0);
+    assert.equal(live.current(), undefined);
+    assert.deepEqual(spent, [50, 500]);
+    assert.equal(lookups, 3);
   });
 });

@@ -13,7 +13,7 @@ import { startNats } from "../../testing/nats.ts";
 import { register } from "../../testing/cleanup.ts";
 import { Logger } from "../../util/log.ts";
 import type { ClusterConfig } from "../config/mod.ts";
-import { connectNats, type NatsLink } from "./nats.ts";
+import { connectNats, type KvBucket, type NatsLink } from "./nats.ts";
 
 /** The cluster key of test `name`'s nodes. */
 export function testClusterKey(name: string): string {
@@ -105,4 +105,38 @@ export async function bareBucket(url: string, bucket: string): Promise<BareBucke
     },
     delete: (key) => kv.delete(key),
   };
+}
+
+/** Requests a {@linkcode countedBucket} was asked for, by kind. */
+export interface BucketCalls {
+  get: number;
+  keys: number;
+  latest: number;
+}
+
+/**
+ * `bucket` with its reads counted; `control.duringRead`, when set, runs (once) after a
+ * `latest()` pass has its values and before the caller sees them.
+ */
+export function countedBucket(bucket: KvBucket): {
+  bucket: KvBucket;
+  calls: BucketCalls;
+  control: { duringRead: (() => Promise<void>) | undefined };
+} {
+  const calls: BucketCalls = { get: 0, keys: 0, latest: 0 };
+  const control = { duringRead: undefined as (() => Promise<void>) | undefined };
+  const counted: KvBucket = {
+    ...bucket,
+    get: (key) => (calls.get++, bucket.get(key)),
+    keys: () => (calls.keys++, bucket.keys()),
+    async latest() {
+      calls.latest++;
+      const read = await bucket.latest();
+      const hook = control.duringRead;
+      control.duringRead = undefined;
+      await hook?.();
+      return read;
+    },
+  };
+  return { bucket: counted, calls, control };
 }

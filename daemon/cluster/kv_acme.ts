@@ -176,8 +176,11 @@ export class KvAcmeStorage implements AcmeStorage {
   readonly #revisions = new Map<string, { revision: number; cert?: string }>();
   /** Answers this node removed, by KV key, with the last revision it wrote of each. */
   readonly #removed = new Map<string, number>();
-  /** The keys of answers delivered since the last {@linkcode refollow} began. */
-  #answered = new Set<string>();
+  /**
+   * The keys of answers delivered since the last {@linkcode refollow} began, each with the
+   * highest revision delivered.
+   */
+  #answered = new Map<string, number>();
   /** Leases and challenge answers this node keeps alive, by KV key. */
   readonly #held = new Map<string, Held>();
   #found: ((host: string, identity: TlsIdentity) => void) | undefined;
@@ -214,22 +217,19 @@ export class KvAcmeStorage implements AcmeStorage {
       orders.watch({ include: "updates" }),
     ]);
     this.#watches = [certs, answers];
-    this.#answered = new Set();
+    this.#answered = new Map();
     (async () => {
       for await (const entry of certs) this.#certificate(entry);
     })().catch(() => {});
     (async () => {
       for await (const entry of answers) this.#answer(entry);
     })().catch(() => {});
-    for await (const key of await certificates.keys()) {
-      if (!key.startsWith("cert-")) continue;
-      const entry = await certificates.get(key);
-      if (entry) this.#certificate(entry);
-    }
-    for await (const key of await orders.keys()) {
-      const entry = await orders.get(key);
-      if (entry) this.#answer(entry);
-    }
+    // One pass over each bucket with its values, not a listing and then a read per key. What
+    // a pass gives may be older than what the watch delivered meanwhile: each record keeps the
+    // newest revision it was given (#certificate, #answer).
+    const [certified, answered] = await Promise.all([certificates.latest(), orders.latest()]);
+    for await (const entry of certified) this.#certificate(entry);
+    for await (const entry of answered) this.#answer(entry);
     // Answers removed while the watch was away are gone (this node's own stay).
     const gone = (key: string) => !this.#answered.has(key) && !this.#held.has(key);
     for (const token of this.#tokens.keys()) {
@@ -461,7 +461,9 @@ export class KvAcmeStorage implements AcmeStorage {
       if (entry.revision <= removed) return;
       this.#removed.delete(entry.key);
     }
-    this.#answered.add(entry.key);
+    // The watch delivered a newer one of this key while the bucket was read whole: keep it.
+    if ((this.#answered.get(entry.key) ?? 0) >= entry.revision) return;
+    this.#answered.set(entry.key, entry.revision);
     const put = entry.operation === "PUT";
     const record = put ? parse(entry) : undefined;
     if (entry.key.startsWith("http01-")) {

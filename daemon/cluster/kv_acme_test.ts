@@ -22,7 +22,7 @@ import { CertificateStore } from "../tls/certificates.ts";
 import type { TlsIdentity } from "../../transport/tls/front.ts";
 import { KvAcmeStorage, SecretSeal } from "./kv_acme.ts";
 import type { KvBucket, NatsLink } from "./nats.ts";
-import { bareBucket, connectTestLink, testClusterKey } from "./_nats_link.ts";
+import { bareBucket, connectTestLink, countedBucket, testClusterKey } from "./_nats_link.ts";
 
 const NAME = "kv-acme-test";
 const KEY = testClusterKey(NAME);
@@ -370,6 +370,69 @@ describe("KvAcmeStorage", () => {
       timeoutMs: 5 * TTL_MS,
       message: "a dead node's challenge expired",
     });
+  });
+
+  it("reads both buckets whole in one pass each, with no read per record", async () => {
+    const ordersKind = "acme-one-pass";
+    const { storage: writer } = await storage(a, { ordersKind });
+    const hosts = Array.from({ length: 4 }, () => unique("one-pass"));
+    const identities = await Promise.all(hosts.map((host) => certificateFor(host, 30)));
+    for (const [i, host] of hosts.entries()) await writer.save(host, identities[i]);
+    const tokens = ["one-pass-a", "one-pass-b", "one-pass-c"];
+    for (const token of tokens) {
+      await writer.addChallenge({ type: "http-01", token, keyAuthorization: `${token}.k` });
+    }
+    const certificates = countedBucket(await b.bucket("certificates"));
+    const orders = countedBucket(await b.bucket(ordersKind, TTL_MS));
+    const reader = new KvAcmeStorage({
+      certificates: certificates.bucket,
+      certificatesName: `${NAME}-certificates`,
+      orders: orders.bucket,
+      ttlMs: TTL_MS,
+      keys: [KEY],
+      node: "reader",
+      log: keptLog().log,
+    });
+    storages.push(reader);
+    const found = await loaded(reader);
+    for (const [i, host] of hosts.entries()) assert.deepEqual(found.get(host), [identities[i]]);
+    for (const token of tokens) assert.equal(reader.httpAnswer(token), `${token}.k`);
+    assert.deepEqual(certificates.calls, { get: 0, keys: 0, latest: 1 });
+    assert.deepEqual(orders.calls, { get: 0, keys: 0, latest: 1 });
+    for (const token of tokens) {
+      await writer.removeChallenge({ type: "http-01", token, keyAuthorization: `${token}.k` });
+    }
+  });
+
+  it("an answer removed while the bucket is read whole stays removed (the read is older)", async () => {
+    const ordersKind = "acme-reread";
+    const { storage: orderer } = await storage(a, { ordersKind });
+    await orderer.load(() => {});
+    const orders = countedBucket(await b.bucket(ordersKind, TTL_MS));
+    const reader = new KvAcmeStorage({
+      certificates: await b.bucket("certificates"),
+      certificatesName: `${NAME}-certificates`,
+      orders: orders.bucket,
+      ttlMs: TTL_MS,
+      keys: [KEY],
+      node: "reader",
+      log: keptLog().log,
+    });
+    storages.push(reader);
+    const http = { type: "http-01" as const, token: "reread-1", keyAuthorization: "reread-1.k" };
+    await orderer.addChallenge(http);
+    await reader.load(() => {});
+    assert.equal(reader.httpAnswer(http.token), http.keyAuthorization);
+    // NATS came back: the watch restarts, and the bucket is read whole. That read holds the
+    // answer; the answer is removed, and the new watch delivers the removal, before the read's
+    // entries are looked at.
+    orders.control.duringRead = async () => {
+      await orderer.removeChallenge(http);
+      await waitFor(() => reader.httpAnswer(http.token) === undefined, "the removal delivered");
+    };
+    await reader.refollow();
+    assert.equal(orders.control.duringRead, undefined, "the removal came during the read");
+    assert.equal(reader.httpAnswer(http.token), undefined, "not brought back by the older read");
   });
 
   it("a daemon joining the cluster brings its data directory's certificates and account key", async (t) => {

@@ -57,10 +57,10 @@ export function kvTokenBackend(bucket: KvBucket): KvTokenBackend {
   let follower: Follower | undefined;
   return {
     async load() {
-      for await (const key of await bucket.keys()) {
-        const entry = await bucket.get(key);
-        const record = entry?.operation === "PUT" ? parse(entry) : undefined;
-        if (record) known.set(key, record);
+      // One pass over the bucket with its values, not a listing and then a read per key.
+      for await (const entry of await bucket.latest()) {
+        const record = entry.operation === "PUT" ? parse(entry) : undefined;
+        if (record) known.set(entry.key, record);
       }
       return [...known.values()];
     },

@@ -10,7 +10,7 @@ import type { TokenRecord } from "../tokens/file.ts";
 import { TokenNameConflict } from "../tokens/store.ts";
 import { kvTokenBackend, tokenKeyOf } from "./kv_tokens.ts";
 import type { KvBucket, NatsLink } from "./nats.ts";
-import { bareBucket, testNatsLink } from "./_nats_link.ts";
+import { bareBucket, countedBucket, testNatsLink } from "./_nats_link.ts";
 
 let link: NatsLink & { url: string };
 let bucket: KvBucket;
@@ -98,6 +98,20 @@ describe("kvTokenBackend", () => {
       assert.match(r.id, /^tok_[0-9a-f]{16}$/);
       assert.equal(typeof r.hash, "string");
     }
+  });
+
+  it("loads the bucket in one pass, with no read per record, and skips revoked records", async () => {
+    const minted = Array.from({ length: 6 }, () => record(unique("many")));
+    const minter = kvTokenBackend(bucket);
+    for (const r of minted) await minter.add(r, [r]);
+    await minter.remove(minted[5], []);
+    const { bucket: counted, calls } = countedBucket(bucket);
+    const loaded = await kvTokenBackend(counted).load();
+    for (const r of minted.slice(0, 5)) {
+      assert.deepEqual(loaded.filter((l) => l.name === r.name), [r]);
+    }
+    assert.ok(!loaded.some((l) => l.name === minted[5].name), "a revoked record is not loaded");
+    assert.deepEqual(calls, { get: 0, keys: 0, latest: 1 });
   });
 
   it("refuses a second token of one name, minted on another node, as a name conflict", async () => {

@@ -16,7 +16,7 @@ import type { Logger } from "../../util/log.ts";
 import type { TunnelHandle, TunnelStats } from "../registry/registry.ts";
 import { StreamRoute } from "./stream_route.ts";
 import type { VisitorLimit } from "./visitor_limit.ts";
-import type { SpliceThrottle } from "../../tunnel/splice.ts";
+import { LiveThrottle, type SpliceThrottle } from "../../tunnel/splice.ts";
 import { type Entry, VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
 import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { UdpCounters } from "../../tunnel/udp_flow.ts";
@@ -240,14 +240,21 @@ export class ReverseTunnel extends StreamRoute implements TunnelHandle {
    */
   protected override relayThrottle(): { aToB?: SpliceThrottle; bToA?: SpliceThrottle } | undefined {
     if (this.host === undefined || this.passthrough) return this.throttle();
-    const live = (direction: "in" | "out"): SpliceThrottle => ({
-      spend: (n) =>
-        Math.max(
-          this.#gate.throttle(direction)?.spend(n) ?? 0,
-          this.#limit?.client.throttle(direction)?.spend(n) ?? 0,
-        ),
-    });
-    return { aToB: live("in"), bToA: live("out") };
+    return { aToB: this.liveThrottle("in"), bToA: this.liveThrottle("out") };
+  }
+
+  /**
+   * The tunnel's and its client's bandwidth one way (`in`: visitor → service), as they are at
+   * each chunk: looked up again only when a limit of either was set or lifted, so a chunk costs
+   * nothing while no rule changes, and nothing is spent while there is none.
+   */
+  liveThrottle(direction: "in" | "out"): LiveThrottle {
+    const client = this.#limit?.client;
+    return new LiveThrottle(
+      () => both(this.#gate.throttle(direction), client?.throttle(direction)),
+      // Both only grow: their sum moves whenever either does.
+      () => this.#gate.bandwidthGeneration + (client?.bandwidthGeneration ?? 0),
+    );
   }
 
   /** The same throttles for the HTTP front's requests (`in`) and responses (`out`). */

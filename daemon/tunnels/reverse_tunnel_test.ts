@@ -4,6 +4,7 @@ import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { memoryPair } from "../../transport/memory.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
 import { Logger } from "../../util/log.ts";
 import { echoClient, QUIET, received } from "./_echo_client.ts";
 import { ReverseTunnel } from "./reverse_tunnel.ts";
@@ -188,6 +189,67 @@ describe("ReverseTunnel", () => {
     assert.equal(await visitor(t).text, "");
     assert.equal(account.active, 0);
     assert.equal(t.stats.errors, 1);
+  });
+
+  it("holds a relayed HTTP stream by bandwidth rules put in force later, looking none up per chunk meanwhile", async () => {
+    class Relaying extends ReverseTunnel {
+      limits() {
+        return this.relayThrottle()!;
+      }
+    }
+    const account = new ClientVisitors(() => 10);
+    const t = new Relaying({
+      id: "t-live",
+      client: "alice",
+      session: { open: () => assert.fail("no stream") },
+      bindHost: "app.example.com",
+      port: 80,
+      host: "app.example.com",
+      visitorLimit: limited(10, account, []),
+      log,
+    });
+    // Every lookup of the tunnel's or the client's buckets, counted.
+    let lookups = 0;
+    const gateThrottle = VisitorGate.prototype.throttle;
+    const clientThrottle = ClientVisitors.prototype.throttle;
+    VisitorGate.prototype.throttle = function (direction) {
+      lookups++;
+      return gateThrottle.call(this, direction);
+    };
+    ClientVisitors.prototype.throttle = function (direction) {
+      lookups++;
+      return clientThrottle.call(this, direction);
+    };
+    try {
+      const { aToB, bToA } = t.limits();
+      const made = lookups;
+      for (let i = 0; i < 1000; i++) {
+        assert.equal(aToB!.spend(16 * 1024), 0);
+        assert.equal(bToA!.spend(16 * 1024), 0);
+      }
+      assert.equal(lookups, made, "no lookup per chunk while there is no rule");
+      // The tunnel's rule, then the client's, put in force while the stream is open.
+      await t.setPolicy({ bandwidth: { in: 1000 } });
+      assert.ok(aToB!.spend(1_000_000) > 0, "the tunnel's new rule holds it");
+      assert.equal(bToA!.spend(1_000_000), 0, "the other way has no rule");
+      account.setBandwidth({ out: 1000 });
+      assert.ok(bToA!.spend(1_000_000) > 0, "the client's new rule holds it");
+      aToB!.spend(1); // each way sees the last change once
+      const found = lookups;
+      for (let i = 0; i < 100; i++) {
+        aToB!.spend(1);
+        bToA!.spend(1);
+      }
+      assert.equal(lookups, found, "no lookup per chunk while no rule changes");
+      // Both lifted: nothing held from the next chunk on.
+      await t.setPolicy({});
+      account.setBandwidth(undefined);
+      assert.equal(aToB!.spend(1_000_000), 0);
+      assert.equal(bToA!.spend(1_000_000), 0);
+    } finally {
+      VisitorGate.prototype.throttle = gateThrottle;
+      ClientVisitors.prototype.throttle = clientThrottle;
+    }
   });
 
   it("resets a relayed visitor past the cap with LimitReached", async () => {

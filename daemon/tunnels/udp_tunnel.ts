@@ -67,10 +67,12 @@ export class UdpTunnel extends ReverseTunnel implements UdpRoute {
     this.#session = options.session;
     this.#totals = options.totals;
     this.#maxFlows = options.maxFlows ?? UDP_MAX_FLOWS;
-    // The tunnel's bandwidth and its client's, as for TCP; a datagram over it is dropped.
+    // The tunnel's bandwidth and its client's, as for TCP; a datagram over it is dropped. As
+    // they are at each datagram, looked up again only when a rule was set or lifted.
+    const [limitIn, limitOut] = [this.liveThrottle("in"), this.liveThrottle("out")];
     this.#police = {
-      in: udpPolicer(() => this.throttle()?.aToB),
-      out: udpPolicer(() => this.throttle()?.bToA),
+      in: udpPolicer(() => limitIn.current()),
+      out: udpPolicer(() => limitOut.current()),
     };
     // The tunnel's counters, as every tunnel shows them: a flow is a visitor connection.
     const udp = counters;

@@ -11,6 +11,7 @@ import { Session } from "../../protocol/session.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { UdpTunnel, type UdpTunnelOptions } from "./udp_tunnel.ts";
 import { ClientVisitors, type VisitorRefusal } from "./visitor_limit.ts";
+import { VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });
 
@@ -198,6 +199,32 @@ describe("UdpTunnel", () => {
       b.socket.close();
       inbound.close();
       outbound.close();
+    }
+  });
+
+  it("polices by a bandwidth rule put in force later, looking none up per datagram meanwhile", async () => {
+    let lookups = 0;
+    const gateThrottle = VisitorGate.prototype.throttle;
+    VisitorGate.prototype.throttle = function (direction) {
+      lookups++;
+      return gateThrottle.call(this, direction);
+    };
+    const { tunnel, close } = await echoTunnel();
+    const a = await visitor();
+    try {
+      const made = lookups;
+      for (let i = 0; i < 20; i++) a.socket.send(pattern(100, i), "127.0.0.1", tunnel.port);
+      await waitFor(() => a.got.length === 20, "every echo");
+      assert.equal(lookups, made, "no lookup per datagram while there is no rule");
+      // One byte a second in: the next datagram goes (deep into debt), those after it are dropped.
+      await tunnel.setPolicy({ bandwidth: { in: 1 } });
+      for (let i = 0; i < 5; i++) a.socket.send(pattern(100, i), "127.0.0.1", tunnel.port);
+      await waitFor(() => tunnel.udp.drops.rate_limited === 4, "four dropped coming in");
+      await waitFor(() => a.got.length === 21, "the first one's echo");
+    } finally {
+      VisitorGate.prototype.throttle = gateThrottle;
+      a.socket.close();
+      close();
     }
   });
 

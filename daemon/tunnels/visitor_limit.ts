@@ -32,6 +32,7 @@ export class ClientVisitors {
   readonly #now: Clock | undefined;
   #in: TokenBucket | undefined;
   #out: TokenBucket | undefined;
+  #bandwidthGeneration = 0;
 
   /** An account whose cap `cap()` gives, read at each {@linkcode take}; `now` is for tests. */
   constructor(cap: () => number, now?: Clock) {
@@ -49,8 +50,20 @@ export class ClientVisitors {
       if (old) return (old.set(rate, rate), old);
       return new TokenBucket(rate, rate, this.#now);
     };
+    const [formerIn, formerOut] = [this.#in, this.#out];
     this.#in = bucket(this.#in, bandwidth?.in);
     this.#out = bucket(this.#out, bandwidth?.out);
+    // A rate changed keeps its bucket (what a throttle holds); one set or lifted does not.
+    if (this.#in !== formerIn || this.#out !== formerOut) this.#bandwidthGeneration++;
+  }
+
+  /**
+   * Changes whenever the client's bandwidth is set or lifted (a {@linkcode throttle} looked up
+   * before may be stale), and only then: a long transfer compares it instead of looking up per
+   * chunk.
+   */
+  get bandwidthGeneration(): number {
+    return this.#bandwidthGeneration;
   }
 
   /** What the client's bytes `in` (visitor → service) or `out` are held by; undefined: nothing. */

@@ -68,4 +68,19 @@ describe("VisitorAccounts: a client's bandwidth", () => {
     assert.equal(alice.throttle("out"), undefined, "lifted by a reload");
     assert.equal(accounts.of("bob").throttle("out"), undefined);
   });
+
+  it("moves an account's bandwidth generation when its limit is set or lifted, and only then", () => {
+    const accounts = new VisitorAccounts(() => 10);
+    const alice = accounts.of("alice");
+    const at = alice.bandwidthGeneration;
+    accounts.setCaps([{ name: "alice", limits: { visitors: 5 } }]);
+    assert.equal(alice.bandwidthGeneration, at, "a reload that sets no bandwidth");
+    accounts.setCaps([{ name: "alice", limits: { visitors: 5, bandwidth: { in: 1000 } } }]);
+    const set = alice.bandwidthGeneration;
+    assert.notEqual(set, at, "a limit set");
+    accounts.setCaps([{ name: "alice", limits: { visitors: 4, bandwidth: { in: 2000 } } }]);
+    assert.equal(alice.bandwidthGeneration, set, "a rate changed: the same bucket holds");
+    accounts.setCaps([]);
+    assert.notEqual(alice.bandwidthGeneration, set, "lifted");
+  });
 });

@@ -120,6 +120,7 @@ export class VisitorGate {
   #tunnelRate: TokenBucket | undefined;
   #in: TokenBucket | undefined;
   #out: TokenBucket | undefined;
+  #bandwidthGeneration = 0;
   /** By address: an IPv4 one as its 32-bit number (no text made per visitor), others as text. */
   readonly #addresses = new Map<string | number, AddressEntry>();
   readonly #now: Clock;
@@ -153,8 +154,11 @@ export class VisitorGate {
     this.#policy = policy;
     this.#rules = policy.allow || policy.deny ? new AddressRules(policy) : undefined;
     this.#tunnelRate = this.#bucket(this.#tunnelRate, policy.tunnelConnectionsPerSecond);
+    const [formerIn, formerOut] = [this.#in, this.#out];
     this.#in = this.#bucket(this.#in, policy.bandwidth?.in);
     this.#out = this.#bucket(this.#out, policy.bandwidth?.out);
+    // A rate changed keeps its bucket (what a throttle holds); one set or lifted does not.
+    if (this.#in !== formerIn || this.#out !== formerOut) this.#bandwidthGeneration++;
     if (policy.connectionsPerSecond === undefined && policy.connectionsPerVisitor === undefined) {
       for (const [key, entry] of this.#addresses) {
         if (entry.active === 0) this.#addresses.delete(key);
@@ -209,6 +213,14 @@ export class VisitorGate {
         admitted.active--;
       },
     };
+  }
+
+  /**
+   * Changes whenever a bandwidth limit is set or lifted (a {@linkcode throttle} looked up before
+   * may be stale), and only then: a long transfer compares it instead of looking up per chunk.
+   */
+  get bandwidthGeneration(): number {
+    return this.#bandwidthGeneration;
   }
 
   /** What bytes from the visitor (`in`) or to it (`out`) are held by; undefined when unlimited. */

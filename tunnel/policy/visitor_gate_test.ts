@@ -131,6 +131,23 @@ describe("visitor gate", () => {
     assert.deepEqual(reasons(gate, "127.0.0.9:1"), ["ok"]);
   });
 
+  it("moves its bandwidth generation when a bandwidth limit is set or lifted, and only then", () => {
+    const gate = new VisitorGate({ connectionsPerVisitor: 1 });
+    const at = gate.bandwidthGeneration;
+    gate.update({ connectionsPerVisitor: 2, deny: ["192.0.2.1/32"] });
+    assert.equal(gate.bandwidthGeneration, at, "no bandwidth rule changed");
+    gate.update({ bandwidth: { in: 1000 } });
+    const set = gate.bandwidthGeneration;
+    assert.notEqual(set, at, "a limit set");
+    gate.update({ bandwidth: { in: 2000 } });
+    assert.equal(gate.bandwidthGeneration, set, "a rate changed: the same bucket holds");
+    gate.update({ bandwidth: { in: 2000, out: 10 } });
+    const more = gate.bandwidthGeneration;
+    assert.notEqual(more, set, "the other way's limit set");
+    gate.update({ bandwidth: { out: 10 } });
+    assert.notEqual(gate.bandwidthGeneration, more, "a limit lifted");
+  });
+
   it("holds bytes by the tunnel's bandwidth with the bucket's arithmetic", () => {
     let now = 0;
     const gate = new VisitorGate({ bandwidth: { in: 1000 } }, { now: () => now });
