@@ -274,6 +274,10 @@ describe("cluster: three daemons and one NATS", () => {
       assert.equal(node.clusterAdvertise, node.clusterAddress, `n${i + 1} on stdout`);
       const running = node.logs().find((e) => e.msg === "daemon running");
       assert.deepEqual([running?.cluster, running?.advertise], [bound[i], bound[i]]);
+      const { listeners } = (await admin(node, "/v1/info")).body as {
+        listeners: Record<string, string>;
+      };
+      assert.deepEqual([listeners.cluster, listeners.advertise], [bound[i], bound[i]]);
     }
     assert.equal(new Set(bound).size, 3, "a port of its own each");
     // What the other nodes read (presence), as any node's admin API shows it.
