@@ -70,7 +70,8 @@ export interface DaemonAddresses {
 
 /**
  * What the daemon prints once it is listening: one line per bound listener, each with the URL or
- * address visitors and clients use (`secure`: tunnels over TLS, WSS).
+ * address visitors and clients use (`secure`: tunnels over TLS, WSS), and in a cluster the relay
+ * listener with the address other nodes dial.
  */
 export function listenerLines(addresses: DaemonAddresses, secure: boolean): string[] {
   const { tcp, websocket, http, https, cluster, advertise } = addresses;
