@@ -108,7 +108,7 @@ export async function runFailover(options: {
           cluster: {
             servers: [`nats://127.0.0.1:${natsPort}`],
             node: `n${i}`,
-            listen: `127.0.0.1:${await freePort()}`,
+            listen: "127.0.0.1:0", // a free port, the one the node advertises
             tunnelHost: `127.0.0.${i}`,
             presenceTtlMs: ttlMs,
           },

@@ -62,19 +62,25 @@ export interface DaemonAddresses {
   http?: string;
   /** The shared port of HTTPS and TLS tunnels. */
   https?: string;
+  /** In a cluster: the relay listener, where other nodes' relay sessions arrive. */
+  cluster?: string;
+  /** In a cluster: where other nodes dial that listener (its port 0 resolved to the bound one). */
+  advertise?: string;
 }
 
 /**
  * What the daemon prints once it is listening: one line per bound listener, each with the URL or
- * address visitors and clients use (`secure`: tunnels over TLS, WSS).
+ * address visitors and clients use (`secure`: tunnels over TLS, WSS), and in a cluster the relay
+ * listener with the address other nodes dial.
  */
 export function listenerLines(addresses: DaemonAddresses, secure: boolean): string[] {
-  const { tcp, websocket, http, https } = addresses;
+  const { tcp, websocket, http, https, cluster, advertise } = addresses;
   const lines: string[] = [];
   if (tcp) lines.push(`tunnels over ${secure ? "TLS" : "TCP"} on ${tcp}`);
   if (websocket) lines.push(`tunnels over WebSocket on ${secure ? "wss" : "ws"}://${websocket}`);
   if (http) lines.push(`HTTP tunnels on http://${http}`);
   if (https) lines.push(`HTTPS and TLS tunnels on https://${https}`);
+  if (cluster) lines.push(`cluster relays on ${cluster}, advertised as ${advertise}`);
   return lines;
 }
 
@@ -320,6 +326,8 @@ export class Daemon {
           mayFetch: (url) => this.#mayFetch(url),
         });
         this.#context.registry = this.#cluster.registry;
+        this.#addresses.cluster = this.#cluster.relayAddress;
+        this.#addresses.advertise = this.#cluster.advertise;
       }
       // Before listening: a minted token works from the first hello.
       await this.registry.tokens.load();

@@ -259,6 +259,18 @@ describe("daemon: a listener that cannot bind", () => {
 });
 
 describe("daemon: the lines it prints once listening", () => {
+  it("names a cluster node's relay listener last, with the address it advertises", () => {
+    const addresses = {
+      tcp: "127.0.0.1:7000",
+      cluster: "0.0.0.0:41000",
+      advertise: "10.0.0.1:41000",
+    };
+    assert.deepEqual(listenerLines(addresses, false), [
+      "tunnels over TCP on 127.0.0.1:7000",
+      "cluster relays on 0.0.0.0:41000, advertised as 10.0.0.1:41000",
+    ]);
+  });
+
   it("names every bound listener, the HTTP and HTTPS ports of web tunnels included", async () => {
     const result = validateConfig({
       listen: {

@@ -74,9 +74,12 @@ Options (each overrides the config file and the matching TUNNELMUX_* variable):
                              (comma-separated) or the file's cluster.previousKeys; never
                              from flags; see docs/cluster.md)
   --cluster-node NAME        this node's name in the cluster (default: the host name)
-  --cluster-listen HOST:PORT where other nodes' relay sessions arrive (default 0.0.0.0:7090)
+  --cluster-listen HOST:PORT where other nodes' relay sessions arrive (default 0.0.0.0:7090;
+                             port 0: any free port)
   --cluster-advertise HOST:PORT
-                             the address other nodes dial for that listener
+                             the address other nodes dial for that listener (default: the
+                             listen address; needed when its host is 0.0.0.0 or ::; port 0:
+                             the port the listener got)
   --cluster-tunnel-host HOST bind tunnel ports on HOST (nodes sharing one machine)
   --watch-config             reload the config file each time it changes, as SIGHUP does
                              (for Windows, which has no SIGHUP)

@@ -13,7 +13,6 @@ import { connect as sdkConnect, connectHa, hashPassword } from "../client/mod.ts
 import {
   assertSameBytes,
   cleanup,
-  closedPort,
   daemonConfig,
   type DaemonProcess,
   newToken,
@@ -67,8 +66,6 @@ const TTL_MS = 2_000;
 interface NodeOptions {
   /** The cluster key (default {@linkcode KEY}). */
   key?: string;
-  /** The relay listener's port (default: a free one). */
-  relayPort?: number;
   /** More `cluster` settings (replicas, tls, visitors, …). */
   cluster?: Record<string, unknown>;
   /** More environment. */
@@ -93,9 +90,8 @@ async function startNode(
   token: string,
   options: NodeOptions = {},
 ): Promise<DaemonProcess> {
-  const relayPort = options.relayPort ?? await closedPort();
   return await startDaemon({
-    config: nodeConfig(servers, index, token, { ...options, relayPort }),
+    config: nodeConfig(servers, index, token, options),
     env: {
       TUNNELMUX_CLUSTER_KEY: options.key ?? KEY,
       TUNNELMUX_ADMIN_TOKEN: ADMIN,
@@ -107,12 +103,15 @@ async function startNode(
   });
 }
 
-/** The config of node `index` (see {@linkcode startNode}), its relay on `options.relayPort`. */
+/**
+ * The config of node `index` (see {@linkcode startNode}), its relay listener on 127.0.0.1:0: it
+ * binds a free port and advertises that one (no port picked ahead that another process could take).
+ */
 function nodeConfig(
   servers: NatsServer | NatsServer[],
   index: number,
   token: string,
-  options: NodeOptions & { relayPort: number },
+  options: NodeOptions,
 ): Record<string, unknown> {
   return daemonConfig([{
     name: "laptop",
@@ -125,7 +124,7 @@ function nodeConfig(
     cluster: {
       servers: [servers].flat().map((s) => s.url),
       node: `n${index}`,
-      listen: `127.0.0.1:${options.relayPort}`,
+      listen: "127.0.0.1:0",
       tunnelHost: `127.0.0.${index}`,
       presenceTtlMs: TTL_MS,
       ...options.cluster,
@@ -265,6 +264,37 @@ describe("cluster: three daemons and one NATS", () => {
         ),
       { timeoutMs: 15_000, message: "node B to stop relaying the closed tunnel" },
     );
+  });
+
+  it("each node binds its relay listener on port 0 and advertises the port it got", async () => {
+    const bound = nodes.map((n) => n.clusterAddress);
+    for (const [i, node] of nodes.entries()) {
+      assert.match(node.clusterAddress, /^127\.0\.0\.1:\d+$/);
+      assert.notEqual(node.clusterAddress, "127.0.0.1:0");
+      assert.equal(node.clusterAdvertise, node.clusterAddress, `n${i + 1} on stdout`);
+      const running = node.logs().find((e) => e.msg === "daemon running");
+      assert.deepEqual([running?.cluster, running?.advertise], [bound[i], bound[i]]);
+      const { listeners } = (await admin(node, "/v1/info")).body as {
+        listeners: Record<string, string>;
+      };
+      assert.deepEqual([listeners.cluster, listeners.advertise], [bound[i], bound[i]]);
+    }
+    assert.equal(new Set(bound).size, 3, "a port of its own each");
+    // What the other nodes read (presence), as any node's admin API shows it.
+    const cluster = (await admin(nodes[2], "/v1/cluster")).body.cluster as {
+      nodes: { node: string; advertise: string }[];
+    };
+    assert.deepEqual(
+      cluster.nodes.map((n) => [n.node, n.advertise]),
+      bound.map((address, i) => [`n${i + 1}`, address]),
+    );
+    // The relay sessions came up on those addresses (the visitor tests relay through them).
+    await waitFor(async () => {
+      const view = (await admin(nodes[0], "/v1/cluster")).body.cluster as {
+        peers: { node: string; connected: boolean }[];
+      };
+      return view.peers.filter((p) => p.connected).length === 2;
+    }, { timeoutMs: 15_000, message: "node A's relay sessions with B and C" });
   });
 
   it("a tunnel's visitor policy holds for visitors every node relays to it", async () => {
@@ -812,9 +842,10 @@ describe("cluster: one port served from two nodes (routes)", () => {
 
   it("one DNS name for three nodes: an HA client's sessions land on two of them; one dies, its session moves to the third", async () => {
     const nats = await startNats();
-    const port = await closedPort();
-    const nodes = [];
-    for (let i = 1; i <= 3; i++) {
+    // The first node picks the port; the others take the same number on their own addresses.
+    const nodes = [await startNode(nats, 1, token, { listenTcp: "127.0.0.1:0" })];
+    const port = Number(nodes[0].tcpAddress.split(":")[1]);
+    for (let i = 2; i <= 3; i++) {
       nodes.push(await startNode(nats, i, token, { listenTcp: `127.0.0.${i}:${port}` }));
     }
     const echo = await startEchoServer();
@@ -877,19 +908,12 @@ describe("cluster: one port served from two nodes (routes)", () => {
 
   it("both nodes of an --ha 2 client killed: visitors are refused at once; a node back, it serves again", async () => {
     const nats = await startNats();
-    const tcpPorts = [await closedPort(), await closedPort()];
-    const relayPorts = [await closedPort(), await closedPort()];
-    const start = (index: number) =>
-      startNode(nats, index, token, {
-        listenTcp: `127.0.0.1:${tcpPorts[index - 1]}`,
-        relayPort: relayPorts[index - 1],
-      });
-    const n1 = await start(1);
-    const n2 = await start(2);
+    const n1 = await startNode(nats, 1, token);
+    const n2 = await startNode(nats, 2, token);
     const n3 = await startNode(nats, 3, token);
     const echo = await startEchoServer();
     const client = await startClient({
-      server: `tcp://127.0.0.1:${tcpPorts[0]},tcp://127.0.0.1:${tcpPorts[1]}`,
+      server: `${n1.tcpUrl},${n2.tcpUrl}`,
       token,
       args: ["--ha", "2", "--expose", `0=127.0.0.1:${echo.port}`],
     });
@@ -907,8 +931,9 @@ describe("cluster: one port served from two nodes (routes)", () => {
       return outcome === "refused";
     }, "visitors to be refused");
     await n3.waitForLog((e) => e.msg === "visitor refused: no route is up", 15_000, from);
-    // A node comes back on its address: the client reconnects there and the port serves again.
-    await start(1);
+    // A node comes back on its address (its relay listener on a new port, which it advertises):
+    // the client reconnects there and the port serves again.
+    await startNode(nats, 1, token, { listenTcp: n1.tcpAddress });
     assertSameBytes(await echoVia("127.0.0.3", port, payload), payload, "after n1 returned");
     assertSameBytes(await echoVia("127.0.0.1", port, payload), payload, "at n1");
     await client.stop();
@@ -1260,9 +1285,7 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
       key: join(dir, "key.pem"),
       ca: join(dir, "cert.pem"),
     };
-    const relayPorts = [await closedPort(), await closedPort()];
-    const start = (index: number) =>
-      startNode(nats, index, token, { relayPort: relayPorts[index - 1], cluster: { tls } });
+    const start = (index: number) => startNode(nats, index, token, { cluster: { tls } });
     const a = await start(1);
     await start(2);
     const client = await startClient({
@@ -1276,7 +1299,7 @@ describe("cluster: NATS away and back, a paused node, a NATS cluster losing a se
     // The relay listener speaks TLS with the configured certificate.
     const protocol = await new Promise<string>((resolve, reject) => {
       const socket = tlsConnect(
-        { host: "127.0.0.1", port: relayPorts[0], ca: identity.cert },
+        { host: "127.0.0.1", port: Number(a.clusterAddress.split(":")[1]), ca: identity.cert },
         () => {
           resolve(socket.getProtocol() ?? "");
           socket.destroy();
@@ -1500,10 +1523,9 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
     const nats = await startNats();
     const web = { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } };
     const withList = (list: string[]) => ({ config: { ...web, identityProviders: list } });
-    const [relayPort, relayPortB] = [await closedPort(), await closedPort()];
-    const a = await startNode(nats, 1, token, { ...withList([provider]), relayPort });
+    const a = await startNode(nats, 1, token, withList([provider]));
     // Node b keeps the provider listed: what it applies is the holding node's record.
-    const b = await startNode(nats, 2, token, { ...withList([provider]), relayPort: relayPortB });
+    const b = await startNode(nats, 2, token, withList([provider]));
     const onA = await sdkConnect(a.tcpUrl, { token, reconnect: false });
     const [atA, atB] = [httpAddressOf(a), httpAddressOf(b)];
     const host = "idp.tunnels.test";
@@ -1517,8 +1539,8 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
     };
     const reload = async (list: string[], node = a) => {
       const from = node.logs().length;
-      const [index, port] = node === a ? [1, relayPort] : [2, relayPortB];
-      node.writeConfig(nodeConfig(nats, index, token, { ...withList(list), relayPort: port }));
+      const index = node === a ? 1 : 2;
+      node.writeConfig(nodeConfig(nats, index, token, withList(list)));
       node.signal("SIGHUP");
       await node.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);
     };
@@ -1594,8 +1616,7 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
     const other = { name: "other", token: otherToken, expose: { ports: ["20000-32767", 0] } };
     const web = { listen: { http: "127.0.0.1:0" }, http: { domain: "tunnels.test" } };
     const options = { config: { ...web, clients: [laptop, other] } };
-    const relayPort = await closedPort();
-    const a = await startNode(nats, 1, token, { ...options, relayPort });
+    const a = await startNode(nats, 1, token, options);
     const b = await startNode(nats, 2, token, options);
     /** An app answering with its name and the path it was asked for. */
     const apps = await Promise.all(["root", "api", "other"].map(async (name) => {
@@ -1660,7 +1681,6 @@ describe("cluster: HTTP tunnels' names are the cluster's", () => {
       const from = a.logs().length;
       a.writeConfig(nodeConfig(nats, 1, token, {
         config: { ...web, clients: [{ ...laptop, visitors: { deny: ["127.0.0.6/32"] } }, other] },
-        relayPort,
       }));
       a.signal("SIGHUP");
       await a.waitForLog((e) => e.msg === "configuration reloaded", 15_000, from);

@@ -8,7 +8,6 @@ import { type Client, connect } from "../client/mod.ts";
 import { openUdp, type UdpSocket } from "../transport/udp.ts";
 import {
   cleanup,
-  closedPort,
   daemonConfig,
   type DaemonProcess,
   newToken,
@@ -32,7 +31,6 @@ async function startNode(
   tokens: { laptop: string; desk: string },
   more: Record<string, unknown> = {},
 ): Promise<DaemonProcess> {
-  const relayPort = await closedPort();
   return await startDaemon({
     config: daemonConfig([
       {
@@ -48,7 +46,8 @@ async function startNode(
       cluster: {
         servers: [nats.url],
         node: `n${index}`,
-        listen: `127.0.0.1:${relayPort}`,
+        // Port 0: the node binds a free port and advertises the one it got.
+        listen: "127.0.0.1:0",
         tunnelHost: `127.0.0.${index}`,
         presenceTtlMs: 2_000,
       },

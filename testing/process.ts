@@ -162,6 +162,10 @@ export interface DaemonProcess extends ProgramProcess {
   readonly tcpAddress: string;
   /** `127.0.0.1:PORT` of the WebSocket listener, without path ("" when off). */
   readonly wsAddress: string;
+  /** In a cluster: `127.0.0.1:PORT` of the relay listener as bound ("" otherwise). */
+  readonly clusterAddress: string;
+  /** In a cluster: the relay listener's address as the node advertises it ("" otherwise). */
+  readonly clusterAdvertise: string;
   /** The config file written for it (undefined without `config`). */
   readonly configPath: string | undefined;
   /** Rewrites the config file (then `signal("SIGHUP")` to reload). */
@@ -389,14 +393,24 @@ export async function startDaemon(options: StartDaemonOptions = {}): Promise<Dae
     ...(configPath ? ["--config", configPath] : []),
     ...(options.args ?? []),
   ];
+  // A cluster node prints its relay listener too (the last of the lines).
+  const clustered = Boolean(options.config?.cluster) ||
+    args.includes("--cluster-servers") || options.env?.TUNNELMUX_CLUSTER_SERVERS !== undefined;
   const { program, until } = spawnProgram("daemon/main.ts", args, options.env ?? {});
   const addresses = await until(
     () => {
       const text = program.stdout();
       const tcp = /tunnels over TCP on (\S+)/.exec(text)?.[1];
       const ws = /tunnels over WebSocket on (ws:\/\/\S+)/.exec(text)?.[1];
+      const cluster = /cluster relays on (\S+), advertised as (\S+)/.exec(text);
       if ((listenTcp !== "off" && !tcp) || (listenWs !== "off" && !ws)) return undefined;
-      return { tcp: tcp ?? "", ws: ws ?? "" };
+      if (clustered && !cluster) return undefined;
+      return {
+        tcp: tcp ?? "",
+        ws: ws ?? "",
+        cluster: cluster?.[1] ?? "",
+        advertise: cluster?.[2] ?? "",
+      };
     },
     options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     "listener addresses on stdout",
@@ -410,6 +424,8 @@ export async function startDaemon(options: StartDaemonOptions = {}): Promise<Dae
     wsUrl: addresses.ws,
     tcpAddress: addresses.tcp,
     wsAddress,
+    clusterAddress: addresses.cluster,
+    clusterAdvertise: addresses.advertise,
     configPath,
     writeConfig(config: Record<string, unknown>) {
       if (!configPath) throw new Error("startDaemon was given no config file");

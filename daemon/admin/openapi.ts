@@ -182,6 +182,14 @@ const schemas: Record<string, Json> = {
           admin: { type: "string" },
           http: { type: "string", description: "The shared port of HTTP tunnels." },
           https: { type: "string", description: "The shared port of HTTPS and TLS tunnels." },
+          cluster: {
+            type: "string",
+            description: "In a cluster: the relay listener, where other nodes' sessions arrive.",
+          },
+          advertise: {
+            type: "string",
+            description: "In a cluster: where other nodes dial the relay listener.",
+          },
         },
         required: ["admin"],
       },

@@ -26,7 +26,7 @@ import { ClusterRegistry } from "./cluster_registry.ts";
 import { openSigned, seal } from "./signed.ts";
 import { type KvTokenBackend, kvTokenBackend } from "./kv_tokens.ts";
 import { connectNats, type NatsLink, type NatsState } from "./nats.ts";
-import { PeerLinks, type PeerView } from "./peers.ts";
+import { advertisedAddress, PeerLinks, type PeerView } from "./peers.ts";
 import { type NodeInfo, Presence } from "./presence.ts";
 import { RelayRoute } from "./relay_route.ts";
 import { UdpRelayRoute } from "./udp_relay_route.ts";
@@ -182,6 +182,16 @@ export class Cluster {
   /** This node's name. */
   get node(): string {
     return this.#config.node;
+  }
+
+  /** Where this node's relay listener is bound (`host:port`). */
+  get relayAddress(): string {
+    return this.#peers.address;
+  }
+
+  /** Where other nodes dial this node's relay listener, as its presence entry says. */
+  get advertise(): string {
+    return this.#presence.advertise;
   }
 
   /** What this node knows of the cluster now. */
@@ -342,12 +352,22 @@ export class Cluster {
           ? cluster.#relayed(stream, header, rest, node)
           : stream.reset(ResetReason.ShuttingDown),
     });
+    // Bound before the presence entry is made: with port 0 (in `listen` or `advertise`) what
+    // other nodes dial is known only then, and the entry is the one place they read it from.
+    try {
+      await peers.start();
+    } catch (error) {
+      peers.close();
+      await link.close();
+      throw error;
+    }
+    const advertise = advertisedAddress(config.advertise, peers.port);
     const presence = new Presence({
       bucket: link.nodes,
       self: {
         node: config.node,
         run,
-        advertise: config.advertise,
+        advertise,
         version: VERSION,
         startedAt: Date.now(),
       },
@@ -361,7 +381,6 @@ export class Cluster {
     // Minted tokens: its watch checked with the registry's, restarted when NATS came back.
     const tokens = kvTokenBackend(link.tokens);
     try {
-      await peers.start();
       await presence.start();
       registry = new ClusterRegistry({
         local: deps.local,

@@ -12,14 +12,21 @@ import { EventFeed } from "../events.ts";
 import { LocalRegistry } from "../registry/local_registry.ts";
 import { TokenStore } from "../tokens/store.ts";
 import { TunnelPorts } from "../tunnels/tunnel_ports.ts";
-import { testClusterConfig } from "./_nats_link.ts";
+import type { ClusterConfig } from "../config/mod.ts";
+import { testClusterConfig, testClusterKey } from "./_nats_link.ts";
 import { type Cluster, joinCluster } from "./cluster.ts";
 
 /** A log line as the test saw it: its fields, and when it came (performance.now()). */
 type Line = Record<string, unknown> & { msg: string; at: number };
 
 /** One node joined to the NATS at `url`, whose logs and counts the test reads. */
-async function node(url: string, name: string, spreadMs: number, random: () => number) {
+async function node(
+  url: string,
+  name: string,
+  spreadMs: number,
+  random: () => number,
+  config: Partial<ClusterConfig> = {},
+) {
   const lines: Line[] = [];
   const counts = new Map<string, number>();
   const log = new Logger({
@@ -31,7 +38,7 @@ async function node(url: string, name: string, spreadMs: number, random: () => n
   register(() => rmSync(dataDir, { recursive: true, force: true }));
   const tokens = new TokenStore({ dataDir, log, onChange: () => {} });
   const cluster: Cluster = await joinCluster(
-    { ...testClusterConfig(url, name), rereadSpreadMs: spreadMs },
+    { ...testClusterConfig(url, name), rereadSpreadMs: spreadMs, ...config },
     {
       local: new LocalRegistry({ node: name, tokens }),
       log,
@@ -114,5 +121,39 @@ describe("Cluster: NATS away and back", () => {
     await sleep(Math.max(0, backLines()[3].at + 3_000 - performance.now()) + 200);
     assert.equal(linesOf("reading the cluster's buckets again").length, 1, "none after stop");
     assert.equal(cluster.registry.reads, readsAtStart + 3);
+  });
+});
+
+describe("Cluster: a relay listener on port 0", () => {
+  after(cleanup);
+
+  it("advertises the port it got, and the other node's relay session reaches it there", async () => {
+    const nats = await startNats();
+    // testClusterConfig listens on 127.0.0.1:0 and advertises 127.0.0.1:0; one cluster of two.
+    const shared = { bucketPrefix: "port0", key: testClusterKey("port0") };
+    const a = await node(nats.url, "port0-a", 3_000, Math.random, shared);
+    const b = await node(nats.url, "port0-b", 3_000, Math.random, shared);
+    for (const { cluster } of [a, b]) {
+      assert.match(cluster.relayAddress, /^127\.0\.0\.1:\d+$/);
+      assert.notEqual(cluster.relayAddress, "127.0.0.1:0");
+      assert.equal(cluster.advertise, cluster.relayAddress);
+    }
+    // What each reads of the other (its presence entry) is the bound address.
+    await waitFor(
+      () => a.cluster.view().nodes.length === 2 && b.cluster.view().nodes.length === 2,
+      {
+        timeoutMs: 10_000,
+        message: "each node seeing the other",
+      },
+    );
+    const advertised = (view: ReturnType<Cluster["view"]>) =>
+      Object.fromEntries(view.nodes.map((n) => [n.node, n.advertise]));
+    const expected = { "port0-a": a.cluster.relayAddress, "port0-b": b.cluster.relayAddress };
+    assert.deepEqual(advertised(a.cluster.view()), expected);
+    assert.deepEqual(advertised(b.cluster.view()), expected);
+    await waitFor(() => a.cluster.view().peers.some((p) => p.connected), {
+      timeoutMs: 10_000,
+      message: "the relay session between them",
+    });
   });
 });

@@ -21,7 +21,7 @@ import { onStreamHeader, readStreamHeader } from "../../tunnel/read_stream_heade
 import { TUNNEL_ACK_DELAY_MS } from "../../tunnel/ack_delay.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
-import { type HostPort, parseHostPort } from "../../util/address.ts";
+import { formatHostPort, type HostPort, parseHostPort } from "../../util/address.ts";
 import type { Logger } from "../../util/log.ts";
 import { anyProofMatches, newNonce, peerProofs } from "./peer_auth.ts";
 
@@ -99,6 +99,15 @@ function receivedProofs(message: Record<string, unknown>): unknown[] {
   return [message.proof, ...more];
 }
 
+/**
+ * The address other nodes dial to reach this node: `advertise` (`cluster.advertise`, HOST:PORT),
+ * its port 0 replaced by `boundPort`, the port the relay listener got.
+ */
+export function advertisedAddress(advertise: string, boundPort: number): string {
+  const { hostname, port } = parseHostPort(advertise);
+  return port === 0 ? formatHostPort(hostname, boundPort) : advertise;
+}
+
 /** The relay sessions of this node with every other. */
 export class PeerLinks {
   readonly #options: PeerLinksOptions;
@@ -120,9 +129,14 @@ export class PeerLinks {
       : await listenTcp(listen, (t) => this.#accept(t));
   }
 
-  /** Where the relay listener is bound. */
+  /** Where the relay listener is bound, as `host:port` ("" before {@linkcode start}). */
   get address(): string {
-    return this.#listener ? `${this.#listener.hostname}:${this.#listener.port}` : "";
+    return this.#listener ? formatHostPort(this.#listener.hostname, this.#listener.port) : "";
+  }
+
+  /** The port the relay listener is bound to (0 before {@linkcode start}). */
+  get port(): number {
+    return this.#listener?.port ?? 0;
   }
 
   /** A node is alive at `advertise`: keep a session with it (dialing, if this side dials). */

@@ -14,7 +14,7 @@ import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
 import { concat } from "../../util/bytes.ts";
 import { Logger } from "../../util/log.ts";
-import { PeerLinks } from "./peers.ts";
+import { advertisedAddress, PeerLinks } from "./peers.ts";
 
 const KEY = "a-cluster-key-0123456789abcdef";
 const OTHER = "another-cluster-key-0123456789";
@@ -41,6 +41,22 @@ async function peer(
   await links.start();
   return { links, lines };
 }
+
+describe("the advertised relay address", () => {
+  afterEach(cleanup);
+
+  it("is cluster.advertise, its port 0 replaced by the port the listener got", async () => {
+    const { links } = await peer("a", [KEY]);
+    const port = links.port;
+    assert.ok(port > 0, links.address);
+    assert.equal(links.address, `127.0.0.1:${port}`);
+    assert.equal(advertisedAddress("127.0.0.1:0", port), `127.0.0.1:${port}`);
+    assert.equal(advertisedAddress("relay.example:0", port), `relay.example:${port}`);
+    assert.equal(advertisedAddress("[::1]:0", port), `[::1]:${port}`);
+    // A port given is kept (a forwarded port, another one in front of the listener).
+    assert.equal(advertisedAddress("10.0.0.1:7090", port), "10.0.0.1:7090");
+  });
+});
 
 describe("relay sessions", () => {
   afterEach(cleanup);

@@ -107,6 +107,11 @@ export class Presence {
     return this.#options.self.node;
   }
 
+  /** Where other nodes dial this node, as its entry says. */
+  get advertise(): string {
+    return this.#options.self.advertise;
+  }
+
   /** This run's id. */
   get run(): string {
     return this.#options.self.run;

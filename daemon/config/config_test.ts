@@ -826,6 +826,26 @@ describe("config: cluster", () => {
     assert.equal(c.cluster!.advertise, "10.0.0.2:7091");
   });
 
+  it("listen on port 0 needs no advertise when its host is an address: the bound port is advertised", () => {
+    for (const [listen, advertise] of [["127.0.0.1:0", "127.0.0.1:0"], ["[::1]:0", "[::1]:0"]]) {
+      const r = validateConfig(cluster({ advertise: undefined, listen }));
+      assert.deepEqual(r.errors, [], listen);
+      assert.equal(r.config!.cluster!.listen.port, 0);
+      // Port 0 stays in the config: the node replaces it with the bound port when it joins.
+      assert.equal(r.config!.cluster!.advertise, advertise);
+    }
+  });
+
+  it("advertise may give port 0 (the bound port), with a wildcard listen too, but not a wildcard host", () => {
+    const c = validateConfig(cluster({ listen: "0.0.0.0:0", advertise: "10.0.0.3:0" })).config!;
+    assert.deepEqual([c.cluster!.listen.port, c.cluster!.advertise], [0, "10.0.0.3:0"]);
+    for (const advertise of ["0.0.0.0:7090", "[::]:0"]) {
+      assert.deepEqual(errors(cluster({ advertise })), [
+        `cluster.advertise: "${advertise}" is a wildcard address: name one other nodes can dial`,
+      ]);
+    }
+  });
+
   const bad: [string, Record<string, unknown>, string][] = [
     ["no servers", { servers: [] }, "cluster.servers: name at least one NATS server"],
     [
@@ -841,7 +861,12 @@ describe("config: cluster", () => {
     [
       "a wildcard listen without advertise",
       { advertise: undefined },
-      "cluster.advertise: required when cluster.listen is a wildcard address or port 0",
+      "cluster.advertise: required when cluster.listen is a wildcard address",
+    ],
+    [
+      "a wildcard listen on port 0 without advertise",
+      { advertise: undefined, listen: "[::]:0" },
+      "cluster.advertise: required when cluster.listen is a wildcard address",
     ],
     [
       "two kinds of credentials",

@@ -206,7 +206,10 @@ export interface ClusterConfig {
   node: string;
   /** Where this node takes relay sessions from other nodes. */
   listen: HostPort;
-  /** `host:port` other nodes dial to reach `listen` (default: `listen`, unless it is a wildcard). */
+  /**
+   * `host:port` other nodes dial to reach `listen` (default: `listen`, unless it is a wildcard);
+   * port 0 stands for the port `listen` gets bound to, advertised once bound.
+   */
   advertise: string;
   /** The secret every node of the cluster shares; nodes prove it to each other (HMAC). */
   key: string;

@@ -6,7 +6,13 @@
  * @module
  */
 
-import { type HostPort, type IpAddress, parseHostPort, parseIp } from "../../util/address.ts";
+import {
+  formatHostPort,
+  type HostPort,
+  type IpAddress,
+  parseHostPort,
+  parseIp,
+} from "../../util/address.ts";
 import { classify, parseHost } from "../policy/ip_ranges.ts";
 import { hostName } from "../../util/host.ts";
 import type {
@@ -171,6 +177,12 @@ function listenAddress(w: Walker, value: unknown, path: string): HostPort | null
     return w.error(path, `${show(value)} has an invalid host`);
   }
   return hp;
+}
+
+/** Whether `host` is an address of every interface (0.0.0.0, ::), which no other host can dial. */
+function isWildcard(host: string): boolean {
+  const ip = parseIp(host);
+  return ip !== undefined && classify(ip) === "unspecified";
 }
 
 /** A token field: a `sha256:` hash, or a plain token (long enough, no stray whitespace) hashed here. */
@@ -675,17 +687,24 @@ function checkCluster(w: Walker, value: unknown): ClusterConfig | null | undefin
   let advertise = raw.advertise === undefined
     ? undefined
     : w.string(raw.advertise, "cluster.advertise");
+  // Port 0, in either, is the port the relay listener gets: the node advertises it once bound.
   if (advertise !== undefined) {
+    let host: string | undefined;
     try {
-      parseHostPort(advertise);
+      host = parseHostPort(advertise).hostname;
     } catch {
       advertise = w.error("cluster.advertise", `${show(advertise)} must be HOST:PORT`);
     }
+    if (host !== undefined && isWildcard(host)) {
+      advertise = w.error(
+        "cluster.advertise",
+        `${show(advertise)} is a wildcard address: name one other nodes can dial`,
+      );
+    }
   } else if (listen) {
-    const wildcard = listen.hostname === "0.0.0.0" || listen.hostname === "::";
-    if (wildcard || listen.port === 0) {
-      w.error("cluster.advertise", "required when cluster.listen is a wildcard address or port 0");
-    } else advertise = raw.listen as string;
+    if (isWildcard(listen.hostname)) {
+      w.error("cluster.advertise", "required when cluster.listen is a wildcard address");
+    } else advertise = formatHostPort(listen.hostname, listen.port);
   }
   const key = typeof raw.key === "string" && raw.key.length >= MIN_CLUSTER_KEY ? raw.key : w.error(
     "cluster.key",

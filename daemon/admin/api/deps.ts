@@ -39,6 +39,10 @@ export interface ListenerAddresses {
   readonly http?: string;
   /** The HTTPS and TLS tunnels' port. */
   readonly https?: string;
+  /** In a cluster: the relay listener. */
+  readonly cluster?: string;
+  /** In a cluster: where other nodes dial the relay listener. */
+  readonly advertise?: string;
 }
 
 /** A live node of the cluster, as its presence entry says. */
