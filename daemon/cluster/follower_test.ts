@@ -7,29 +7,20 @@ import { cleanup } from "../../testing/cleanup.ts";
 import { waitFor } from "../../testing/wait.ts";
 import type { KvBucket, KvEntry, NatsLink } from "./nats.ts";
 import { Follower } from "./follower.ts";
-import { testNatsLink } from "./_nats_link.ts";
+import { countedBucket, testNatsLink } from "./_nats_link.ts";
 
 let link: NatsLink & { url: string };
 
 /** `bucket` with its requests counted and a watch that can be held (deliveries dropped). */
 function instrumented(bucket: KvBucket) {
-  const calls = { get: 0, keys: 0, latest: 0, lastRevision: 0, watch: 0 };
-  const control = {
+  const counted = countedBucket(bucket);
+  const calls = Object.assign(counted.calls, { lastRevision: 0, watch: 0 });
+  const control = Object.assign(counted.control, {
     hold: false,
     end: undefined as (() => void) | undefined,
-    /** Runs once the bucket's read has its values, before the follower sees them. */
-    duringRead: undefined as (() => Promise<void>) | undefined,
-  };
+  });
   const wrapped: KvBucket = {
-    ...bucket,
-    get: (key) => (calls.get++, bucket.get(key)),
-    keys: () => (calls.keys++, bucket.keys()),
-    async latest() {
-      calls.latest++;
-      const read = await bucket.latest();
-      await control.duringRead?.();
-      return read;
-    },
+    ...counted.bucket,
     lastRevision: () => (calls.lastRevision++, bucket.lastRevision()),
     async watch(options) {
       calls.watch++;
@@ -124,7 +115,6 @@ describe("Follower", () => {
     // The read has the record; before the follower applies it, the record is deleted and the
     // watch delivers the deletion.
     control.duringRead = async () => {
-      control.duringRead = undefined;
       await link.ports.delete(`${prefix}-revoked`);
       await waitFor(
         () => f.applied.some((e) => e.key === `${prefix}-revoked` && e.operation !== "PUT"),

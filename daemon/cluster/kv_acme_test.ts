@@ -132,14 +132,22 @@ describe("KvAcmeStorage", () => {
   /** A node's storage on `link`, whose orders bucket is `ordersKind` (its own TTL). */
   async function storage(
     link: NatsLink,
-    options: { node?: string; keys?: string[]; ordersKind?: string; ttlMs?: number } = {},
+    options: {
+      node?: string;
+      keys?: string[];
+      ordersKind?: string;
+      ttlMs?: number;
+      /** Buckets to use instead of the link's own (wrapped to count requests). */
+      certificates?: KvBucket;
+      orders?: KvBucket;
+    } = {},
   ): Promise<{ storage: KvAcmeStorage; lines: Record<string, unknown>[] }> {
     const ttlMs = options.ttlMs ?? TTL_MS;
     const { log, lines } = keptLog();
     const created = new KvAcmeStorage({
-      certificates: await link.bucket("certificates"),
+      certificates: options.certificates ?? await link.bucket("certificates"),
       certificatesName: `${NAME}-certificates`,
-      orders: await link.bucket(options.ordersKind ?? "acme", ttlMs),
+      orders: options.orders ?? await link.bucket(options.ordersKind ?? "acme", ttlMs),
       ttlMs,
       keys: options.keys ?? [KEY],
       node: options.node ?? "n",
@@ -384,16 +392,11 @@ describe("KvAcmeStorage", () => {
     }
     const certificates = countedBucket(await b.bucket("certificates"));
     const orders = countedBucket(await b.bucket(ordersKind, TTL_MS));
-    const reader = new KvAcmeStorage({
-      certificates: certificates.bucket,
-      certificatesName: `${NAME}-certificates`,
-      orders: orders.bucket,
-      ttlMs: TTL_MS,
-      keys: [KEY],
+    const { storage: reader } = await storage(b, {
       node: "reader",
-      log: keptLog().log,
+      certificates: certificates.bucket,
+      orders: orders.bucket,
     });
-    storages.push(reader);
     const found = await loaded(reader);
     for (const [i, host] of hosts.entries()) assert.deepEqual(found.get(host), [identities[i]]);
     for (const token of tokens) assert.equal(reader.httpAnswer(token), `${token}.k`);
@@ -409,16 +412,7 @@ describe("KvAcmeStorage", () => {
     const { storage: orderer } = await storage(a, { ordersKind });
     await orderer.load(() => {});
     const orders = countedBucket(await b.bucket(ordersKind, TTL_MS));
-    const reader = new KvAcmeStorage({
-      certificates: await b.bucket("certificates"),
-      certificatesName: `${NAME}-certificates`,
-      orders: orders.bucket,
-      ttlMs: TTL_MS,
-      keys: [KEY],
-      node: "reader",
-      log: keptLog().log,
-    });
-    storages.push(reader);
+    const { storage: reader } = await storage(b, { node: "reader", orders: orders.bucket });
     const http = { type: "http-01" as const, token: "reread-1", keyAuthorization: "reread-1.k" };
     await orderer.addChallenge(http);
     await reader.load(() => {});
