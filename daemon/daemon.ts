@@ -37,6 +37,7 @@ import { TokenStore } from "./tokens/store.ts";
 import type { Cluster } from "./cluster/cluster.ts";
 import { TunnelPorts } from "./tunnels/tunnel_ports.ts";
 import { formatHostPort, type HostPort } from "../util/address.ts";
+import { bindNamed } from "../util/bind_named.ts";
 
 /** Daemon lifecycle states. */
 export type DaemonState = "starting" | "running" | "draining" | "stopped";
@@ -87,31 +88,6 @@ export function listenerLines(addresses: DaemonAddresses, secure: boolean): stri
 /** A listener's bound address as `host:port` (IPv6 in brackets). */
 function addressOf(listener: TransportListener): string {
   return formatHostPort(listener.hostname, listener.port);
-}
-
-/**
- * Binds a listener, naming it and its address in the error when it cannot ("tunnels over TCP on
- * 127.0.0.1:7000: address already in use (another daemon?); choose another with --listen-tcp").
- */
-async function named<T>(
-  what: string,
-  address: HostPort,
-  flag: string,
-  bind: () => Promise<T>,
-): Promise<T> {
-  try {
-    return await bind();
-  } catch (error) {
-    const err = error as Error & { code?: string };
-    const inUse = err.name === "AddrInUse" || err.code === "EADDRINUSE";
-    const where = formatHostPort(address.hostname, address.port);
-    throw new Error(
-      inUse
-        ? `cannot listen for ${what} on ${where}: the address is in use (another daemon?); ` +
-          `choose another with ${flag}`
-        : `cannot listen for ${what} on ${where}: ${err.message}`,
-    );
-  }
 }
 
 /** A running tunnelmux daemon. */
@@ -406,14 +382,15 @@ export class Daemon {
     this.#log.info("daemon running", { ...this.#addresses });
   }
 
-  /** Binds one of the daemon's listeners (see {@linkcode named}); `stop()` closes it. */
+  /** Binds one of the daemon's listeners, named in its error (`bindNamed`); `stop()` closes it. */
   async #listen(
     what: string,
     address: HostPort,
     flag: string,
     bind: () => Promise<TransportListener>,
   ): Promise<TransportListener> {
-    const listener = await named(what, address, flag, bind);
+    const where = formatHostPort(address.hostname, address.port);
+    const listener = await bindNamed(what, where, flag, bind);
     this.#listeners.push(listener);
     return listener;
   }

@@ -16,6 +16,7 @@ import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
 import { connectTcp, connectTls, listenTcp, listenTls } from "../../transport/mod.ts";
+import { bindNamed } from "../../util/bind_named.ts";
 import { ControlChannel } from "../../tunnel/control_channel.ts";
 import { onStreamHeader, readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { TUNNEL_ACK_DELAY_MS } from "../../tunnel/ack_delay.ts";
@@ -121,12 +122,18 @@ export class PeerLinks {
     this.#options = options;
   }
 
-  /** Binds the relay listener. */
+  /** Binds the relay listener; an error names it and `cluster.listen` (`--cluster-listen`). */
   async start(): Promise<void> {
     const { listen, tls } = this.#options;
-    this.#listener = tls
-      ? await listenTls({ ...listen, cert: tls.cert, key: tls.key }, (t) => this.#accept(t))
-      : await listenTcp(listen, (t) => this.#accept(t));
+    this.#listener = await bindNamed(
+      "the cluster's relay sessions",
+      formatHostPort(listen.hostname, listen.port),
+      "cluster.listen (--cluster-listen)",
+      () =>
+        tls
+          ? listenTls({ ...listen, cert: tls.cert, key: tls.key }, (t) => this.#accept(t))
+          : listenTcp(listen, (t) => this.#accept(t)),
+    );
   }
 
   /** Where the relay listener is bound, as `host:port` ("" before {@linkcode start}). */

@@ -42,6 +42,29 @@ async function peer(
   return { links, lines };
 }
 
+describe("the relay listener", () => {
+  afterEach(cleanup);
+
+  it("names cluster.listen when its address is taken", async () => {
+    const { links: first } = await peer("a", [KEY]);
+    const second = new PeerLinks({
+      node: "b",
+      keys: [KEY],
+      listen: { hostname: "127.0.0.1", port: first.port },
+      handshakeTimeoutMs: 5_000,
+      keepAliveMs: 1_000,
+      log: new Logger({ level: "error", format: "json", sink: () => {} }),
+      onStream: (stream) => stream.reset(ResetReason.UnknownTunnel),
+    });
+    register(() => second.close());
+    await assert.rejects(second.start(), {
+      message: `cannot listen for the cluster's relay sessions on 127.0.0.1:${first.port}: ` +
+        "the address is in use (another daemon?); choose another with cluster.listen " +
+        "(--cluster-listen)",
+    });
+  });
+});
+
 describe("the advertised relay address", () => {
   afterEach(cleanup);
 
