@@ -53,7 +53,13 @@ import {
   type TlsListenOptions,
 } from "../io/tcp_options.ts";
 import { WriteGate } from "../io/write_gate.ts";
-import { releaseBytes } from "../../util/buffer_pool.ts";
+import { adoptedReads, releaseBytes } from "../../util/buffer_pool.ts";
+
+/**
+ * Reads at least this long are adopted by {@linkcode adoptedReads}; smaller ones (requests, ACKs)
+ * are not worth the bookkeeping and are left to the collector.
+ */
+const ADOPT_READ = 16 * 1024;
 
 /** A Bun TCP socket carrying its transport in `data`. */
 type Socket = BunSocket<BunTcpTransport>;
@@ -209,6 +215,9 @@ export class BunTcpTransport implements Transport {
 
   /** @internal Bun `data` callback. */
   onData(chunk: Uint8Array): void {
+    // A large read is tracked by claims like a pooled one, so it is freed once the session and the
+    // streams are done with it, not at the next collection (tens of MiB of reads later).
+    if (chunk.length >= ADOPT_READ) adoptedReads.adopt(chunk as Uint8Array<ArrayBuffer>);
     this.#sink.data(chunk);
     // Whoever waited for these bytes starts the transport now, most likely, taking them.
     this.#firstReadDone();
