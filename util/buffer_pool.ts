@@ -70,7 +70,7 @@ export function poisonReleasedBuffers(on: boolean): boolean {
 export class BufferPool {
   /** Size of every buffer handed out. */
   readonly size: number;
-  /** Buffers kept for reuse at most; more returned ones are left to the garbage collector. */
+  /** Buffers kept for reuse at most; more returned ones are freed at once (detached). */
   readonly maxFree: number;
   #free: Entry[] = [];
   /** Buffers created, for tests and measurements. */
