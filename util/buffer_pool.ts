@@ -70,7 +70,7 @@ export function poisonReleasedBuffers(on: boolean): boolean {
 export class BufferPool {
   /** Size of every buffer handed out. */
   readonly size: number;
-  /** Buffers kept for reuse at most; more returned ones are left to the garbage collector. */
+  /** Buffers kept for reuse at most; more returned ones are freed at once (detached). */
   readonly maxFree: number;
   #free: Entry[] = [];
   /** Buffers created, for tests and measurements. */
@@ -80,6 +80,8 @@ export class BufferPool {
    * may have corrupted data (with poisoning on they throw instead). Exported as a metric.
    */
   strays = 0;
+  /** Buffers given back while the pool was full, and freed at once (see `freeNow`). */
+  dropped = 0;
 
   /** A pool of `size`-byte buffers keeping at most `maxFree` of them while unused. */
   constructor(size: number, maxFree: number) {
@@ -107,14 +109,50 @@ export class BufferPool {
     return entry.bytes;
   }
 
+  /**
+   * Takes `bytes`, a buffer allocated elsewhere and covering its whole ArrayBuffer, into the
+   * pool's accounting with one claim, as if {@linkcode acquire} had handed it out, so that it is
+   * freed (or kept) when its last claim comes back. For reads an engine allocates fresh for each
+   * call (Bun's sockets). A pool that keeps none (`maxFree` 0) adopts any size, others only their
+   * own. Returns false, and does nothing, for a view of part of a buffer, a size the pool would
+   * keep wrong, or a buffer already tracked.
+   */
+  adopt(bytes: Uint8Array<ArrayBuffer>): boolean {
+    const buffer = bytes.buffer;
+    if (bytes.byteOffset !== 0 || bytes.byteLength !== buffer.byteLength) return false;
+    if (this.maxFree > 0 && buffer.byteLength !== this.size) return false;
+    if (entries.has(buffer)) return false;
+    const entry = new Entry(this, bytes);
+    entry.claims = 1;
+    entries.set(buffer, entry);
+    return true;
+  }
+
   /** @internal The last claim was given back. */
   _return(entry: Entry): void {
     if (this.#free.length >= this.maxFree) {
       entries.delete(entry.bytes.buffer);
+      freeNow(entry.bytes.buffer);
+      this.dropped++;
       return;
     }
     if (poison) entry.bytes.fill(POISON);
     this.#free.push(entry);
+  }
+}
+
+/**
+ * Frees `buffer`'s memory now by detaching it (a zero-length transfer), instead of when the engine
+ * next collects garbage: it collects for external memory only after tens of MiB more of it, so
+ * the buffers a full pool turns away after a burst (a stream buffer drained) would otherwise still
+ * be allocated when the next burst allocates new ones, and the process's peak grows by that much.
+ * Nobody holds a claim on it, so nobody may read it; a stray view sees an empty buffer.
+ */
+function freeNow(buffer: ArrayBuffer): void {
+  try {
+    buffer.transfer(0);
+  } catch {
+    // An engine without ArrayBuffer.prototype.transfer: the collector frees it later.
   }
 }
 
@@ -213,6 +251,12 @@ export const relayBuffers: BufferPool = new BufferPool(64 * 1024 + 1024, 64);
  * (2 MiB) are kept.
  */
 export const bulkBuffers: BufferPool = new BufferPool(256 * 1024 + 4096, 8);
+
+/**
+ * Socket reads that Bun allocates fresh for every call ({@linkcode BufferPool.adopt}): none is
+ * kept, each is freed as soon as its last claim comes back instead of waiting for a collection.
+ */
+export const adoptedReads: BufferPool = new BufferPool(0, 0);
 
 /**
  * A pooled buffer of at least `size` bytes from the smallest pool that has them, or undefined when

@@ -101,6 +101,54 @@ describe("BufferPool", () => {
     assert.equal(pool.free, 2);
   });
 
+  it("frees a buffer the full pool turns away at once, and keeps the ones it takes", () => {
+    const pool = new BufferPool(16, 2);
+    const taken = [pool.acquire(), pool.acquire(), pool.acquire()];
+    for (const bytes of taken) releaseBytes(bytes);
+    // Detached: its memory went back now, not at the engine's next collection.
+    assert.equal(taken[2].buffer.byteLength, 0);
+    assert.equal(taken[2].length, 0);
+    assert.equal(pool.dropped, 1);
+    assert.deepEqual([taken[0].buffer.byteLength, taken[1].buffer.byteLength], [16, 16]);
+    assert.equal(pool.acquire().length, 16);
+  });
+
+  it("frees no buffer that was forgotten, whatever is released later", () => {
+    const pool = new BufferPool(16, 0);
+    const a = pool.acquire();
+    forgetBytes(a);
+    releaseBytes(a);
+    assert.equal(a.buffer.byteLength, 16);
+    assert.equal(pool.dropped, 0);
+  });
+
+  it("adopts a whole buffer made elsewhere and frees it when its last claim comes back", () => {
+    const reads = new BufferPool(0, 0);
+    const chunk = new Uint8Array(100).fill(7);
+    assert.ok(reads.adopt(chunk));
+    assert.ok(isPooled(chunk));
+    assert.ok(!reads.adopt(chunk), "already tracked");
+    const kept = chunk.subarray(10, 20);
+    retainBytes(kept); // a stream buffers a view of it
+    releaseBytes(chunk); // the session is done parsing
+    assert.equal(chunk.buffer.byteLength, 100, "a claim is still out");
+    assert.ok(kept.every((b) => b === 7));
+    releaseBytes(kept);
+    assert.equal(chunk.buffer.byteLength, 0);
+    assert.equal(reads.free, 0, "never handed out again");
+  });
+
+  it("adopts no part of a buffer, and only its own size into a pool that keeps buffers", () => {
+    const whole = new Uint8Array(64);
+    assert.ok(!new BufferPool(0, 0).adopt(whole.subarray(8)));
+    assert.ok(!new BufferPool(32, 4).adopt(whole));
+    const pool = new BufferPool(64, 4);
+    assert.ok(pool.adopt(whole));
+    releaseBytes(whole);
+    assert.equal(pool.free, 1);
+    assert.equal(pool.acquire(), whole);
+  });
+
   it("with poisoning, a release without a claim and a late claim throw", () => {
     const pool = new BufferPool(16, 2);
     const a = pool.acquire();

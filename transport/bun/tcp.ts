@@ -13,9 +13,10 @@
  * - The buffer passed to `data` is freshly allocated per call (each has its own ArrayBuffer at
  *   offset 0, and earlier buffers keep their bytes; checked on Bun 1.4.4 by retaining every chunk
  *   of a multi-MiB transfer and comparing them afterwards, see bun/tcp_test.ts), so it is handed
- *   on without a copy, and reads cannot come from `util/buffer_pool.ts`. The session's write
- *   batches can: `write` keeps nothing, so a batch is given back as soon as the kernel has it
- *   and the next one reuses it (`releasesWrites`).
+ *   on without a copy, and reads cannot come from `util/buffer_pool.ts`; a large one is adopted
+ *   into its claim accounting instead (`adoptedReads`), so it is freed once read. The session's
+ *   write batches can: `write` keeps nothing, so a batch is given back as soon as the kernel has
+ *   it and the next one reuses it (`releasesWrites`).
  *
  * Bun's types are declared locally (no `@types/bun`), so `deno check` stays clean.
  *
@@ -53,7 +54,13 @@ import {
   type TlsListenOptions,
 } from "../io/tcp_options.ts";
 import { WriteGate } from "../io/write_gate.ts";
-import { releaseBytes } from "../../util/buffer_pool.ts";
+import { adoptedReads, releaseBytes } from "../../util/buffer_pool.ts";
+
+/**
+ * Reads at least this long are adopted by {@linkcode adoptedReads}; smaller ones (requests, ACKs)
+ * are not worth the bookkeeping and are left to the collector.
+ */
+const ADOPT_READ = 16 * 1024;
 
 /** A Bun TCP socket carrying its transport in `data`. */
 type Socket = BunSocket<BunTcpTransport>;
@@ -209,6 +216,9 @@ export class BunTcpTransport implements Transport {
 
   /** @internal Bun `data` callback. */
   onData(chunk: Uint8Array): void {
+    // A large read is tracked by claims like a pooled one, so it is freed once the session and the
+    // streams are done with it, not at the next collection (tens of MiB of reads later).
+    if (chunk.length >= ADOPT_READ) adoptedReads.adopt(chunk as Uint8Array<ArrayBuffer>);
     this.#sink.data(chunk);
     // Whoever waited for these bytes starts the transport now, most likely, taking them.
     this.#firstReadDone();

@@ -4,6 +4,7 @@ import type { Transport } from "../../protocol/transport.ts";
 import { firstReadContract, tcpContract, tcpPairFactory, transportContract } from "../_contract.ts";
 import { isBun } from "../_test_util.ts";
 import { BunTcpTransport, connectBunTcp, listenBunTcp } from "./tcp.ts";
+import { isPooled, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
 
 // The native Bun adapter exists only under Bun; elsewhere these suites are reported as skipped.
 // The contract's echo test retains every chunk Bun hands to `data` and compares them at the end:
@@ -119,5 +120,38 @@ describe("bun/tcp: addresses known without asking", { skip: !isBun }, () => {
     } finally {
       await listener.close();
     }
+  });
+});
+
+describe("bun/tcp: read memory", () => {
+  it("a large read goes to a releasing receiver with a claim, and is freed at its release", () => {
+    const { socket } = recordingSocket();
+    // deno-lint-ignore no-explicit-any
+    const transport = new BunTcpTransport(socket as any);
+    const got: Uint8Array[] = [];
+    transport.start({ ...noHandlers, releases: true, data: (chunk) => got.push(chunk) });
+    transport.onData(new Uint8Array(64 * 1024).fill(1));
+    transport.onData(new Uint8Array(100).fill(2));
+    assert.equal(got.length, 2);
+    assert.ok(isPooled(got[0]));
+    assert.ok(!isPooled(got[1]), "a small read is left to the collector");
+    const view = got[0].subarray(0, 10);
+    retainBytes(view);
+    releaseBytes(got[0]);
+    assert.ok(view.every((b) => b === 1), "a view with a claim stays readable");
+    releaseBytes(view);
+    assert.equal(got[0].buffer.byteLength, 0, "freed at the last release");
+  });
+
+  it("a receiver that does not release keeps its reads whole", () => {
+    const { socket } = recordingSocket();
+    // deno-lint-ignore no-explicit-any
+    const transport = new BunTcpTransport(socket as any);
+    const got: Uint8Array[] = [];
+    transport.start({ ...noHandlers, data: (chunk) => got.push(chunk) });
+    transport.onData(new Uint8Array(64 * 1024).fill(3));
+    releaseBytes(got[0]);
+    assert.equal(got[0].length, 64 * 1024);
+    assert.ok(!isPooled(got[0]));
   });
 });
