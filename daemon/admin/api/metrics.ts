@@ -326,6 +326,12 @@ export function renderMetrics(daemon: MetricsApiDeps, now: number = Date.now()):
       { labels: { pool, kind: "idle" }, value: p.free },
     ]),
   );
+  w.family(
+    "tunnelmux_relay_buffers_freed_total",
+    "counter",
+    "Pooled relay buffers given back while their pool was full, freed at once (a burst's excess).",
+    Object.entries(pools).map(([pool, p]): Sample => ({ labels: { pool }, value: p.dropped })),
+  );
   w.single(
     "tunnelmux_relay_buffer_strays_total",
     "counter",

@@ -21,6 +21,7 @@ import { fakeSession, fakeTunnel, memoryRegistry } from "../../registry/_fake_ha
 import { fakeCluster, served } from "./_fake_deps.ts";
 import type { MetricsApiDeps } from "./deps.ts";
 import { newUdpCounters } from "../../../tunnel/udp_flow.ts";
+import { relayBuffers, releaseBytes } from "../../../util/buffer_pool.ts";
 
 const TOKEN = "metrics-test-token-0123456789abcdef";
 
@@ -126,6 +127,7 @@ const FAMILIES: Record<string, string> = {
   tunnelmux_process_memory_bytes: "gauge",
   tunnelmux_relay_buffers: "gauge",
   tunnelmux_relay_buffer_strays_total: "counter",
+  tunnelmux_relay_buffers_freed_total: "counter",
   tunnelmux_udp_flows_open: "gauge",
   tunnelmux_udp_flows_total: "counter",
   tunnelmux_udp_datagrams_total: "counter",
@@ -401,6 +403,15 @@ describe("GET /metrics (daemon in process)", () => {
     assert.ok(value(m, "tunnelmux_process_memory_bytes", { kind: "rss" }) > 0);
     assert.equal(value(m, "tunnelmux_relay_buffer_strays_total"), 0);
     assert.ok(value(m, "tunnelmux_uptime_seconds") >= 0);
+  });
+
+  it("counts the relay buffers a full pool freed", async () => {
+    const before = value(await scrape(), "tunnelmux_relay_buffers_freed_total", { pool: "relay" });
+    // More out at once than the pool keeps idle: given back together, three are freed.
+    const out = Array.from({ length: relayBuffers.maxFree + 3 }, () => relayBuffers.acquire());
+    for (const bytes of out) releaseBytes(bytes);
+    const after = value(await scrape(), "tunnelmux_relay_buffers_freed_total", { pool: "relay" });
+    assert.equal(after - before, 3);
   });
 
   it("moves session and tunnel counters while a visitor is still connected", async () => {
