@@ -149,12 +149,12 @@ export class BufferPool {
  * Nobody holds a claim on it, so nobody may read it; a stray view sees an empty buffer.
  */
 function freeNow(buffer: ArrayBuffer): void {
-  try {
-    buffer.transfer(0);
-  } catch {
-    // An engine without ArrayBuffer.prototype.transfer: the collector frees it later.
-  }
+  // An engine without it (Node 20, where the SDK runs) leaves the buffer to the collector, without
+  // throwing and catching a TypeError for every buffer turned away.
+  if (CAN_TRANSFER) buffer.transfer(0);
 }
+
+const CAN_TRANSFER = typeof ArrayBuffer.prototype.transfer === "function";
 
 function checkPoison(bytes: Uint8Array): void {
   for (let i = 0; i < bytes.length; i++) {
