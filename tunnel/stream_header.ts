@@ -142,8 +142,11 @@ function checkFields(kind: StreamHeader["kind"], fields: unknown): StreamHeader 
     throw new StreamHeaderError("stream header body must be a JSON object");
   }
   const { required, optional } = FIELDS[kind];
-  const header: Record<string, string> = { kind };
-  for (const [name, value] of Object.entries(fields)) {
+  // Every stream starts with a header: its fields are checked where JSON.parse put them (no
+  // entries array, no second object), and `kind` is added to them.
+  const header = fields as Record<string, unknown>;
+  for (const name in header) {
+    const value = header[name];
     if (!required.includes(name) && !optional.includes(name)) {
       throw new StreamHeaderError(`unexpected field "${name}" in a ${kind} header`);
     }
@@ -153,10 +156,12 @@ function checkFields(kind: StreamHeader["kind"], fields: unknown): StreamHeader 
     if (name in FLAG_VALUES && value !== FLAG_VALUES[name]) {
       throw new StreamHeaderError(`field "${name}" must be "${FLAG_VALUES[name]}"`);
     }
-    header[name] = value;
   }
   for (const name of required) {
-    if (!(name in header)) throw new StreamHeaderError(`a ${kind} header needs "${name}"`);
+    if (!Object.hasOwn(header, name)) {
+      throw new StreamHeaderError(`a ${kind} header needs "${name}"`);
+    }
   }
+  header.kind = kind;
   return header as unknown as StreamHeader;
 }

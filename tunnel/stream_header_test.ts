@@ -46,6 +46,12 @@ describe("stream header", () => {
     }
   });
 
+  /** A header of `kind` whose body is `json`, as it is, unchecked. */
+  const withBody = (kind: "visitor", json: string): number[] => {
+    const body = new TextEncoder().encode(json);
+    const head = encodeStreamHeader({ kind, tunnel: "t", remote: "r", local: "l" });
+    return [head[0], head[1], body.length >>> 8, body.length & 0xff, ...body];
+  };
   const bad: [string, number[] | Uint8Array, RegExp][] = [
     ["a wrong version, from its first byte", [2], /version/],
     ["an unknown kind", [1, 99, 0, 0], /kind/],
@@ -59,6 +65,23 @@ describe("stream header", () => {
       7,
       ...new TextEncoder().encode('{"x":1}'),
     ], /unexpected/],
+    // The fields are checked where JSON.parse put them: neither may slip in as another key.
+    [
+      "a body naming its own kind",
+      withBody(
+        "visitor",
+        '{"kind":"forward","tunnel":"t","remote":"r","local":"l"}',
+      ),
+      /unexpected field "kind"/,
+    ],
+    [
+      "a body with a __proto__ key",
+      withBody(
+        "visitor",
+        '{"__proto__":"x","tunnel":"t","remote":"r","local":"l"}',
+      ),
+      /unexpected field "__proto__"/,
+    ],
     ["invalid UTF-8", [1, 2, 0, 2, 0xff, 0xfe], /UTF-8/],
     ["a flag with another value", [
       1,

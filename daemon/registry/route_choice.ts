@@ -42,16 +42,37 @@ export function chooseRoute<R extends RouteCandidate>(
   balance: Balance,
   turn: number,
 ): R | undefined {
-  const up = routes.filter((r) => r.healthy);
-  const local = up.filter((r) => r.local);
-  const candidates = local.length > 0 ? local : up;
-  if (candidates.length === 0) return undefined;
-  const start = turn % candidates.length;
-  if (balance === "round_robin") return candidates[start];
-  let best = candidates[start];
-  for (let i = 1; i < candidates.length; i++) {
-    const route = candidates[(start + i) % candidates.length];
-    if (route.active < best.active) best = route;
+  // Every visitor comes through here: counted and indexed in place, no array built per choice.
+  let up = 0;
+  let local = 0;
+  for (const route of routes) {
+    if (!route.healthy) continue;
+    up++;
+    if (route.local) local++;
+  }
+  const onlyLocal = local > 0;
+  const count = onlyLocal ? local : up;
+  if (count === 0) return undefined;
+  const start = turn % count;
+  // One pass: the candidate at `start` for round robin; for least connections the fewest in
+  // flight, a tie going to the one that comes first counting from `start`.
+  let best: R | undefined;
+  let bestDistance = 0;
+  let k = 0;
+  for (const route of routes) {
+    if (!route.healthy || (onlyLocal && !route.local)) continue;
+    const distance = (k++ - start + count) % count;
+    if (balance === "round_robin") {
+      if (distance === 0) return route;
+      continue;
+    }
+    if (
+      best === undefined || route.active < best.active ||
+      (route.active === best.active && distance < bestDistance)
+    ) {
+      best = route;
+      bestDistance = distance;
+    }
   }
   return best;
 }

@@ -1,6 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { chooseRoute, type RouteCandidate } from "./route_choice.ts";
+import fc from "fast-check";
+import { type Balance, chooseRoute, type RouteCandidate } from "./route_choice.ts";
 
 type Named = RouteCandidate & { name: string };
 
@@ -58,5 +59,43 @@ describe("chooseRoute", () => {
     ];
     // From the turn's place in the list on, the first of the fewest.
     assert.deepEqual(picks(routes, "least_connections", 3), ["a", "b", "a"]);
+  });
+});
+
+/** The choice as the rules state it, with the candidates listed first. */
+function byDefinition(routes: Named[], balance: Balance, turn: number): Named | undefined {
+  const up = routes.filter((r) => r.healthy);
+  const local = up.filter((r) => r.local);
+  const candidates = local.length > 0 ? local : up;
+  if (candidates.length === 0) return undefined;
+  const start = turn % candidates.length;
+  if (balance === "round_robin") return candidates[start];
+  let best = candidates[start];
+  for (let i = 1; i < candidates.length; i++) {
+    const next = candidates[(start + i) % candidates.length];
+    if (next.active < best.active) best = next;
+  }
+  return best;
+}
+
+describe("chooseRoute against the rules as stated", () => {
+  it("picks what listing the candidates first would, for any routes and turn", () => {
+    const candidate = fc.record({
+      local: fc.boolean(),
+      healthy: fc.boolean(),
+      active: fc.integer({ min: 0, max: 3 }),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(candidate, { maxLength: 9 }),
+        fc.constantFrom<Balance>("round_robin", "least_connections"),
+        fc.nat(1000),
+        (fields, balance, turn) => {
+          const routes = fields.map((f, i) => route(`r${i}`, f));
+          assert.equal(chooseRoute(routes, balance, turn), byDefinition(routes, balance, turn));
+        },
+      ),
+      { numRuns: 2000 },
+    );
   });
 });
