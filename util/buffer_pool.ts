@@ -47,6 +47,8 @@ export const POISON = 0xdb;
 class Entry {
   /** Outstanding claims; 0 while it waits in its pool. */
   claims = 0;
+  /** Filled with the poison byte when it came back (poisoning was on then). */
+  poisoned = false;
   constructor(readonly pool: BufferPool, readonly bytes: Uint8Array<ArrayBuffer>) {}
 }
 
@@ -102,7 +104,8 @@ export class BufferPool {
       entry = new Entry(this, new Uint8Array(new ArrayBuffer(this.size)));
       entries.set(entry.bytes.buffer, entry);
       this.created++;
-    } else if (poison) {
+    } else if (poison && entry.poisoned) {
+      // Only what came back poisoned can be checked: poisoning may have been turned on since.
       checkPoison(entry.bytes);
     }
     entry.claims = 1;
@@ -136,6 +139,7 @@ export class BufferPool {
       this.dropped++;
       return;
     }
+    entry.poisoned = poison;
     if (poison) entry.bytes.fill(POISON);
     this.#free.push(entry);
   }

@@ -168,4 +168,17 @@ describe("BufferPool", () => {
     a[5] = 1;
     assert.throws(() => pool.acquire(), /written at byte 5 after its release/);
   });
+
+  it("poisoning turned on later checks only the buffers that came back poisoned", () => {
+    poisonReleasedBuffers(false);
+    const pool = new BufferPool(16, 2);
+    const before = pool.acquire();
+    before.fill(7);
+    releaseBytes(before); // back unpoisoned: its bytes are whatever it held
+    poisonReleasedBuffers(true);
+    assert.equal(pool.acquire(), before, "handed out again, not taken for a write after release");
+    releaseBytes(before); // back poisoned now
+    before[3] = 1;
+    assert.throws(() => pool.acquire(), /written at byte 3 after its release/);
+  });
 });
