@@ -45,31 +45,84 @@ export interface PipeEnd {
 
 /** A yamux stream as a {@linkcode PipeEnd}. */
 export function streamEnd(stream: Stream): PipeEnd {
-  return {
-    listen(handlers) {
-      stream.setOnData(handlers.data, handlers.releases === true);
-      stream.onEnd = handlers.end;
-      stream.onDrain = handlers.drain;
-      stream.onClose = handlers.close;
-    },
-    write: (chunk) => stream.write(chunk),
-    end: () => stream.end(),
-    pause: () => stream.pause(),
-    resume: () => stream.resume(),
-    abort: (reason) => stream.reset(reason),
-  };
+  return new StreamEnd(stream);
 }
 
 /** A transport (socket) as a {@linkcode PipeEnd}. */
 export function transportEnd(transport: Transport): PipeEnd {
-  return {
-    listen: (handlers) => transport.start(handlers),
-    write: (chunk) => transport.write(chunk),
-    end: () => transport.end(),
-    pause: () => transport.pause(),
-    resume: () => transport.resume(),
-    abort: () => transport.close(),
-  };
+  return new TransportEnd(transport);
+}
+
+// Every visitor's splice makes two ends and two directions: classes, so that a connection costs a
+// few objects, not the thirty closures and objects that a handler object of arrows each took.
+
+class StreamEnd implements PipeEnd {
+  readonly #stream: Stream;
+
+  constructor(stream: Stream) {
+    this.#stream = stream;
+  }
+
+  listen(handlers: PipeHandlers): void {
+    // A stream calls its handlers as plain functions.
+    const stream = this.#stream;
+    stream.setOnData((chunk) => handlers.data(chunk), handlers.releases === true);
+    stream.onEnd = () => handlers.end();
+    stream.onDrain = () => handlers.drain();
+    stream.onClose = (error) => handlers.close(error);
+  }
+
+  write(chunk: Uint8Array): boolean {
+    return this.#stream.write(chunk);
+  }
+
+  end(): void {
+    this.#stream.end();
+  }
+
+  pause(): void {
+    this.#stream.pause();
+  }
+
+  resume(): void {
+    this.#stream.resume();
+  }
+
+  abort(reason: number): void {
+    this.#stream.reset(reason);
+  }
+}
+
+class TransportEnd implements PipeEnd {
+  readonly #transport: Transport;
+
+  constructor(transport: Transport) {
+    this.#transport = transport;
+  }
+
+  listen(handlers: PipeHandlers): void {
+    this.#transport.start(handlers);
+  }
+
+  write(chunk: Uint8Array): boolean {
+    return this.#transport.write(chunk);
+  }
+
+  end(): void {
+    this.#transport.end();
+  }
+
+  pause(): void {
+    this.#transport.pause();
+  }
+
+  resume(): void {
+    this.#transport.resume();
+  }
+
+  abort(): void {
+    this.#transport.close();
+  }
 }
 
 /** What a finished splice moved. */
@@ -181,105 +234,146 @@ export function splice(
     throttle?: { aToB?: SpliceThrottle; bToA?: SpliceThrottle };
   } = {},
 ): Promise<SpliceResult> {
-  const counters = options.counters ?? { aToB: 0, bToA: 0 };
-  return new Promise((resolve) => {
-    let open = 2;
-    let failure: Error | undefined;
-    const forward = (
-      from: PipeEnd,
-      to: PipeEnd,
-      count: (n: number) => void,
-      throttle: SpliceThrottle | undefined,
-    ): PipeHandlers => {
-      let ended = false;
-      const handlers: PipeHandlers = {
-        // A pure relay: every chunk goes to `to.write` once, claim and all, and is not looked at
-        // again, so pooled buffers come back as soon as the other end has written them.
-        releases: true,
-        data(chunk) {
-          count(chunk.length);
-          if (!to.write(chunk)) from.pause();
-        },
-        end() {
-          ended = true;
-          to.end();
-        },
-        drain: () => {}, // replaced below: a drain on `to` resumes `from`
-        close(error) {
-          // Closing before its end arrived (a reset, a dropped socket) is a failure even without
-          // an error: the other side must not wait for bytes that will never come.
-          if ((error || !ended) && failure === undefined) {
-            failure = error ?? new Error("closed before its end");
-            to.abort(0);
-          }
-          if (--open === 0) resolve({ aToB: counters.aToB, bToA: counters.bToA, error: failure });
-        },
-      };
-      if (!throttle) return handlers;
-      // Limited: `from` reads again only when `to` has drained and the hold is over.
-      let blocked = false;
-      let hold: ReturnType<typeof setTimeout> | undefined;
-      const close = handlers.close;
-      // Bytes may still come after a pause (read before it): they are spent too, and the hold
-      // lasts until the debt is paid, however it grew.
-      const holdFor = (wait: number) => {
-        hold = setTimeout(() => {
-          const more = throttle.spend(0);
-          if (more > 0) return holdFor(more);
-          hold = undefined;
-          if (!blocked) from.resume();
-        }, Math.ceil(wait));
-      };
-      handlers.data = (chunk) => {
-        count(chunk.length);
-        blocked = !to.write(chunk);
-        const wait = throttle.spend(chunk.length);
-        if (wait > 0 && hold === undefined) holdFor(wait);
-        if (blocked || hold !== undefined) from.pause();
-      };
-      handlers.close = (error) => {
-        clearTimeout(hold);
-        close(error);
-      };
-      const resume = () => {
-        blocked = false;
-        if (hold === undefined) from.resume();
-      };
-      if (from === a) resumeA = resume;
-      else resumeB = resume;
-      return handlers;
-    };
-    // How a throttled source is resumed when the other end drains (unthrottled: resume() alone).
-    let resumeA: (() => void) | undefined;
-    let resumeB: (() => void) | undefined;
-    const aHandlers = forward(a, b, (n) => counters.aToB += n, options.throttle?.aToB);
-    const bHandlers = forward(b, a, (n) => counters.bToA += n, options.throttle?.bToA);
-    const observer = options.observer;
-    if (observer) {
-      // Looked at before it is written: once written, a pooled chunk may be reused.
-      const aData = aHandlers.data;
-      const bData = bHandlers.data;
-      aHandlers.data = (chunk) => {
-        observer.aToB(chunk);
-        aData(chunk);
-      };
-      bHandlers.data = (chunk) => {
-        observer.bToA(chunk);
-        bData(chunk);
-      };
+  // Not Promise.withResolvers: the SDK runs this on Node 20 too.
+  let resolve!: (result: SpliceResult) => void;
+  const promise = new Promise<SpliceResult>((done) => resolve = done);
+  const shared = new SpliceState(options.counters ?? { aToB: 0, bToA: 0 }, resolve);
+  const observer = options.observer;
+  const aToB = new Direction(shared, a, b, true, options.throttle?.aToB, observer);
+  const bToA = new Direction(shared, b, a, false, options.throttle?.bToA, observer);
+  aToB.reverse = bToA;
+  bToA.reverse = aToB;
+  let aBlocked = false;
+  if (options.aFirst && options.aFirst.length > 0) {
+    shared.counters.aToB += options.aFirst.length;
+    aBlocked = !b.write(options.aFirst);
+  }
+  // Each direction listens to its source: `a` reports to a→b, `b` to b→a.
+  a.listen(aToB);
+  b.listen(bToA);
+  // A stream may arrive paused (after its header was read): let both flow unless blocked.
+  if (aBlocked) a.pause();
+  else a.resume();
+  b.resume();
+  return promise;
+}
+
+/** What both directions of one splice share: the counters and how the splice ends. */
+class SpliceState {
+  readonly counters: SpliceCounters;
+  readonly #resolve: (result: SpliceResult) => void;
+  #open = 2;
+  /** The first failure of either side. */
+  failure: Error | undefined;
+
+  constructor(counters: SpliceCounters, resolve: (result: SpliceResult) => void) {
+    this.counters = counters;
+    this.#resolve = resolve;
+  }
+
+  /** One side is closed; the splice is over when both are. */
+  closed(): void {
+    if (--this.#open === 0) {
+      this.#resolve({ aToB: this.counters.aToB, bToA: this.counters.bToA, error: this.failure });
     }
-    aHandlers.drain = resumeB ?? (() => b.resume());
-    bHandlers.drain = resumeA ?? (() => a.resume());
-    let aBlocked = false;
-    if (options.aFirst && options.aFirst.length > 0) {
-      counters.aToB += options.aFirst.length;
-      aBlocked = !b.write(options.aFirst);
+  }
+}
+
+/**
+ * The handlers of one direction's source: its bytes go to `to`, its end ends `to`; its drain lets
+ * the opposite direction (which writes into it) go on; its close ends the splice's part it had.
+ */
+class Direction implements PipeHandlers {
+  // A pure relay: every chunk goes to `to.write` once, claim and all, and is not looked at
+  // again, so pooled buffers come back as soon as the other end has written them.
+  readonly releases = true;
+  /** The opposite direction, set once both exist. */
+  reverse!: Direction;
+  readonly #shared: SpliceState;
+  readonly #from: PipeEnd;
+  readonly #to: PipeEnd;
+  readonly #aToB: boolean;
+  readonly #throttle: SpliceThrottle | undefined;
+  readonly #observer: SpliceObserver | undefined;
+  #ended = false;
+  // Limited only: `to` refused more (waiting for its drain), and the hold the throttle asked for.
+  #blocked = false;
+  #hold: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    shared: SpliceState,
+    from: PipeEnd,
+    to: PipeEnd,
+    aToB: boolean,
+    throttle: SpliceThrottle | undefined,
+    observer: SpliceObserver | undefined,
+  ) {
+    this.#shared = shared;
+    this.#from = from;
+    this.#to = to;
+    this.#aToB = aToB;
+    this.#throttle = throttle;
+    this.#observer = observer;
+  }
+
+  data(chunk: Uint8Array): void {
+    // Looked at before it is written: once written, a pooled chunk may be reused.
+    const observer = this.#observer;
+    if (observer !== undefined) {
+      if (this.#aToB) observer.aToB(chunk);
+      else observer.bToA(chunk);
     }
-    a.listen(aHandlers);
-    b.listen(bHandlers);
-    // A stream may arrive paused (after its header was read): let both flow unless blocked.
-    if (aBlocked) a.pause();
-    else a.resume();
-    b.resume();
-  });
+    const counters = this.#shared.counters;
+    if (this.#aToB) counters.aToB += chunk.length;
+    else counters.bToA += chunk.length;
+    const throttle = this.#throttle;
+    if (throttle === undefined) {
+      if (!this.#to.write(chunk)) this.#from.pause();
+      return;
+    }
+    // Limited: `from` reads again only when `to` has drained and the hold is over.
+    this.#blocked = !this.#to.write(chunk);
+    const wait = throttle.spend(chunk.length);
+    if (wait > 0 && this.#hold === undefined) this.#holdFor(wait);
+    if (this.#blocked || this.#hold !== undefined) this.#from.pause();
+  }
+
+  end(): void {
+    this.#ended = true;
+    this.#to.end();
+  }
+
+  drain(): void {
+    // Our source drained: what the opposite direction writes into it may flow again.
+    this.reverse.#resumeSource();
+  }
+
+  close(error?: Error): void {
+    clearTimeout(this.#hold);
+    // Closing before its end arrived (a reset, a dropped socket) is a failure even without
+    // an error: the other side must not wait for bytes that will never come.
+    const shared = this.#shared;
+    if ((error || !this.#ended) && shared.failure === undefined) {
+      shared.failure = error ?? new Error("closed before its end");
+      this.#to.abort(0);
+    }
+    shared.closed();
+  }
+
+  /** `to` drained: read `from` again, unless a hold is still on. */
+  #resumeSource(): void {
+    this.#blocked = false;
+    if (this.#hold === undefined) this.#from.resume();
+  }
+
+  // Bytes may still come after a pause (read before it): they are spent too, and the hold
+  // lasts until the debt is paid, however it grew.
+  #holdFor(wait: number): void {
+    this.#hold = setTimeout(() => {
+      const more = this.#throttle!.spend(0);
+      if (more > 0) return this.#holdFor(more);
+      this.#hold = undefined;
+      if (!this.#blocked) this.#from.resume();
+    }, Math.ceil(wait));
+  }
 }
