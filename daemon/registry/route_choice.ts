@@ -45,7 +45,9 @@ export function chooseRoute<R extends RouteCandidate>(
   // Every visitor comes through here: counted and indexed in place, no array built per choice.
   let up = 0;
   let local = 0;
-  for (const route of routes) {
+  // Indexed, not for-of: an iterator and its results per visitor until the code is optimized.
+  for (let i = 0; i < routes.length; i++) {
+    const route = routes[i];
     if (!route.healthy) continue;
     up++;
     if (route.local) local++;
@@ -59,7 +61,8 @@ export function chooseRoute<R extends RouteCandidate>(
   let best: R | undefined;
   let bestDistance = 0;
   let k = 0;
-  for (const route of routes) {
+  for (let i = 0; i < routes.length; i++) {
+    const route = routes[i];
     if (!route.healthy || (onlyLocal && !route.local)) continue;
     const distance = (k++ - start + count) % count;
     if (balance === "round_robin") {
