@@ -407,7 +407,7 @@ export class Outbound {
     const streams = this.#planStreams;
     for (let i = 0; i < this.#planCount; i++) {
       const stream = streams[i];
-      if (stream._drainDue()) stream.onDrain?.();
+      if (stream._drainDue()) stream._emitDrain();
     }
   }
 }

@@ -445,6 +445,79 @@ describe("Session: lifecycle", () => {
   });
 });
 
+describe("Stream: listen(handlers)", () => {
+  /** Handlers that record what they are told, called as methods (they read `this`). */
+  class Recorder {
+    readonly events: string[] = [];
+    readonly chunks: Uint8Array[] = [];
+    data(chunk: Uint8Array): void {
+      this.chunks.push(chunk);
+    }
+    end(): void {
+      this.events.push("end");
+    }
+    drain(): void {
+      this.events.push("drain");
+    }
+    close(error?: Error): void {
+      this.events.push(error ? `close: ${error.message}` : "close");
+    }
+  }
+
+  it("reports data already buffered, then end, drain and close, as methods of the object", async () => {
+    let served: Stream | undefined;
+    const { client, done } = connected({ onStream: (s) => served = s }, {
+      config: { ...QUIET, writeHighWaterMark: 64 * 1024 },
+    });
+    try {
+      const stream = client.open();
+      stream.write(pattern(3000, 1));
+      await waitFor(() => served !== undefined && served.bytesIn === 3000, "the data buffered");
+      const got = new Recorder();
+      served!.listen(got);
+      await waitFor(() => got.chunks.length > 0, "the buffered data delivered");
+      // Backpressure reported to the object too.
+      const mine = new Recorder();
+      stream.listen(mine);
+      assert.equal(stream.write(new Uint8Array(64 * 1024)), false);
+      await waitFor(() => mine.events.includes("drain"), "drain");
+      stream.end();
+      await waitFor(() => got.events.includes("end"), "end");
+      assert.equal(concat(got.chunks).length, 3000 + 64 * 1024);
+      assert.deepEqual(concat(got.chunks).subarray(0, 3000), pattern(3000, 1));
+      served!.end();
+      await waitFor(() => got.events.includes("close") && mine.events.includes("close"), "closed");
+      assert.deepEqual(got.events, ["end", "close"]);
+      assert.deepEqual(mine.events, ["drain", "end", "close"]);
+    } finally {
+      done();
+    }
+  });
+
+  it("gives way to a callback set later: the object hears nothing more", async () => {
+    let served: Stream | undefined;
+    const { client, done } = connected({ onStream: (s) => served = s });
+    try {
+      const stream = client.open();
+      stream.write(pattern(10, 2));
+      await waitFor(() => served !== undefined, "the stream");
+      const first = new Recorder();
+      served!.listen(first);
+      await waitFor(() => first.chunks.length === 1, "the first chunk to the object");
+      const later: Uint8Array[] = [];
+      served!.onData = (chunk) => later.push(chunk);
+      stream.write(pattern(20, 3));
+      await waitFor(() => later.length === 1, "the next chunk to the callback");
+      stream.end();
+      await tick(3);
+      assert.equal(first.chunks.length, 1);
+      assert.deepEqual(first.events, [], "neither end nor close reach the object");
+    } finally {
+      done();
+    }
+  });
+});
+
 describe("Stream: Web Streams adapters", () => {
   it("readable, writable and for-await carry data with backpressure", async () => {
     const { client, done } = connected({

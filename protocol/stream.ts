@@ -12,6 +12,7 @@ import { INITIAL_STREAM_WINDOW, MAX_UINT32 } from "./constants.ts";
 import { YamuxError } from "./errors.ts";
 import { nextStreamState, type StreamEvent, StreamState } from "./stream_state.ts";
 import type { SessionConfig } from "./config.ts";
+import type { TransportHandlers } from "./transport.ts";
 import { toReadable, toWritable } from "./web_streams.ts";
 import { Fifo } from "../util/fifo.ts";
 import {
@@ -89,10 +90,6 @@ export class Stream {
   bytesOut = 0;
   /** @internal Whether the session's outbound list holds this stream (its membership flag). */
   _outboundQueued = false;
-  /** Called when the stream is done for good; `error` is set if it was reset or failed. */
-  onClose: ((error?: Error) => void) | null = null;
-  /** Called when queued writes fell to half the high-water mark after `write()` returned false. */
-  onDrain: (() => void) | null = null;
 
   readonly #host: StreamHost;
   #state: StreamState;
@@ -118,6 +115,10 @@ export class Stream {
   /** The data handler follows the claim rules of `util/buffer_pool.ts` (see `setOnData`). */
   #handlerReleases = false;
   #onEnd: (() => void) | null = null;
+  #onDrain: (() => void) | null = null;
+  #onClose: ((error?: Error) => void) | null = null;
+  /** What {@linkcode listen} installed: reported to instead of the four callbacks. */
+  #handlers: TransportHandlers | null = null;
 
   // Send side.
   #sendWindow = INITIAL_STREAM_WINDOW;
@@ -200,9 +201,59 @@ export class Stream {
    * of its pool and may keep views for as long as it likes.
    */
   setOnData(handler: DataHandler | null, releases: boolean): void {
+    this.#handlers = null;
     this.#onData = handler;
     this.#handlerReleases = releases && handler !== null;
     if (handler && (this.#buffered > 0 || this.#remoteEnded)) queueMicrotask(() => this.#deliver());
+  }
+
+  /**
+   * Reports to `handlers` from now on, as a transport reports to what `Transport.start` takes:
+   * each chunk to `data` (under the claim rules when `handlers.releases` is set, as
+   * {@linkcode setOnData} says), then `end`, and `drain` and `close`, each called as a method of
+   * `handlers`. It takes the place of the four callbacks (cleared; setting one later drops
+   * `handlers`): a relay joins a stream to a socket without a closure per callback. Anything
+   * already buffered is delivered on the next microtask.
+   *
+   * @example
+   * ```ts ignore
+   * stream.listen({
+   *   data: (chunk) => socket.write(chunk),
+   *   end: () => socket.end(),
+   *   drain: () => socket.resume(),
+   *   close: (error) => error && socket.close(),
+   * });
+   * ```
+   */
+  listen(handlers: TransportHandlers): void {
+    this.#onData =
+      this.#onEnd =
+      this.#onDrain =
+      this.#onClose =
+        null;
+    this.#handlers = handlers;
+    this.#handlerReleases = handlers.releases === true;
+    if (this.#buffered > 0 || this.#remoteEnded) queueMicrotask(() => this.#deliver());
+  }
+
+  /** Called when queued writes fell to half the high-water mark after `write()` returned false. */
+  get onDrain(): (() => void) | null {
+    return this.#onDrain;
+  }
+
+  set onDrain(handler: (() => void) | null) {
+    this.#handlers = null;
+    this.#onDrain = handler;
+  }
+
+  /** Called when the stream is done for good; `error` is set if it was reset or failed. */
+  get onClose(): ((error?: Error) => void) | null {
+    return this.#onClose;
+  }
+
+  set onClose(handler: ((error?: Error) => void) | null) {
+    this.#handlers = null;
+    this.#onClose = handler;
   }
 
   /** Called once the peer half-closed and all its data was delivered. */
@@ -211,6 +262,7 @@ export class Stream {
   }
 
   set onEnd(handler: (() => void) | null) {
+    this.#handlers = null;
     this.#onEnd = handler;
     if (handler && this.#remoteEnded) queueMicrotask(() => this.#deliver());
   }
@@ -300,13 +352,12 @@ export class Stream {
   _receive(view: Uint8Array): void {
     this.bytesIn += view.length;
     if (TERMINAL.has(this.#state)) return;
-    const handler = this.#onData;
-    if (handler !== null && !this.#paused && this.#buffered === 0 && !this.#delivering) {
+    if (this.#reading() && !this.#paused && this.#buffered === 0 && !this.#delivering) {
       this.#consumed(view.length);
       // The view is a piece of the session's chunk: its holder needs a claim of its own.
       if (this.#handlerReleases) retainBytes(view);
       else forgetBytes(view);
-      handler(view);
+      this.#emitData(view);
       return;
     }
     // Kept as it is: a small view would pin its whole transport chunk while it waits, but only
@@ -476,6 +527,13 @@ export class Stream {
     return this.#queue.peek()!.length - this.#queueOffset;
   }
 
+  /** @internal The writer found {@linkcode _drainDue}: tells the handlers or `onDrain`. */
+  _emitDrain(): void {
+    const handlers = this.#handlers;
+    if (handlers !== null) handlers.drain();
+    else this.#onDrain?.();
+  }
+
   /** @internal After sending: true if the writer should call `onDrain`. */
   _drainDue(): boolean {
     if (!this.#needDrain || this.#queued > this.#host.config.writeHighWaterMark >>> 1) return false;
@@ -530,13 +588,13 @@ export class Stream {
     if (this.#delivering) return;
     this.#delivering = true;
     try {
-      while (!this.#paused && this.#buffered > 0 && this.#onData !== null) {
+      while (!this.#paused && this.#buffered > 0 && this.#reading()) {
         const chunk = this.#buffer.shift()!;
         this.#buffered -= chunk.length;
         this.#consumed(chunk.length);
         // Its claim goes to the handler, or the buffer leaves its pool for one that keeps views.
         if (!this.#handlerReleases) forgetBytes(chunk);
-        this.#onData(chunk);
+        this.#emitData(chunk);
       }
     } finally {
       this.#delivering = false;
@@ -545,9 +603,11 @@ export class Stream {
       this.#remoteEnded && !this.#endDelivered && this.#buffered === 0 && !this.#paused &&
       this.#state !== StreamState.Reset
     ) {
-      if (this.#onEnd === null && this.#onData === null) return;
+      const handlers = this.#handlers;
+      if (handlers === null && this.#onEnd === null && this.#onData === null) return;
       this.#endDelivered = true;
-      this.#onEnd?.();
+      if (handlers !== null) handlers.end();
+      else this.#onEnd?.();
       this.#maybeNotifyClose();
     }
   }
@@ -568,6 +628,19 @@ export class Stream {
   #notifyClose(): void {
     if (this.#closeNotified) return;
     this.#closeNotified = true;
-    this.onClose?.(this.#error);
+    const handlers = this.#handlers;
+    if (handlers !== null) handlers.close(this.#error);
+    else this.#onClose?.(this.#error);
+  }
+
+  /** Whether anyone takes the data: {@linkcode listen}'s handlers or an `onData`. */
+  #reading(): boolean {
+    return this.#handlers !== null || this.#onData !== null;
+  }
+
+  #emitData(chunk: Uint8Array): void {
+    const handlers = this.#handlers;
+    if (handlers !== null) handlers.data(chunk);
+    else this.#onData!(chunk);
   }
 }

@@ -54,7 +54,7 @@ export function transportEnd(transport: Transport): PipeEnd {
 }
 
 // Every visitor's splice makes two ends and two directions: classes, so that a connection costs a
-// few objects, not the thirty closures and objects that a handler object of arrows each took.
+// few objects, not the thirty closures and objects that handler objects of arrows took.
 
 class StreamEnd implements PipeEnd {
   readonly #stream: Stream;
@@ -64,12 +64,7 @@ class StreamEnd implements PipeEnd {
   }
 
   listen(handlers: PipeHandlers): void {
-    // A stream calls its handlers as plain functions.
-    const stream = this.#stream;
-    stream.setOnData((chunk) => handlers.data(chunk), handlers.releases === true);
-    stream.onEnd = () => handlers.end();
-    stream.onDrain = () => handlers.drain();
-    stream.onClose = (error) => handlers.close(error);
+    this.#stream.listen(handlers);
   }
 
   write(chunk: Uint8Array): boolean {
