@@ -403,22 +403,57 @@ function tlsSocketHandler(options: TcpTuning, sides: TlsSides): SocketHandler {
   };
 }
 
+/**
+ * What a plain connect's `open` needs, in the socket's `data` until the transport takes its place
+ * there; also the transport's known addresses (the dialed IP literal, if it is one).
+ */
+class Dial {
+  /** The transport, once the socket opened. */
+  opened: BunTcpTransport | undefined;
+  constructor(readonly options: TcpTuning, readonly remote: string | undefined) {}
+}
+
+/** The transport in a socket's `data`, or undefined while it is still its {@linkcode Dial}. */
+function transportOf(socket: BunSocket<BunTcpTransport | Dial>): BunTcpTransport | undefined {
+  const data = socket.data;
+  return data instanceof BunTcpTransport ? data : undefined;
+}
+
+// One set of callbacks for every plain connect, its state in `data`: a service dialed for each
+// visitor makes no handler object and no closures of its own (and JavaScriptCore compiles one
+// small connect function instead of one that inlines them all).
+const connectHandler: BunSocketHandler<BunTcpTransport | Dial> = {
+  binaryType: "uint8array",
+  open(socket) {
+    const dial = socket.data as Dial;
+    const transport = new BunTcpTransport(socket as Socket, dial.options, dial);
+    dial.opened = transport;
+    socket.data = transport;
+  },
+  data: (socket, chunk) => transportOf(socket)?.onData(chunk),
+  drain: (socket) => transportOf(socket)?.onDrain(),
+  end: (socket) => transportOf(socket)?.onEnd(),
+  close: (socket, error) => transportOf(socket)?.onClose(error),
+  error: (socket, error) => transportOf(socket)?.onClose(toError(error)),
+  // Keeps Bun from also reporting the rejection as unhandled; the await reports it.
+  connectError: () => {},
+};
+
 /** Connects to `address` over Bun TCP. */
 export async function connectBunTcp(
   address: TcpAddress,
   options: TcpTuning = {},
 ): Promise<Transport> {
-  let opened: BunTcpTransport | undefined;
-  // connectError keeps Bun from also reporting the rejection as unhandled; the await reports it.
-  const socket = await bun().connect({
+  const dial = new Dial(options, knownAddress(address.hostname, address.port));
+  const socket = await bun().connect<BunTcpTransport | Dial>({
     hostname: address.hostname,
     port: address.port,
     allowHalfOpen: true,
-    socket: socketHandler(options, (transport) => opened = transport, () => {}, {
-      remote: knownAddress(address.hostname, address.port),
-    }),
+    data: dial,
+    socket: connectHandler,
   });
-  return opened ?? socket.data ?? new BunTcpTransport(socket, options);
+  return dial.opened ?? transportOf(socket) ??
+    new BunTcpTransport(socket as Socket, options, dial);
 }
 
 /**

@@ -91,6 +91,8 @@ export interface BunSocketOptions<T> {
   allowHalfOpen: boolean;
   /** TLS, when set. */
   tls?: BunTlsOptions;
+  /** `socket.data` as a connecting socket starts out (`Bun.connect` only). */
+  data?: T;
   /** The callbacks. */
   socket: BunSocketHandler<T>;
 }
