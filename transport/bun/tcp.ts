@@ -324,10 +324,10 @@ export class BunTcpTransport implements Transport {
   }
 }
 
+/** Callbacks that give each socket its transport in `data` at open (listeners; TLS builds on them). */
 function socketHandler(
   options: TcpTuning,
   onOpen: (transport: BunTcpTransport) => void,
-  onConnectError?: (error: Error) => void,
   addresses?: { remote?: string; local?: string },
 ): SocketHandler {
   return {
@@ -342,7 +342,6 @@ function socketHandler(
     end: (socket) => socket.data?.onEnd(),
     close: (socket, error) => socket.data?.onClose(error),
     error: (socket, error) => socket.data?.onClose(toError(error)),
-    connectError: (_socket, error) => onConnectError?.(toError(error)),
   };
 }
 
@@ -420,8 +419,7 @@ function transportOf(socket: BunSocket<BunTcpTransport | Dial>): BunTcpTransport
 }
 
 // One set of callbacks for every plain connect, its state in `data`: a service dialed for each
-// visitor makes no handler object and no closures of its own (and JavaScriptCore compiles one
-// small connect function instead of one that inlines them all).
+// visitor makes no handler object and no closures of its own.
 const connectHandler: BunSocketHandler<BunTcpTransport | Dial> = {
   binaryType: "uint8array",
   open(socket) {
@@ -520,12 +518,7 @@ export function listenBunTcp(
     hostname: address.hostname,
     port: address.port,
     allowHalfOpen: true,
-    socket: socketHandler(
-      options,
-      (transport) => handOver(transport, onTransport),
-      undefined,
-      addresses,
-    ),
+    socket: socketHandler(options, (transport) => handOver(transport, onTransport), addresses),
   });
   // Every connection of a listener bound to one address arrives at that address.
   addresses.local = knownAddress(listener.hostname, listener.port);
