@@ -14,6 +14,13 @@ import { offerFrontRoom, releaseBytes, retainBytes } from "../util/buffer_pool.t
 /** A Data payload at least this large, right behind its header, is offered the header's room. */
 const OFFER_ROOM_FROM = 8 * 1024;
 
+/**
+ * Data frames at least this large make {@linkcode FrameDecoder.readLimit} expect the next frame to
+ * be as large; after smaller ones it has no wish (reads that stop at each small frame would cost
+ * a system call per frame).
+ */
+const ALIGN_FROM = 8 * 1024;
+
 /** Receives what {@linkcode FrameDecoder} parses. */
 export interface FrameSink {
   /**
@@ -56,6 +63,8 @@ export class FrameDecoder {
   #headerInChunk = false;
   #stopped = false;
   #held = false;
+  // The length of the last Data frame, taken for the next one's (see readLimit).
+  #lastDataLength = 0;
   /** Input not decoded yet because the decoder is held (a view of the chunk, not a copy). */
   #rest: Uint8Array | undefined;
 
@@ -97,6 +106,18 @@ export class FrameDecoder {
     if (rest === undefined) return;
     this.push(rest);
     releaseBytes(rest);
+  }
+
+  /**
+   * How many bytes the next read should take, at most `capacity`, to end at a frame's end: the rest
+   * of the current Data payload and one more frame as long as the last one, if that was large
+   * (a bulk transfer's frames are all alike). 0 for no wish. Frames no larger than a read then
+   * arrive whole; one that a read cut, say after a control frame came between, is whole again
+   * from the next read on.
+   */
+  readLimit(capacity: number): number {
+    if (this.#lastDataLength < ALIGN_FROM || this.#headerFill > 0 || this.#held) return 0;
+    return Math.min(capacity, this.#payloadRemaining + HEADER_LENGTH + this.#lastDataLength);
   }
 
   /** Feeds the next chunk of the byte stream. */
@@ -161,6 +182,7 @@ export class FrameDecoder {
       const length = readUint32(source, at + 8);
       sink.frame(type, flags, streamId, length);
       if (type === FrameType.Data && !this.#stopped) {
+        this.#lastDataLength = length;
         if (length === 0) sink.payloadEnd();
         else this.#payloadRemaining = length;
       }

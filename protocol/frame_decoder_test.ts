@@ -343,3 +343,64 @@ describe("FrameDecoder: room in front of a payload", () => {
     releaseBytes(buffer);
   });
 });
+
+describe("FrameDecoder: readLimit", () => {
+  const CAPACITY = 66_000;
+
+  it("has no wish before a large Data frame, after a small one, mid-header or while held", () => {
+    const { decoder } = recorder();
+    assert.equal(decoder.readLimit(CAPACITY), 0, "nothing seen yet");
+    decoder.push(frame(FrameType.Data, 0, 1, 100, new Uint8Array(100)));
+    assert.equal(decoder.readLimit(CAPACITY), 0, "after a small frame");
+    const large = frame(FrameType.Data, 0, 1, 20_000, new Uint8Array(20_000));
+    decoder.push(large);
+    assert.equal(decoder.readLimit(CAPACITY), HEADER_LENGTH + 20_000, "the next frame, as large");
+    decoder.push(large.subarray(0, 5));
+    assert.equal(decoder.readLimit(CAPACITY), 0, "half a header");
+    decoder.push(large.subarray(5, 1_000));
+    assert.equal(decoder.readLimit(CAPACITY), 19_012 + HEADER_LENGTH + 20_000, "its rest too");
+    decoder.hold();
+    assert.equal(decoder.readLimit(CAPACITY), 0, "held");
+    decoder.release();
+    assert.equal(decoder.readLimit(30_000), 30_000, "never more than the capacity");
+  });
+
+  it("a control frame in between leaves the wish to the Data frame before it", () => {
+    const { decoder } = recorder();
+    decoder.push(frame(FrameType.Data, 0, 1, 20_000, new Uint8Array(20_000)));
+    decoder.push(frame(FrameType.WindowUpdate, 0, 1, 5_000));
+    assert.equal(decoder.readLimit(CAPACITY), HEADER_LENGTH + 20_000);
+  });
+
+  /**
+   * Reads `bytes` as a transport that sizes its reads would: `readLimit` bytes when the decoder
+   * has a wish, else `fallback`, never more than what is left. Returns the payload pieces.
+   */
+  function readAsked(bytes: Uint8Array, fallback: number, wishes: boolean): number[] {
+    const { decoder, sink } = recorder();
+    for (let at = 0; at < bytes.length;) {
+      const wish = wishes ? decoder.readLimit(CAPACITY) : 0;
+      const n = Math.min(wish || fallback, bytes.length - at);
+      decoder.push(bytes.subarray(at, at + n));
+      at += n;
+    }
+    return sink.views.map((view) => view.length);
+  }
+
+  it("reads it sizes hand over every full frame whole, one cut per control frame between", () => {
+    const fallback = 65_504; // a read that a frame of 65,504 bytes and its header never fits
+    const data = frame(FrameType.Data, 0, 1, fallback, new Uint8Array(fallback));
+    const ping = frame(FrameType.Ping, 0, 0, 1);
+    const bytes = concat([
+      ...Array(20).fill(data),
+      ping,
+      ...Array(20).fill(data),
+    ]);
+    const asked = readAsked(bytes, fallback, true);
+    // The first read cuts the first frame (no wish yet) and the ping cuts the one after it.
+    assert.equal(asked.length, 42, `${asked.length} pieces for 40 frames`);
+    assert.equal(asked.filter((n) => n === fallback).length, 38);
+    // Without wishes every frame is cut in two.
+    assert.equal(readAsked(bytes, fallback, false).length, 80);
+  });
+});

@@ -186,6 +186,7 @@ export class Session implements FrameSink, StreamHost {
         this.#settlePins();
         releaseBytes(chunk);
       },
+      readLimit: (capacity) => this.#decoder.readLimit(capacity),
       drain: () => {
         this.#outbound.drained();
         if (this.#decoder.held) this.#resumeReading();

@@ -24,6 +24,14 @@ export interface TransportHandlers {
    * views for as long as it likes.
    */
   readonly releases?: boolean;
+  /**
+   * Optional: how many bytes the next read should take, at most `capacity`, so that it ends where
+   * the receiver's framing does (after the next whole frame), or 0 for no preference. A transport
+   * that sizes its own reads (Deno's) asks before each large read: frames of a bulk transfer then
+   * arrive whole instead of cut between two reads, which a relay would have to join or write in
+   * two pieces. A hint only ever makes a read end sooner; data is never held back for it.
+   */
+  readLimit?(capacity: number): number;
   /** The write buffer fell back under its high-water mark after {@linkcode Transport.write} returned false. */
   drain(): void;
   /** The peer half-closed its side: no more data will arrive, writes may still go out. */

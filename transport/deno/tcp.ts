@@ -216,10 +216,17 @@ export class DenoTcpTransport implements Transport {
     return buffer.subarray(0, n);
   }
 
-  /** Where the next read goes: the whole small buffer, or a pooled one behind its front room. */
+  /**
+   * Where the next read goes: the whole small buffer, or a pooled one behind its front room. A
+   * pooled read takes {@linkcode POOLED_READ_SIZE} bytes, or what the handler's framing asks for
+   * (`readLimit`) up to the rest of the buffer: its frames, a header in front of a full read, are
+   * a little longer than a read, and a read that ends where a frame does hands it over whole.
+   */
   #readTarget(): Uint8Array {
-    if (!this.#readPooled) return this.#readBuffer;
-    return this.#readBuffer.subarray(READ_FRONT_ROOM, READ_FRONT_ROOM + POOLED_READ_SIZE);
+    const buffer = this.#readBuffer;
+    if (!this.#readPooled) return buffer;
+    const wish = this.#sink.readLimit(buffer.length - READ_FRONT_ROOM);
+    return buffer.subarray(READ_FRONT_ROOM, READ_FRONT_ROOM + (wish || POOLED_READ_SIZE));
   }
 
   async #readLoop(): Promise<void> {

@@ -54,4 +54,54 @@ describe("deno/tcp reads of bulk data", { skip: !isDeno }, () => {
       pair.cleanup();
     }
   });
+
+  it("end where the handler's readLimit asks, up to the rest of the pooled buffer", async () => {
+    const pair = await tcpPairFactory(adapter)({});
+    try {
+      const total = 8 * 1024 * 1024;
+      const wish = 66_000; // more than a read takes unasked (65,504 bytes)
+      let got = 0;
+      let asked = 0;
+      let capacity = 0;
+      let longest = 0;
+      let exact = 0;
+      let wrongBytes = 0;
+      const done = new Promise<void>((resolve) => {
+        pair.b.start({
+          releases: true,
+          readLimit(offered) {
+            asked++;
+            capacity = offered;
+            return wish;
+          },
+          data(chunk) {
+            for (let i = 0; i < chunk.length; i++) {
+              if (chunk[i] !== ((got + i) * 7) % 251) wrongBytes++;
+            }
+            got += chunk.length;
+            longest = Math.max(longest, chunk.length);
+            if (chunk.length === wish) exact++;
+            releaseBytes(chunk);
+          },
+          drain() {},
+          end: () => resolve(),
+          close() {},
+        });
+      });
+      const payload = new Uint8Array(total);
+      for (let i = 0; i < total; i++) payload[i] = (i * 7) % 251;
+      pair.a.start({ data() {}, drain() {}, end() {}, close() {} });
+      pair.a.write(payload);
+      pair.a.end();
+      await done;
+      assert.equal(got, total);
+      assert.equal(wrongBytes, 0);
+      assert.ok(asked > 0, "asked before pooled reads");
+      assert.ok(capacity > wish, `capacity ${capacity}`);
+      assert.equal(longest, wish, "no read beyond the wish, and some as long as it");
+      assert.ok(exact > 0);
+    } finally {
+      pair.cleanup();
+    }
+  });
 });

@@ -74,6 +74,16 @@ export class EventSink {
     else this.#flush();
   }
 
+  /**
+   * The handler's wish for the next read's size ({@linkcode TransportHandlers.readLimit}), or 0:
+   * none while data waits undelivered, since the handler's framing has not seen it yet.
+   */
+  readLimit(capacity: number): number {
+    const handlers = this.#handlers;
+    if (handlers?.readLimit === undefined || this.#held.length > 0) return 0;
+    return handlers.readLimit(capacity);
+  }
+
   /** Reports received bytes (held while paused or not started). */
   data(chunk: Uint8Array): void {
     if (this.#closed || chunk.length === 0) return;

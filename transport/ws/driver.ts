@@ -49,6 +49,9 @@ export class Relay implements TransportHandlers {
   data(chunk: Uint8Array): void {
     this.target.data(chunk);
   }
+  readLimit(capacity: number): number {
+    return this.target.readLimit?.(capacity) ?? 0;
+  }
   drain(): void {
     this.target.drain();
   }
@@ -104,6 +107,7 @@ export class RawSocketDriver implements SocketDriver {
       this.#onTcpData(chunk);
       releaseBytes(chunk);
     },
+    readLimit: (capacity) => this.#decoder.readLimit(capacity),
     drain: () => this.#transport?.onWritable(),
     end: () => this.#onTcpEnd(),
     close: (error) => this.#onTcpClose(error),

@@ -36,6 +36,13 @@ export const MESSAGE_TOO_BIG = 1009;
 /** Largest control frame payload (§5.5), and so largest close reason is this minus 2. */
 const MAX_CONTROL_PAYLOAD = 125;
 
+/**
+ * Data frames at least this large make {@linkcode MessageDecoder.readLimit} expect the next frame
+ * to be as large; after smaller ones it has no wish (a read per small frame would cost a system
+ * call each).
+ */
+const ALIGN_FROM = 8 * 1024;
+
 /** The peer broke the framing rules; `code` is the close code to answer with (1002 or 1009). */
 export class FrameError extends Error {
   /** 1002 (protocol error) or 1009 (message too big). */
@@ -261,12 +268,26 @@ export class MessageDecoder {
   #parts: Uint8Array[] = [];
   #messageLength = 0;
   #failed = false;
+  // The last data frame's size on the wire, header included, taken for the next one's (readLimit).
+  #lastFrameSize = 0;
 
   /** Creates a decoder with the given limit and masking rule. */
   constructor(options: MessageDecoderOptions) {
     this.#maxMessageSize = options.maxMessageSize;
     this.#masked = options.masked;
     this.#pooled = options.pooled ?? false;
+  }
+
+  /**
+   * How many bytes the next read should take, at most `capacity`, to end at a frame's end: the rest
+   * of the current frame and one more as large as the last, if that was large (a bulk transfer's
+   * messages are all alike). 0 for no wish. A frame no larger than a read then arrives whole and
+   * is handed on as a view of the read, not gathered into a buffer of its own.
+   */
+  readLimit(capacity: number): number {
+    if (this.#lastFrameSize < ALIGN_FROM || this.#headLength > 0 || this.#failed) return 0;
+    const rest = this.#inFrame ? this.#length - this.#filled : 0;
+    return Math.min(capacity, rest + this.#lastFrameSize);
   }
 
   /**
@@ -358,6 +379,8 @@ export class MessageDecoder {
     this.#fin = (head[0] & 0x80) !== 0;
     this.#opcode = opcode;
     this.#length = length;
+    // Control frames in between (a ping) say nothing about the size of the next data frame.
+    if (opcode < 8) this.#lastFrameSize = need + length;
     this.#payload = undefined;
     this.#filled = 0;
     this.#headLength = 0;

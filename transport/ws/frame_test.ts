@@ -303,3 +303,49 @@ describe("ws/frame: MessageDecoder in pooled mode", () => {
     assert.ok(sameBytes(got[0], payload));
   });
 });
+
+describe("ws/frame: MessageDecoder.readLimit", () => {
+  const CAPACITY = 66_000;
+
+  it("asks for the rest of a frame and one more as large, after a large data frame only", () => {
+    const decoder = new MessageDecoder({ masked: false, maxMessageSize: 1 << 20 });
+    const ignore = () => {};
+    assert.equal(decoder.readLimit(CAPACITY), 0, "nothing seen yet");
+    decoder.push(encodeFrame(Opcode.Binary, new Uint8Array(100)), ignore);
+    assert.equal(decoder.readLimit(CAPACITY), 0, "after a small frame");
+    const large = encodeFrame(Opcode.Binary, new Uint8Array(20_000)); // a 4-byte header
+    decoder.push(large, ignore);
+    assert.equal(decoder.readLimit(CAPACITY), 20_004);
+    decoder.push(encodeFrame(Opcode.Ping, new Uint8Array(4)), ignore);
+    assert.equal(decoder.readLimit(CAPACITY), 20_004, "a ping between says nothing");
+    decoder.push(large.subarray(0, 3), ignore);
+    assert.equal(decoder.readLimit(CAPACITY), 0, "mid-header");
+    decoder.push(large.subarray(3, 1_004), ignore);
+    assert.equal(decoder.readLimit(CAPACITY), 19_000 + 20_004, "its rest too");
+    assert.equal(decoder.readLimit(30_000), 30_000, "never more than the capacity");
+  });
+
+  it("reads it sizes hand large messages over as views of the read, not gathered", () => {
+    const payload = pattern(65_536, 3);
+    const message = encodeFrame(Opcode.Binary, payload, randomMask());
+    const bytes = concat(Array(12).fill(message));
+    for (const wishes of [true, false]) {
+      const decoder = new MessageDecoder({ masked: true, maxMessageSize: 1 << 20, pooled: true });
+      let gathered = 0;
+      let count = 0;
+      for (let at = 0; at < bytes.length;) {
+        const n = Math.min((wishes ? decoder.readLimit(CAPACITY) : 0) || 65_504, bytes.length - at);
+        const read = bytes.slice(at, at + n);
+        decoder.push(read, (_opcode, p) => {
+          count++;
+          assert.ok(sameBytes(p, payload));
+          if (p.buffer !== read.buffer) gathered++;
+        });
+        at += n;
+      }
+      assert.equal(count, 12);
+      // The first message comes before any wish; without wishes every one is cut.
+      assert.equal(gathered, wishes ? 1 : 12);
+    }
+  });
+});
