@@ -32,6 +32,13 @@ const POOLED_BATCH = 4 * 1024;
  */
 const FRAMABLE_FROM = 4 * 1024;
 
+/**
+ * What streams sending at once get of a batch per turn, round-robin: frames may be larger (one
+ * stream alone sends `maxDataFrameSize` at a time), but a bulk sender takes no more of a batch than
+ * this before the next stream's turn.
+ */
+const SHARE_QUANTUM = 64 * 1024;
+
 /** Assembles and writes frames for one session. */
 export class Outbound {
   readonly #transport: Transport;
@@ -57,6 +64,12 @@ export class Outbound {
   readonly #pooled: boolean;
   /** Data per batch: the config's, or less so a batch fits what the transport frames in place. */
   readonly #batchBudget: number;
+  /**
+   * The largest chunk a stream's write sends as one frame as it lies, its header written in front
+   * (see `#framedInPlace`): `maxDataFrameSize`, or less, so the frame is one message of a
+   * transport that frames in place. A relay reads no more than this at once.
+   */
+  readonly chunkLimit: number;
 
   // Plan of the batch being assembled, reused between batches.
   #planStreams: Stream[] = [];
@@ -77,6 +90,9 @@ export class Outbound {
     this.#batchBudget = framable
       ? Math.max(4096, Math.min(config.maxWriteBatch, framable - 4096))
       : config.maxWriteBatch;
+    this.chunkLimit = framable
+      ? Math.min(config.maxDataFrameSize, framable - HEADER_LENGTH)
+      : config.maxDataFrameSize;
   }
 
   /** Whether the transport accepted the last write without pushing back. */
@@ -224,11 +240,7 @@ export class Outbound {
     // At most one data frame, and one message of a transport that frames (its framing goes in
     // front of ours).
     const h = this.#headroom;
-    const most = Math.min(
-      this.#planData[0],
-      this.#config.maxDataFrameSize,
-      h > 0 ? this.#transport.framableSize! - HEADER_LENGTH : Infinity,
-    );
+    const most = Math.min(this.#planData[0], this.chunkLimit);
     const stream = this.#planStreams[0];
     const room = stream._takeFramable(most, h + HEADER_LENGTH);
     if (room === undefined) {
@@ -285,10 +297,10 @@ export class Outbound {
     return sendableTotal;
   }
 
-  /** Shares the batch's data budget out round-robin, a frame's worth at a time. */
+  /** Shares the batch's data budget out round-robin, {@linkcode SHARE_QUANTUM} at a time. */
   #shareBudget(): void {
     const data = this.#planData;
-    const maxFrame = this.#config.maxDataFrameSize;
+    const quantum = Math.min(this.#config.maxDataFrameSize, SHARE_QUANTUM);
     let budget = this.#batchBudget;
     const count = this.#planCount;
     const wants = data.slice(0, count);
@@ -297,7 +309,7 @@ export class Outbound {
     while (budget > 0 && progress) {
       progress = false;
       for (let i = 0; i < count && budget > 0; i++) {
-        const n = Math.min(wants[i] - data[i], maxFrame, budget);
+        const n = Math.min(wants[i] - data[i], quantum, budget);
         if (n > 0) {
           data[i] += n;
           budget -= n;

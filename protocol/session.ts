@@ -186,7 +186,7 @@ export class Session implements FrameSink, StreamHost {
         this.#settlePins();
         releaseBytes(chunk);
       },
-      readLimit: (capacity) => this.#decoder.readLimit(capacity),
+      readLimit: (_preferred, capacity) => this.#decoder.readLimit(capacity),
       drain: () => {
         this.#outbound.drained();
         if (this.#decoder.held) this.#resumeReading();
@@ -205,6 +205,11 @@ export class Session implements FrameSink, StreamHost {
   /** The lifecycle state: open, draining (GoAway sent or received) or closed. */
   get state(): SessionState {
     return this.#lifecycle.state;
+  }
+
+  /** The largest chunk a stream's write sends as one frame without copying it. */
+  get chunkLimit(): number {
+    return this.#outbound.chunkLimit;
   }
 
   /** Smoothed round-trip time in milliseconds, from pings; 0 until measured. */

@@ -29,6 +29,8 @@ export interface StreamHost {
   readonly config: SessionConfig;
   /** Smoothed round-trip time in milliseconds, 0 until measured. */
   readonly rtt: number;
+  /** The largest chunk a write sends as one frame without copying it (see `Stream.chunkLimit`). */
+  readonly chunkLimit: number;
   /** The stream has something to send (data, flags or credit): include it in the next write. */
   schedule(stream: Stream): void;
   /** Queues an RST frame for the stream, carrying `code` in its length field. */
@@ -177,6 +179,14 @@ export class Stream {
   /** The current receive window (grows by auto-tuning). */
   get receiveWindow(): number {
     return this.#windowSize;
+  }
+
+  /**
+   * The largest chunk a write sends as one frame without copying it, when the chunk's buffer has
+   * room for the frame's header in front of it (a socket read): a relay reads no more at once.
+   */
+  get chunkLimit(): number {
+    return this.#host.chunkLimit;
   }
 
   /** True while reading is paused. */

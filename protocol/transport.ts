@@ -25,13 +25,15 @@ export interface TransportHandlers {
    */
   readonly releases?: boolean;
   /**
-   * Optional: how many bytes the next read should take, at most `capacity`, so that it ends where
-   * the receiver's framing does (after the next whole frame), or 0 for no preference. A transport
-   * that sizes its own reads (Deno's) asks before each large read: frames of a bulk transfer then
-   * arrive whole instead of cut between two reads, which a relay would have to join or write in
-   * two pieces. A hint only ever makes a read end sooner; data is never held back for it.
+   * Optional: how many bytes the next read should take, asked by a transport that sizes its own
+   * reads (Deno's) before each large one: it would read `preferred` bytes and can read up to
+   * `capacity`. Returns a size up to `capacity`, or 0 to leave it at `preferred`. A framing asks
+   * for reads that end where its frames do (a bulk transfer's frames then arrive whole, not cut
+   * between two reads, which a relay would have to join or write in two pieces); a relay asks for
+   * chunks no larger than its writer sends whole (one WebSocket message). It only sizes the read:
+   * data is never held back for it.
    */
-  readLimit?(capacity: number): number;
+  readLimit?(preferred: number, capacity: number): number;
   /** The write buffer fell back under its high-water mark after {@linkcode Transport.write} returned false. */
   drain(): void;
   /** The peer half-closed its side: no more data will arrive, writes may still go out. */

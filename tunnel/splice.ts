@@ -14,6 +14,8 @@ import type { Transport } from "../protocol/transport.ts";
 export interface PipeHandlers {
   /** Bytes arrived. */
   data(chunk: Uint8Array): void;
+  /** How many bytes the next read should take (see `TransportHandlers.readLimit`). */
+  readLimit?(preferred: number, capacity: number): number;
   /**
    * `data` follows the claim rules of `util/buffer_pool.ts`: each chunk is written to the other
    * end once, with its claim, and not read afterwards (see `TransportHandlers.releases`).
@@ -41,6 +43,8 @@ export interface PipeEnd {
   resume(): void;
   /** Tears down at once; a stream is reset with `reason` (see `reset_reasons.ts`). */
   abort(reason: number): void;
+  /** The largest chunk a write sends whole, without copying it; 0 for no limit. */
+  readonly chunkLimit: number;
 }
 
 /** A yamux stream as a {@linkcode PipeEnd}. */
@@ -61,6 +65,10 @@ class StreamEnd implements PipeEnd {
 
   constructor(stream: Stream) {
     this.#stream = stream;
+  }
+
+  get chunkLimit(): number {
+    return this.#stream.chunkLimit;
   }
 
   listen(handlers: PipeHandlers): void {
@@ -90,6 +98,9 @@ class StreamEnd implements PipeEnd {
 
 class TransportEnd implements PipeEnd {
   readonly #transport: Transport;
+
+  /** A socket takes chunks of any size as they are. */
+  readonly chunkLimit = 0;
 
   constructor(transport: Transport) {
     this.#transport = transport;
@@ -331,6 +342,12 @@ class Direction implements PipeHandlers {
     const wait = throttle.spend(chunk.length);
     if (wait > 0 && this.#hold === undefined) this.#holdFor(wait);
     if (this.#blocked || this.#hold !== undefined) this.#from.pause();
+  }
+
+  /** Reads no larger than what the other end sends whole (a stream over a WebSocket: a message). */
+  readLimit(preferred: number): number {
+    const limit = this.#to.chunkLimit;
+    return limit > 0 && limit < preferred ? limit : 0;
   }
 
   end(): void {

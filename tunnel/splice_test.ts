@@ -5,7 +5,7 @@ import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { memoryPair } from "../transport/memory.ts";
 import { connectTcp, listenTcp } from "../transport/mod.ts";
-import type { Transport } from "../protocol/transport.ts";
+import type { Transport, TransportHandlers } from "../protocol/transport.ts";
 import { pattern } from "../util/bytes.ts";
 
 const QUIET = { enableKeepAlive: false };
@@ -264,5 +264,46 @@ describe("LiveThrottle", () => {
     assert.equal(live.current(), undefined);
     assert.deepEqual(spent, [50, 500]);
     assert.equal(lookups, 3);
+  });
+});
+
+describe("splice: read sizes", () => {
+  /** A transport that only keeps the handlers the splice gives it. */
+  function idleTransport(): Transport & {
+    handlers?: TransportHandlers;
+  } {
+    return {
+      remoteAddress: "idle",
+      localAddress: "idle",
+      bufferedAmount: 0,
+      start(handlers) {
+        this.handlers = handlers;
+      },
+      write: () => true,
+      pause() {},
+      resume() {},
+      end() {},
+      close() {},
+    } as Transport & { handlers?: TransportHandlers };
+  }
+
+  it("a socket spliced to a stream reads no more at once than the stream frames whole", async () => {
+    for (const [maxDataFrameSize, expected] of [[16_000, 16_000], [256 * 1024, 0]]) {
+      const [a, b] = memoryPair();
+      const client = new Session(a, { client: true, config: { ...QUIET, maxDataFrameSize } });
+      const server = new Session(b, { client: false, config: QUIET });
+      try {
+        const socket = idleTransport();
+        const stream = client.open();
+        void splice(transportEnd(socket), streamEnd(stream));
+        assert.equal(socket.handlers!.readLimit!(65_504, 266_208), expected);
+        // Nothing larger is asked for than the socket would read anyway.
+        assert.equal(socket.handlers!.readLimit!(8_000, 266_208), 0);
+        socket.handlers!.close();
+      } finally {
+        client.destroy();
+        server.destroy();
+      }
+    }
   });
 });

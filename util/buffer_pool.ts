@@ -250,9 +250,10 @@ export function isPooled(view: Uint8Array): boolean {
 export const relayBuffers: BufferPool = new BufferPool(64 * 1024 + 1024, 64);
 
 /**
- * The process's pool for write batches larger than {@linkcode relayBuffers}' (a session's batch
- * carries up to 256 KiB of data, plus frame headers and control frames). At most 8 idle buffers
- * (2 MiB) are kept.
+ * The process's pool for Deno's socket reads while a bulk transfer comes (256 KiB, one yamux data
+ * frame) and for write batches larger than {@linkcode relayBuffers}' (a session's batch carries up
+ * to 256 KiB of data, plus frame headers and control frames). At most 8 idle buffers (2 MiB) are
+ * kept.
  */
 export const bulkBuffers: BufferPool = new BufferPool(256 * 1024 + 4096, 8);
 

@@ -396,6 +396,7 @@ class SocksConnection {
       pause: () => this.#local.pause(),
       resume: () => this.#local.resume(),
       abort: () => this.#local.close(),
+      chunkLimit: 0,
     };
     const { stats, onError } = this.#context;
     const target = this.#target!.address;

@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { tcpContract, tcpPairFactory, transportContract } from "../_contract.ts";
 import { isDeno } from "../_test_util.ts";
-import { releaseBytes, takeFrontRoom } from "../../util/buffer_pool.ts";
+import { bulkBuffers, relayBuffers, releaseBytes, takeFrontRoom } from "../../util/buffer_pool.ts";
 import { connectDenoTcp, listenDenoTcp, READ_FRONT_ROOM } from "./tcp.ts";
 
 // The native Deno adapter exists only under Deno; elsewhere these suites are reported as skipped.
@@ -65,11 +65,12 @@ describe("deno/tcp reads of bulk data", { skip: !isDeno }, () => {
       let capacity = 0;
       let longest = 0;
       let exact = 0;
+      let wrongPool = 0;
       let wrongBytes = 0;
       const done = new Promise<void>((resolve) => {
         pair.b.start({
           releases: true,
-          readLimit(offered) {
+          readLimit(_preferred, offered) {
             asked++;
             capacity = offered;
             return wish;
@@ -81,6 +82,9 @@ describe("deno/tcp reads of bulk data", { skip: !isDeno }, () => {
             got += chunk.length;
             longest = Math.max(longest, chunk.length);
             if (chunk.length === wish) exact++;
+            // No larger a buffer than the wish needs (pooled reads lie behind the front room).
+            const pooled = chunk.byteOffset === READ_FRONT_ROOM;
+            if (pooled && chunk.buffer.byteLength !== relayBuffers.size) wrongPool++;
             releaseBytes(chunk);
           },
           drain() {},
@@ -100,8 +104,50 @@ describe("deno/tcp reads of bulk data", { skip: !isDeno }, () => {
       assert.ok(capacity > wish, `capacity ${capacity}`);
       assert.equal(longest, wish, "no read beyond the wish, and some as long as it");
       assert.ok(exact > 0);
+      assert.equal(wrongPool, 0);
     } finally {
       pair.cleanup();
+    }
+  });
+
+  it("grow to 256 KiB while they come full, in bulk buffers, unless the handler asks for less", async () => {
+    for (const wish of [0, 40_000]) {
+      const pair = await tcpPairFactory(adapter)({});
+      try {
+        const total = 16 * 1024 * 1024;
+        let got = 0;
+        let longest = 0;
+        let bulk = 0;
+        const done = new Promise<void>((resolve) => {
+          pair.b.start({
+            releases: true,
+            readLimit: () => wish,
+            data(chunk) {
+              got += chunk.length;
+              longest = Math.max(longest, chunk.length);
+              if (chunk.buffer.byteLength === bulkBuffers.size) bulk++;
+              releaseBytes(chunk);
+            },
+            drain() {},
+            end: () => resolve(),
+            close() {},
+          });
+        });
+        pair.a.start({ data() {}, drain() {}, end() {}, close() {} });
+        pair.a.write(new Uint8Array(total));
+        pair.a.end();
+        await done;
+        assert.equal(got, total);
+        if (wish === 0) {
+          assert.equal(longest, 256 * 1024 - READ_FRONT_ROOM);
+          assert.ok(bulk > 0);
+        } else {
+          assert.equal(longest, wish);
+          assert.equal(bulk, 0, "a relay buffer holds what was asked for");
+        }
+      } finally {
+        pair.cleanup();
+      }
     }
   });
 });

@@ -78,10 +78,10 @@ export class EventSink {
    * The handler's wish for the next read's size ({@linkcode TransportHandlers.readLimit}), or 0:
    * none while data waits undelivered, since the handler's framing has not seen it yet.
    */
-  readLimit(capacity: number): number {
+  readLimit(preferred: number, capacity: number): number {
     const handlers = this.#handlers;
     if (handlers?.readLimit === undefined || this.#held.length > 0) return 0;
-    return handlers.readLimit(capacity);
+    return handlers.readLimit(preferred, capacity);
   }
 
   /** Reports received bytes (held while paused or not started). */

@@ -49,8 +49,8 @@ export class Relay implements TransportHandlers {
   data(chunk: Uint8Array): void {
     this.target.data(chunk);
   }
-  readLimit(capacity: number): number {
-    return this.target.readLimit?.(capacity) ?? 0;
+  readLimit(preferred: number, capacity: number): number {
+    return this.target.readLimit?.(preferred, capacity) ?? 0;
   }
   drain(): void {
     this.target.drain();
@@ -107,7 +107,7 @@ export class RawSocketDriver implements SocketDriver {
       this.#onTcpData(chunk);
       releaseBytes(chunk);
     },
-    readLimit: (capacity) => this.#decoder.readLimit(capacity),
+    readLimit: (_preferred, capacity) => this.#decoder.readLimit(capacity),
     drain: () => this.#transport?.onWritable(),
     end: () => this.#onTcpEnd(),
     close: (error) => this.#onTcpClose(error),
