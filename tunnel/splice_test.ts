@@ -287,7 +287,7 @@ describe("splice: read sizes", () => {
     } as Transport & { handlers?: TransportHandlers };
   }
 
-  it("a socket spliced to a stream reads no more at once than the stream frames whole", async () => {
+  it("a socket spliced to a stream reads no more at once than the stream frames whole", () => {
     for (const [maxDataFrameSize, expected] of [[16_000, 16_000], [256 * 1024, 0]]) {
       const [a, b] = memoryPair();
       const client = new Session(a, { client: true, config: { ...QUIET, maxDataFrameSize } });
