@@ -22,9 +22,10 @@ export interface SessionConfig {
   /** Grow a stream's window while its reader keeps up within about a round trip. Default true. */
   autoTuneWindow: boolean;
   /**
-   * Largest Data frame this side sends; bigger writes are split. Default 256 KiB: a bulk relay's
-   * reads go out as frames of that size, their header written in front (fewer reads, writes and
-   * frames per byte), while streams sending at once still share each write 64 KiB at a time.
+   * Largest Data frame this side sends; bigger writes are split. Default 256 KiB, the size of a
+   * relay's socket read on Deno once a bulk transfer comes, which goes out whole, its header
+   * written in front (fewer reads, writes and frames per byte at both ends). Data copied into a
+   * write goes in frames of at most 64 KiB.
    */
   maxDataFrameSize: number;
   /** Largest declared Data frame length accepted from the peer; at least `maxStreamWindow`. Default 16 MiB. */

@@ -56,8 +56,8 @@ describe("outbound batches", () => {
         return stream;
       });
       streams[0].end();
-      // The auto-tuning ping, 3 SYNs on 3 data frames (one of 100 000 bytes), and one FIN.
-      const frames = await peer.waitFrames(5);
+      // The auto-tuning ping, 3 SYNs on 4 data frames (100 000 bytes take two), and one FIN.
+      const frames = await peer.waitFrames(6);
       assert.equal(peer.writes, 1, "one tick's frames go out in one write");
       assert.equal(peer.partialBytes, 0, "no bytes after the last frame");
       assert.ok(frames.every((f) => f.version === 0 && f.type <= FrameType.GoAway));
@@ -68,35 +68,39 @@ describe("outbound batches", () => {
         assert.deepEqual(concat(data.map((f) => f.payload)), bytes(sizes[i], i));
       });
       assert.equal(peer.framesOf(FrameType.WindowUpdate, Flag.FIN, streams[0].id).length, 1);
-      assert.equal(frames.length, 5);
+      assert.equal(frames.length, 6);
     });
   });
 });
 
 describe("frame sizes", () => {
-  it("a lone stream sends a write of up to 256 KiB as one frame", async () => {
+  it("data copied into a write goes in frames of 64 KiB", async () => {
     const peer = new RawPeer();
     await withSession(peer, async (session) => {
       const stream = session.open();
       stream.write(bytes(200_000, 1));
-      await peer.waitFrames(2);
+      await peer.waitFrames(5);
       const data = peer.framesOf(FrameType.Data, 0, stream.id);
-      assert.deepEqual(data.map((f) => f.payload.length), [200_000]);
+      assert.deepEqual(data.map((f) => f.payload.length), [65_536, 65_536, 65_536, 3_392]);
     });
   });
 
   it("streams sending at once share each write 64 KiB at a time", async () => {
-    const peer = new RawPeer();
+    const peer = new KeepingPeer();
     await withSession(peer, async (session) => {
       const a = session.open();
       const b = session.open();
       a.write(bytes(200_000, 1));
       b.write(bytes(200_000, 2));
-      await peer.waitFrames(5);
-      // The first write's 256 KiB go half to each; the rest follows in the next.
+      await peer.waitFrames(9);
+      // The first write (the tuning ping and the data) carries 128 KiB of each.
+      const first = new RawPeer();
+      first.start({ data() {}, drain() {}, end() {}, close() {} });
+      first.write(peer.given[0]);
       for (const [stream, seed] of [[a, 1], [b, 2]] as const) {
+        const sent = first.framesOf(FrameType.Data, 0, stream.id);
+        assert.equal(sent.reduce((n, f) => n + f.payload.length, 0), 131_072);
         const data = peer.framesOf(FrameType.Data, 0, stream.id);
-        assert.deepEqual(data.map((f) => f.payload.length), [131_072, 68_928]);
         assert.deepEqual(concat(data.map((f) => f.payload)), bytes(200_000, seed));
       }
     });
