@@ -127,8 +127,8 @@ export interface BunServer {
   readonly port: number;
   /** Stops listening; with `true` also ends open connections. */
   stop(closeActiveConnections?: boolean): Promise<void> | void;
-  /** Upgrades `request` to a WebSocket carrying `data`. */
-  upgrade<T>(request: Request, options: { data: T }): boolean;
+  /** Upgrades `request` to a WebSocket carrying `data`, answering with the extra `headers`. */
+  upgrade<T>(request: Request, options: { data: T; headers?: Record<string, string> }): boolean;
   /** The peer's address of `request`. */
   requestIP(request: Request): { address: string; port: number } | null;
 }

@@ -42,6 +42,7 @@ import {
 } from "./transport.ts";
 import { WebSocketConnectError } from "./connect_error.ts";
 import { RawSocketDriver, Relay } from "./driver.ts";
+import { MESSAGE_LIMIT_HEADER, messageSizeFor } from "./message_size.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "../io/chunk_queue.ts";
 
 /** How every HTTP response begins. */
@@ -59,8 +60,9 @@ function portOf(url: URL): number {
 
 /**
  * Sends the upgrade request on `tcp` and waits for the response head. Resolves with the bytes
- * that followed it (frames the server sent at once); rejects with a
- * {@linkcode WebSocketConnectError}, after closing `tcp`.
+ * that followed it (frames the server sent at once) and the size of the messages to send, from
+ * what the server said it accepts; rejects with a {@linkcode WebSocketConnectError}, after
+ * closing `tcp`.
  */
 function handshake(
   tcp: Transport,
@@ -68,7 +70,7 @@ function handshake(
   url: string,
   request: Uint8Array,
   key: string,
-): Promise<Uint8Array> {
+): Promise<{ rest: Uint8Array; messageSize: number }> {
   return new Promise((resolve, reject) => {
     let pending = new Uint8Array(0);
     let settled = false;
@@ -117,7 +119,10 @@ function handshake(
         settled = true;
         // Hold further bytes in the TCP transport until the WebSocket transport is listening.
         tcp.pause();
-        resolve(pending.subarray(end));
+        resolve({
+          rest: pending.subarray(end),
+          messageSize: messageSizeFor(head.headers.get(MESSAGE_LIMIT_HEADER.toLowerCase())),
+        });
       },
       drain() {},
       end() {
@@ -147,7 +152,11 @@ export async function connectRawWebSocket(
   }
   const key = newKey();
   // Built first, so a bad header throws before anything is dialed.
-  const request = upgradeRequest(parsed, key, options.headers);
+  const maxMessageSize = options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
+  const request = upgradeRequest(parsed, key, {
+    ...options.headers,
+    [MESSAGE_LIMIT_HEADER]: String(maxMessageSize),
+  });
   const highWaterMark = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
   // The TCP transport's mark is the send limit, so a send that fills the socket always gets a
   // drain later (see SocketDriver.signalsWritable); never above our own mark, or a full socket
@@ -168,17 +177,15 @@ export async function connectRawWebSocket(
   }
   const relay = new Relay({ data() {}, drain() {}, end() {}, close() {} });
   tcp.start(relay);
-  const rest = await handshake(tcp, relay, url, request, key);
-  const driver = new RawSocketDriver(tcp, {
-    role: "client",
-    maxMessageSize: options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE,
-  });
+  const { rest, messageSize } = await handshake(tcp, relay, url, request, key);
+  const driver = new RawSocketDriver(tcp, { role: "client", maxMessageSize });
   const transport = new WebSocketTransport(driver, {
     remoteAddress: formatHostPort(hostOf(parsed), portOf(parsed)),
     localAddress: tcp.localAddress,
     highWaterMark,
-    maxMessageSize: options.maxMessageSize,
+    maxMessageSize,
     socketSendLimit: sendLimit,
+    messageSize,
   });
   driver.attach(transport);
   relay.target = driver.tcpHandlers;

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { relayBuffers, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
 import { currentRuntime } from "../../util/runtime.ts";
 
 /** Frame opcodes (RFC 6455 §5.2). */
@@ -320,9 +320,13 @@ export class MessageDecoder {
       if (this.#payload === undefined && take === this.#length) {
         this.#completeFrame(chunk.subarray(offset, offset + take), onMessage);
       } else {
-        this.#payload ??= this.#pooled && this.#length > 4096 && this.#length <= relayBuffers.size
-          ? relayBuffers.acquire().subarray(0, this.#length)
-          : new Uint8Array(this.#length);
+        if (this.#payload === undefined) {
+          // Gathered in a relay or bulk buffer when one is large enough.
+          const pooled = this.#pooled && this.#length > 4096
+            ? acquireAtLeast(this.#length)?.subarray(0, this.#length)
+            : undefined;
+          this.#payload = pooled ?? new Uint8Array(this.#length);
+        }
         this.#payload.set(chunk.subarray(offset, offset + take), this.#filled);
         this.#filled += take;
         if (this.#filled === this.#length) {

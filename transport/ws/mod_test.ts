@@ -26,6 +26,9 @@ import {
   type WebSocketListenOptions,
 } from "./mod.ts";
 import { MESSAGE_SIZE } from "./transport.ts";
+import { decodeClosePayload, encodeFrame, MessageDecoder, Opcode } from "./frame.ts";
+import { acceptFor } from "./handshake.ts";
+import { listenTcp } from "../mod.ts";
 import { listenBunWebSocket } from "./server_bun.ts";
 import { waitFor } from "../../testing/wait.ts";
 
@@ -48,6 +51,54 @@ async function serve(
     async next() {
       await waitFor(() => accepted.length > 0, "accept");
       return accepted.shift()!;
+    },
+  };
+}
+
+/**
+ * A WebSocket server of its own that ignores what the client says it accepts: it answers the
+ * upgrade with a `size`-byte message at once, and reports the code of the client's close frame.
+ */
+async function rudeServer(size: number) {
+  let resolveCode!: (code: number) => void;
+  const closeCode = new Promise<number>((resolve) => resolveCode = resolve);
+  const sockets: Transport[] = [];
+  const listener = await listenTcp({ hostname: "127.0.0.1", port: 0 }, (tcp) => {
+    sockets.push(tcp);
+    let head = "";
+    let upgraded = false;
+    const decoder = new MessageDecoder({ masked: true, maxMessageSize: 1 << 20 });
+    tcp.start({
+      data(chunk) {
+        if (upgraded) {
+          decoder.push(chunk, (opcode, payload) => {
+            if (opcode === Opcode.Close) resolveCode(decodeClosePayload(payload).code);
+          });
+          return;
+        }
+        head += new TextDecoder().decode(chunk);
+        if (!head.includes("\r\n\r\n")) return;
+        upgraded = true;
+        const key = /sec-websocket-key: *([^\r]+)/i.exec(head)![1];
+        tcp.write(
+          new TextEncoder().encode(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+              `Sec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
+          ),
+        );
+        tcp.write(encodeFrame(Opcode.Binary, new Uint8Array(size)));
+      },
+      drain() {},
+      end() {},
+      close() {},
+    });
+  });
+  return {
+    port: listener.port,
+    closeCode,
+    close() {
+      for (const socket of sockets) socket.close();
+      listener.close();
     },
   };
 }
@@ -265,27 +316,42 @@ describe("ws: close codes", () => {
       raw.tcp.close();
       server.listener.close();
     }
-    // The client side checks too (the server's messages are up to 64 KiB).
-    const server2 = await serve();
-    const a = await connectWebSocket(server2.url, { maxMessageSize: 1000 });
-    const b2 = await server2.next();
+    // The client side checks too, against a server that sends more than it said it accepts.
+    const rude = await rudeServer(5000);
+    const a = await connectWebSocket(`ws://127.0.0.1:${rude.port}/tunnel`, {
+      maxMessageSize: 1000,
+    });
     const pa = new Probe();
-    const pb2 = new Probe();
     try {
       a.start(pa);
-      b2.start(pb2);
-      b2.write(new Uint8Array(5000));
       await pa.until(() => pa.closes.length === 1, "client close");
       assert.match(String(pa.closes[0]?.message), /maxMessageSize/);
-      await pb2.until(() => pb2.closes.length === 1, "server notices");
-      const code = (pb2.closes[0] as WebSocketCloseError).code;
       // Deno's global WebSocket could not send 1009 (WHATWG close() allows 1000, 3000-4999) and
       // sent 4009; our own client there (ws/client.ts) sends the real code, as Bun's does.
-      assert.equal(code, CloseCode.MessageTooBig);
+      assert.equal(await rude.closeCode, CloseCode.MessageTooBig);
     } finally {
       a.close();
-      b2.close();
-      server2.listener.close();
+      rude.close();
+    }
+  });
+
+  it("our server keeps to the size of message the client said it accepts", async () => {
+    const server = await serve();
+    const a = await connectWebSocket(server.url, { maxMessageSize: 1000 });
+    const b = await server.next();
+    const pa = new Probe();
+    const pb = new Probe();
+    try {
+      a.start(pa);
+      b.start(pb);
+      b.write(pattern(5000, 3));
+      await pa.until(() => pa.bytes === 5000, "every byte, in messages of 1000");
+      assert.ok(sameBytes(pa.received(), pattern(5000, 3)));
+      assert.deepEqual([pa.closes, pb.closes], [[], []]);
+    } finally {
+      a.close();
+      b.close();
+      server.listener.close();
     }
   });
 
@@ -471,6 +537,36 @@ describe("ws: wss with a self-signed certificate", () => {
         b.close();
       }
     } finally {
+      server.listener.close();
+    }
+  });
+});
+
+describe("ws: message size", () => {
+  it("our ends send each other messages of up to 256 KiB, no larger than the other wants", async () => {
+    const server = await serve({ maxMessageSize: 100_000 });
+    const a = await connectWebSocket(server.url);
+    const b = await server.next();
+    const pa = new Probe();
+    const pb = new Probe();
+    try {
+      // Ours on Deno wants what it accepts (100,000 bytes here); Bun's server asks for 64 KiB.
+      assert.equal(a.framableSize, isBun ? 64 * KIB : 100_000, "what the server asked for");
+      assert.equal(b.framableSize, 256 * KIB, "the client said it accepts 1 MiB");
+      a.start(pa);
+      b.start(pb);
+      const up = pattern(2 * MIB, 1);
+      const down = pattern(2 * MIB, 2);
+      // Written in pieces larger than either message size: joined and split by the transports.
+      await Promise.all([writeAll(a, pa, up, 300 * KIB), writeAll(b, pb, down, 300 * KIB)]);
+      await pb.until(() => pb.bytes === up.length, "all bytes at the server");
+      await pa.until(() => pa.bytes === down.length, "all bytes at the client");
+      assert.ok(sameBytes(pb.received(), up));
+      assert.ok(sameBytes(pa.received(), down));
+      assert.deepEqual([pa.closes, pb.closes], [[], []], "no 1009");
+    } finally {
+      a.close();
+      b.close();
       server.listener.close();
     }
   });

@@ -40,6 +40,7 @@ import {
   type WebSocketListenOptions,
   WebSocketTransport,
 } from "./transport.ts";
+import { MESSAGE_LIMIT_HEADER, messageSizeFor } from "./message_size.ts";
 
 /** Default deadline for a whole request head, from the connection's accept. */
 export const REQUEST_TIMEOUT_MS = 10_000;
@@ -173,7 +174,8 @@ export async function listenRawWebSocket(
     tcp.write(
       new TextEncoder().encode(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-          `Sec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
+          `Sec-WebSocket-Accept: ${acceptFor(key)}\r\n` +
+          `${MESSAGE_LIMIT_HEADER}: ${maxMessageSize}\r\n\r\n`,
       ),
     );
     const driver = new RawSocketDriver(tcp, { role: "server", maxMessageSize });
@@ -183,6 +185,7 @@ export async function listenRawWebSocket(
       highWaterMark,
       maxMessageSize,
       socketSendLimit: sendLimit,
+      messageSize: messageSizeFor(request.headers.get(MESSAGE_LIMIT_HEADER)),
     });
     driver.attach(transport);
     relay.target = driver.tcpHandlers;

@@ -82,7 +82,10 @@ export interface WebSocketConnectOptions {
 export const DEFAULT_PATH = "/tunnel";
 /** Default largest inbound message (1 MiB). */
 export const DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024;
-/** Largest outbound message: writes are coalesced up to, and split at, this size. */
+/**
+ * Largest outbound message toward a peer that did not say what it accepts (`message_size.ts`):
+ * writes are coalesced up to, and split at, the transport's message size.
+ */
 export const MESSAGE_SIZE = 64 * 1024;
 /**
  * Bytes the socket itself may hold before further messages wait in our queue. Below the high-water
@@ -201,6 +204,8 @@ export interface WebSocketTransportOptions {
   maxMessageSize?: number;
   /** Bytes the socket may hold before we stop handing it messages. */
   socketSendLimit?: number;
+  /** Largest outbound message, what the peer accepts (`message_size.ts`). Default {@linkcode MESSAGE_SIZE}. */
+  messageSize?: number;
 }
 
 /**
@@ -218,6 +223,7 @@ export class WebSocketTransport implements Transport {
   #queue = new ChunkQueue();
   #gate: WriteGate;
   #maxMessageSize: number;
+  #messageSize: number;
   #sendLimit: number;
   #flushScheduled = false;
   #pollTimer: ReturnType<typeof setTimeout> | undefined;
@@ -238,6 +244,7 @@ export class WebSocketTransport implements Transport {
     this.#gate = new WriteGate(options.highWaterMark);
     this.#maxMessageSize = options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
     this.#sendLimit = options.socketSendLimit ?? SOCKET_SEND_LIMIT;
+    this.#messageSize = options.messageSize ?? MESSAGE_SIZE;
     this.#onClosed = onClosed;
     this.#sink = new EventSink({
       endDelivered: () => {
@@ -274,9 +281,9 @@ export class WebSocketTransport implements Transport {
     return this.#driver.sendFramable !== undefined && this.#driver.releasesWrites === true;
   }
 
-  /** Messages are at most {@linkcode MESSAGE_SIZE}; a chunk up to it is framed in place. */
+  /** Messages are at most the message size (`messageSize`); a chunk up to it is framed in place. */
   get framableSize(): number {
-    return MESSAGE_SIZE;
+    return this.#messageSize;
   }
 
   writeFramable(chunk: Uint8Array): boolean {
@@ -354,10 +361,18 @@ export class WebSocketTransport implements Transport {
       if (!error && isCleanClose(code, wasClean)) {
         // No half-close in WebSocket: the peer's close is its end, and nothing more can be sent.
         this.#queue.clear();
+        // A writer waiting for a drain would wait forever (nothing more goes out), and if it
+        // paused our reading meanwhile, as a relay does, it would never see this end: it gets
+        // its drain now. Whatever happens, the close is reported within CLOSE_REPLY_MS.
+        const drainOwed = this.#gate.drainOwed;
         this.#gate.end(false);
         this.#closeSent = true;
         this.#closeAfterEnd = true;
         this.#sink.end();
+        if (drainOwed) this.#sink.drain();
+        if (!this.#sink.closed) {
+          this.#closeTimer = setTimeout(() => this.#finish(undefined), CLOSE_REPLY_MS);
+        }
       } else {
         this.#finish(error ?? new WebSocketCloseError(code, reason));
       }
@@ -383,9 +398,10 @@ export class WebSocketTransport implements Transport {
       // A chunk written for framing in place goes out as its own message, not joined with the
       // next (which would copy it); anything else is joined up to the message size.
       const head = this.#queue.peek()!;
-      const inPlace = this.#framable.has(head) && head.length <= MESSAGE_SIZE &&
+      const size = this.#messageSize;
+      const inPlace = this.#framable.has(head) && head.length <= size &&
         this.#driver.sendFramable !== undefined;
-      const message = inPlace ? this.#queue.shift() : this.#queue.take(MESSAGE_SIZE);
+      const message = inPlace ? this.#queue.shift() : this.#queue.take(size);
       const result = inPlace ? this.#driver.sendFramable!(message) : this.#driver.send(message);
       if (result === "dropped") {
         // Bun's socket is over its backpressure limit and did not take it: retry on drain.
