@@ -21,7 +21,6 @@ import {
   CloseCode,
   connectWebSocket,
   listenWebSocket,
-  type WebSocketCloseError,
   WebSocketConnectError,
   type WebSocketListenOptions,
 } from "./mod.ts";
