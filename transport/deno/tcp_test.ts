@@ -10,143 +10,109 @@ const adapter = { connect: connectDenoTcp, listen: listenDenoTcp };
 transportContract("deno/tcp", tcpPairFactory(adapter), { skip: !isDeno });
 tcpContract("deno/tcp", adapter, !isDeno);
 
+/**
+ * Sends `total` bytes of a pattern over a fresh Deno TCP pair; the receiving end's handler asks
+ * `readLimit` (when given) and shows each chunk to `look` before giving its claim back. Resolves
+ * once the end arrived, with the bytes received and how many differed from the pattern.
+ */
+async function sendBulk(
+  total: number,
+  look: (chunk: Uint8Array) => void,
+  readLimit?: (preferred: number, capacity: number) => number,
+): Promise<{ got: number; wrongBytes: number }> {
+  const pair = await tcpPairFactory(adapter)({});
+  try {
+    let got = 0;
+    let wrongBytes = 0;
+    const done = new Promise<void>((resolve) => {
+      pair.b.start({
+        releases: true,
+        readLimit,
+        data(chunk) {
+          for (let i = 0; i < chunk.length; i++) {
+            if (chunk[i] !== ((got + i) * 7) % 251) wrongBytes++;
+          }
+          got += chunk.length;
+          look(chunk);
+          releaseBytes(chunk);
+        },
+        drain() {},
+        end: () => resolve(),
+        close() {},
+      });
+    });
+    const payload = new Uint8Array(total);
+    for (let i = 0; i < total; i++) payload[i] = (i * 7) % 251;
+    pair.a.start({ data() {}, drain() {}, end() {}, close() {} });
+    pair.a.write(payload);
+    pair.a.end();
+    await done;
+    return { got, wrongBytes };
+  } finally {
+    pair.cleanup();
+  }
+}
+
 describe("deno/tcp reads of bulk data", { skip: !isDeno }, () => {
   it("are handed over with free room in front of them, for a frame header", async () => {
-    const pair = await tcpPairFactory(adapter)({});
-    try {
-      const total = 2 * 1024 * 1024;
-      let got = 0;
-      let large = 0;
-      let roomy = 0;
-      let wrongBytes = 0;
-      const done = new Promise<void>((resolve) => {
-        pair.b.start({
-          releases: true,
-          data(chunk) {
-            for (let i = 0; i < chunk.length; i++) {
-              if (chunk[i] !== ((got + i) * 7) % 251) wrongBytes++;
-            }
-            got += chunk.length;
-            if (chunk.length >= 8 * 1024) {
-              large++;
-              if (chunk.byteOffset === READ_FRONT_ROOM && takeFrontRoom(chunk, 12)) roomy++;
-            }
-            releaseBytes(chunk);
-          },
-          drain() {},
-          end: () => resolve(),
-          close() {},
-        });
-      });
-      const payload = new Uint8Array(total);
-      for (let i = 0; i < total; i++) payload[i] = (i * 7) % 251;
-      pair.a.start({ data() {}, drain() {}, end() {}, close() {} });
-      pair.a.write(payload);
-      pair.a.end();
-      await done;
-      assert.equal(got, total);
-      assert.equal(wrongBytes, 0);
-      // The first reads are small (a connection's buffer grows); from 64 KiB on, every large read
-      // comes from the pool with its room.
-      assert.ok(large > 8, `${large} large reads`);
-      assert.ok(roomy >= large - 4, `${roomy} of ${large} large reads had room in front`);
-    } finally {
-      pair.cleanup();
-    }
+    const total = 2 * 1024 * 1024;
+    let large = 0;
+    let roomy = 0;
+    const sent = await sendBulk(total, (chunk) => {
+      if (chunk.length < 8 * 1024) return;
+      large++;
+      if (chunk.byteOffset === READ_FRONT_ROOM && takeFrontRoom(chunk, 12)) roomy++;
+    });
+    assert.deepEqual(sent, { got: total, wrongBytes: 0 });
+    // The first reads are small (a connection's buffer grows); from 64 KiB on, every large read
+    // comes from the pool with its room.
+    assert.ok(large > 8, `${large} large reads`);
+    assert.ok(roomy >= large - 4, `${roomy} of ${large} large reads had room in front`);
   });
 
   it("end where the handler's readLimit asks, up to the rest of the pooled buffer", async () => {
-    const pair = await tcpPairFactory(adapter)({});
-    try {
-      const total = 8 * 1024 * 1024;
-      const wish = 66_000; // more than a read takes unasked (65,504 bytes)
-      let got = 0;
-      let asked = 0;
-      let capacity = 0;
-      let longest = 0;
-      let exact = 0;
-      let wrongPool = 0;
-      let wrongBytes = 0;
-      const done = new Promise<void>((resolve) => {
-        pair.b.start({
-          releases: true,
-          readLimit(_preferred, offered) {
-            asked++;
-            capacity = offered;
-            return wish;
-          },
-          data(chunk) {
-            for (let i = 0; i < chunk.length; i++) {
-              if (chunk[i] !== ((got + i) * 7) % 251) wrongBytes++;
-            }
-            got += chunk.length;
-            longest = Math.max(longest, chunk.length);
-            if (chunk.length === wish) exact++;
-            // No larger a buffer than the wish needs (pooled reads lie behind the front room).
-            const pooled = chunk.byteOffset === READ_FRONT_ROOM;
-            if (pooled && chunk.buffer.byteLength !== relayBuffers.size) wrongPool++;
-            releaseBytes(chunk);
-          },
-          drain() {},
-          end: () => resolve(),
-          close() {},
-        });
-      });
-      const payload = new Uint8Array(total);
-      for (let i = 0; i < total; i++) payload[i] = (i * 7) % 251;
-      pair.a.start({ data() {}, drain() {}, end() {}, close() {} });
-      pair.a.write(payload);
-      pair.a.end();
-      await done;
-      assert.equal(got, total);
-      assert.equal(wrongBytes, 0);
-      assert.ok(asked > 0, "asked before pooled reads");
-      assert.ok(capacity > wish, `capacity ${capacity}`);
-      assert.equal(longest, wish, "no read beyond the wish, and some as long as it");
-      assert.ok(exact > 0);
-      assert.equal(wrongPool, 0);
-    } finally {
-      pair.cleanup();
-    }
+    const total = 8 * 1024 * 1024;
+    const wish = 66_000; // more than a read takes unasked (65,504 bytes)
+    let asked = 0;
+    let capacity = 0;
+    let longest = 0;
+    let exact = 0;
+    let wrongPool = 0;
+    const sent = await sendBulk(total, (chunk) => {
+      longest = Math.max(longest, chunk.length);
+      if (chunk.length === wish) exact++;
+      // No larger a buffer than the wish needs (pooled reads lie behind the front room).
+      const pooled = chunk.byteOffset === READ_FRONT_ROOM;
+      if (pooled && chunk.buffer.byteLength !== relayBuffers.size) wrongPool++;
+    }, (_preferred, offered) => {
+      asked++;
+      capacity = offered;
+      return wish;
+    });
+    assert.deepEqual(sent, { got: total, wrongBytes: 0 });
+    assert.ok(asked > 0, "asked before pooled reads");
+    assert.ok(capacity > wish, `capacity ${capacity}`);
+    assert.equal(longest, wish, "no read beyond the wish, and some as long as it");
+    assert.ok(exact > 0);
+    assert.equal(wrongPool, 0);
   });
 
   it("grow to 256 KiB while they come full, in bulk buffers, unless the handler asks for less", async () => {
     for (const wish of [0, 40_000]) {
-      const pair = await tcpPairFactory(adapter)({});
-      try {
-        const total = 16 * 1024 * 1024;
-        let got = 0;
-        let longest = 0;
-        let bulk = 0;
-        const done = new Promise<void>((resolve) => {
-          pair.b.start({
-            releases: true,
-            readLimit: () => wish,
-            data(chunk) {
-              got += chunk.length;
-              longest = Math.max(longest, chunk.length);
-              if (chunk.buffer.byteLength === bulkBuffers.size) bulk++;
-              releaseBytes(chunk);
-            },
-            drain() {},
-            end: () => resolve(),
-            close() {},
-          });
-        });
-        pair.a.start({ data() {}, drain() {}, end() {}, close() {} });
-        pair.a.write(new Uint8Array(total));
-        pair.a.end();
-        await done;
-        assert.equal(got, total);
-        if (wish === 0) {
-          assert.equal(longest, 256 * 1024 - READ_FRONT_ROOM);
-          assert.ok(bulk > 0);
-        } else {
-          assert.equal(longest, wish);
-          assert.equal(bulk, 0, "a relay buffer holds what was asked for");
-        }
-      } finally {
-        pair.cleanup();
+      const total = 16 * 1024 * 1024;
+      let longest = 0;
+      let bulk = 0;
+      const sent = await sendBulk(total, (chunk) => {
+        longest = Math.max(longest, chunk.length);
+        if (chunk.buffer.byteLength === bulkBuffers.size) bulk++;
+      }, () => wish);
+      assert.deepEqual(sent, { got: total, wrongBytes: 0 });
+      if (wish === 0) {
+        assert.equal(longest, 256 * 1024 - READ_FRONT_ROOM);
+        assert.ok(bulk > 0);
+      } else {
+        assert.equal(longest, wish);
+        assert.equal(bulk, 0, "a relay buffer holds what was asked for");
       }
     }
   });
