@@ -48,6 +48,9 @@ export const READ_SIZE = 64 * 1024;
 /** Reads shorter than this are copied out of the read buffer; longer ones are handed over. */
 const SMALL_READ = 8 * 1024;
 
+/** Reads into a bulk buffer shorter than this move to a relay buffer (see `#takeRead`). */
+const SMALL_BULK_READ = 32 * 1024;
+
 /**
  * Where a full-size read starts in its pooled buffer. The bytes in front stay free and are offered
  * (`offerFrontRoom`) to whoever frames the chunk whole: a session writes a yamux header (12 bytes)
@@ -218,6 +221,16 @@ export class DenoTcpTransport implements Transport {
       else this.#readBulk = false;
       const start = READ_FRONT_ROOM;
       if (n < SMALL_READ) return copyOut(buffer, start, n);
+      // A bulk buffer that a short read used an eighth of or less (a TLS record, a slow sender)
+      // stays for the next read, and the bytes move to a relay buffer: a buffer handed over is
+      // at most eight times what it holds, as with relay buffers and SMALL_READ.
+      if (buffer.length === bulkBuffers.size && n < SMALL_BULK_READ) {
+        const relay = relayBuffers.acquire();
+        relay.set(buffer.subarray(start, start + n), start);
+        const moved = relay.subarray(start, start + n);
+        offerFrontRoom(moved, READ_FRONT_ROOM);
+        return moved;
+      }
       // Handed over with its front room; the next read takes a new pooled buffer.
       const chunk = buffer.subarray(start, start + n);
       offerFrontRoom(chunk, READ_FRONT_ROOM);

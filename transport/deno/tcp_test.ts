@@ -117,3 +117,48 @@ describe("deno/tcp reads of bulk data", { skip: !isDeno }, () => {
     }
   });
 });
+
+describe("deno/tcp short reads into bulk buffers", { skip: !isDeno }, () => {
+  it("are moved to relay buffers, the bulk buffer kept for the next read", async () => {
+    const pair = await tcpPairFactory(adapter)({});
+    try {
+      const piece = 16_000; // a TLS record's worth
+      const pieces = 30;
+      let got = 0;
+      let inBulk = 0;
+      let inRelay = 0;
+      const done = new Promise<void>((resolve) => {
+        pair.b.start({
+          releases: true,
+          // Asks for large reads (as a session's decoder does once frames are large).
+          readLimit: () => 200_000,
+          data(chunk) {
+            got += chunk.length;
+            if (chunk.buffer.byteLength === bulkBuffers.size) inBulk++;
+            if (chunk.buffer.byteLength === relayBuffers.size) inRelay++;
+            releaseBytes(chunk);
+          },
+          drain() {},
+          end: () => resolve(),
+          close() {},
+        });
+      });
+      pair.a.start({ data() {}, drain() {}, end() {}, close() {} });
+      // A first burst grows the reads to pooled ones; then pieces come one at a time.
+      pair.a.write(new Uint8Array(1024 * 1024));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      for (let i = 0; i < pieces; i++) {
+        pair.a.write(new Uint8Array(piece));
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      pair.a.end();
+      await done;
+      assert.equal(got, 1024 * 1024 + piece * pieces);
+      // Reads of 16,000 bytes asked 200,000: none is handed over in a 260 KiB buffer.
+      assert.ok(inRelay >= pieces / 2, `${inRelay} chunks in relay buffers`);
+      assert.ok(inBulk <= 8, `${inBulk} chunks in bulk buffers (the burst's full reads)`);
+    } finally {
+      pair.cleanup();
+    }
+  });
+});
