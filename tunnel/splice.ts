@@ -57,6 +57,9 @@ export function transportEnd(transport: Transport): PipeEnd {
   return new TransportEnd(transport);
 }
 
+/** The smallest read size a splice asks its source for (see `Direction.readLimit`). */
+const MIN_READ_LIMIT = 16 * 1024;
+
 // Every visitor's splice makes two ends and two directions: classes, so that a connection costs a
 // few objects, not the thirty closures and objects that handler objects of arrows took.
 
@@ -344,10 +347,14 @@ class Direction implements PipeHandlers {
     if (this.#blocked || this.#hold !== undefined) this.#from.pause();
   }
 
-  /** Reads no larger than what the other end sends whole (a stream over a WebSocket: a message). */
+  /**
+   * Reads no larger than what the other end sends whole (a stream over a WebSocket: a message),
+   * unless that is small: a small frame size is met by copying, as reads of a few KiB would cost a
+   * system call each.
+   */
   readLimit(preferred: number): number {
     const limit = this.#to.chunkLimit;
-    return limit > 0 && limit < preferred ? limit : 0;
+    return limit >= MIN_READ_LIMIT && limit < preferred ? limit : 0;
   }
 
   end(): void {
