@@ -15,7 +15,11 @@ export interface SessionConfig {
   maxUnackedOpens: number;
   /** Open streams per session, both directions; a peer's SYN past it is reset, `open()` throws. Default 4096. */
   maxStreams: number;
-  /** Largest receive window a stream can grow to by auto-tuning. Default 16 MiB. */
+  /**
+   * Largest receive window a stream can grow to by auto-tuning. Default 6 MiB (Chrome's HTTP/2 and
+   * quic-go's per-stream default): a gigabit at a 50 ms round trip, and no more than that waits
+   * here for a slow reader (with 16 MiB a bulk download held 10–15 MiB in the daemon).
+   */
   maxStreamWindow: number;
   /** Total window growth (above the fixed 256 KiB each) all streams of a session may hold. Default 64 MiB. */
   sessionReceiveBudget: number;
@@ -71,7 +75,7 @@ export const DEFAULT_SESSION_CONFIG: Readonly<SessionConfig> = Object.freeze({
   acceptBacklog: 256,
   maxUnackedOpens: 256,
   maxStreams: 4096,
-  maxStreamWindow: 16 * 1024 * 1024,
+  maxStreamWindow: 6 * 1024 * 1024,
   sessionReceiveBudget: 64 * 1024 * 1024,
   autoTuneWindow: true,
   maxDataFrameSize: 256 * 1024,
@@ -107,7 +111,7 @@ const UPPER_BOUNDS: Partial<Record<keyof SessionConfig, number>> = {
  * ```ts
  * import { resolveSessionConfig } from "./config.ts";
  * const config = resolveSessionConfig({ acceptBacklog: 16 });
- * console.assert(config.maxStreamWindow === 16 * 1024 * 1024);
+ * console.assert(config.maxStreamWindow === 6 * 1024 * 1024);
  * ```
  */
 export function resolveSessionConfig(overrides: Partial<SessionConfig> = {}): SessionConfig {

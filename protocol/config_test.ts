@@ -8,7 +8,7 @@ describe("resolveSessionConfig", () => {
     const config = resolveSessionConfig();
     assert.equal(config.acceptBacklog, 256);
     assert.equal(config.maxUnackedOpens, 256);
-    assert.equal(config.maxStreamWindow, 16 * 1024 * 1024);
+    assert.equal(config.maxStreamWindow, 6 * 1024 * 1024);
     assert.deepEqual(config, { ...DEFAULT_SESSION_CONFIG });
   });
 
