@@ -171,6 +171,7 @@ describe("config: validateConfig", () => {
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,
       keepAliveTimeoutMs: 30000,
+      streamWindow: 6291456,
       udpFlowIdleMs: 60000,
       udpFlowsPerTunnel: 1024,
     });

@@ -39,6 +39,7 @@ export function embeddedDefaults(): Record<string, unknown> {
       maxWebSocketMessage: 1048576,
       keepAliveIntervalMs: 30000,
       keepAliveTimeoutMs: 30000,
+      streamWindow: 6291456,
       udpFlowIdleMs: 60000,
       udpFlowsPerTunnel: 1024,
     },

@@ -127,6 +127,13 @@ export interface Limits {
   /** Close a session whose ping goes unanswered this long: a dead client is noticed within
    * `keepAliveIntervalMs + keepAliveTimeoutMs`. */
   keepAliveTimeoutMs: number;
+  /**
+   * Largest receive window a stream grows to (yamux flow control), in bytes: what a visitor slower
+   * than its tunnel's client lets wait in the daemon per stream, and what one stream carries per
+   * round trip (the default, 6 MiB, is a gigabit at 50 ms). Raise it for long fat links. Applies to
+   * sessions that open after it is set.
+   */
+  streamWindow: number;
   /** A UDP flow (one visitor address of a UDP tunnel, or of a UDP forward) ends after this long with no datagram either way. */
   udpFlowIdleMs: number;
   /** Flows of one UDP tunnel at once; a datagram that would open one more is dropped and counted (`flow_limit`). */

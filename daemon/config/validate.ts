@@ -84,6 +84,7 @@ const LIMIT_BOUNDS: Record<keyof Limits, [number, number]> = {
   maxWebSocketMessage: [1024, 256 * 1024 * 1024],
   keepAliveIntervalMs: [100, 3_600_000],
   keepAliveTimeoutMs: [100, 600_000],
+  streamWindow: [256 * 1024, 64 * 1024 * 1024],
   udpFlowIdleMs: [100, 3_600_000],
   udpFlowsPerTunnel: [1, 65_536],
 };

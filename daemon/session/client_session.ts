@@ -16,11 +16,12 @@ import { Lifecycle } from "../../util/lifecycle.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { Session } from "../../protocol/session.ts";
+import { DEFAULT_SESSION_CONFIG, type SessionConfig } from "../../protocol/config.ts";
 import type { SessionStats } from "../../protocol/stats.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
 import { echoStream } from "../../tunnel/echo.ts";
-import type { ClientConfig, Config } from "../config/mod.ts";
+import type { ClientConfig, Config, Limits } from "../config/mod.ts";
 import { serveForward } from "./forward.ts";
 import { serveUdpForward } from "./forward_udp.ts";
 import { newUdpCounters, teeUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
@@ -109,6 +110,19 @@ let nextSessionNumber = 1;
 /** How often a draining session checks whether its last data stream has finished. */
 const DRAIN_CHECK_MS = 50;
 
+/** The yamux tuning of a client's session under the daemon's `limits`. */
+export function sessionConfigFor(limits: Limits): Partial<SessionConfig> {
+  return {
+    maxStreams: limits.streamsPerSession,
+    keepAliveInterval: limits.keepAliveIntervalMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    maxStreamWindow: limits.streamWindow,
+    // A peer may send a whole window in one frame.
+    maxFrameLength: Math.max(DEFAULT_SESSION_CONFIG.maxFrameLength, limits.streamWindow),
+    ackDelay: TUNNEL_ACK_DELAY_MS,
+  };
+}
+
 /** What the control handlers and the tunnel table see of a session: each takes its own part. */
 type HandlerContext = ExposeContext & OfferContext & HealthContext & SessionTunnelsContext;
 
@@ -166,12 +180,7 @@ export class ClientSession implements SessionHandle {
     const limits = context.config().limits;
     this.#yamux = new Session(transport, {
       client: false,
-      config: {
-        maxStreams: limits.streamsPerSession,
-        keepAliveInterval: limits.keepAliveIntervalMs,
-        keepAliveTimeout: limits.keepAliveTimeoutMs,
-        ackDelay: TUNNEL_ACK_DELAY_MS,
-      },
+      config: sessionConfigFor(limits),
       onStream: (stream) => this.#onStream(stream),
       onError: (error, reason) =>
         this.#log.warn("protocol error", { reason, detail: error.message }),
