@@ -24,6 +24,7 @@ import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
 import { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks_options.ts";
 import { Client } from "./client.ts";
+import { DEFAULT_SESSION_CONFIG } from "../protocol/config.ts";
 import {
   type ClientFlags,
   type ClientSettings,
@@ -41,10 +42,10 @@ Options:
   --config FILE                a JSONC file with the settings below (env
                                TUNNELMUX_CLIENT_CONFIG): server, tokenFile, name, ca, ha,
                                reconnect, readyTimeoutMs, keepAliveIntervalMs,
-                               keepAliveTimeoutMs, group, groupKeyFile, shared, proxyProtocol,
-                               health, healthIntervalMs, logFormat, socks (ADDR, or true),
-                               socksUser, socksPasswordFile, visitors (the visitor policy,
-                               docs/policy.md), httpPolicy (the HTTP tunnels' policy.http),
+                               keepAliveTimeoutMs, streamWindow, group, groupKeyFile, shared,
+                               proxyProtocol, health, healthIntervalMs, logFormat, socks (ADDR,
+                               or true), socksUser, socksPasswordFile, visitors (the visitor
+                               policy, docs/policy.md), httpPolicy (the HTTP tunnels' policy.http),
                                inspect (true or an address), inspectUnredacted,
                                inspectTokenFile, and the lists expose, exposeUdp, http, tls,
                                forward, forwardUdp, offer, use, basicAuth
@@ -143,6 +144,9 @@ is dropped):
                                env TUNNELMUX_KEEPALIVE_INTERVAL_MS)
   --keepalive-timeout-ms MS    reconnect when a ping is unanswered for MS (default 30000;
                                env TUNNELMUX_KEEPALIVE_TIMEOUT_MS)
+  --stream-window BYTES        the largest receive window of a stream: what one stream carries
+                               toward the services per round trip (default 6m, about a gigabit
+                               at 50 ms; 256k to 64m; env TUNNELMUX_STREAM_WINDOW)
   --log-format FORMAT          auto, pretty or json (default auto: pretty on a terminal)
   --inspect [ADDR]             record every request through the --http tunnels and show them
                                at http://ADDR (default 127.0.0.1:4040; a bare port is on
@@ -202,6 +206,7 @@ const OPTIONS = {
   "ready-timeout-ms": { type: "string" },
   "keepalive-interval-ms": { type: "string" },
   "keepalive-timeout-ms": { type: "string" },
+  "stream-window": { type: "string" },
   "log-format": { type: "string" },
   "watch-config": { type: "boolean" },
   inspect: { type: "string" },
@@ -326,6 +331,9 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     session: {
       keepAliveInterval: settings.keepAliveInterval,
       keepAliveTimeout: settings.keepAliveTimeout,
+      maxStreamWindow: settings.streamWindow,
+      // The daemon may send a whole window in one frame.
+      maxFrameLength: Math.max(DEFAULT_SESSION_CONFIG.maxFrameLength, settings.streamWindow),
     },
     caCerts: settings.caCerts,
   };

@@ -39,6 +39,10 @@ import { type HttpPolicy, parseHttpPolicy } from "../tunnel/policy/http_policy.t
 import { hashPasswordSync, PASSWORD_HASH_PREFIX } from "../tunnel/policy/password_hash.ts";
 import { isObject } from "../util/is_object.ts";
 import { parseVisitorPolicy, type VisitorPolicy } from "../tunnel/policy/visitor_policy.ts";
+import { DEFAULT_SESSION_CONFIG } from "../protocol/config.ts";
+
+/** The smallest and largest `--stream-window`: the spec's initial window, and 64 MiB. */
+const STREAM_WINDOW_RANGE = [256 * 1024, 64 * 1024 * 1024] as const;
 
 /** `N`, or `N` with a `k`, `m` or `g` suffix (KiB, MiB, GiB): bytes; undefined if it is neither. */
 export function parseBytes(text: string): number | undefined {
@@ -76,6 +80,7 @@ export interface ClientFlags {
   "ready-timeout-ms"?: string;
   "keepalive-interval-ms"?: string;
   "keepalive-timeout-ms"?: string;
+  "stream-window"?: string;
   "log-format"?: string;
   "basic-auth"?: string[];
   "host-rewrite"?: string;
@@ -141,6 +146,8 @@ export interface ClientSettings {
   readonly readyTimeoutMs: number;
   readonly keepAliveInterval: number;
   readonly keepAliveTimeout: number;
+  /** The largest receive window a stream of the session grows to, in bytes. */
+  readonly streamWindow: number;
   readonly logFormat: "auto" | "pretty" | "json";
   readonly exposes: ExposeSpec[];
   readonly forwards: ForwardSpec[];
@@ -185,6 +192,7 @@ const FILE_KEYS = new Set([
   "readyTimeoutMs",
   "keepAliveIntervalMs",
   "keepAliveTimeoutMs",
+  "streamWindow",
   "group",
   "groupKeyFile",
   "shared",
@@ -387,6 +395,20 @@ export function clientSettings(
     3_600_000,
     "milliseconds",
   );
+  // Bytes: N or N with a k, m or g suffix, as a flag or variable; a number in the file.
+  const windowSource = flag("stream-window", flags["stream-window"]) ??
+    variable("TUNNELMUX_STREAM_WINDOW") ?? fileNumber("streamWindow");
+  let streamWindow = DEFAULT_SESSION_CONFIG.maxStreamWindow;
+  if (windowSource) {
+    const n = parseBytes(windowSource.value);
+    const [min, max] = STREAM_WINDOW_RANGE;
+    if (n === undefined || n < min || n > max) {
+      fail(
+        windowSource.where,
+        `must be bytes from 256k to 64m (N, or with a k, m or g suffix), got "${windowSource.value}"`,
+      );
+    } else streamWindow = n;
+  }
   const reconnect = flags["no-reconnect"] ? false : fileBoolean("reconnect")?.value ?? true;
   const readyTimeoutMs = integer(
     flag("ready-timeout-ms", flags["ready-timeout-ms"]) ?? fileNumber("readyTimeoutMs"),
@@ -763,6 +785,7 @@ export function clientSettings(
       readyTimeoutMs,
       keepAliveInterval,
       keepAliveTimeout,
+      streamWindow,
       logFormat,
       exposes,
       forwards,

@@ -94,6 +94,37 @@ describe("clientSettings", () => {
     assert.deepEqual(settings!.offers.map((o) => [o.name, o.local]), [["db", "127.0.0.1:5432"]]);
   });
 
+  it("takes the stream window in bytes, with a suffix, from a flag, a variable or the file", () => {
+    const base = { server: ["tcp://a:7000"], expose: ["8080=127.0.0.1:3000"] };
+    const env = { TUNNELMUX_TOKEN: TOKEN };
+    assert.equal(clientSettings({ flags: base, env }).settings!.streamWindow, 6 * 1024 * 1024);
+    const flag = clientSettings({ flags: { ...base, "stream-window": "32m" }, env });
+    assert.equal(flag.settings!.streamWindow, 32 * 1024 * 1024);
+    const variable = clientSettings({
+      flags: base,
+      env: { ...env, TUNNELMUX_STREAM_WINDOW: "524288" },
+    });
+    assert.equal(variable.settings!.streamWindow, 524288);
+    const file = join(dir, "window.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        server: "tcp://a:7000",
+        expose: ["8080=127.0.0.1:3000"],
+        streamWindow: 1048576,
+      }),
+    );
+    assert.equal(clientSettings({ flags: { config: file }, env }).settings!.streamWindow, 1048576);
+    for (const bad of ["100k", "65m", "lots"]) {
+      const { settings, errors } = clientSettings({
+        flags: { ...base, "stream-window": bad },
+        env,
+      });
+      assert.equal(settings, undefined, bad);
+      assert.deepEqual(errors.map((e) => e.where), ["--stream-window"]);
+    }
+  });
+
   it("takes UDP tunnels from --expose-udp and exposeUdp, apart from TCP ones of the same port", () => {
     const file = join(dir, "udp.json");
     writeFileSync(

@@ -546,5 +546,19 @@ for (const transport of ["TCP", "WebSocket"] as const) {
       assertSameBytes(await tcpRoundTrip(back.port, payload), payload, "after the restart");
       assert.equal(survivor.hasExited, false);
     });
+
+    it("stream windows of 32 MiB on both sides (limits.streamWindow, --stream-window) carry data", async () => {
+      // Above the default frame limit too: each side must accept frames of a whole window.
+      const wide = await startDaemon({ config: { ...config, limits: { streamWindow: 32 * MiB } } });
+      const proc = await startClient({
+        server: transport === "TCP" ? wide.tcpUrl : wide.wsUrl,
+        token: laptop,
+        args: ["--expose", `0=${echo.address}`, "--stream-window", "32m"],
+      });
+      const { port } = await proc.waitForTunnel();
+      const payload = pattern(24 * MiB, 62);
+      assertSameBytes(await tcpRoundTrip(port, payload, { timeoutMs: 60_000 }), payload, "24 MiB");
+      assert.equal(proc.hasExited, false);
+    });
   });
 }
