@@ -290,6 +290,7 @@ export class Daemon {
           log: this.#log,
           count: (event) => this.counters.count(event),
           handshakeTimeoutMs: this.#config.limits.handshakeTimeoutMs,
+          streamWindow: this.#config.limits.streamWindow,
           dataDir: this.#config.dataDir,
           onTokensChange: () => this.#apply(this.#config),
           events: this.events,

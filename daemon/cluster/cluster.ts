@@ -90,6 +90,8 @@ export interface ClusterDeps {
   count: (event: string) => void;
   /** Handshake deadline, ms (relay handshakes and stream headers). */
   handshakeTimeoutMs: number;
+  /** The largest receive window of a relayed stream (`limits.streamWindow`). */
+  streamWindow?: number;
   /** The data directory (the token store's, though a cluster keeps tokens in NATS). */
   dataDir: string;
   /** Called when the minted tokens change, here or on another node. */
@@ -345,6 +347,7 @@ export class Cluster {
       listen: config.listen,
       handshakeTimeoutMs: deps.handshakeTimeoutMs,
       keepAliveMs: Math.max(500, Math.floor(config.presenceTtlMs / 2)),
+      streamWindow: deps.streamWindow,
       tls,
       log,
       onStream: (stream, header, rest, node) =>

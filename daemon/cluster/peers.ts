@@ -11,7 +11,7 @@
  * @module
  */
 
-import { DEFAULT_SESSION_CONFIG } from "../../protocol/config.ts";
+import { DEFAULT_SESSION_CONFIG, type SessionConfig } from "../../protocol/config.ts";
 import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
@@ -54,6 +54,27 @@ export interface PeerView extends PeerStats {
   rtt: number;
 }
 
+/** The yamux tuning of a relay session between two nodes. */
+export function relaySessionConfig(
+  options: Pick<PeerLinksOptions, "keepAliveMs" | "streamWindow">,
+): Partial<SessionConfig> {
+  const window = options.streamWindow ?? DEFAULT_SESSION_CONFIG.maxStreamWindow;
+  return {
+    keepAliveInterval: options.keepAliveMs,
+    keepAliveTimeout: options.keepAliveMs * 2,
+    // A relayed visitor's stream is answered by the far node's client a hop later: its ACK
+    // rides on that answer, as on a client's session, rather than costing each node a write,
+    // a read and a wakeup of their own per visitor.
+    ackDelay: TUNNEL_ACK_DELAY_MS,
+    // Opens wait for their ACK that much longer, and one session carries every client's
+    // relayed visitors between two nodes: no stream waits for a SYN slot below the cap.
+    maxUnackedOpens: DEFAULT_SESSION_CONFIG.maxStreams,
+    maxStreamWindow: window,
+    // A peer may send a whole window in one frame.
+    maxFrameLength: Math.max(DEFAULT_SESSION_CONFIG.maxFrameLength, window),
+  };
+}
+
 /** How to build {@linkcode PeerLinks}. */
 export interface PeerLinksOptions {
   /** This node's name. */
@@ -66,6 +87,8 @@ export interface PeerLinksOptions {
   handshakeTimeoutMs: number;
   /** Keepalive of peer sessions, ms (interval; the timeout is twice it). */
   keepAliveMs: number;
+  /** The largest receive window of a relayed stream (`limits.streamWindow`); the engine's default if unset. */
+  streamWindow?: number;
   /** Where links are logged. */
   log: Logger;
   /** TLS for relay sessions (PEM contents): listen with `cert`/`key`, trust `ca` when dialing. */
@@ -230,20 +253,9 @@ export class PeerLinks {
   }
 
   #newSession(transport: Transport, client: boolean, onStream: (s: Stream) => void): Session {
-    const { keepAliveMs } = this.#options;
     const session = new Session(transport, {
       client,
-      config: {
-        keepAliveInterval: keepAliveMs,
-        keepAliveTimeout: keepAliveMs * 2,
-        // A relayed visitor's stream is answered by the far node's client a hop later: its ACK
-        // rides on that answer, as on a client's session, rather than costing each node a write,
-        // a read and a wakeup of their own per visitor.
-        ackDelay: TUNNEL_ACK_DELAY_MS,
-        // Opens wait for their ACK that much longer, and one session carries every client's
-        // relayed visitors between two nodes: no stream waits for a SYN slot below the cap.
-        maxUnackedOpens: DEFAULT_SESSION_CONFIG.maxStreams,
-      },
+      config: relaySessionConfig(this.#options),
       onStream,
     });
     this.#pending.add(session);

@@ -14,7 +14,8 @@ import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
 import { concat } from "../../util/bytes.ts";
 import { Logger } from "../../util/log.ts";
-import { advertisedAddress, PeerLinks } from "./peers.ts";
+import { advertisedAddress, PeerLinks, relaySessionConfig } from "./peers.ts";
+import { resolveSessionConfig } from "../../protocol/config.ts";
 
 const KEY = "a-cluster-key-0123456789abcdef";
 const OTHER = "another-cluster-key-0123456789";
@@ -262,4 +263,19 @@ describe("relay sessions while the cluster key rotates", () => {
       assert.equal(b.connected("a"), false);
     });
   }
+});
+
+describe("relay sessions' tuning", () => {
+  it("gives relayed streams the daemon's limits.streamWindow, frames of a whole window accepted", () => {
+    assert.equal(
+      resolveSessionConfig(relaySessionConfig({ keepAliveMs: 1_000 })).maxStreamWindow,
+      6 * 1024 * 1024,
+    );
+    for (const streamWindow of [256 * 1024, 64 * 1024 * 1024]) {
+      const config = resolveSessionConfig(relaySessionConfig({ keepAliveMs: 1_000, streamWindow }));
+      assert.equal(config.maxStreamWindow, streamWindow);
+      assert.ok(config.maxFrameLength >= streamWindow);
+      assert.equal(config.keepAliveTimeout, 2_000);
+    }
+  });
 });
