@@ -131,7 +131,7 @@ export interface Limits {
    * Largest receive window a stream grows to (yamux flow control), in bytes: what a visitor slower
    * than its tunnel's client lets wait in the daemon per stream, and what one stream carries per
    * round trip (the default, 6 MiB, is a gigabit at 50 ms). Raise it for long fat links. Applies to
-   * client sessions that open after it is set, and to a cluster's relay sessions.
+   * client sessions that open after it is set, and to a cluster's relay sessions as the daemon starts.
    */
   streamWindow: number;
   /** A UDP flow (one visitor address of a UDP tunnel, or of a UDP forward) ends after this long with no datagram either way. */
