@@ -96,11 +96,12 @@ export class StreamRoute {
       return visitor.close();
     }
     const throttle = this.throttle();
-    this.#count(
-      splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats, throttle }),
-      visitor,
-      left,
-    ).then(() => this.#visitors.delete(visitor));
+    this.#began();
+    splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats, throttle })
+      .then((result) => {
+        this.#visitors.delete(visitor);
+        this.#ended(result, visitor, left);
+      });
   }
 
   /**
@@ -138,15 +139,9 @@ export class StreamRoute {
       return stream.reset(ResetReason.LimitReached);
     }
     const throttle = this.relayThrottle();
-    this.#count(
-      splice(streamEnd(stream), streamEnd(toClient), {
-        aFirst: rest,
-        counters: this.stats,
-        throttle,
-      }),
-      remote,
-      left,
-    );
+    this.#began();
+    splice(streamEnd(stream), streamEnd(toClient), { aFirst: rest, counters: this.stats, throttle })
+      .then((result) => this.#ended(result, remote, left));
   }
 
   /**
@@ -190,15 +185,17 @@ export class StreamRoute {
     return stream;
   }
 
-  /** Keeps the counters of one visitor's splice. */
-  async #count(
-    spliced: Promise<SpliceResult>,
-    visitor: Transport | string,
-    left: () => void,
-  ): Promise<void> {
+  /** Counts a visitor whose splice begins. */
+  #began(): void {
     this.stats.connections++;
     this.stats.active++;
-    const result = await spliced;
+  }
+
+  /**
+   * Counts a visitor whose splice ended and lets its place go. A callback, not an async function
+   * awaiting the splice: one promise less per visitor, and one function less for the JIT to build.
+   */
+  #ended(result: SpliceResult, visitor: Transport | string, left: () => void): void {
     this.stats.active--;
     left();
     if (result.error) {
