@@ -10,7 +10,6 @@
  */
 
 import type { Stream } from "../../protocol/stream.ts";
-import type { Transport } from "../../protocol/transport.ts";
 import { DialError, dialTcp, resetReasonForDial } from "../../tunnel/dial.ts";
 import { encodeProxyV1, encodeProxyV2 } from "../../tunnel/proxy_protocol.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
@@ -147,9 +146,10 @@ export function withProxyHeader(
  * Dials `local` and pipes `stream` to it, writing `first` (PROXY header, early payload) first.
  * A failed dial resets the stream with its reason (refused, timed out, failed) and is reported to
  * `routes.onDialError`. `observer` (the inspector's) sees the bytes after `first` and is told
- * the end. Resolves when the stream is done.
+ * the end. Resolves when the stream is done. (Callbacks rather than an async function: one
+ * promise and frame less per visitor.)
  */
-export async function pipeToLocal(
+export function pipeToLocal(
   stream: Stream,
   local: string,
   first: Uint8Array,
@@ -157,25 +157,24 @@ export async function pipeToLocal(
   observer?: VisitorObserver,
 ): Promise<void> {
   const { hostname, port } = parseHostPort(local);
-  let socket: Transport;
-  try {
-    socket = await dialTcp(hostname, port, routes.deadlines.dialTimeoutMs ?? 10_000);
-  } catch (error) {
-    // A DialError names the address already.
-    const failure = new ClientError(
-      "local_dial_failed",
-      error instanceof DialError
-        ? `cannot reach the local service: ${error.message}`
-        : `cannot reach ${local}: ${(error as Error).message}`,
-    );
-    observer?.close(failure);
-    routes.onDialError(failure);
-    return stream.reset(resetReasonForDial(error));
-  }
-  if (!observer) {
-    await splice(streamEnd(stream), transportEnd(socket), { aFirst: first });
-    return;
-  }
-  const result = await splice(streamEnd(stream), transportEnd(socket), { aFirst: first, observer });
-  observer.close(result.error);
+  return dialTcp(hostname, port, routes.deadlines.dialTimeoutMs ?? 10_000).then(
+    (socket) => {
+      const options = observer ? { aFirst: first, observer } : { aFirst: first };
+      return splice(streamEnd(stream), transportEnd(socket), options).then((result) =>
+        observer?.close(result.error)
+      );
+    },
+    (error) => {
+      // A DialError names the address already.
+      const failure = new ClientError(
+        "local_dial_failed",
+        error instanceof DialError
+          ? `cannot reach the local service: ${error.message}`
+          : `cannot reach ${local}: ${(error as Error).message}`,
+      );
+      observer?.close(failure);
+      routes.onDialError(failure);
+      stream.reset(resetReasonForDial(error));
+    },
+  );
 }
