@@ -24,7 +24,7 @@ import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
 import { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks_options.ts";
 import { Client } from "./client.ts";
-import { DEFAULT_SESSION_CONFIG } from "../protocol/config.ts";
+import { streamWindowConfig } from "../protocol/config.ts";
 import {
   type ClientFlags,
   type ClientSettings,
@@ -331,9 +331,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     session: {
       keepAliveInterval: settings.keepAliveInterval,
       keepAliveTimeout: settings.keepAliveTimeout,
-      maxStreamWindow: settings.streamWindow,
-      // The daemon may send a whole window in one frame.
-      maxFrameLength: Math.max(DEFAULT_SESSION_CONFIG.maxFrameLength, settings.streamWindow),
+      ...streamWindowConfig(settings.streamWindow),
     },
     caCerts: settings.caCerts,
   };

@@ -105,6 +105,26 @@ const UPPER_BOUNDS: Partial<Record<keyof SessionConfig, number>> = {
 };
 
 /**
+ * The settings for streams whose receive windows grow to `bytes`: `maxStreamWindow`, and a frame
+ * limit at least as large, since a peer may send a whole window in one frame.
+ *
+ * @example
+ * ```ts
+ * import { resolveSessionConfig, streamWindowConfig } from "./config.ts";
+ * const config = resolveSessionConfig(streamWindowConfig(32 * 1024 * 1024));
+ * console.assert(config.maxFrameLength === 32 * 1024 * 1024);
+ * ```
+ */
+export function streamWindowConfig(
+  bytes: number,
+): Pick<SessionConfig, "maxStreamWindow" | "maxFrameLength"> {
+  return {
+    maxStreamWindow: bytes,
+    maxFrameLength: Math.max(DEFAULT_SESSION_CONFIG.maxFrameLength, bytes),
+  };
+}
+
+/**
  * Fills in defaults and checks every value, throwing a `RangeError` that names the bad field.
  *
  * @example

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { DEFAULT_SESSION_CONFIG, resolveSessionConfig } from "./config.ts";
+import { DEFAULT_SESSION_CONFIG, resolveSessionConfig, streamWindowConfig } from "./config.ts";
 import { INITIAL_STREAM_WINDOW } from "./constants.ts";
 
 describe("resolveSessionConfig", () => {
@@ -33,6 +33,15 @@ describe("resolveSessionConfig", () => {
       /maxFrameLength/,
     );
     assert.ok(resolveSessionConfig({ maxStreamWindow: 2 ** 25, maxFrameLength: 2 ** 25 }));
+  });
+
+  it("streamWindowConfig raises the frame limit to a window above it, never lowers it", () => {
+    assert.deepEqual(streamWindowConfig(256 * 1024), {
+      maxStreamWindow: 256 * 1024,
+      maxFrameLength: DEFAULT_SESSION_CONFIG.maxFrameLength,
+    });
+    const wide = resolveSessionConfig(streamWindowConfig(64 * 1024 * 1024));
+    assert.equal(wide.maxFrameLength, 64 * 1024 * 1024);
   });
 
   it("refuses a window below the spec's 256 KiB or above 32 bits", () => {

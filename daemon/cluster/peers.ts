@@ -11,7 +11,11 @@
  * @module
  */
 
-import { DEFAULT_SESSION_CONFIG, type SessionConfig } from "../../protocol/config.ts";
+import {
+  DEFAULT_SESSION_CONFIG,
+  type SessionConfig,
+  streamWindowConfig,
+} from "../../protocol/config.ts";
 import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
@@ -58,7 +62,6 @@ export interface PeerView extends PeerStats {
 export function relaySessionConfig(
   options: Pick<PeerLinksOptions, "keepAliveMs" | "streamWindow">,
 ): Partial<SessionConfig> {
-  const window = options.streamWindow ?? DEFAULT_SESSION_CONFIG.maxStreamWindow;
   return {
     keepAliveInterval: options.keepAliveMs,
     keepAliveTimeout: options.keepAliveMs * 2,
@@ -69,9 +72,7 @@ export function relaySessionConfig(
     // Opens wait for their ACK that much longer, and one session carries every client's
     // relayed visitors between two nodes: no stream waits for a SYN slot below the cap.
     maxUnackedOpens: DEFAULT_SESSION_CONFIG.maxStreams,
-    maxStreamWindow: window,
-    // A peer may send a whole window in one frame.
-    maxFrameLength: Math.max(DEFAULT_SESSION_CONFIG.maxFrameLength, window),
+    ...streamWindowConfig(options.streamWindow ?? DEFAULT_SESSION_CONFIG.maxStreamWindow),
   };
 }
 

@@ -16,7 +16,7 @@ import { Lifecycle } from "../../util/lifecycle.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { Session } from "../../protocol/session.ts";
-import { DEFAULT_SESSION_CONFIG, type SessionConfig } from "../../protocol/config.ts";
+import { type SessionConfig, streamWindowConfig } from "../../protocol/config.ts";
 import type { SessionStats } from "../../protocol/stats.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
@@ -116,9 +116,7 @@ export function sessionConfigFor(limits: Limits): Partial<SessionConfig> {
     maxStreams: limits.streamsPerSession,
     keepAliveInterval: limits.keepAliveIntervalMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
-    maxStreamWindow: limits.streamWindow,
-    // A peer may send a whole window in one frame.
-    maxFrameLength: Math.max(DEFAULT_SESSION_CONFIG.maxFrameLength, limits.streamWindow),
+    ...streamWindowConfig(limits.streamWindow),
     ackDelay: TUNNEL_ACK_DELAY_MS,
   };
 }
