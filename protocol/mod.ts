@@ -20,7 +20,7 @@
 // The engine's whole public surface, by name: the frame codec, the decoder and the stats
 // helpers stay inside (the daemon imports them from their files where it needs them).
 export { GoAwayCode, INITIAL_STREAM_WINDOW, PROTOCOL_VERSION } from "./constants.ts";
-export { DEFAULT_SESSION_CONFIG } from "./config.ts";
+export { DEFAULT_SESSION_CONFIG, streamWindowConfig } from "./config.ts";
 export type { SessionConfig } from "./config.ts";
 export { YamuxError } from "./errors.ts";
 export type { YamuxErrorCode } from "./errors.ts";

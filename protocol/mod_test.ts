@@ -15,6 +15,7 @@ describe("protocol/mod.ts", () => {
       "Stream",
       "YamuxError",
       "goAwayCodeName",
+      "streamWindowConfig",
       "toReadable",
       "toWritable",
     ]);
