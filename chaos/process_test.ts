@@ -123,8 +123,8 @@ describe("chaos: slow and half-open connections on the WebSocket and admin liste
       const started = Date.now();
       const sockets = await slowClients(port, count, head);
       try {
-        // Deno: our servers' request deadline (limits.handshakeTimeoutMs here; 10 s for admin by
-        // default). Bun: Bun.serve's idle timeout (10 s).
+        // The WebSocket listener: our server's request deadline (limits.handshakeTimeoutMs here).
+        // The admin listener: 10 s by default on Deno (ours), Bun.serve's idle timeout on Bun.
         await waitFor(() => sockets.every((s) => s.readableEnded || s.destroyed), {
           timeoutMs: 30_000,
           message: `the daemon to close ${count} slow ${listener} connections`,

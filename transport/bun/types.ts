@@ -97,28 +97,6 @@ export interface BunSocketOptions<T> {
   socket: BunSocketHandler<T>;
 }
 
-/** The part of Bun's `ServerWebSocket` the WebSocket server uses. */
-export interface BunServerWebSocket<T> {
-  /** Per-connection state, from `upgrade`. */
-  data: T;
-  /** 1 while open. */
-  readonly readyState: number;
-  /** How binary messages arrive. */
-  binaryType: "nodebuffer" | "arraybuffer" | "uint8array";
-  /** Bytes sent, -1 when queued in Bun's buffer, 0 when dropped. */
-  send(data: Uint8Array): number;
-  /** Starts the closing handshake. */
-  close(code?: number, reason?: string): void;
-  /** Drops the connection. */
-  terminate(): void;
-  /** Bytes in Bun's send buffer. */
-  getBufferedAmount(): number;
-  /** Stops reading. */
-  pause(): void;
-  /** Resumes reading. */
-  resume(): void;
-}
-
 /** The part of Bun's HTTP `Server` used here. */
 export interface BunServer {
   /** The bound address. */
@@ -127,8 +105,6 @@ export interface BunServer {
   readonly port: number;
   /** Stops listening; with `true` also ends open connections. */
   stop(closeActiveConnections?: boolean): Promise<void> | void;
-  /** Upgrades `request` to a WebSocket carrying `data`, answering with the extra `headers`. */
-  upgrade<T>(request: Request, options: { data: T; headers?: Record<string, string> }): boolean;
   /** The peer's address of `request`. */
   requestIP(request: Request): { address: string; port: number } | null;
 }
@@ -145,16 +121,6 @@ export interface BunServeOptions<T = unknown> {
   fetch(request: Request, server: BunServer): Response | undefined | Promise<Response | undefined>;
   /** Answers when `fetch` throws. */
   error?(error: Error): Response;
-  /** WebSocket handlers. */
-  websocket?: {
-    maxPayloadLength: number;
-    backpressureLimit: number;
-    closeOnBackpressureLimit: boolean;
-    open(ws: BunServerWebSocket<T>): void;
-    message(ws: BunServerWebSocket<T>, message: string | Uint8Array): void;
-    drain(ws: BunServerWebSocket<T>): void;
-    close(ws: BunServerWebSocket<T>, code: number, reason: string): void;
-  };
 }
 
 /** The part of the `Bun` global the adapters use. */
@@ -163,7 +129,7 @@ export interface BunApi {
   connect<T>(options: BunSocketOptions<T>): Promise<BunSocket<T>>;
   /** Listens for TCP (or TLS) connections. */
   listen<T>(options: BunSocketOptions<T>): BunListener;
-  /** Serves HTTP (and WebSocket upgrades). */
+  /** Serves HTTP. */
   serve<T>(options: BunServeOptions<T>): BunServer;
   /** Opens a UDP socket. */
   udpSocket(options: BunUdpSocketOptions): Promise<BunUdpSocket>;

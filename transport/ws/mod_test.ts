@@ -15,7 +15,7 @@ import { checkEcho } from "../../tools/echo_check.ts";
 import { echoStream } from "../../tunnel/echo.ts";
 import { type Pair, transportContract, withPair } from "../_contract.ts";
 import { hasOpenssl, makeTestIdentity } from "../_test_certificate.ts";
-import { echo, isBun, pattern, Probe, sameBytes, tick, writeAll } from "../_test_util.ts";
+import { echo, pattern, Probe, sameBytes, tick, writeAll } from "../_test_util.ts";
 import { RawWebSocket } from "./_test_util.ts";
 import {
   CloseCode,
@@ -28,7 +28,6 @@ import { MESSAGE_SIZE } from "./transport.ts";
 import { decodeClosePayload, encodeFrame, MessageDecoder, Opcode } from "./frame.ts";
 import { acceptFor } from "./handshake.ts";
 import { listenTcp } from "../mod.ts";
-import { listenBunWebSocket } from "./server_bun.ts";
 import { waitFor } from "../../testing/wait.ts";
 
 const KIB = 1024;
@@ -124,7 +123,7 @@ async function makePair(options: { highWaterMark?: number } = {}): Promise<Pair>
 
 transportContract("ws", makePair, {
   halfClose: false,
-  pauseStopsReading: isBun, // Deno's server-side WebSocket cannot stop reading
+  pauseStopsReading: true,
   handlerErrorCloseCode: CloseCode.InternalError,
 });
 
@@ -234,46 +233,6 @@ describe("ws: backpressure", () => {
       raw.tcp.close();
       b.close();
       server.listener.close();
-    }
-  });
-
-  it("Bun server with a tiny backpressure limit: send() -1 and 0 paths lose nothing", {
-    skip: isBun ? false : "Bun.serve only",
-  }, async () => {
-    const sendResults = { sent: 0, queued: 0, dropped: 0 };
-    const accepted: Transport[] = [];
-    const listener = await listenBunWebSocket(
-      { hostname: "127.0.0.1", port: 0, highWaterMark: 256 * KIB },
-      (t) => accepted.push(t),
-      { backpressureLimit: 1, sendResults },
-    );
-    const a = await connectWebSocket(`ws://127.0.0.1:${listener.port}/tunnel`);
-    await waitFor(() => accepted.length === 1, "accept");
-    const b = accepted[0];
-    const pa = new Probe();
-    const pb = new Probe();
-    try {
-      a.start(pa);
-      b.start(pb);
-      a.pause();
-      const data = pattern(16 * MIB, 9);
-      let written = 0;
-      while (written < data.length) {
-        const ok = b.write(data.subarray(written, written + 64 * KIB));
-        written += 64 * KIB;
-        if (!ok) break;
-        await tick(1);
-      }
-      a.resume();
-      await writeAll(b, pb, data.subarray(written));
-      await pa.until(() => pa.bytes === data.length, "all bytes");
-      assert.ok(sameBytes(pa.received(), data));
-      assert.ok(sendResults.queued > 0, `no -1 from send: ${JSON.stringify(sendResults)}`);
-      assert.ok(sendResults.dropped > 0, `no 0 from send: ${JSON.stringify(sendResults)}`);
-    } finally {
-      a.close();
-      b.close();
-      listener.close();
     }
   });
 });
@@ -549,8 +508,8 @@ describe("ws: message size", () => {
     const pa = new Probe();
     const pb = new Probe();
     try {
-      // Ours on Deno wants what it accepts (100,000 bytes here); Bun's server asks for 64 KiB.
-      assert.equal(a.framableSize, isBun ? 64 * KIB : 100_000, "what the server asked for");
+      // The server wants what it accepts (100,000 bytes here).
+      assert.equal(a.framableSize, 100_000, "what the server asked for");
       assert.equal(b.framableSize, 256 * KIB, "the client said it accepts 1 MiB");
       a.start(pa);
       b.start(pb);

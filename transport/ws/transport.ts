@@ -2,10 +2,10 @@
  * {@linkcode Transport} over WebSocket (RFC 6455): the yamux byte stream travels in binary
  * messages, so tunnels pass through HTTP reverse proxies that forward `Upgrade` headers.
  *
- * This module holds what every runtime shares: options, close codes, message packing and the
- * transport itself. Runtime-specific code lives in `ws/server.ts`, `ws/server_bun.ts` and
- * `ws/client.ts`, each of which drives a {@linkcode WebSocketTransport} through a small
- * {@linkcode SocketDriver}; `mod.ts` picks among them.
+ * This module holds what both ends share: options, close codes, message packing and the transport
+ * itself. The ends are `ws/server.ts` and `ws/client.ts`, over the runtime's TCP adapter, each of
+ * which drives a {@linkcode WebSocketTransport} through a small {@linkcode SocketDriver}; `mod.ts`
+ * picks them.
  *
  * Semantics the byte-stream contract cannot carry over unchanged:
  * - WebSocket has no half-close. `end()` sends what is queued, then closes with 1000; the peer sees
