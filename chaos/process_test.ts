@@ -123,8 +123,8 @@ describe("chaos: slow and half-open connections on the WebSocket and admin liste
       const started = Date.now();
       const sockets = await slowClients(port, count, head);
       try {
-        // The WebSocket listener: our server's request deadline (limits.handshakeTimeoutMs here).
-        // The admin listener: 10 s by default on Deno (ours), Bun.serve's idle timeout on Bun.
+        // Our servers' request deadline: limits.handshakeTimeoutMs here for the WebSocket
+        // listener, 10 s by default for the admin listener.
         await waitFor(() => sockets.every((s) => s.readableEnded || s.destroyed), {
           timeoutMs: 30_000,
           message: `the daemon to close ${count} slow ${listener} connections`,

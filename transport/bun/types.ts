@@ -97,40 +97,12 @@ export interface BunSocketOptions<T> {
   socket: BunSocketHandler<T>;
 }
 
-/** The part of Bun's HTTP `Server` used here. */
-export interface BunServer {
-  /** The bound address. */
-  readonly hostname: string;
-  /** The bound port. */
-  readonly port: number;
-  /** Stops listening; with `true` also ends open connections. */
-  stop(closeActiveConnections?: boolean): Promise<void> | void;
-  /** The peer's address of `request`. */
-  requestIP(request: Request): { address: string; port: number } | null;
-}
-
-/** The part of `Bun.serve`'s options used here. */
-export interface BunServeOptions<T = unknown> {
-  /** Address to bind. */
-  hostname: string;
-  /** Port to bind. */
-  port: number;
-  /** HTTPS. */
-  tls?: { cert: string; key: string };
-  /** Answers a request (undefined after an upgrade). */
-  fetch(request: Request, server: BunServer): Response | undefined | Promise<Response | undefined>;
-  /** Answers when `fetch` throws. */
-  error?(error: Error): Response;
-}
-
 /** The part of the `Bun` global the adapters use. */
 export interface BunApi {
   /** Opens a TCP (or TLS) connection. */
   connect<T>(options: BunSocketOptions<T>): Promise<BunSocket<T>>;
   /** Listens for TCP (or TLS) connections. */
   listen<T>(options: BunSocketOptions<T>): BunListener;
-  /** Serves HTTP. */
-  serve<T>(options: BunServeOptions<T>): BunServer;
   /** Opens a UDP socket. */
   udpSocket(options: BunUdpSocketOptions): Promise<BunUdpSocket>;
 }

@@ -1,7 +1,7 @@
 /**
- * The admin API's listener on the running runtime (`Bun.serve` on Bun, our HTTP/1.1 server on
- * Deno): event streams stay open while quiet, and one whose body fails is closed even when its
- * peer does not read. Real sockets on 127.0.0.1.
+ * The admin API's listener (our HTTP/1.1 server, on either runtime): event streams stay open while
+ * quiet, and one whose body fails is closed even when its peer does not read. Real sockets on
+ * 127.0.0.1.
  */
 
 import { after, describe, it } from "node:test";
@@ -26,7 +26,7 @@ const EVENT_STREAM = { "content-type": "text/event-stream" };
 /**
  * A peer that sends a request and never reads. `closed` writes to find out whether the server
  * closed the connection (a socket its owner closed answers data with a reset), so call it only
- * once the server should have: data arriving makes `Bun.serve` look at a stalled response again.
+ * once the server should have: data arriving could make a server look at a stalled response again.
  */
 function stalledPeer(port: number, path: string): { socket: Socket; closed: () => boolean } {
   const socket = netConnect({ host: "127.0.0.1", port });
