@@ -34,14 +34,6 @@ export interface ServedHttp extends HttpServer {
 export type FetchHandler = (request: Request) => Response | Promise<Response>;
 
 /** Listens on `address` and serves `handler`; resolves once bound, rejects if it cannot bind. */
-export async function serveHttp(address: HostPort, handler: FetchHandler): Promise<ServedHttp> {
-  const server = await serveHttp1(address, handler);
-  return {
-    hostname: server.hostname,
-    port: server.port,
-    get pendingRequests() {
-      return server.pendingRequests;
-    },
-    close: () => server.close(),
-  };
+export function serveHttp(address: HostPort, handler: FetchHandler): Promise<ServedHttp> {
+  return serveHttp1(address, handler);
 }
