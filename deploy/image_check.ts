@@ -38,7 +38,7 @@ import { Buffer } from "node:buffer";
 import process from "node:process";
 import { hashToken } from "../daemon/config/token_hash.ts";
 import {
-  closedPort,
+  closedPorts,
   pattern,
   ROOT,
   runCommand,
@@ -316,11 +316,7 @@ async function main(): Promise<number> {
     }),
   );
   await run("chmod", ["-R", "a+rX", work]);
-  const [tcpPort, adminPort, tunnelPort] = [
-    await closedPort(),
-    await closedPort(),
-    await closedPort(),
-  ];
+  const [tcpPort, adminPort, tunnelPort] = await closedPorts(3);
   await runCommand("podman", ["rm", "-f", CONTAINER], { env: env() });
   const started = Date.now();
   await run("podman", [

@@ -26,7 +26,7 @@ import process from "node:process";
 import { makeTestIdentity } from "../transport/_test_certificate.ts";
 import { installGoTool } from "../util/go_build.ts";
 import { register } from "./cleanup.ts";
-import { closedPort } from "./fake_servers.ts";
+import { closedPorts } from "./fake_servers.ts";
 import { ROOT } from "./process.ts";
 import { waitFor } from "./wait.ts";
 
@@ -81,12 +81,7 @@ function fetchText(url: string, ca: string): Promise<string> {
 /** Starts pebble and its DNS server; both are stopped and their files removed by cleanup. */
 export async function startPebble(options: PebbleOptions): Promise<Pebble> {
   const [pebbleBin, dnsBin] = await Promise.all([tool("pebble"), tool("pebble-challtestsrv")]);
-  const [acmePort, managementPort, dnsPort, dnsManagementPort] = [
-    await closedPort(),
-    await closedPort(),
-    await closedPort(),
-    await closedPort(),
-  ];
+  const [acmePort, managementPort, dnsPort, dnsManagementPort] = await closedPorts(4);
   const dir = mkdtempSync(join(tmpdir(), "tunnelmux-pebble-"));
   const identity = makeTestIdentity("pebble", "IP:127.0.0.1,DNS:localhost");
   const caFile = join(dir, "pebble-listener.pem");
