@@ -18,7 +18,7 @@ import type { Daemon } from "../daemon/daemon.ts";
 import type { DaemonEvent } from "../daemon/events.ts";
 import { bareBucket } from "../daemon/cluster/_nats_link.ts";
 import { startDaemonInProcess } from "./_in_process_daemon.ts";
-import { closedPort } from "../testing/mod.ts";
+import { closedPorts } from "../testing/mod.ts";
 import { type NatsServer, startNats } from "../testing/nats.ts";
 import { type Pebble, startPebble } from "../testing/pebble.ts";
 import { waitFor } from "../testing/wait.ts";
@@ -144,15 +144,14 @@ describe("ACME in a cluster: one certificate per name, every node (pebble)", {
   }
 
   it("HTTP-01 through node B for a name held on node A; served by both; renewed by B while A is down", async () => {
-    const ports = {
-      a: { http: await closedPort(), https: await closedPort() },
-      b: { http: await closedPort(), https: await closedPort() },
-    };
+    const [aHttp, aHttps, bHttp, bHttps, tlsPort] = await closedPorts(5);
+    const ports = { a: { http: aHttp, https: aHttps }, b: { http: bHttp, https: bHttps } };
     // Pebble checks HTTP-01 on B's HTTP port only: an answer from A's would never be asked.
     const pebble = await startPebble({
       httpPort: ports.b.http,
-      tlsPort: await closedPort(),
+      tlsPort,
       validitySeconds: VALIDITY_S,
+      avoid: [aHttp, aHttps, bHttps],
     });
     const root = await rootOf(pebble, "http01");
     const prefix = "acme-http01";
@@ -222,14 +221,13 @@ describe("ACME in a cluster: one certificate per name, every node (pebble)", {
   });
 
   it("HTTP-01 through a node with an HTTP port and no HTTPS port", async () => {
-    const ports = {
-      a: { http: await closedPort(), https: await closedPort() },
-      c: { http: await closedPort(), https: null },
-    };
+    const [aHttp, aHttps, cHttp, tlsPort] = await closedPorts(4);
+    const ports = { a: { http: aHttp, https: aHttps }, c: { http: cHttp, https: null } };
     const pebble = await startPebble({
       httpPort: ports.c.http,
-      tlsPort: await closedPort(),
+      tlsPort,
       validitySeconds: 90 * 24 * 3600,
+      avoid: [aHttp, aHttps],
     });
     const root = await rootOf(pebble, "http-only");
     const at = (name: string, p: Ports) =>
@@ -248,14 +246,13 @@ describe("ACME in a cluster: one certificate per name, every node (pebble)", {
   it("TLS-ALPN-01 through node B's HTTPS port (Bun; Deno refuses tls-alpn-01 at start)", {
     skip: isDeno ? "Deno's TLS cannot serve the challenge certificate" : false,
   }, async () => {
-    const ports = {
-      a: { http: null, https: await closedPort() },
-      b: { http: null, https: await closedPort() },
-    };
+    const [aHttps, bHttps, httpPort] = await closedPorts(3);
+    const ports = { a: { http: null, https: aHttps }, b: { http: null, https: bHttps } };
     const pebble = await startPebble({
-      httpPort: await closedPort(),
+      httpPort,
       tlsPort: ports.b.https,
       validitySeconds: 90 * 24 * 3600,
+      avoid: [aHttps],
     });
     const root = await rootOf(pebble, "alpn");
     const at = (name: string, p: Ports) =>

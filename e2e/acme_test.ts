@@ -15,7 +15,7 @@ import { type Client, connect } from "../client/mod.ts";
 import type { Daemon } from "../daemon/daemon.ts";
 import { startDaemonInProcess } from "./_in_process_daemon.ts";
 import type { DaemonEvent } from "../daemon/events.ts";
-import { closedPort } from "../testing/mod.ts";
+import { closedPorts } from "../testing/mod.ts";
 import { type Pebble, startPebble } from "../testing/pebble.ts";
 import { waitFor } from "../testing/wait.ts";
 import { hasOpenssl } from "../transport/_test_certificate.ts";
@@ -38,8 +38,7 @@ describe("ACME certificates for HTTP tunnels (pebble)", { skip: noOpenssl }, () 
   const clients: Client[] = [];
 
   before(async () => {
-    httpPort = await closedPort();
-    alpnPort = await closedPort();
+    [httpPort, alpnPort] = await closedPorts(2);
     pebble = await startPebble({ httpPort, tlsPort: alpnPort, validitySeconds: VALIDITY_S });
     dir = mkdtempSync(join(tmpdir(), "tunnelmux-acme-"));
     rootFile = join(dir, "pebble-root.pem");
@@ -92,7 +91,8 @@ describe("ACME certificates for HTTP tunnels (pebble)", { skip: noOpenssl }, () 
 
   it("HTTP-01: orders a held name, serves it, keeps it 0600, reloads it, and renews it", async () => {
     const dataDir = join(dir, "http01");
-    const https = await closedPort();
+    // Not the ALPN test's port, which this daemon would still hold when that test starts.
+    const [https] = await closedPorts(1, [httpPort, alpnPort]);
     const first = await daemon(dataDir, "http-01", {
       http: `127.0.0.1:${httpPort}`,
       https: `127.0.0.1:${https}`,

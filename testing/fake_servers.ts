@@ -207,16 +207,26 @@ export async function closedPort(): Promise<number> {
 }
 
 /**
- * `count` different ports on 127.0.0.1 where nothing listens: all bound at once before any is
- * closed, since ports taken one after another by {@linkcode closedPort} may repeat (the kernel can
- * hand a just-released port out again, and two servers then meet on it).
+ * `count` different ports on 127.0.0.1 where nothing listens, none of them in `except` (ports the
+ * caller took earlier and will still use): all bound at once before any is closed, since ports
+ * taken one after another by {@linkcode closedPort} may repeat (the kernel can hand a
+ * just-released port out again, and two servers then meet on it).
  */
-export async function closedPorts(count: number): Promise<number[]> {
-  const servers = Array.from({ length: count }, () => createNetServer());
-  await Promise.all(servers.map((server) => listenServer(server)));
-  const ports = servers.map((server) => (server.address() as { port: number }).port);
-  await Promise.all(
-    servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))),
-  );
+export async function closedPorts(count: number, except: number[] = []): Promise<number[]> {
+  const servers: ReturnType<typeof createNetServer>[] = [];
+  const ports: number[] = [];
+  try {
+    while (ports.length < count) {
+      const server = createNetServer();
+      servers.push(server);
+      await listenServer(server);
+      const port = (server.address() as { port: number }).port;
+      if (!except.includes(port)) ports.push(port);
+    }
+  } finally {
+    await Promise.all(
+      servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))),
+    );
+  }
   return ports;
 }

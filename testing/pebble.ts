@@ -53,6 +53,8 @@ export interface PebbleOptions {
   tlsPort: number;
   /** How long issued certificates are valid (default 90 days' worth of seconds). */
   validitySeconds?: number;
+  /** Other ports the caller took and will bind later (its daemons'): pebble's own avoid them. */
+  avoid?: number[];
 }
 
 function tool(name: string): Promise<string> {
@@ -81,7 +83,12 @@ function fetchText(url: string, ca: string): Promise<string> {
 /** Starts pebble and its DNS server; both are stopped and their files removed by cleanup. */
 export async function startPebble(options: PebbleOptions): Promise<Pebble> {
   const [pebbleBin, dnsBin] = await Promise.all([tool("pebble"), tool("pebble-challtestsrv")]);
-  const [acmePort, managementPort, dnsPort, dnsManagementPort] = await closedPorts(4);
+  // Not the caller's ports, which are free now and taken once its daemons start.
+  const [acmePort, managementPort, dnsPort, dnsManagementPort] = await closedPorts(4, [
+    options.httpPort,
+    options.tlsPort,
+    ...options.avoid ?? [],
+  ]);
   const dir = mkdtempSync(join(tmpdir(), "tunnelmux-pebble-"));
   const identity = makeTestIdentity("pebble", "IP:127.0.0.1,DNS:localhost");
   const caFile = join(dir, "pebble-listener.pem");
