@@ -199,11 +199,7 @@ export async function startHttpServer(): Promise<TestServer & { readonly request
 
 /** A port on 127.0.0.1 where nothing listens (bound, then closed, so connecting is refused). */
 export async function closedPort(): Promise<number> {
-  const server = createNetServer();
-  await listenServer(server);
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  return (await closedPorts(1))[0];
 }
 
 /**
