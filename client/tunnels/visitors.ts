@@ -16,7 +16,7 @@ import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { splice, type SpliceObserver, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
-import { parseHostPort } from "../../util/address.ts";
+import { type HostPort, parseHostPort } from "../../util/address.ts";
 import { ClientError } from "../errors.ts";
 import { serveUdpFlow, type UdpCounters } from "../../tunnel/udp_flow.ts";
 
@@ -142,6 +142,21 @@ export function withProxyHeader(
   return first;
 }
 
+/** Local services as configured → their host and port, parsed once (a few per client). */
+const locals = new Map<string, HostPort>();
+const LOCALS = 64;
+
+/** `local` as host and port: every visitor of a tunnel dials the same one. */
+function localAddress(local: string): HostPort {
+  let address = locals.get(local);
+  if (address === undefined) {
+    address = parseHostPort(local);
+    if (locals.size >= LOCALS) locals.clear();
+    locals.set(local, address);
+  }
+  return address;
+}
+
 /**
  * Dials `local` and pipes `stream` to it, writing `first` (PROXY header, early payload) first.
  * A failed dial resets the stream with its reason (refused, timed out, failed) and is reported to
@@ -156,7 +171,7 @@ export function pipeToLocal(
   routes: Pick<VisitorRoutes, "deadlines" | "onDialError">,
   observer?: VisitorObserver,
 ): Promise<void> {
-  const { hostname, port } = parseHostPort(local);
+  const { hostname, port } = localAddress(local);
   return dialTcp(hostname, port, routes.deadlines.dialTimeoutMs ?? 10_000).then(
     (socket) => {
       const options = observer ? { aFirst: first, observer } : { aFirst: first };

@@ -78,10 +78,20 @@ function bun() {
  * for a socket connected to it or accepted on it, known without asking.
  */
 function knownAddress(hostname: string, port: number): string | undefined {
-  const ip = parseIp(unbracketHost(hostname));
-  if (ip === undefined || ip.bytes.every((byte) => byte === 0)) return undefined;
-  return formatHostPort(formatIp(ip), port);
+  let host = knownHosts.get(hostname);
+  if (host === undefined) {
+    const ip = parseIp(unbracketHost(hostname));
+    host = ip === undefined || ip.bytes.every((byte) => byte === 0) ? null : formatIp(ip);
+    // A client dials the same few local services for every visitor: their hosts are parsed once.
+    if (knownHosts.size >= KNOWN_HOSTS) knownHosts.clear();
+    knownHosts.set(hostname, host);
+  }
+  return host === null ? undefined : formatHostPort(host, port);
 }
+
+/** Hostnames as dialed → their canonical IP text, or null when not a usable IP literal. */
+const knownHosts = new Map<string, string | null>();
+const KNOWN_HOSTS = 64;
 
 /** A Bun TCP socket adapted to the {@linkcode Transport} contract. */
 export class BunTcpTransport implements Transport {
