@@ -69,33 +69,58 @@ export function dialTcp(
   timeoutMs: number,
   connect: typeof connectTcp = connectTcp,
 ): Promise<Transport> {
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const deadline = sharedDeadlines.add(timeoutMs, () => {
-      settled = true;
-      reject(new DialError("timeout", `${hostname}:${port} did not answer within ${timeoutMs} ms`));
-    });
-    connect({ hostname, port }).then(
-      (transport) => {
-        deadline.cancel();
-        if (settled) return transport.close();
-        settled = true;
-        resolve(transport);
-      },
-      (error: Error & { code?: string }) => {
-        deadline.cancel();
-        if (settled) return;
-        settled = true;
-        // Deno names the error class, Node and Bun set an errno code.
-        const refused = error.name === "ConnectionRefused" || error.code === "ECONNREFUSED";
-        const unreachable = error.name === "NetworkUnreachable" || error.code === "ENETUNREACH";
-        // The runtime's own message repeats the address (Node: "connect ECONNREFUSED host:port").
-        const message = refused
-          ? `${hostname}:${port} refused the connection`
-          : `${hostname}:${port}: ${error.message}`;
-        const reason = refused ? "refused" : unreachable ? "unreachable" : "failed";
-        reject(new DialError(reason, message, { cause: error }));
-      },
-    );
+  return new Promise((resolve, reject) =>
+    dialTcpThen(hostname, port, timeoutMs, (error, transport) => {
+      if (error) reject(error);
+      else resolve(transport!);
+    }, connect)
+  );
+}
+
+/**
+ * {@linkcode dialTcp} with a callback, called once with the connection or the
+ * {@linkcode DialError}: what a visitor's path uses, where a promise of our own around the
+ * runtime's is work for nothing.
+ */
+export function dialTcpThen(
+  hostname: string,
+  port: number,
+  timeoutMs: number,
+  done: (error: DialError | undefined, transport?: Transport) => void,
+  connect: typeof connectTcp = connectTcp,
+): void {
+  let settled = false;
+  const deadline = sharedDeadlines.add(timeoutMs, () => {
+    settled = true;
+    done(new DialError("timeout", `${hostname}:${port} did not answer within ${timeoutMs} ms`));
   });
+  let connecting: Promise<Transport>;
+  try {
+    connecting = connect({ hostname, port });
+  } catch (error) {
+    // Reported as a failed connect, as from inside a promise.
+    connecting = Promise.reject(error);
+  }
+  connecting.then(
+    (transport) => {
+      deadline.cancel();
+      if (settled) return transport.close();
+      settled = true;
+      done(undefined, transport);
+    },
+    (error: Error & { code?: string }) => {
+      deadline.cancel();
+      if (settled) return;
+      settled = true;
+      // Deno names the error class, Node and Bun set an errno code.
+      const refused = error.name === "ConnectionRefused" || error.code === "ECONNREFUSED";
+      const unreachable = error.name === "NetworkUnreachable" || error.code === "ENETUNREACH";
+      // The runtime's own message repeats the address (Node: "connect ECONNREFUSED host:port").
+      const message = refused
+        ? `${hostname}:${port} refused the connection`
+        : `${hostname}:${port}: ${error.message}`;
+      const reason = refused ? "refused" : unreachable ? "unreachable" : "failed";
+      done(new DialError(reason, message, { cause: error }));
+    },
+  );
 }

@@ -220,6 +220,18 @@ export interface SpliceObserver {
   bToA(chunk: Uint8Array): void;
 }
 
+/** What {@linkcode splice} and {@linkcode spliceThen} take besides the two ends. */
+export interface SpliceOptions {
+  /** Written to `b` before anything else (bytes that arrived with a stream header). */
+  aFirst?: Uint8Array;
+  /** Updated live with the bytes each way. */
+  counters?: SpliceCounters;
+  /** Sees every chunk after `aFirst`; without one the relay path is the plain one. */
+  observer?: SpliceObserver;
+  /** What holds each direction's bytes (rate limits); none: nothing does. */
+  throttle?: { aToB?: SpliceThrottle; bToA?: SpliceThrottle };
+}
+
 /**
  * Pipes `a` and `b` into each other until both are closed. `aFirst` is written to `b` before
  * anything else (bytes that arrived with a stream header; not shown to `observer`). `counters`,
@@ -233,20 +245,22 @@ export interface SpliceObserver {
  * const result = await splice(streamEnd(stream), transportEnd(socket));
  * ```
  */
-export function splice(
+export function splice(a: PipeEnd, b: PipeEnd, options: SpliceOptions = {}): Promise<SpliceResult> {
+  return new Promise((resolve) => spliceThen(a, b, options, resolve));
+}
+
+/**
+ * {@linkcode splice} with a callback: `done` is called once, when both ends are closed (in the
+ * same turn, if they already are). What a visitor's path uses: a promise and its reaction per
+ * visitor are work for nothing there, and cold code pays for each.
+ */
+export function spliceThen(
   a: PipeEnd,
   b: PipeEnd,
-  options: {
-    aFirst?: Uint8Array;
-    counters?: SpliceCounters;
-    observer?: SpliceObserver;
-    throttle?: { aToB?: SpliceThrottle; bToA?: SpliceThrottle };
-  } = {},
-): Promise<SpliceResult> {
-  // Not Promise.withResolvers: the SDK runs this on Node 20 too.
-  let resolve!: (result: SpliceResult) => void;
-  const promise = new Promise<SpliceResult>((done) => resolve = done);
-  const shared = new SpliceState(options.counters ?? { aToB: 0, bToA: 0 }, resolve);
+  options: SpliceOptions,
+  done: (result: SpliceResult) => void,
+): void {
+  const shared = new SpliceState(options.counters ?? { aToB: 0, bToA: 0 }, done);
   const observer = options.observer;
   const aToB = new Direction(shared, a, b, true, options.throttle?.aToB, observer);
   const bToA = new Direction(shared, b, a, false, options.throttle?.bToA, observer);
@@ -264,7 +278,6 @@ export function splice(
   if (aBlocked) a.pause();
   else a.resume();
   b.resume();
-  return promise;
 }
 
 /** What both directions of one splice share: the counters and how the splice ends. */

@@ -10,11 +10,11 @@
  */
 
 import type { Stream } from "../../protocol/stream.ts";
-import { DialError, dialTcp, resetReasonForDial } from "../../tunnel/dial.ts";
+import { dialTcpThen, resetReasonForDial } from "../../tunnel/dial.ts";
 import { encodeProxyV1, encodeProxyV2 } from "../../tunnel/proxy_protocol.ts";
-import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
+import { onStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { splice, type SpliceObserver, streamEnd, transportEnd } from "../../tunnel/splice.ts";
+import { type SpliceObserver, spliceThen, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
 import { type HostPort, parseHostPort } from "../../util/address.ts";
 import { ClientError } from "../errors.ts";
@@ -63,41 +63,47 @@ export interface VisitorObserver extends SpliceObserver {
  * with the reason.
  */
 export function acceptIncoming(stream: Stream, routes: VisitorRoutes): void {
-  readStreamHeader(stream, routes.deadlines.connectTimeoutMs ?? 10_000).then(
-    ({ header, rest }) => {
-      let local: string | undefined;
-      let first = rest;
-      let observer: VisitorObserver | undefined;
-      if (header.kind === "visitor") {
-        const tunnel = routes.tunnel(header.tunnel);
-        if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
-        if (tunnel.udp) return stream.reset(ResetReason.BadHeader);
-        local = tunnel.local;
-        if (tunnel.http !== undefined && routes.inspector) {
-          observer = routes.inspector.observe({
-            tunnel: tunnel.http,
-            local,
-            remote: header.remote,
-          });
-          // The bytes that came with the header, seen here: the splice shows only later ones.
-          observer.aToB(rest);
-        }
-        if (tunnel.proxyProtocol) first = withProxyHeader(tunnel.proxyProtocol, header, rest);
-      } else if (header.kind === "udpVisitor") {
-        const tunnel = routes.tunnel(header.tunnel);
-        if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
-        if (!tunnel.udp) return stream.reset(ResetReason.BadHeader);
-        return void serveUdpVisitor(stream, tunnel.local, rest, tunnel.udp, routes);
-      } else if (header.kind === "service") {
-        local = routes.service(header.service);
-        if (!local) return stream.reset(ResetReason.UnknownService);
-      } else {
-        return stream.reset(ResetReason.BadHeader);
-      }
-      void pipeToLocal(stream, local, first, routes, observer);
-    },
-    () => stream.reset(ResetReason.BadHeader),
-  );
+  onStreamHeader(stream, routes.deadlines.connectTimeoutMs ?? 10_000, (error, read) => {
+    if (error) return stream.reset(ResetReason.BadHeader);
+    try {
+      serve(stream, read!.header, read!.rest, routes);
+    } catch {
+      // Called from the stream's data, so a throw would reach the session: a header that passed
+      // the checks and still cannot be served (addresses a PROXY header cannot carry) costs this
+      // stream only.
+      stream.reset(ResetReason.BadHeader);
+    }
+  });
+}
+
+/** Serves a stream by what its header says, in the turn the header arrived (no promise). */
+function serve(stream: Stream, header: StreamHeader, rest: Uint8Array, routes: VisitorRoutes) {
+  let local: string | undefined;
+  let first = rest;
+  let observer: VisitorObserver | undefined;
+  if (header.kind === "visitor") {
+    const tunnel = routes.tunnel(header.tunnel);
+    if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
+    if (tunnel.udp) return stream.reset(ResetReason.BadHeader);
+    local = tunnel.local;
+    if (tunnel.proxyProtocol) first = withProxyHeader(tunnel.proxyProtocol, header, rest);
+    if (tunnel.http !== undefined && routes.inspector) {
+      observer = routes.inspector.observe({ tunnel: tunnel.http, local, remote: header.remote });
+      // The bytes that came with the header, seen here: the splice shows only later ones.
+      observer.aToB(rest);
+    }
+  } else if (header.kind === "udpVisitor") {
+    const tunnel = routes.tunnel(header.tunnel);
+    if (!tunnel) return stream.reset(ResetReason.UnknownTunnel);
+    if (!tunnel.udp) return stream.reset(ResetReason.BadHeader);
+    return void serveUdpVisitor(stream, tunnel.local, rest, tunnel.udp, routes);
+  } else if (header.kind === "service") {
+    local = routes.service(header.service);
+    if (!local) return stream.reset(ResetReason.UnknownService);
+  } else {
+    return stream.reset(ResetReason.BadHeader);
+  }
+  pipeToLocalThen(stream, local, first, routes, observer);
 }
 
 /**
@@ -161,8 +167,7 @@ function localAddress(local: string): HostPort {
  * Dials `local` and pipes `stream` to it, writing `first` (PROXY header, early payload) first.
  * A failed dial resets the stream with its reason (refused, timed out, failed) and is reported to
  * `routes.onDialError`. `observer` (the inspector's) sees the bytes after `first` and is told
- * the end. Resolves when the stream is done. (Callbacks rather than an async function: one
- * promise and frame less per visitor.)
+ * the end. Resolves when the stream is done.
  */
 export function pipeToLocal(
   stream: Stream,
@@ -171,25 +176,38 @@ export function pipeToLocal(
   routes: Pick<VisitorRoutes, "deadlines" | "onDialError">,
   observer?: VisitorObserver,
 ): Promise<void> {
+  return new Promise((resolve) => pipeToLocalThen(stream, local, first, routes, observer, resolve));
+}
+
+/**
+ * {@linkcode pipeToLocal} with callbacks all the way (`done`, if given, when the stream is done):
+ * every visitor comes this way, and a promise per step would be work for nothing.
+ */
+function pipeToLocalThen(
+  stream: Stream,
+  local: string,
+  first: Uint8Array,
+  routes: Pick<VisitorRoutes, "deadlines" | "onDialError">,
+  observer?: VisitorObserver,
+  done?: () => void,
+): void {
   const { hostname, port } = localAddress(local);
-  return dialTcp(hostname, port, routes.deadlines.dialTimeoutMs ?? 10_000).then(
-    (socket) => {
-      const options = observer ? { aFirst: first, observer } : { aFirst: first };
-      return splice(streamEnd(stream), transportEnd(socket), options).then((result) =>
-        observer?.close(result.error)
-      );
-    },
-    (error) => {
+  dialTcpThen(hostname, port, routes.deadlines.dialTimeoutMs ?? 10_000, (error, socket) => {
+    if (error) {
       // A DialError names the address already.
       const failure = new ClientError(
         "local_dial_failed",
-        error instanceof DialError
-          ? `cannot reach the local service: ${error.message}`
-          : `cannot reach ${local}: ${(error as Error).message}`,
+        `cannot reach the local service: ${error.message}`,
       );
       observer?.close(failure);
       routes.onDialError(failure);
       stream.reset(resetReasonForDial(error));
-    },
-  );
+      return done?.();
+    }
+    const options = observer ? { aFirst: first, observer } : { aFirst: first };
+    spliceThen(streamEnd(stream), transportEnd(socket!), options, (result) => {
+      observer?.close(result.error);
+      done?.();
+    });
+  });
 }

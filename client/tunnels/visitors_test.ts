@@ -201,6 +201,32 @@ describe("acceptIncoming", () => {
     }
   });
 
+  it("resets a stream whose serving throws, and the session goes on serving others", async () => {
+    const service = await replayService();
+    const local = `127.0.0.1:${service.port}`;
+    let throwing = true;
+    const base = routes(undefined);
+    const { daemon, done } = sessions({
+      ...base,
+      tunnel: (id) => id === "t1" ? { local, http: "web" } : undefined,
+      inspector: {
+        observe() {
+          if (throwing) throw new Error("an inspector that fails");
+          return { aToB: () => {}, bToA: () => {}, close: () => {} };
+        },
+      },
+    });
+    try {
+      assert.equal(await resetReason(visit(daemon, VISITOR, "lost")), ResetReason.BadHeader);
+      throwing = false;
+      const back = await received(visit(daemon, VISITOR, "still here"));
+      assert.equal(new TextDecoder().decode(back), "still here");
+    } finally {
+      done();
+      service.close();
+    }
+  });
+
   it("resets what it cannot serve, naming why", async () => {
     const { daemon, done } = sessions(routes({ local: "127.0.0.1:1" }, "127.0.0.1:1"));
     try {

@@ -13,8 +13,8 @@ import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import {
-  splice,
   type SpliceResult,
+  spliceThen,
   type SpliceThrottle,
   streamEnd,
   transportEnd,
@@ -97,11 +97,15 @@ export class StreamRoute {
     }
     const throttle = this.throttle();
     this.#began();
-    splice(transportEnd(visitor), streamEnd(stream), { counters: this.stats, throttle })
-      .then((result) => {
+    spliceThen(
+      transportEnd(visitor),
+      streamEnd(stream),
+      { counters: this.stats, throttle },
+      (result) => {
         this.#visitors.delete(visitor);
         this.#ended(result, visitor, left);
-      });
+      },
+    );
   }
 
   /**
@@ -140,8 +144,12 @@ export class StreamRoute {
     }
     const throttle = this.relayThrottle();
     this.#began();
-    splice(streamEnd(stream), streamEnd(toClient), { aFirst: rest, counters: this.stats, throttle })
-      .then((result) => this.#ended(result, remote, left));
+    spliceThen(
+      streamEnd(stream),
+      streamEnd(toClient),
+      { aFirst: rest, counters: this.stats, throttle },
+      (result) => this.#ended(result, remote, left),
+    );
   }
 
   /**
