@@ -68,9 +68,8 @@ export function acceptIncoming(stream: Stream, routes: VisitorRoutes): void {
     try {
       serve(stream, read!.header, read!.rest, routes);
     } catch {
-      // Called from the stream's data, so a throw would reach the session: a header that passed
-      // the checks and still cannot be served (addresses a PROXY header cannot carry) costs this
-      // stream only.
+      // Called from the stream's data, so a throw would reach the session: whatever fails while
+      // one stream is served (the request inspector, say) costs that stream only.
       stream.reset(ResetReason.BadHeader);
     }
   });
