@@ -41,6 +41,15 @@ const FRAMABLE_FROM = 4 * 1024;
  */
 const BATCH_FRAME = 64 * 1024;
 
+/**
+ * A stream's next chunk of at least this much goes out as it lies, behind its header written apart,
+ * on a transport that writes large chunks as they are (`Transport.writesLargeAsIs`, Bun's TCP):
+ * two system calls instead of a copy of the chunk, and frames up to `maxDataFrameSize` rather than
+ * {@linkcode BATCH_FRAME}, so the receiver relays them in fewer writes. Twice the transport's own
+ * floor for writing a chunk alone, so a small write saves a copy of 32 KiB or more.
+ */
+const APART_FROM = 32 * 1024;
+
 /** Assembles and writes frames for one session. */
 export class Outbound {
   readonly #transport: Transport;
@@ -74,6 +83,10 @@ export class Outbound {
   readonly chunkLimit: number;
   /** The largest frame of copied data: {@linkcode BATCH_FRAME}, or `maxDataFrameSize` if less. */
   readonly #batchFrame: number;
+  /** Large chunks go out as they lie, their headers written apart (see {@linkcode APART_FROM}). */
+  readonly #apart: boolean;
+  /** The chunk to write right after the batch that ends with its header. */
+  #apartView: Uint8Array | undefined;
 
   // Plan of the batch being assembled, reused between batches.
   #planStreams: Stream[] = [];
@@ -95,6 +108,7 @@ export class Outbound {
       ? Math.max(4096, Math.min(config.maxWriteBatch, framable - 4096))
       : config.maxWriteBatch;
     this.#batchFrame = Math.min(config.maxDataFrameSize, BATCH_FRAME);
+    this.#apart = transport.writesLargeAsIs === true && this.#headroom === 0;
     this.chunkLimit = framable
       ? Math.min(config.maxDataFrameSize, framable - HEADER_LENGTH)
       : config.maxDataFrameSize;
@@ -186,6 +200,13 @@ export class Outbound {
       this.#writable = this.#headroom > 0
         ? this.#transport.writeFramable!(batch)
         : this.#transport.write(batch);
+      const view = this.#apartView;
+      if (view !== undefined) {
+        // The frame's payload, whatever the header's write said: a frame is never left half sent.
+        this.#apartView = undefined;
+        this.#stats.bytesOut += view.length;
+        this.#writable = this.#transport.write(view);
+      }
       this.#notifyDrains();
     }
   }
@@ -206,6 +227,10 @@ export class Outbound {
     if (this.#planCount === 1 && this.#controlLength === 0) {
       const framed = this.#framedInPlace();
       if (framed !== undefined) return framed;
+    }
+    if (this.#planCount === 1 && this.#apart && this.#planData[0] >= APART_FROM) {
+      const header = this.#headerApart();
+      if (header !== undefined) return header;
     }
     if (sendableTotal > this.#batchBudget) this.#shareBudget();
     const size = this.#batchSize();
@@ -262,6 +287,34 @@ export class Outbound {
     // A FIN due now goes in the next batch, header-only: nothing may follow the chunk here.
     this.#dropFinished();
     return framed;
+  }
+
+  /**
+   * The batch when one stream's next chunk lies in one piece of at least {@linkcode APART_FROM}:
+   * control frames, the stream's window update if due and the piece's data header, which `flush`
+   * writes and then the piece itself, as it lies ({@linkcode #apartView}). A piece is at most one
+   * frame; the rest of a larger chunk goes in the next batches. Undefined when it does not apply.
+   */
+  #headerApart(): Uint8Array | undefined {
+    const stream = this.#planStreams[0];
+    const view = stream._takeView(Math.min(this.#planData[0], this.chunkLimit), APART_FROM);
+    if (view === undefined) {
+      // A small piece first (the tail of a chunk cut into frames): it is copied alone, so that the
+      // large chunk behind it still goes out as it lies rather than copied in with it.
+      const before = stream._bytesBeforeView(APART_FROM);
+      if (before > 0 && before < this.#planData[0]) this.#planData[0] = before;
+      return undefined;
+    }
+    const size = this.#controlLength + (this.#needsHeaderFrame(0) ? 2 : 1) * HEADER_LENGTH;
+    const out = allocUnsafe(size);
+    let at = this.#writeControl(out);
+    at = this.#writeHeaderFrames(out, at);
+    writeHeader(out, at, FrameType.Data, stream._takeFlags(), stream.id, view.length);
+    this.#stats.framesOut.data++;
+    this.#apartView = view;
+    // A FIN due now goes in the next batch, header-only: nothing may follow the piece here.
+    this.#dropFinished();
+    return out;
   }
 
   /**

@@ -3,9 +3,9 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { Flag, FrameType } from "./constants.ts";
 import { Session } from "./session.ts";
-import { frame, RawPeer } from "./_raw_peer.ts";
+import { frame, RawPeer, tick } from "./_raw_peer.ts";
 import { concat } from "../util/bytes.ts";
-import { BufferPool, offerFrontRoom } from "../util/buffer_pool.ts";
+import { BufferPool, isPooled, offerFrontRoom, releaseBytes } from "../util/buffer_pool.ts";
 
 /** `n` bytes of a pattern that differs per `seed`. */
 function bytes(n: number, seed: number): Uint8Array {
@@ -338,6 +338,104 @@ describe("a small piece queued ahead of a chunk with room", () => {
       assert.deepEqual(
         concat(data.slice(1).map((f) => f.payload)),
         concat([bytes(100, 3), bytes(30_000, 2)]),
+      );
+    });
+  });
+});
+
+/**
+ * A transport like Bun's TCP: a large chunk goes to the kernel as it lies and alone, and a written
+ * chunk's claim is given back at once.
+ */
+class AsIsPeer extends KeepingPeer {
+  readonly writesLargeAsIs = true;
+  readonly releasesWrites = true;
+  /** Each write's length and where it lay, taken when written (a freed buffer reads empty). */
+  readonly shapes: { length: number; buffer: ArrayBufferLike; byteOffset: number }[] = [];
+  override write(chunk: Uint8Array): boolean {
+    const { length, buffer, byteOffset } = chunk;
+    this.shapes.push({ length, buffer, byteOffset });
+    const accepted = super.write(chunk);
+    releaseBytes(chunk);
+    return accepted;
+  }
+}
+
+/** A session's stream to `peer` that has sent its SYN and may send `credit` bytes more. */
+async function openWithCredit(session: Session, peer: RawPeer, credit: number) {
+  const stream = session.open();
+  stream.write(bytes(10, 0));
+  await peer.waitFrames(2);
+  peer.send(frame(FrameType.WindowUpdate, Flag.ACK, stream.id, credit));
+  await tick();
+  return stream;
+}
+
+describe("a large chunk to a transport that writes large chunks as they are", () => {
+  it("goes out as it lies behind headers written apart, in frames of up to 256 KiB", async () => {
+    const peer = new AsIsPeer();
+    await withSession(peer, async (session) => {
+      const stream = await openWithCredit(session, peer, 1 << 20);
+      // A read as Bun hands it over: its own buffer, adopted with one claim.
+      const pool = new BufferPool(0, 0);
+      const chunk = bytes(600_000, 7) as Uint8Array<ArrayBuffer>;
+      assert.ok(pool.adopt(chunk));
+      const before = peer.shapes.length;
+      stream.write(chunk);
+      await peer.waitFrames(2 + 3);
+      const writes = peer.shapes.slice(before);
+      assert.deepEqual(writes.map((w) => w.length), [12, 262_144, 12, 262_144, 12, 75_712]);
+      for (const [i, at] of [[1, 0], [3, 262_144], [5, 524_288]]) {
+        assert.equal(writes[i].buffer, chunk.buffer, "no copy: the read's own memory");
+        assert.equal(writes[i].byteOffset, at);
+      }
+      const data = peer.framesOf(FrameType.Data, 0, stream.id).slice(1);
+      assert.deepEqual(data.map((f) => f.length), [262_144, 262_144, 75_712]);
+      assert.deepEqual(concat(data.map((f) => f.payload)), bytes(600_000, 7));
+      // Each piece carried a claim of its own and gave it back once written: the last one freed
+      // the read, and none was given back twice.
+      assert.equal(isPooled(chunk), false);
+      assert.equal(pool.strays, 0);
+      assert.equal(pool.dropped, 1);
+    });
+  });
+
+  it("goes on from where a smaller piece was copied, and its FIN follows it", async () => {
+    const peer = new AsIsPeer();
+    await withSession(peer, async (session) => {
+      const stream = await openWithCredit(session, peer, 1 << 20);
+      const before = peer.given.length;
+      stream.write(bytes(20_000, 1));
+      stream.write(bytes(100_000, 2));
+      stream.end();
+      await peer.waitFrames(2 + 3);
+      const writes = peer.given.slice(before);
+      // Under 32 KiB: copied into the batch behind its header. Then the large one apart.
+      assert.deepEqual(writes.map((w) => w.length), [12 + 20_000, 12, 100_000, 12]);
+      const frames = peer.frames().slice(-3);
+      assert.deepEqual(frames.map((f) => [f.type, f.flags, f.length]), [
+        [FrameType.Data, 0, 20_000],
+        [FrameType.Data, 0, 100_000],
+        [FrameType.WindowUpdate, Flag.FIN, 0],
+      ]);
+      assert.deepEqual(frames[1].payload, bytes(100_000, 2));
+    });
+  });
+
+  it("is copied into frames of 64 KiB when the transport does not say so", async () => {
+    const peer = new KeepingPeer();
+    await withSession(peer, async (session) => {
+      const stream = await openWithCredit(session, peer, 1 << 20);
+      const chunk = bytes(100_000, 3);
+      const before = peer.given.length;
+      stream.write(chunk);
+      await peer.waitFrames(2 + 2);
+      const writes = peer.given.slice(before);
+      assert.deepEqual(writes.map((w) => w.length), [24 + 100_000]);
+      assert.notEqual(writes[0].buffer, chunk.buffer);
+      assert.deepEqual(
+        peer.framesOf(FrameType.Data, 0, stream.id).slice(1).map((f) => f.length),
+        [65_536, 100_000 - 65_536],
       );
     });
   });

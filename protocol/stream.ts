@@ -509,6 +509,48 @@ export class Stream {
   }
 
   /**
+   * @internal Takes the next queued bytes that lie in one chunk, at most `n` of them, when there
+   * are at least `least`; spends their credit and returns them as a view, to be written as they
+   * lie. The view carries a claim on its pooled buffer: the queue's own when it ends the chunk,
+   * one taken for it otherwise. Undefined, and nothing changes, when fewer lie there.
+   */
+  _takeView(n: number, least: number): Uint8Array | undefined {
+    const queue = this.#queue;
+    const head = queue.peek();
+    if (head === undefined) return undefined;
+    const offset = this.#queueOffset;
+    const available = head.length - offset;
+    if (available < least || n < least) return undefined;
+    let view: Uint8Array;
+    if (available <= n) {
+      view = offset === 0 ? head : head.subarray(offset);
+      queue.shift();
+      this.#queueOffset = 0;
+    } else {
+      view = head.subarray(offset, offset + n);
+      retainBytes(head);
+      this.#queueOffset = offset + n;
+    }
+    const length = view.length;
+    this.#sendWindow -= length;
+    this.#queued -= length;
+    this.bytesOut += length;
+    return view;
+  }
+
+  /**
+   * @internal What is left of the queue's first chunk when that is less than `least` and the chunk
+   * after it holds at least `least` (so that a batch may stop short of it and let it go out as it
+   * lies, {@linkcode _takeView}); 0 otherwise.
+   */
+  _bytesBeforeView(least: number): number {
+    const next = this.#queue.peek(1);
+    if (next === undefined || next.length < least) return 0;
+    const left = this.#queue.peek()!.length - this.#queueOffset;
+    return left < least ? left : 0;
+  }
+
+  /**
    * @internal When the queue's first chunk, whole, is at most `n` bytes (what may be sent now) and
    * its buffer offers `room` free bytes in front of it (`takeFrontRoom`): takes that chunk off the
    * queue, spends its credit, and returns it widened by the room, for a frame header written

@@ -60,6 +60,13 @@ export interface Transport {
    */
   readonly releasesWrites?: boolean;
   /**
+   * A chunk of 16 KiB or more given to {@linkcode write} goes to the kernel as it lies, neither
+   * copied nor joined to the chunks around it, and a small chunk written before it is a system call
+   * of its own: a writer may send a frame's header and its large payload as two writes instead of
+   * copying the payload in behind the header. Absent: writers copy.
+   */
+  readonly writesLargeAsIs?: boolean;
+  /**
    * Bytes of its own framing the transport can write in front of a chunk instead of copying the
    * chunk into a frame (a WebSocket frame header), when the writer leaves them free: see
    * {@linkcode writeFramable}. Absent or 0: the transport frames by copying, if at all.

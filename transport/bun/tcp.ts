@@ -159,6 +159,13 @@ export class BunTcpTransport implements Transport {
   /** Written chunks' claims are given back once the kernel has their bytes. */
   readonly releasesWrites = true;
 
+  /**
+   * Chunks of `JOIN_BELOW` (16 KiB) or more go to `socket.write` alone and whole, as they lie
+   * (`ChunkQueue.takeWrite`). Bun's socket has no vectored write, so a frame's header and its
+   * large payload cost two system calls here, which is less than copying the payload behind it.
+   */
+  readonly writesLargeAsIs = true;
+
   /** Bytes accepted by `write` and not yet taken by the kernel. */
   get bufferedAmount(): number {
     return this.#queue.bytes + (this.#pending?.length ?? 0);
