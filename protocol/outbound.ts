@@ -43,7 +43,8 @@ const BATCH_FRAME = 64 * 1024;
 
 /**
  * A stream's next chunk of at least this much goes out as it lies, behind its header written apart,
- * on a transport that writes large chunks as they are (`Transport.writesLargeAsIs`, Bun's TCP):
+ * on a transport that writes large chunks as they are (`Transport.writesLargeAsIs`, Bun's TCP and
+ * WebSocket over it):
  * two system calls instead of a copy of the chunk, and frames up to `maxDataFrameSize` rather than
  * {@linkcode BATCH_FRAME}, so the receiver relays them in fewer writes. Twice the transport's own
  * floor for writing a chunk alone, so a small write saves a copy of 32 KiB or more.
@@ -108,7 +109,7 @@ export class Outbound {
       ? Math.max(4096, Math.min(config.maxWriteBatch, framable - 4096))
       : config.maxWriteBatch;
     this.#batchFrame = Math.min(config.maxDataFrameSize, BATCH_FRAME);
-    this.#apart = transport.writesLargeAsIs === true && this.#headroom === 0;
+    this.#apart = transport.writesLargeAsIs === true;
     this.chunkLimit = framable
       ? Math.min(config.maxDataFrameSize, framable - HEADER_LENGTH)
       : config.maxDataFrameSize;
@@ -306,7 +307,9 @@ export class Outbound {
       return undefined;
     }
     const size = this.#controlLength + (this.#needsHeaderFrame(0) ? 2 : 1) * HEADER_LENGTH;
-    const out = allocUnsafe(size);
+    // With headroom, the transport frames the headers in front of them, as any batch.
+    const h = this.#headroom;
+    const out = h > 0 ? allocUnsafe(h + size).subarray(h) : allocUnsafe(size);
     let at = this.#writeControl(out);
     at = this.#writeHeaderFrames(out, at);
     writeHeader(out, at, FrameType.Data, stream._takeFlags(), stream.id, view.length);

@@ -422,6 +422,33 @@ describe("a large chunk to a transport that writes large chunks as they are", ()
     });
   });
 
+  it("on a transport that frames in place too: the headers framed, the piece written", async () => {
+    class FramingAsIsPeer extends FramingPeer {
+      readonly writesLargeAsIs = true;
+      readonly plain: Uint8Array[] = [];
+      override write(chunk: Uint8Array): boolean {
+        if (!this.framed.includes(chunk)) this.plain.push(chunk);
+        return super.write(chunk);
+      }
+    }
+    const peer = new FramingAsIsPeer();
+    await withSession(peer, async (session) => {
+      const stream = await openWithCredit(session, peer, 1 << 20);
+      const chunk = bytes(100_000, 6);
+      const framedBefore = peer.framed.length;
+      stream.write(chunk);
+      await peer.waitFrames(2 + 2);
+      // At most a message of the transport's (64 KiB here) a piece, each behind its header.
+      assert.deepEqual(peer.plain.map((w) => w.length), [65_536 - 12, 100_000 - 65_524]);
+      assert.ok(peer.plain.every((w) => w.buffer === chunk.buffer), "no copy");
+      const headers = peer.framed.slice(framedBefore);
+      assert.deepEqual(headers.map((h) => h.length), [12, 12]);
+      assert.ok(headers.every((h) => h.byteOffset >= 16), "the headroom is free in front");
+      const data = peer.framesOf(FrameType.Data, 0, stream.id).slice(1);
+      assert.deepEqual(concat(data.map((f) => f.payload)), bytes(100_000, 6));
+    });
+  });
+
   it("is copied into frames of 64 KiB when the transport does not say so", async () => {
     const peer = new KeepingPeer();
     await withSession(peer, async (session) => {

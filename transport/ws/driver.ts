@@ -24,13 +24,15 @@ import {
   encodeClosePayload,
   encodeFrame,
   encodeFrameInPlace,
+  encodeHeader,
+  encodeMaskedInto,
   FrameError,
   MAX_HEADER_SIZE,
   MessageDecoder,
   Opcode,
   randomMask,
 } from "./frame.ts";
-import { releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
 
 /** Routes a TCP transport's events to whoever handles the current phase (handshake, frames). */
 export class Relay implements TransportHandlers {
@@ -150,6 +152,30 @@ export class RawSocketDriver implements SocketDriver {
   sendFramable(message: Uint8Array): SendResult {
     if (this.#closeSent || this.#tcpClosed) return "closed";
     this.#tcp.write(encodeFrameInPlace(Opcode.Binary, message, this.#mask()));
+    return "sent";
+  }
+
+  /** The TCP transport writes large chunks as they are: {@linkcode sendApart} saves a copy. */
+  get writesLargeAsIs(): boolean {
+    return this.#tcp.writesLargeAsIs === true;
+  }
+
+  /**
+   * A large message without a copy of its own: a server writes the header apart and the message
+   * as it lies; a client masks the message into a pooled buffer behind the header (a copy it makes
+   * anyway, as the message is not ours to change), in one pass, and gives the message's claim back.
+   */
+  sendApart(message: Uint8Array): SendResult {
+    if (this.#closeSent || this.#tcpClosed) return "closed";
+    if (!this.#client) {
+      this.#tcp.write(encodeHeader(Opcode.Binary, message.length));
+      this.#tcp.write(message);
+      return "sent";
+    }
+    const into = acquireAtLeast(message.length + MAX_HEADER_SIZE + 7) ??
+      new Uint8Array(message.length + MAX_HEADER_SIZE + 7);
+    this.#tcp.write(encodeMaskedInto(Opcode.Binary, message, randomMask(), into));
+    releaseBytes(message);
     return "sent";
   }
 

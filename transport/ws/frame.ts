@@ -10,6 +10,7 @@
  */
 
 import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { allocUnsafe } from "../../util/alloc_unsafe.ts";
 import { currentRuntime } from "../../util/runtime.ts";
 
 /** Frame opcodes (RFC 6455 §5.2). */
@@ -110,6 +111,36 @@ export function applyMask(bytes: Uint8Array, mask: Uint8Array): void {
   for (; i < n; i++) bytes[i] ^= mask[i & 3];
 }
 
+/**
+ * Writes `src` XORed with `mask` into `dst` (as long as `src`, and lying at the same offset modulo
+ * 8 in its buffer, so that both are read and written a word at a time): a copy and
+ * {@linkcode applyMask} in one pass.
+ */
+function maskCopy(src: Uint8Array, dst: Uint8Array, mask: Uint8Array): void {
+  const n = src.length;
+  let i = 0;
+  if (n >= 32) {
+    const align = WIDE ? 8 : 4;
+    const head = (align - (src.byteOffset & (align - 1))) & (align - 1);
+    for (; i < head; i++) dst[i] = src[i] ^ mask[i & 3];
+    for (let k = 0; k < 8; k++) keyBytes[k] = mask[(i + k) & 3];
+    if (WIDE) {
+      const from = new BigUint64Array(src.buffer, src.byteOffset + i, (n - i) >>> 3);
+      const to = new BigUint64Array(dst.buffer, dst.byteOffset + i, from.length);
+      const key = keyWide[0];
+      for (let w = 0; w < from.length; w++) to[w] = from[w] ^ key;
+      i += from.length * 8;
+    } else {
+      const from = new Int32Array(src.buffer, src.byteOffset + i, (n - i) >>> 2);
+      const to = new Int32Array(dst.buffer, dst.byteOffset + i, from.length);
+      const key = keyWord[0];
+      for (let w = 0; w < from.length; w++) to[w] = from[w] ^ key;
+      i += from.length * 4;
+    }
+  }
+  for (; i < n; i++) dst[i] = src[i] ^ mask[i & 3];
+}
+
 /** The size of a frame's header for an `n`-byte payload, with or without a masking key. */
 function headerSize(n: number, masked: boolean): number {
   return 2 + (n < 126 ? 0 : n < 0x10000 ? 2 : 8) + (masked ? 4 : 0);
@@ -164,6 +195,37 @@ export function encodeFrame(
 
 /** The most header bytes a frame has (a 64-bit length and a masking key). */
 export const MAX_HEADER_SIZE = 14;
+
+/**
+ * The header alone of a final frame for an `n`-byte payload (a server's: no masking key), for a
+ * payload written after it as it lies.
+ */
+export function encodeHeader(opcode: number, n: number): Uint8Array {
+  const out = allocUnsafe(headerSize(n, false));
+  writeHeader(out, opcode, n, undefined, true);
+  return out;
+}
+
+/**
+ * Encodes one final frame with `mask` (a client's) into `into`, which holds at least
+ * `payload.length` + {@linkcode MAX_HEADER_SIZE} + 7 bytes: the header, then `payload` masked on
+ * its way in, in one pass over it. `payload` is not changed. Returns the frame, a view of `into`
+ * placed so that the payload's copy lies as `payload` does modulo 8.
+ */
+export function encodeMaskedInto(
+  opcode: number,
+  payload: Uint8Array,
+  mask: Uint8Array,
+  into: Uint8Array,
+): Uint8Array {
+  const n = payload.length;
+  const size = headerSize(n, true);
+  const start = (payload.byteOffset - into.byteOffset - size) & 7;
+  const frame = into.subarray(start, start + size + n);
+  writeHeader(frame, opcode, n, mask, true);
+  maskCopy(payload, frame.subarray(size), mask);
+  return frame;
+}
 
 /**
  * Encodes one frame around `payload` without copying it: the header goes into the bytes in front

@@ -10,6 +10,8 @@ import {
   encodeClosePayload,
   encodeFrame,
   encodeFrameInPlace,
+  encodeHeader,
+  encodeMaskedInto,
   FrameError,
   MAX_HEADER_SIZE,
   MessageDecoder,
@@ -252,6 +254,41 @@ describe("ws/frame: encodeFrameInPlace", () => {
     const buffer = new Uint8Array(100);
     assert.throws(() => encodeFrameInPlace(2, buffer.subarray(5), new Uint8Array(4)), RangeError);
     assert.equal(encodeFrameInPlace(2, buffer.subarray(6), new Uint8Array(4)).length, 100);
+  });
+});
+
+describe("ws/frame: frames around a payload that is not ours to change", () => {
+  it("encodeMaskedInto writes encodeFrame's bytes, wherever payload and buffer lie", () => {
+    const mask = new Uint8Array([1, 2, 3, 250]);
+    for (const n of [0, 31, 32, 125, 126, 1000, 65535, 65536, 70000]) {
+      for (let from = 0; from < 8; from++) {
+        for (const to of [0, 1, 3, 6]) {
+          const source = new Uint8Array(from + n);
+          const payload = source.subarray(from);
+          payload.set(pattern(n, n + from));
+          const expected = encodeFrame(2, payload, mask);
+          const into = new Uint8Array(to + n + MAX_HEADER_SIZE + 7).subarray(to);
+          const frame = encodeMaskedInto(2, payload, mask, into);
+          const where = `n=${n} payload at ${from} buffer at ${to}`;
+          assert.ok(sameBytes(frame, expected), where);
+          assert.equal(frame.buffer, into.buffer, `no buffer of its own: ${where}`);
+          assert.ok(sameBytes(payload, pattern(n, n + from)), `payload unchanged: ${where}`);
+          // The copy lies as the payload does, so both take whole words.
+          const copyAt = frame.byteOffset + frame.length - n;
+          assert.equal(copyAt % 8, payload.byteOffset % 8, where);
+        }
+      }
+    }
+  });
+
+  it("encodeHeader is encodeFrame's header for an unmasked payload", () => {
+    for (const n of [0, 1, 125, 126, 65535, 65536, 70000]) {
+      const payload = pattern(n, 3);
+      assert.ok(
+        sameBytes(concat([encodeHeader(2, n), payload]), encodeFrame(2, payload)),
+        `n=${n}`,
+      );
+    }
   });
 });
 

@@ -22,7 +22,7 @@
 
 import type { Transport, TransportHandlers } from "../../protocol/transport.ts";
 import { EventSink, toError } from "../io/event_sink.ts";
-import { ChunkQueue } from "../io/chunk_queue.ts";
+import { ChunkQueue, JOIN_BELOW } from "../io/chunk_queue.ts";
 import { WriteGate } from "../io/write_gate.ts";
 
 /** Options for {@linkcode listenWebSocket}. */
@@ -185,6 +185,18 @@ export interface SocketDriver {
    */
   readonly releasesWrites?: boolean;
   /**
+   * The socket beneath writes large chunks as they are (`Transport.writesLargeAsIs`), and
+   * {@linkcode sendApart} is there.
+   */
+  readonly writesLargeAsIs?: boolean;
+  /**
+   * Sends a large message (16 KiB or more) as `send` does, without copying it into a frame: the
+   * frame header goes to the socket in a write of its own and the message after it as it lies (a
+   * server's), or header and masked message are written into one pooled buffer in one pass over
+   * the message (a client's). The message's claim, if any, goes with it or is given back.
+   */
+  sendApart?(message: Uint8Array): SendResult;
+  /**
    * True when the driver calls {@linkcode WebSocketTransport.onWritable} whenever its buffer falls
    * below the send limit after a send filled it, and when a close frame queues behind the messages
    * already sent: the transport then never polls `buffered()` (our own client, over TCP).
@@ -279,6 +291,15 @@ export class WebSocketTransport implements Transport {
    */
   get releasesWrites(): boolean {
     return this.#driver.sendFramable !== undefined && this.#driver.releasesWrites === true;
+  }
+
+  /**
+   * A chunk of 16 KiB or more, up to the message size, goes out as a message of its own without
+   * being copied into it where the driver can (`SocketDriver.sendApart`): see
+   * `Transport.writesLargeAsIs`.
+   */
+  get writesLargeAsIs(): boolean {
+    return this.#driver.writesLargeAsIs === true && this.#driver.sendApart !== undefined;
   }
 
   /** Messages are at most the message size (`messageSize`); a chunk up to it is framed in place. */
@@ -401,8 +422,14 @@ export class WebSocketTransport implements Transport {
       const size = this.#messageSize;
       const inPlace = this.#framable.has(head) && head.length <= size &&
         this.#driver.sendFramable !== undefined;
-      const message = inPlace ? this.#queue.shift() : this.#queue.take(size);
-      const result = inPlace ? this.#driver.sendFramable!(message) : this.#driver.send(message);
+      const apart = !inPlace && head.length >= JOIN_BELOW && head.length <= size &&
+        this.#driver.writesLargeAsIs === true;
+      const message = inPlace || apart ? this.#queue.shift() : this.#queue.take(size);
+      const result = inPlace
+        ? this.#driver.sendFramable!(message)
+        : apart
+        ? this.#driver.sendApart!(message)
+        : this.#driver.send(message);
       if (result === "dropped") {
         // Bun's socket is over its backpressure limit and did not take it: retry on drain.
         this.#queue.unshift(message);
