@@ -378,20 +378,20 @@ describe("a large chunk to a transport that writes large chunks as they are", ()
       const stream = await openWithCredit(session, peer, 1 << 20);
       // A read as Bun hands it over: its own buffer, adopted with one claim.
       const pool = new BufferPool(0, 0);
-      const chunk = bytes(600_000, 7) as Uint8Array<ArrayBuffer>;
+      const chunk = bytes(640_000, 7) as Uint8Array<ArrayBuffer>;
       assert.ok(pool.adopt(chunk));
       const before = peer.shapes.length;
       stream.write(chunk);
       await peer.waitFrames(2 + 3);
       const writes = peer.shapes.slice(before);
-      assert.deepEqual(writes.map((w) => w.length), [12, 262_144, 12, 262_144, 12, 75_712]);
+      assert.deepEqual(writes.map((w) => w.length), [12, 262_144, 12, 262_144, 12, 115_712]);
       for (const [i, at] of [[1, 0], [3, 262_144], [5, 524_288]]) {
         assert.equal(writes[i].buffer, chunk.buffer, "no copy: the read's own memory");
         assert.equal(writes[i].byteOffset, at);
       }
       const data = peer.framesOf(FrameType.Data, 0, stream.id).slice(1);
-      assert.deepEqual(data.map((f) => f.length), [262_144, 262_144, 75_712]);
-      assert.deepEqual(concat(data.map((f) => f.payload)), bytes(600_000, 7));
+      assert.deepEqual(data.map((f) => f.length), [262_144, 262_144, 115_712]);
+      assert.deepEqual(concat(data.map((f) => f.payload)), bytes(640_000, 7));
       // Each piece carried a claim of its own and gave it back once written: the last one freed
       // the read, and none was given back twice.
       assert.equal(isPooled(chunk), false);
@@ -410,7 +410,7 @@ describe("a large chunk to a transport that writes large chunks as they are", ()
       stream.end();
       await peer.waitFrames(2 + 3);
       const writes = peer.given.slice(before);
-      // Under 32 KiB: copied into the batch behind its header. Then the large one apart.
+      // Under 96 KiB: copied into the batch behind its header. Then the large one apart.
       assert.deepEqual(writes.map((w) => w.length), [12 + 20_000, 12, 100_000, 12]);
       const frames = peer.frames().slice(-3);
       assert.deepEqual(frames.map((f) => [f.type, f.flags, f.length]), [
@@ -424,6 +424,7 @@ describe("a large chunk to a transport that writes large chunks as they are", ()
 
   it("on a transport that frames in place too: the headers framed, the piece written", async () => {
     class FramingAsIsPeer extends FramingPeer {
+      override readonly framableSize = 160 * 1024;
       readonly writesLargeAsIs = true;
       readonly plain: Uint8Array[] = [];
       override write(chunk: Uint8Array): boolean {
@@ -434,18 +435,29 @@ describe("a large chunk to a transport that writes large chunks as they are", ()
     const peer = new FramingAsIsPeer();
     await withSession(peer, async (session) => {
       const stream = await openWithCredit(session, peer, 1 << 20);
-      const chunk = bytes(100_000, 6);
+      const chunk = bytes(300_000, 6);
       const framedBefore = peer.framed.length;
       stream.write(chunk);
       await peer.waitFrames(2 + 2);
-      // At most a message of the transport's (64 KiB here) a piece, each behind its header.
-      assert.deepEqual(peer.plain.map((w) => w.length), [65_536 - 12, 100_000 - 65_524]);
+      // At most a message of the transport's (160 KiB here) a piece, each behind its header.
+      assert.deepEqual(peer.plain.map((w) => w.length), [163_828, 300_000 - 163_828]);
       assert.ok(peer.plain.every((w) => w.buffer === chunk.buffer), "no copy");
       const headers = peer.framed.slice(framedBefore);
       assert.deepEqual(headers.map((h) => h.length), [12, 12]);
       assert.ok(headers.every((h) => h.byteOffset >= 16), "the headroom is free in front");
       const data = peer.framesOf(FrameType.Data, 0, stream.id).slice(1);
-      assert.deepEqual(concat(data.map((f) => f.payload)), bytes(100_000, 6));
+      assert.deepEqual(concat(data.map((f) => f.payload)), bytes(300_000, 6));
+    });
+  });
+
+  it("is copied, four to a write, when it is a chunk of 64 KiB", async () => {
+    const peer = new AsIsPeer();
+    await withSession(peer, async (session) => {
+      const stream = await openWithCredit(session, peer, 1 << 20);
+      const before = peer.shapes.length;
+      for (let i = 0; i < 4; i++) stream.write(bytes(65_536, 10 + i));
+      await peer.waitFrames(2 + 4);
+      assert.deepEqual(peer.shapes.slice(before).map((w) => w.length), [4 * (12 + 65_536)]);
     });
   });
 
