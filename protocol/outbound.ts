@@ -43,12 +43,12 @@ const BATCH_FRAME = 64 * 1024;
 
 /**
  * A stream's next chunk of at least this much goes out as it lies, behind its header written apart,
- * on a transport that writes large chunks as they are (`Transport.writesLargeAsIs`, Bun's TCP and
- * WebSocket over it):
- * two system calls instead of a copy of the chunk, and frames up to `maxDataFrameSize` rather than
- * {@linkcode BATCH_FRAME}, so the receiver relays them in fewer writes. Not for chunks of 64 KiB: a
- * batch carries four of them in one write, where apart they take eight (on Bun an echo of 64 KiB
- * writes ran a tenth slower apart, and as fast as copied from 96 KiB on).
+ * on a transport that writes large chunks as they are (`Transport.writesLargeAsIs`: Bun's TCP, and
+ * our WebSocket over it): two system calls instead of a copy of the chunk, and frames up to
+ * `maxDataFrameSize` rather than {@linkcode BATCH_FRAME}, so the receiver relays them in fewer
+ * writes. Not for chunks of 64 KiB: a batch carries four of them in one write, where apart they take
+ * eight (on Bun an echo of 64 KiB writes ran a tenth slower apart, and as fast as copied from 96 KiB
+ * on).
  */
 const APART_FROM = 96 * 1024;
 

@@ -423,7 +423,7 @@ export class WebSocketTransport implements Transport {
       const inPlace = this.#framable.has(head) && head.length <= size &&
         this.#driver.sendFramable !== undefined;
       const apart = !inPlace && head.length >= JOIN_BELOW && head.length <= size &&
-        this.#driver.writesLargeAsIs === true;
+        this.writesLargeAsIs;
       const message = inPlace || apart ? this.#queue.shift() : this.#queue.take(size);
       const result = inPlace
         ? this.#driver.sendFramable!(message)
