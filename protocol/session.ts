@@ -119,8 +119,12 @@ export class Session implements FrameSink, StreamHost {
   readonly #transport: Transport;
   readonly #outbound: Outbound;
   readonly #decoder: FrameDecoder;
-  /** Streams and the views they kept from the chunk being parsed, in pairs (see `#settlePins`). */
-  readonly #pins: (Stream | Uint8Array)[] = [];
+  /**
+   * Streams, the views they kept from the chunk being parsed and where each ends in its stream's
+   * count, in threes (see `#settlePins`); the same from the chunk before, settled after this one.
+   */
+  #pins: (Stream | Uint8Array | number)[] = [];
+  #earlierPins: (Stream | Uint8Array | number)[] = [];
   readonly #refusalCode: ((reason: StreamRefusal) => number) | undefined;
   readonly #resetError: ((streamId: number, code: number) => Error) | undefined;
   readonly #lifecycle = new Lifecycle<SessionState, SessionEvent>(SESSION_TRANSITIONS, "open");
@@ -433,27 +437,36 @@ export class Session implements FrameSink, StreamHost {
   }
 
   /** @internal */
-  pinned(stream: Stream, view: Uint8Array): void {
-    this.#pins.push(stream, view);
+  pinned(stream: Stream, view: Uint8Array, end: number): void {
+    this.#pins.push(stream, view, end);
   }
 
   /**
-   * After a chunk is parsed: the views that paused streams kept from it are copied if together
-   * they hold less than half of their buffer, which they would otherwise keep alive whole. A bulk
-   * transfer keeps every view of a read (no copy); a small frame among others' is copied.
+   * After a chunk is parsed: the views that paused streams kept from the chunk before and still
+   * keep are copied if together they hold less than half of their buffer, which they would
+   * otherwise keep alive whole. This chunk's views wait for the next one: a reader that paused
+   * itself mid-chunk and resumes meanwhile (the echo of a bulk stream, whose writes fill up)
+   * costs no copy. A bulk transfer keeps every view of a read; a small frame among others' that
+   * stays buffered is copied. What waits uncopied is at most one chunk a session.
    */
   #settlePins(): void {
-    const pins = this.#pins;
+    const pins = this.#earlierPins;
+    this.#earlierPins = this.#pins;
+    this.#pins = pins;
     if (pins.length === 0) return;
-    for (let i = 1; i < pins.length; i += 2) {
+    for (let i = 0; i < pins.length; i += 3) {
+      // Read by now, or dropped with its stream: nothing to copy, nor to count.
+      if (!(pins[i] as Stream)._holds(pins[i + 2] as number)) pins[i + 1] = SETTLED;
+    }
+    for (let i = 1; i < pins.length; i += 3) {
       if (pins[i] === SETTLED) continue;
       const buffer = (pins[i] as Uint8Array).buffer;
       let kept = 0;
-      for (let j = i; j < pins.length; j += 2) {
+      for (let j = i; j < pins.length; j += 3) {
         if ((pins[j] as Uint8Array).buffer === buffer) kept += (pins[j] as Uint8Array).byteLength;
       }
       const copy = kept * 2 < buffer.byteLength;
-      for (let j = i; j < pins.length; j += 2) {
+      for (let j = i; j < pins.length; j += 3) {
         const view = pins[j] as Uint8Array;
         if (view.buffer !== buffer) continue;
         if (copy) (pins[j - 1] as Stream)._unpin(view);

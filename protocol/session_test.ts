@@ -584,7 +584,7 @@ describe("Session: what a paused stream keeps of a received chunk", () => {
     });
   }
 
-  it("keeps views that hold most of their chunk, and copies a small one among others' frames", async () => {
+  it("keeps views that hold most of their chunk, and copies a small one among others' frames once the next chunk is in", async () => {
     const { peer, session, streams } = pausedStreams();
     try {
       // Streams 1 and 3 open; both readers pause.
@@ -605,15 +605,51 @@ describe("Session: what a paused stream keeps of a received chunk", () => {
       one.onData = () => {};
       await tick(); // stream 1 has read what it buffered, and now reads at once
       // One chunk where stream 3 has 100 bytes beside 5000 of stream 1's, which its reader takes
-      // at once: keeping the 100 would keep the whole chunk alive, so they are copied.
+      // at once: keeping the 100 would keep the whole chunk alive, so they are copied once the
+      // next chunk shows that stream 3's reader did not take them meanwhile.
       const mixed = concat([
         frame(FrameType.Data, 0, 3, 100, pattern(100)),
         frame(FrameType.Data, 0, 1, 5000, pattern(5000)),
       ]);
       peer.handlers.data(mixed);
+      peer.handlers.data(frame(FrameType.Data, 0, 1, 10, pattern(10)));
       const small = await firstChunk(streams.get(3)!);
       assert.notEqual(small.buffer, mixed.buffer, "stream 3's small view was kept");
       assert.deepEqual(small, pattern(100));
+    } finally {
+      session.destroy();
+    }
+  });
+
+  it("copies nothing a reader takes before the next chunk", async () => {
+    const { peer, session, streams } = pausedStreams();
+    try {
+      peer.send(
+        frame(FrameType.WindowUpdate, Flag.SYN, 1, 0),
+        frame(FrameType.WindowUpdate, Flag.SYN, 3, 0),
+        frame(FrameType.WindowUpdate, Flag.SYN, 5, 0),
+      );
+      await tick();
+      const one = streams.get(1)!;
+      one.onData = () => {};
+      one.resume();
+      await tick();
+      // Streams 3 and 5 keep 100 bytes each beside 5000 of stream 1's, which its reader takes.
+      const mixed = concat([
+        frame(FrameType.Data, 0, 3, 100, pattern(100)),
+        frame(FrameType.Data, 0, 5, 100, pattern(100, 7)),
+        frame(FrameType.Data, 0, 1, 5000, pattern(5000)),
+      ]);
+      peer.handlers.data(mixed);
+      // Stream 3's reader takes its bytes before the next chunk: they are the chunk's own.
+      const small = await firstChunk(streams.get(3)!);
+      assert.equal(small.buffer, mixed.buffer, "stream 3's view was copied");
+      assert.deepEqual(small, pattern(100));
+      // Stream 5's reader did not: the next chunk has its bytes copied.
+      peer.handlers.data(frame(FrameType.Data, 0, 1, 10, pattern(10)));
+      const kept = await firstChunk(streams.get(5)!);
+      assert.notEqual(kept.buffer, mixed.buffer, "stream 5's small view was kept");
+      assert.deepEqual(kept, pattern(100, 7));
     } finally {
       session.destroy();
     }

@@ -42,12 +42,13 @@ export interface StreamHost {
   /** The stream reached a final state: forget it and give back its window growth. */
   finished(stream: Stream, windowGrowth: number): void;
   /**
-   * The stream keeps `view` (a piece of the chunk being parsed) while its reader is paused. Once
-   * the chunk is parsed, the session asks the streams to copy their views if together they hold
-   * less than half of it ({@linkcode Stream._unpin}), so that what paused readers keep alive stays
-   * close to what they buffer.
+   * The stream keeps `view` (a piece of the chunk being parsed) while its reader is paused; `end`
+   * marks it for {@linkcode Stream._holds}. Once the next chunk is parsed, the session asks the
+   * streams to copy the views they still keep if together they hold less than half of their chunk
+   * ({@linkcode Stream._unpin}), so that what paused readers keep alive stays close to what they
+   * buffer.
    */
-  pinned(stream: Stream, view: Uint8Array): void;
+  pinned(stream: Stream, view: Uint8Array, end: number): void;
 }
 
 /** Called with each chunk of received data. The chunk may be kept: it is never reused. */
@@ -104,6 +105,8 @@ export class Stream {
   #lastCreditAt = 0;
   #buffer = new Fifo<Uint8Array>();
   #buffered = 0;
+  /** Bytes that ever waited in #buffer: where a view ends in that count says if it still waits. */
+  #bufferedEver = 0;
   #paused = false;
   /**
    * The reader paused since credit last went back: it, not the window, sets the pace, so the
@@ -372,12 +375,22 @@ export class Stream {
     }
     // Kept as it is: a small view would pin its whole transport chunk while it waits, but only
     // once the chunk is parsed is it known whether the views kept from it add up to most of it (a
-    // bulk transfer: every frame of a 512 KiB read of Bun's is one stream's) or not, and then
-    // the session has them copied (_unpin).
+    // bulk transfer: every frame of a 512 KiB read of Bun's is one stream's) or not, and only by
+    // the next chunk whether the reader took them meanwhile; the session then has those it still
+    // keeps copied (_unpin).
     retainBytes(view);
     this.#buffer.push(view);
     this.#buffered += view.length;
-    this.#host.pinned(this, view);
+    this.#bufferedEver += view.length;
+    this.#host.pinned(this, view, this.#bufferedEver);
+  }
+
+  /**
+   * @internal Whether the view that {@linkcode StreamHost.pinned} reported with `end` still waits
+   * here (it was neither read nor dropped with the stream).
+   */
+  _holds(end: number): boolean {
+    return end > this.#bufferedEver - this.#buffered;
   }
 
   /**
