@@ -102,7 +102,12 @@ export class Stream {
   #windowSize = INITIAL_STREAM_WINDOW;
   #recvCredit = INITIAL_STREAM_WINDOW;
   #owed = 0;
-  #lastCreditAt = 0;
+  // Never "within a few round trips" of the first credit. A double from the start: a field that
+  // starts as a small integer changes its representation when the first `performance.now()` is
+  // stored in it, and V8 then throws away the optimized code of every function that touched a
+  // stream, in both processes at once (a 1–7 ms stall of the round trips at the first window
+  // update, 128 KiB into a stream).
+  #lastCreditAt = -Infinity;
   #buffer = new Fifo<Uint8Array>();
   #buffered = 0;
   /** Bytes that ever waited in #buffer: where a view ends in that count says if it still waits. */
