@@ -160,9 +160,13 @@ export class ChunkQueue {
     return out;
   }
 
-  /** The next chunk as it was pushed (or its rest, after a partial take), without removing it. */
-  peek(): Uint8Array | undefined {
-    return this.#bytes === 0 ? undefined : this.#chunks[this.#head]!;
+  /**
+   * The chunk `index` places behind the next one (0: the next, as it was pushed or its rest after a
+   * partial take), without removing it; undefined past the last.
+   */
+  peek(index = 0): Uint8Array | undefined {
+    const at = this.#head + index;
+    return this.#bytes === 0 || at >= this.#tail ? undefined : this.#chunks[at]!;
   }
 
   /** Removes and returns the next chunk whole, the same array {@linkcode peek} shows. */

@@ -161,20 +161,24 @@ export class RawSocketDriver implements SocketDriver {
   }
 
   /**
-   * A large message without a copy of its own: a server writes the header apart and the message
-   * as it lies; a client masks the message into a pooled buffer behind the header (a copy it makes
-   * anyway, as the message is not ours to change), in one pass, and gives the message's claim back.
+   * A large message without a copy of its own, `prefix` (a few bytes) in front of it in the same
+   * message: a server writes the header and the prefix apart and the message as it lies; a client
+   * masks both into a pooled buffer behind the header (a copy it makes anyway, as the message is
+   * not ours to change), in one pass, and gives their claims back.
    */
-  sendApart(message: Uint8Array): SendResult {
+  sendApart(message: Uint8Array, prefix?: Uint8Array): SendResult {
     if (this.#closeSent || this.#tcpClosed) return "closed";
+    const p = prefix === undefined ? 0 : prefix.length;
     if (!this.#client) {
-      this.#tcp.write(encodeHeader(Opcode.Binary, message.length));
+      this.#tcp.write(encodeHeader(Opcode.Binary, p + message.length));
+      if (p > 0) this.#tcp.write(prefix!);
       this.#tcp.write(message);
       return "sent";
     }
-    const into = acquireAtLeast(message.length + MAX_HEADER_SIZE + 7) ??
-      new Uint8Array(message.length + MAX_HEADER_SIZE + 7);
-    this.#tcp.write(encodeMaskedInto(Opcode.Binary, message, randomMask(), into));
+    const size = p + message.length + MAX_HEADER_SIZE + 7;
+    const into = acquireAtLeast(size) ?? new Uint8Array(size);
+    this.#tcp.write(encodeMaskedInto(Opcode.Binary, message, randomMask(), into, prefix));
+    if (p > 0) releaseBytes(prefix!);
     releaseBytes(message);
     return "sent";
   }

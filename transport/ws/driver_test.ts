@@ -92,6 +92,43 @@ describe("ws/driver: a large message over TCP that writes large chunks as they a
     ws.close();
   });
 
+  it("a small chunk ahead of it goes in its message: a client's one write, a server's header apart", async () => {
+    for (const role of ["client", "server"] as const) {
+      const { tcp, ws } = endpoint(role);
+      const pool = new BufferPool(0, 0);
+      const read = pattern(100_000, 6) as Uint8Array<ArrayBuffer>;
+      assert.ok(pool.adopt(read));
+      // A session's frame header, then the payload it sends as it lies.
+      ws.write(pattern(12, 7));
+      ws.write(read);
+      await turn();
+      const sizes = tcp.writes.map((w) => w.bytes.length);
+      if (role === "client") {
+        assert.deepEqual(sizes, [14 + 100_012]);
+        assert.equal(isPooled(read), false, "the payload's claim was given back");
+      } else {
+        assert.deepEqual(sizes, [10, 12, 100_000]);
+        assert.equal(tcp.writes[2].buffer, read.buffer, "no copy");
+      }
+      const got = messages(concat(tcp.writes.map((w) => w.bytes)), role === "client");
+      assert.equal(got.length, 1, role);
+      assert.ok(sameBytes(got[0], concat([pattern(12, 7), pattern(100_000, 6)])), role);
+      assert.equal(pool.strays, 0);
+      ws.close();
+    }
+  });
+
+  it("a small chunk ahead of a full-size one is a message of its own, not joined with a part", async () => {
+    const { tcp, ws } = endpoint("client");
+    ws.write(pattern(12, 8));
+    ws.write(pattern(256 * 1024, 9));
+    await turn();
+    assert.deepEqual(tcp.writes.map((w) => w.bytes.length), [6 + 12, 14 + 256 * 1024]);
+    const got = messages(concat(tcp.writes.map((w) => w.bytes)), true);
+    assert.deepEqual(got.map((m) => m.length), [12, 256 * 1024]);
+    ws.close();
+  });
+
   it("small ones are joined into a message as before", async () => {
     const { tcp, ws } = endpoint("server");
     ws.write(pattern(10_000, 3));

@@ -240,24 +240,38 @@ export function encodeHeader(opcode: number, n: number): Uint8Array {
   return out;
 }
 
+/** The key as it stands `offset` bytes into a payload: where masking a later part starts. */
+const rotatedKey = new Uint8Array(4);
+
 /**
  * Encodes one final frame with `mask` (a client's) into `into`, which holds at least
- * `payload.length` + {@linkcode MAX_HEADER_SIZE} + 7 bytes: the header, then `payload` masked on
- * its way in, in one pass over it. `payload` is not changed. Returns the frame, a view of `into`
- * placed so that the payload's copy lies as `payload` does modulo 8.
+ * `prefix.length` + `payload.length` + {@linkcode MAX_HEADER_SIZE} + 7 bytes: the header, then
+ * the frame's payload, `prefix` (a few bytes, default none) followed by `payload`, masked on its
+ * way in, in one pass over it. Neither is changed. Returns the frame, a view of `into` placed so
+ * that the copy of `payload` lies as `payload` does modulo 8.
  */
 export function encodeMaskedInto(
   opcode: number,
   payload: Uint8Array,
   mask: Uint8Array,
   into: Uint8Array,
+  prefix?: Uint8Array,
 ): Uint8Array {
-  const n = payload.length;
+  const p = prefix === undefined ? 0 : prefix.length;
+  const n = p + payload.length;
   const size = headerSize(n, true);
-  const start = (payload.byteOffset - into.byteOffset - size) & 7;
+  const start = (payload.byteOffset - into.byteOffset - size - p) & 7;
   const frame = into.subarray(start, start + size + n);
   writeHeader(frame, opcode, n, mask, true);
-  maskCopy(payload, frame.subarray(size), mask);
+  if (p === 0) {
+    maskCopy(payload, frame.subarray(size), mask);
+    return frame;
+  }
+  // The prefix is small and lies anywhere: byte by byte. The payload's bytes then take the key
+  // from where the prefix left it.
+  for (let i = 0; i < p; i++) frame[size + i] = prefix![i] ^ mask[i & 3];
+  for (let k = 0; k < 4; k++) rotatedKey[k] = mask[(p + k) & 3];
+  maskCopy(payload, frame.subarray(size + p), rotatedKey);
   return frame;
 }
 

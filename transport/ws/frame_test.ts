@@ -281,6 +281,29 @@ describe("ws/frame: frames around a payload that is not ours to change", () => {
     }
   });
 
+  it("encodeMaskedInto with a prefix writes encodeFrame's bytes for prefix and payload joined", () => {
+    const mask = new Uint8Array([9, 200, 33, 4]);
+    for (const p of [1, 3, 4, 12, 37]) {
+      for (const n of [0, 31, 32, 1000, 70000]) {
+        for (let from = 0; from < 8; from += 3) {
+          const prefix = pattern(p, p);
+          const source = new Uint8Array(from + n);
+          const payload = source.subarray(from);
+          payload.set(pattern(n, n + 1));
+          const expected = encodeFrame(2, concat([prefix, payload]), mask);
+          const into = new Uint8Array(p + n + MAX_HEADER_SIZE + 7);
+          const frame = encodeMaskedInto(2, payload, mask, into, prefix);
+          const where = `prefix ${p} n=${n} payload at ${from}`;
+          assert.ok(sameBytes(frame, expected), where);
+          assert.ok(sameBytes(prefix, pattern(p, p)), `prefix unchanged: ${where}`);
+          assert.ok(sameBytes(payload, pattern(n, n + 1)), `payload unchanged: ${where}`);
+          const copyAt = frame.byteOffset + frame.length - n;
+          assert.equal(copyAt % 8, payload.byteOffset % 8, where);
+        }
+      }
+    }
+  });
+
   it("encodeHeader is encodeFrame's header for an unmasked payload", () => {
     for (const n of [0, 1, 125, 126, 65535, 65536, 70000]) {
       const payload = pattern(n, 3);

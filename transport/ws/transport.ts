@@ -190,12 +190,13 @@ export interface SocketDriver {
    */
   readonly writesLargeAsIs?: boolean;
   /**
-   * Sends a large message (16 KiB or more) as `send` does, without copying it into a frame: the
-   * frame header goes to the socket in a write of its own and the message after it as it lies (a
-   * server's), or header and masked message are written into one pooled buffer in one pass over
-   * the message (a client's). The message's claim, if any, goes with it or is given back.
+   * Sends a large message (16 KiB or more), `prefix` (a few bytes, default none) in front of it in
+   * the same message, as `send` does, without copying the message into a frame: the frame header
+   * and the prefix go to the socket apart and the message after them as it lies (a server's), or
+   * header, prefix and masked message are written into one pooled buffer in one pass over the
+   * message (a client's). Claims, if any, go with them or are given back.
    */
-  sendApart?(message: Uint8Array): SendResult;
+  sendApart?(message: Uint8Array, prefix?: Uint8Array): SendResult;
   /**
    * True when the driver calls {@linkcode WebSocketTransport.onWritable} whenever its buffer falls
    * below the send limit after a send filled it, and when a close frame queues behind the messages
@@ -420,11 +421,30 @@ export class WebSocketTransport implements Transport {
       // next (which would copy it); anything else is joined up to the message size.
       const head = this.#queue.peek()!;
       const size = this.#messageSize;
+      // A small chunk (a session's frame headers) before a large one that goes as it lies goes in
+      // the large one's message, in front: one message and (a client's) one write for both. If
+      // both do not fit in a message, it is a message of its own, not joined with a copied part.
+      const next = head.length < JOIN_BELOW && this.writesLargeAsIs
+        ? this.#queue.peek(1)
+        : undefined;
+      const nextApart = next !== undefined && next.length >= JOIN_BELOW && next.length <= size;
+      if (nextApart && head.length + next.length <= size) {
+        this.#queue.shift();
+        this.#queue.shift();
+        const result = this.#driver.sendApart!(next, head);
+        if (result === "dropped") {
+          this.#queue.unshift(next);
+          this.#queue.unshift(head);
+          break;
+        }
+        if (result === "closed") return;
+        continue;
+      }
       const inPlace = this.#framable.has(head) && head.length <= size &&
         this.#driver.sendFramable !== undefined;
       const apart = !inPlace && head.length >= JOIN_BELOW && head.length <= size &&
         this.writesLargeAsIs;
-      const message = inPlace || apart ? this.#queue.shift() : this.#queue.take(size);
+      const message = inPlace || apart || nextApart ? this.#queue.shift() : this.#queue.take(size);
       const result = inPlace
         ? this.#driver.sendFramable!(message)
         : apart
