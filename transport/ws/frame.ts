@@ -82,9 +82,9 @@ const keyWide = new BigUint64Array(keyBytes.buffer);
 // V8 compiles a BigUint64Array XOR to 64-bit machine operations: twice the 32-bit loop's speed on
 // a 64 KiB message (Deno 2.9: 3.9 against 7.6 µs). JavaScriptCore boxes each BigInt (Bun 1.4:
 // 285 µs), and there the Int32Array loop is the fast one (3.2 µs; a Uint32Array's 6.3, as its
-// words do not all fit a small integer). Both loops take four words a turn: neither compiler
-// unrolls them itself, and the loop's own compare and branch cost as much as the XOR (256 KiB
-// slices of a 4 MiB buffer: Deno 6–7 → 8–12 GB/s, Bun 5.8 → 9–10).
+// words do not all fit a small integer). The loop takes four words a turn: neither compiler
+// unrolls it itself, and its own compare and branch cost as much as the XOR (256 KiB slices of a
+// 4 MiB buffer: Deno 6–7 → 8–12 GB/s, Bun 5.8 → 9–10).
 const WIDE = currentRuntime() !== "bun";
 
 /**
