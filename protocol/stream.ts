@@ -105,7 +105,7 @@ export class Stream {
   // Never "within a few round trips" of the first credit. A double from the start: a field that
   // starts as a small integer changes its representation when the first `performance.now()` is
   // stored in it, and V8 then throws away the optimized code of every function that touched a
-  // stream, in both processes at once (a 1–7 ms stall of the round trips at the first window
+  // stream, in both processes at once (a 1–2 ms stall of the round trips at the first window
   // update, 128 KiB into a stream).
   #lastCreditAt = -Infinity;
   #buffer = new Fifo<Uint8Array>();
