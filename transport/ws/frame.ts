@@ -109,28 +109,14 @@ function xorWords(from: BigUint64Array | Int32Array, to: typeof from, key: bigin
 
 /** XORs `bytes` in place with `mask`, the first byte taking key byte 0 (the §5.3 transform). */
 export function applyMask(bytes: Uint8Array, mask: Uint8Array): void {
-  const n = bytes.length;
-  let i = 0;
-  if (n >= 32) {
-    // Byte by byte up to a word boundary, then word-wise, then the tail: a server's payloads lie
-    // anywhere in a read, and a message framed in place is only 4-aligned.
-    const align = WIDE ? 8 : 4;
-    const head = (align - (bytes.byteOffset & (align - 1))) & (align - 1);
-    for (; i < head; i++) bytes[i] ^= mask[i & 3];
-    for (let k = 0; k < 8; k++) keyBytes[k] = mask[(i + k) & 3];
-    const words = WIDE
-      ? new BigUint64Array(bytes.buffer, bytes.byteOffset + i, (n - i) >>> 3)
-      : new Int32Array(bytes.buffer, bytes.byteOffset + i, (n - i) >>> 2);
-    xorWords(words, words, WIDE ? keyWide[0] : keyWord[0]);
-    i += words.length * words.BYTES_PER_ELEMENT;
-  }
-  for (; i < n; i++) bytes[i] ^= mask[i & 3];
+  maskCopy(bytes, bytes, mask);
 }
 
 /**
  * Writes `src` XORed with `mask` into `dst` (as long as `src`, and lying at the same offset modulo
- * 8 in its buffer, so that both are read and written a word at a time): a copy and
- * {@linkcode applyMask} in one pass.
+ * 8 in its buffer, so that both are read and written a word at a time; `src` itself to mask in
+ * place): byte by byte up to a word boundary, then word-wise, then the tail, since a server's
+ * payloads lie anywhere in a read and a message framed in place is only 4-aligned.
  */
 function maskCopy(src: Uint8Array, dst: Uint8Array, mask: Uint8Array): void {
   const n = src.length;
@@ -143,7 +129,9 @@ function maskCopy(src: Uint8Array, dst: Uint8Array, mask: Uint8Array): void {
     const from = WIDE
       ? new BigUint64Array(src.buffer, src.byteOffset + i, (n - i) >>> 3)
       : new Int32Array(src.buffer, src.byteOffset + i, (n - i) >>> 2);
-    const to = WIDE
+    const to = dst === src
+      ? from
+      : WIDE
       ? new BigUint64Array(dst.buffer, dst.byteOffset + i, from.length)
       : new Int32Array(dst.buffer, dst.byteOffset + i, from.length);
     xorWords(from, to, WIDE ? keyWide[0] : keyWord[0]);
