@@ -16,7 +16,7 @@ import type { SessionConfig } from "./config.ts";
 import type { Transport } from "./transport.ts";
 import type { Stream } from "./stream.ts";
 import { countFrame, type SessionStats } from "./stats.ts";
-import { acquireAtLeast } from "../util/buffer_pool.ts";
+import { acquireAtLeast, releaseBytes } from "../util/buffer_pool.ts";
 
 /**
  * Batches larger than this come from the relay pools when the transport gives written chunks
@@ -226,7 +226,7 @@ export class Outbound {
   #assemble(): Uint8Array | null {
     const sendableTotal = this.#plan();
     if (this.#planCount === 0 && this.#controlLength === 0) return null;
-    if (this.#planCount === 1 && this.#controlLength === 0) {
+    if (this.#planCount === 1) {
       const framed = this.#framedInPlace();
       if (framed !== undefined) return framed;
     }
@@ -262,16 +262,20 @@ export class Outbound {
    * the next batches), and the chunk's buffer has room for the header in front of it (a socket
    * read that left it free, `util/buffer_pool.ts`) and for the transport's headroom in front of
    * that: the header is written there and the chunk goes out as it lies, not copied into a batch.
-   * A bulk relay's every read takes this way.
+   * A bulk relay's every read takes this way. Over a transport without headroom, control frames
+   * and the stream's window update due now go first, in a small batch of their own, and the chunk
+   * follows it ({@linkcode #apartView}), rather than everything copied into one batch.
    * Undefined when it does not apply.
    */
   #framedInPlace(): Uint8Array | undefined {
     // Only large chunks are ever offered room (bulk reads, large payloads): a round trip's small
     // batch skips the lookups.
-    if (this.#planData[0] < FRAMABLE_FROM || this.#needsHeaderFrame(0)) return undefined;
+    if (this.#planData[0] < FRAMABLE_FROM) return undefined;
+    const h = this.#headroom;
+    const ahead = this.#controlLength > 0 || this.#needsHeaderFrame(0);
+    if (ahead && h > 0) return undefined;
     // At most one data frame, and one message of a transport that frames (its framing goes in
     // front of ours).
-    const h = this.#headroom;
     const most = Math.min(this.#planData[0], this.chunkLimit);
     const stream = this.#planStreams[0];
     const room = stream._takeFramable(most, h + HEADER_LENGTH);
@@ -282,13 +286,46 @@ export class Outbound {
       if (before > 0 && before < this.#planData[0]) this.#planData[0] = before;
       return undefined;
     }
+    // The frames ahead take the stream's flags, if any: they are the first on the wire.
+    let first: Uint8Array | undefined;
+    if (ahead) {
+      first = allocUnsafe(this.#controlLength + (this.#needsHeaderFrame(0) ? HEADER_LENGTH : 0));
+      this.#writeHeaderFrames(first, this.#writeControl(first));
+    }
     const n = room.length - h - HEADER_LENGTH;
     const framed = h > 0 ? room.subarray(h) : room;
     writeHeader(framed, 0, FrameType.Data, stream._takeFlags(), stream.id, n);
     this.#stats.framesOut.data++;
+    const joined = h === 0 ? this.#joinAdjacent(stream, framed, this.#planData[0] - n) : framed;
     // A FIN due now goes in the next batch, header-only: nothing may follow the chunk here.
     this.#dropFinished();
-    return framed;
+    if (first === undefined) return joined;
+    this.#apartView = joined;
+    return first;
+  }
+
+  /**
+   * The frames that follow `framed` where they lie: the stream's next chunks, each right behind the
+   * one before with its old header's room between (consecutive payloads of one read, as an echo
+   * or a session-to-session relay sends them back), framed there too and written with it as one
+   * chunk, up to `credit` bytes of data: at most one read, and only one stream is sending. One
+   * claim covers the joined chunk: the others each chunk carried are given back here.
+   */
+  #joinAdjacent(stream: Stream, framed: Uint8Array, credit: number): Uint8Array {
+    const buffer = framed.buffer;
+    const start = framed.byteOffset;
+    let end = start + framed.length;
+    while (credit > 0) {
+      const most = credit < this.chunkLimit ? credit : this.chunkLimit;
+      const n = stream._takeAdjacentFramable(most, HEADER_LENGTH, buffer, end);
+      if (n === 0) break;
+      writeHeader(new Uint8Array(buffer, end, HEADER_LENGTH), 0, FrameType.Data, 0, stream.id, n);
+      this.#stats.framesOut.data++;
+      releaseBytes(framed);
+      end += HEADER_LENGTH + n;
+      credit -= n;
+    }
+    return end === start + framed.length ? framed : new Uint8Array(buffer, start, end - start);
   }
 
   /**

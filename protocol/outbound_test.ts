@@ -321,6 +321,76 @@ describe("a payload relayed from one session to another", () => {
   });
 });
 
+describe("payloads of one read relayed back to back", () => {
+  /** A relay from a raw inbound peer to a stream of a second session, claims passed on. */
+  async function relay(
+    body: (inbound: RawPeer, outPeer: KeepingPeer, outId: number) => Promise<void>,
+  ) {
+    const inbound = new RawPeer();
+    const outPeer = new KeepingPeer();
+    const from = new Session(inbound, { client: true, config: { enableKeepAlive: false } });
+    const to = new Session(outPeer, { client: true, config: { enableKeepAlive: false } });
+    try {
+      const out = to.open();
+      out.write(bytes(10, 1));
+      await outPeer.waitFrames(2);
+      from.onStream = (stream) => stream.setOnData((chunk) => void out.write(chunk), true);
+      await body(inbound, outPeer, out.id);
+    } finally {
+      from.destroy();
+      to.destroy();
+      inbound.peerClose();
+      outPeer.peerClose();
+    }
+  }
+
+  it("go out in one write, each framed over its old header", async () => {
+    await relay(async (inbound, outPeer, outId) => {
+      // One read as a socket hands it over: the peer's SYN and three frames, pooled.
+      const payloads = [bytes(20_000, 2), bytes(9_000, 3), bytes(15_000, 4)];
+      const wire = concat([
+        frame(FrameType.Data, Flag.SYN, 2, payloads[0].length, payloads[0]),
+        frame(FrameType.Data, 0, 2, payloads[1].length, payloads[1]),
+        frame(FrameType.Data, 0, 2, payloads[2].length, payloads[2]),
+      ]);
+      const buffer = new BufferPool(64 * 1024, 2).acquire();
+      buffer.set(wire, 32);
+      const writes = outPeer.writes;
+      inbound.handlers.data(buffer.subarray(32, 32 + wire.length));
+      await outPeer.waitFrames(5);
+      assert.equal(outPeer.writes, writes + 1, "one write");
+      const sent = outPeer.given.at(-1)!;
+      assert.equal(sent.buffer, buffer.buffer, "where they arrived: no copy");
+      assert.equal(sent.byteOffset, 32);
+      assert.equal(sent.length, wire.length);
+      const relayed = outPeer.framesOf(FrameType.Data, 0, outId).slice(-3);
+      assert.deepEqual(relayed.map((f) => new Uint8Array(f.payload)), payloads);
+    });
+  });
+
+  it("stop at a payload that does not lie right behind the one before", async () => {
+    await relay(async (inbound, outPeer, outId) => {
+      const payloads = [bytes(20_000, 5), bytes(9_000, 6)];
+      // A window update of another stream lies between the two frames: its bytes are not free.
+      const wire = concat([
+        frame(FrameType.Data, Flag.SYN, 2, payloads[0].length, payloads[0]),
+        frame(FrameType.WindowUpdate, 0, 4, 0),
+        frame(FrameType.Data, 0, 2, payloads[1].length, payloads[1]),
+      ]);
+      const buffer = new BufferPool(64 * 1024, 2).acquire();
+      buffer.set(wire, 32);
+      const writes = outPeer.writes;
+      inbound.handlers.data(buffer.subarray(32, 32 + wire.length));
+      await outPeer.waitFrames(4);
+      assert.equal(outPeer.writes, writes + 2, "two writes");
+      assert.equal(outPeer.given.at(-2)!.length, 12 + payloads[0].length);
+      assert.equal(outPeer.given.at(-1)!.length, 12 + payloads[1].length);
+      const relayed = outPeer.framesOf(FrameType.Data, 0, outId).slice(-2);
+      assert.deepEqual(relayed.map((f) => new Uint8Array(f.payload)), payloads);
+    });
+  });
+});
+
 describe("a small piece queued ahead of a chunk with room", () => {
   it("goes alone, and the chunk behind it still goes out in place", async () => {
     const peer = new KeepingPeer();

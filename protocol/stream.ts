@@ -588,6 +588,27 @@ export class Stream {
   }
 
   /**
+   * @internal When the queue's first chunk, whole, is at most `n` bytes and its offered room of
+   * `room` bytes begins exactly at `end` of `buffer` (the chunk lies right behind the one taken
+   * before it, with its old header between): takes it as {@linkcode _takeFramable} does and
+   * returns its length, the room's claim on offer used up. 0 otherwise, and nothing changes.
+   */
+  _takeAdjacentFramable(n: number, room: number, buffer: ArrayBufferLike, end: number): number {
+    const head = this.#queue.peek();
+    if (
+      head === undefined || head.length > n || this.#queueOffset !== 0 ||
+      head.buffer !== buffer || head.byteOffset - room !== end || !hasFrontRoom(head, room)
+    ) return 0;
+    if (takeFrontRoom(head, room) === undefined) return 0;
+    n = head.length;
+    this.#sendWindow -= n;
+    this.#queued -= n;
+    this.bytesOut += n;
+    this.#queue.shift();
+    return n;
+  }
+
+  /**
    * @internal What is left of the queue's first chunk when the chunk after it offers `room` bytes
    * in front of it (so that a batch may stop short of it and let it go out in place); 0 otherwise.
    */
