@@ -385,3 +385,13 @@ class PairEnd implements Transport {
     handlers?.close();
   }
 }
+
+/** A {@linkcode RawPeer} that also keeps every chunk the session writes, to tell where it lay. */
+export class KeepingPeer extends RawPeer {
+  /** The chunks passed to `write()`, as given. */
+  readonly given: Uint8Array[] = [];
+  override write(chunk: Uint8Array): boolean {
+    this.given.push(chunk);
+    return super.write(chunk);
+  }
+}

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { Flag, FrameType } from "./constants.ts";
 import { Session } from "./session.ts";
-import { frame, RawPeer, tick } from "./_raw_peer.ts";
+import { frame, KeepingPeer, RawPeer, tick } from "./_raw_peer.ts";
 import { concat } from "../util/bytes.ts";
 import { BufferPool, isPooled, offerFrontRoom, releaseBytes } from "../util/buffer_pool.ts";
 
@@ -179,15 +179,6 @@ describe("outbound batches for a transport that frames in place", () => {
   });
 });
 
-/** A transport that keeps every chunk it is given, as given. */
-class KeepingPeer extends RawPeer {
-  readonly given: Uint8Array[] = [];
-  override write(chunk: Uint8Array): boolean {
-    this.given.push(chunk);
-    return super.write(chunk);
-  }
-}
-
 describe("a chunk read with room in front of it", () => {
   it("goes out as it lies, its frame header written in front, once", async () => {
     const peer = new KeepingPeer();
@@ -287,41 +278,7 @@ describe("a chunk read with room in front of it, to a transport that frames in p
   });
 });
 
-describe("a payload relayed from one session to another", () => {
-  it("goes out where it arrived, its new frame header over its old one", async () => {
-    const inbound = new RawPeer();
-    const outPeer = new KeepingPeer();
-    const from = new Session(inbound, { client: true, config: { enableKeepAlive: false } });
-    const to = new Session(outPeer, { client: true, config: { enableKeepAlive: false } });
-    try {
-      const out = to.open();
-      out.write(bytes(10, 1));
-      await outPeer.waitFrames(2);
-      // The relay: every chunk of the stream the peer opens goes on to `out`, claim and all.
-      from.onStream = (stream) => stream.setOnData((chunk) => void out.write(chunk), true);
-      // A read as a socket hands it over: the peer's SYN and a 40 000-byte frame, pooled.
-      const pool = new BufferPool(64 * 1024, 2);
-      const buffer = pool.acquire();
-      const payload = bytes(40_000, 2);
-      const wire = frame(FrameType.Data, Flag.SYN, 2, payload.length, payload);
-      buffer.set(wire, 32);
-      inbound.handlers.data(buffer.subarray(32, 32 + wire.length));
-      await outPeer.waitFrames(3);
-      const sent = outPeer.given.at(-1)!;
-      assert.equal(sent.buffer, buffer.buffer, "framed where it arrived: no copy");
-      assert.equal(sent.byteOffset, 32, "over the decoded header");
-      const relayed = outPeer.framesOf(FrameType.Data, 0, out.id).at(-1)!;
-      assert.deepEqual(new Uint8Array(relayed.payload), payload);
-    } finally {
-      from.destroy();
-      to.destroy();
-      inbound.peerClose();
-      outPeer.peerClose();
-    }
-  });
-});
-
-describe("payloads of one read relayed back to back", () => {
+describe("payloads relayed from one session to another", () => {
   /** A relay from a raw inbound peer to a stream of a second session, claims passed on. */
   async function relay(
     body: (inbound: RawPeer, outPeer: KeepingPeer, outId: number) => Promise<void>,
@@ -344,19 +301,39 @@ describe("payloads of one read relayed back to back", () => {
     }
   }
 
-  it("go out in one write, each framed over its old header", async () => {
+  /** Hands `wire` to `inbound` as a socket's read lands, 32 bytes into a pooled buffer. */
+  function read(inbound: RawPeer, wire: Uint8Array): Uint8Array {
+    const buffer = new BufferPool(64 * 1024, 2).acquire();
+    buffer.set(wire, 32);
+    inbound.handlers.data(buffer.subarray(32, 32 + wire.length));
+    return buffer;
+  }
+
+  it("goes out where it arrived, its new frame header over its old one", async () => {
     await relay(async (inbound, outPeer, outId) => {
-      // One read as a socket hands it over: the peer's SYN and three frames, pooled.
+      // The peer's SYN and a 40 000-byte frame.
+      const payload = bytes(40_000, 2);
+      const buffer = read(inbound, frame(FrameType.Data, Flag.SYN, 2, payload.length, payload));
+      await outPeer.waitFrames(3);
+      const sent = outPeer.given.at(-1)!;
+      assert.equal(sent.buffer, buffer.buffer, "framed where it arrived: no copy");
+      assert.equal(sent.byteOffset, 32, "over the decoded header");
+      const relayed = outPeer.framesOf(FrameType.Data, 0, outId).at(-1)!;
+      assert.deepEqual(new Uint8Array(relayed.payload), payload);
+    });
+  });
+
+  it("lying back to back in one read go out in one write, each framed over its old header", async () => {
+    await relay(async (inbound, outPeer, outId) => {
+      // One read: the peer's SYN and three frames.
       const payloads = [bytes(20_000, 2), bytes(9_000, 3), bytes(15_000, 4)];
       const wire = concat([
         frame(FrameType.Data, Flag.SYN, 2, payloads[0].length, payloads[0]),
         frame(FrameType.Data, 0, 2, payloads[1].length, payloads[1]),
         frame(FrameType.Data, 0, 2, payloads[2].length, payloads[2]),
       ]);
-      const buffer = new BufferPool(64 * 1024, 2).acquire();
-      buffer.set(wire, 32);
       const writes = outPeer.writes;
-      inbound.handlers.data(buffer.subarray(32, 32 + wire.length));
+      const buffer = read(inbound, wire);
       await outPeer.waitFrames(5);
       assert.equal(outPeer.writes, writes + 1, "one write");
       const sent = outPeer.given.at(-1)!;
@@ -368,7 +345,7 @@ describe("payloads of one read relayed back to back", () => {
     });
   });
 
-  it("stop at a payload that does not lie right behind the one before", async () => {
+  it("lying back to back stop at one that does not lie right behind the one before", async () => {
     await relay(async (inbound, outPeer, outId) => {
       const payloads = [bytes(20_000, 5), bytes(9_000, 6)];
       // A window update of another stream lies between the two frames: its bytes are not free.
@@ -377,10 +354,8 @@ describe("payloads of one read relayed back to back", () => {
         frame(FrameType.WindowUpdate, 0, 4, 0),
         frame(FrameType.Data, 0, 2, payloads[1].length, payloads[1]),
       ]);
-      const buffer = new BufferPool(64 * 1024, 2).acquire();
-      buffer.set(wire, 32);
       const writes = outPeer.writes;
-      inbound.handlers.data(buffer.subarray(32, 32 + wire.length));
+      read(inbound, wire);
       await outPeer.waitFrames(4);
       assert.equal(outPeer.writes, writes + 2, "two writes");
       assert.equal(outPeer.given.at(-2)!.length, 12 + payloads[0].length);

@@ -3,22 +3,13 @@ import assert from "node:assert/strict";
 import { echoStream } from "./echo.ts";
 import { Session } from "../protocol/session.ts";
 import { Flag, FrameType } from "../protocol/constants.ts";
-import { frame, RawPeer } from "../protocol/_raw_peer.ts";
+import { frame, KeepingPeer } from "../protocol/_raw_peer.ts";
 import { connectTcp, listenTcp } from "../transport/mod.ts";
 import { pattern, sameBytes } from "../util/bytes.ts";
 import { EACH_TURN, waitFor } from "../testing/wait.ts";
 import { BufferPool, poisonReleasedBuffers } from "../util/buffer_pool.ts";
 
 const QUIET = { enableKeepAlive: false };
-
-/** A raw peer that keeps every chunk the session writes, to tell where it lay. */
-class KeepingPeer extends RawPeer {
-  readonly given: Uint8Array[] = [];
-  override write(chunk: Uint8Array): boolean {
-    this.given.push(chunk);
-    return super.write(chunk);
-  }
-}
 
 describe("echoStream", () => {
   it("writes a pooled payload back where it arrived, its header over the old one", async () => {
