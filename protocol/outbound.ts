@@ -317,12 +317,13 @@ export class Outbound {
     let end = start + framed.length;
     while (credit > 0) {
       const most = credit < this.chunkLimit ? credit : this.chunkLimit;
-      const n = stream._takeAdjacentFramable(most, HEADER_LENGTH, buffer, end);
-      if (n === 0) break;
-      writeHeader(new Uint8Array(buffer, end, HEADER_LENGTH), 0, FrameType.Data, 0, stream.id, n);
+      const next = stream._takeAdjacentFramable(most, HEADER_LENGTH, buffer, end);
+      if (next === undefined) break;
+      const n = next.length - HEADER_LENGTH;
+      writeHeader(next, 0, FrameType.Data, 0, stream.id, n);
       this.#stats.framesOut.data++;
       releaseBytes(framed);
-      end += HEADER_LENGTH + n;
+      end += next.length;
       credit -= n;
     }
     return end === start + framed.length ? framed : new Uint8Array(buffer, start, end - start);

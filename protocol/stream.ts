@@ -588,24 +588,20 @@ export class Stream {
   }
 
   /**
-   * @internal When the queue's first chunk, whole, is at most `n` bytes and its offered room of
-   * `room` bytes begins exactly at `end` of `buffer` (the chunk lies right behind the one taken
-   * before it, with its old header between): takes it as {@linkcode _takeFramable} does and
-   * returns its length, the room's claim on offer used up. 0 otherwise, and nothing changes.
+   * @internal As {@linkcode _takeFramable}, but only when the chunk's room begins exactly at `end`
+   * of `buffer`: the chunk lies right behind the one taken before it, its old header between.
    */
-  _takeAdjacentFramable(n: number, room: number, buffer: ArrayBufferLike, end: number): number {
+  _takeAdjacentFramable(
+    n: number,
+    room: number,
+    buffer: ArrayBufferLike,
+    end: number,
+  ): Uint8Array | undefined {
     const head = this.#queue.peek();
-    if (
-      head === undefined || head.length > n || this.#queueOffset !== 0 ||
-      head.buffer !== buffer || head.byteOffset - room !== end || !hasFrontRoom(head, room)
-    ) return 0;
-    if (takeFrontRoom(head, room) === undefined) return 0;
-    n = head.length;
-    this.#sendWindow -= n;
-    this.#queued -= n;
-    this.bytesOut += n;
-    this.#queue.shift();
-    return n;
+    if (head === undefined || head.buffer !== buffer || head.byteOffset - room !== end) {
+      return undefined;
+    }
+    return this._takeFramable(n, room);
   }
 
   /**
