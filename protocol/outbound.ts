@@ -287,11 +287,7 @@ export class Outbound {
       return undefined;
     }
     // The frames ahead take the stream's flags, if any: they are the first on the wire.
-    let first: Uint8Array | undefined;
-    if (ahead) {
-      first = allocUnsafe(this.#controlLength + (this.#needsHeaderFrame(0) ? HEADER_LENGTH : 0));
-      this.#writeHeaderFrames(first, this.#writeControl(first));
-    }
+    const first = ahead ? this.#framesAhead(0) : undefined;
     const n = room.length - h - HEADER_LENGTH;
     const framed = h > 0 ? room.subarray(h) : room;
     writeHeader(framed, 0, FrameType.Data, stream._takeFlags(), stream.id, n);
@@ -345,17 +341,26 @@ export class Outbound {
       if (before > 0 && before < this.#planData[0]) this.#planData[0] = before;
       return undefined;
     }
-    const size = this.#controlLength + (this.#needsHeaderFrame(0) ? 2 : 1) * HEADER_LENGTH;
-    // With headroom, the transport frames the headers in front of them, as any batch.
-    const h = this.#headroom;
-    const out = h > 0 ? allocUnsafe(h + size).subarray(h) : allocUnsafe(size);
-    let at = this.#writeControl(out);
-    at = this.#writeHeaderFrames(out, at);
+    const out = this.#framesAhead(HEADER_LENGTH);
+    const at = out.length - HEADER_LENGTH;
     writeHeader(out, at, FrameType.Data, stream._takeFlags(), stream.id, view.length);
     this.#stats.framesOut.data++;
     this.#apartView = view;
     // A FIN due now goes in the next batch, header-only: nothing may follow the piece here.
     this.#dropFinished();
+    return out;
+  }
+
+  /**
+   * A small batch of the control frames and the lone planned stream's header frame due now, with
+   * `extra` bytes left at its end for the caller (a data header); the transport's headroom in
+   * front of it, as any batch has.
+   */
+  #framesAhead(extra: number): Uint8Array {
+    const size = this.#controlLength + (this.#needsHeaderFrame(0) ? HEADER_LENGTH : 0) + extra;
+    const h = this.#headroom;
+    const out = h > 0 ? allocUnsafe(h + size).subarray(h) : allocUnsafe(size);
+    this.#writeHeaderFrames(out, this.#writeControl(out));
     return out;
   }
 
