@@ -20,6 +20,7 @@ import {
 import { parseArgs } from "../util/parse_args.ts";
 import { argsErrorMessage } from "../util/args_error.ts";
 import { watchFile } from "../util/watch_file.ts";
+import { collectWhenIdle } from "../util/idle_collector.ts";
 import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
 import { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks_options.ts";
@@ -591,7 +592,10 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
     await inspector?.close();
     return stopped;
   }
+  // What a burst of visitors left behind goes back once it is over (Deno; see the module).
+  const stopCollecting = collectWhenIdle();
   const code = await done;
+  stopCollecting();
   await inspector?.close();
   return code;
 }

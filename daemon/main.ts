@@ -24,6 +24,7 @@ import { Logger } from "../util/log.ts";
 import { argsErrorMessage } from "../util/args_error.ts";
 import { closest } from "../util/suggest.ts";
 import { watchFile } from "../util/watch_file.ts";
+import { collectWhenIdle } from "../util/idle_collector.ts";
 
 const HELP = `tunnelmux daemon: a multiplexed tunnel server (yamux over TCP and WebSocket)
 
@@ -261,6 +262,8 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   }
   for (const line of listenerLines(daemon.addresses, config.tls !== null)) console.log(line);
   warmTimers();
+  // What a burst of visitors left behind goes back once it is over (Deno; see the module).
+  daemon.stopped.then(collectWhenIdle());
   if (loaded.generated.token) {
     console.log(`token of client "default" (generated; set TUNNELMUX_TOKEN to choose one):`);
     console.log(`  ${loaded.generated.token}`);

@@ -155,6 +155,8 @@ interface NodeBuiltins {
   "node:os": typeof import("node:os");
   "node:path": typeof import("node:path");
   "node:url": typeof import("node:url");
+  "node:v8": typeof import("node:v8");
+  "node:vm": typeof import("node:vm");
 }
 
 /**
