@@ -58,6 +58,7 @@ export class IdleCollector {
   readonly #quiet: number;
   #lastCpu: number | undefined;
   #level: number | undefined;
+  #broken = false;
   /** Collections made. */
   collections = 0;
 
@@ -68,8 +69,22 @@ export class IdleCollector {
     this.#quiet = options.quietCpuMs ?? 20;
   }
 
-  /** One look: collects if the process is quiet and grew; returns whether it did. */
+  /**
+   * One look: collects if the process is quiet and grew; returns whether it did. A probe that
+   * throws (a runtime without one) ends the collector's work for good instead of failing its
+   * caller, a timer.
+   */
   check(): boolean {
+    if (this.#broken) return false;
+    try {
+      return this.#check();
+    } catch {
+      this.#broken = true;
+      return false;
+    }
+  }
+
+  #check(): boolean {
     const cpu = this.#probes.cpuMs();
     const quiet = this.#lastCpu !== undefined && cpu - this.#lastCpu <= this.#quiet;
     this.#lastCpu = cpu;

@@ -64,6 +64,26 @@ describe("IdleCollector", () => {
   });
 });
 
+describe("IdleCollector on a runtime without a way to collect", () => {
+  it("stops for good instead of throwing", () => {
+    let tries = 0;
+    let rss = 50 * MiB;
+    const collector = new IdleCollector({
+      cpuMs: () => 0,
+      rssBytes: () => rss,
+      collect: () => {
+        tries++;
+        throw new Error("no gc here");
+      },
+    });
+    collector.check();
+    rss = 90 * MiB;
+    assert.equal(collector.check(), false);
+    assert.equal(collector.check(), false);
+    assert.equal(tries, 1);
+  });
+});
+
 describe("fullCollection", {
   skip: currentRuntime() === "bun" ? "Bun returns memory by itself" : false,
 }, () => {
