@@ -94,7 +94,10 @@ for (const [label, listen] of servers) {
       });
     });
 
-    it("destroys a connection whose peer never answers our close frame", async () => {
+    // Waits out the close deadline (5 s): more than `bun test`'s default per-test timeout.
+    it("destroys a connection whose peer never answers our close frame", {
+      timeout: 20_000,
+    }, async () => {
       await withClient({}, async (raw, server, probe) => {
         server.close();
         await waitFor(() => raw.closeCode !== undefined, "our close frame");
