@@ -19,9 +19,9 @@ import { Client, Server } from "yamux-js";
 import { Session } from "../protocol/mod.ts";
 import { memoryPair } from "../transport/memory.ts";
 import { echoStream } from "../tunnel/echo.ts";
-import { parseArgs } from "../util/parse_args.ts";
-import { hostArgs } from "../util/host.ts";
-import { currentRuntime } from "../util/runtime.ts";
+import { parseArgs } from "../util/parse/parse_args.ts";
+import { hostArgs } from "../util/host/host.ts";
+import { currentRuntime } from "../util/host/runtime.ts";
 
 const PAYLOAD = new Uint8Array(1024).fill(7);
 

@@ -7,7 +7,7 @@
  */
 
 import { Buffer } from "node:buffer";
-import { prng } from "../util/prng.ts";
+import { prng } from "../util/crypto/prng.ts";
 
 /** Length of the pattern block. */
 export const BLOCK_LENGTH = 1024 * 1024 + 13;

@@ -58,7 +58,7 @@ if (!runtime) {
   await run(args);
 } else {
   // The child stops by itself if this process dies without passing a signal on (SIGKILL): it
-  // watches that its parent is still the pid named here (util/host.ts, watchLauncher).
+  // watches that its parent is still the pid named here (util/host/host.ts, watchLauncher).
   const child = spawn(runtime[0], [...runtime.slice(1), entry, ...args], {
     stdio: "inherit",
     env: { ...process.env, TUNNELMUX_LAUNCHER_PID: String(process.pid) },

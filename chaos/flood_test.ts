@@ -26,7 +26,7 @@ import {
   type TestServer,
   waitFor,
 } from "../testing/mod.ts";
-import { sameBytes } from "../util/bytes.ts";
+import { sameBytes } from "../util/bytes/bytes.ts";
 
 const MiB = 1024 * 1024;
 const FULL = process.env.TUNNELMUX_CHAOS === "full";

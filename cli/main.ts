@@ -10,10 +10,10 @@
  * @module
  */
 
-import { concat } from "../util/bytes.ts";
-import { exitHost, hostArgs, isMainModule, watchLauncher } from "../util/host.ts";
-import { runtimeVersion } from "../util/runtime.ts";
-import { VERSION } from "../util/version.ts";
+import { concat } from "../util/bytes/bytes.ts";
+import { exitHost, hostArgs, isMainModule, watchLauncher } from "../util/host/host.ts";
+import { runtimeVersion } from "../util/host/runtime.ts";
+import { VERSION } from "../util/host/version.ts";
 
 /** The top-level help. */
 export const HELP =

@@ -16,11 +16,11 @@ import {
   stderrIsTerminal,
   watchLauncher,
   writeStderr,
-} from "../util/host.ts";
-import { parseArgs } from "../util/parse_args.ts";
-import { argsErrorMessage } from "../util/args_error.ts";
-import { watchFile } from "../util/watch_file.ts";
-import { collectWhenIdle } from "../util/idle_collector.ts";
+} from "../util/host/host.ts";
+import { parseArgs } from "../util/parse/parse_args.ts";
+import { argsErrorMessage } from "../util/parse/args_error.ts";
+import { watchFile } from "../util/files/watch_file.ts";
+import { collectWhenIdle } from "../util/host/idle_collector.ts";
 import { Logger } from "../util/log.ts";
 import { HaClient } from "./ha_client.ts";
 import { DEFAULT_SOCKS_LISTEN } from "./tunnels/socks_options.ts";

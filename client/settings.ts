@@ -18,10 +18,10 @@
  * @module
  */
 
-import { hostCwd, nodeBuiltin } from "../util/host.ts";
-import { parseHostPort, parseIp, splitHostPort, unmapIPv4 } from "../util/address.ts";
-import { parseJsonc } from "../util/jsonc.ts";
-import { suggest } from "../util/suggest.ts";
+import { hostCwd, nodeBuiltin } from "../util/host/host.ts";
+import { parseHostPort, parseIp, splitHostPort, unmapIPv4 } from "../util/net/address.ts";
+import { parseJsonc } from "../util/parse/jsonc.ts";
+import { suggest } from "../util/parse/suggest.ts";
 import type { ExposeOptions, OfferOptions } from "./client.ts";
 
 /** `node:path`, loaded when a path is resolved (it costs Deno's start time, like node:fs). */
@@ -37,7 +37,7 @@ import type { HealthOptions } from "./tunnels/health_check.ts";
 import { DEFAULT_SOCKS_LISTEN, socksOptionsProblem } from "./tunnels/socks_options.ts";
 import { type HttpPolicy, parseHttpPolicy } from "../tunnel/policy/http_policy.ts";
 import { hashPasswordSync, PASSWORD_HASH_PREFIX } from "../tunnel/policy/password_hash.ts";
-import { isObject } from "../util/is_object.ts";
+import { isObject } from "../util/parse/is_object.ts";
 import { parseVisitorPolicy, type VisitorPolicy } from "../tunnel/policy/visitor_policy.ts";
 import { DEFAULT_SESSION_CONFIG } from "../protocol/config.ts";
 

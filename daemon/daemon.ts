@@ -12,7 +12,7 @@ import type { HttpPolicy } from "../tunnel/policy/http_policy.ts";
 import { HandshakeAdmission } from "./session/admission.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { readHostTextFile } from "../util/host.ts";
+import { readHostTextFile } from "../util/host/host.ts";
 import { listenTcp, listenTls } from "../transport/tcp.ts";
 import { HttpStats } from "./http/http_stats.ts";
 import { WebFronts } from "./http/web_fronts.ts";
@@ -36,8 +36,8 @@ import { TokenVerifier } from "./tokens/verifier.ts";
 import { TokenStore } from "./tokens/store.ts";
 import type { Cluster } from "./cluster/cluster.ts";
 import { TunnelPorts } from "./tunnels/tunnel_ports.ts";
-import { formatHostPort, type HostPort } from "../util/address.ts";
-import { bindNamed } from "../util/bind_named.ts";
+import { formatHostPort, type HostPort } from "../util/net/address.ts";
+import { bindNamed } from "../util/net/bind_named.ts";
 
 /** Daemon lifecycle states. */
 export type DaemonState = "starting" | "running" | "draining" | "stopped";

@@ -15,7 +15,7 @@ import { connect as netConnect } from "node:net";
 import { Buffer } from "node:buffer";
 import { FrameType, HEADER_LENGTH } from "../protocol/constants.ts";
 import { writeHeader } from "../protocol/header.ts";
-import { concat } from "../util/bytes.ts";
+import { concat } from "../util/bytes/bytes.ts";
 import { waitFor } from "../testing/wait.ts";
 import { openUdp, type UdpSocket } from "../transport/udp.ts";
 import { DatagramDecoder, encodeDatagram } from "../tunnel/udp_framing.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { formatHostPort, type HostPort } from "../util/address.ts";
+import { formatHostPort, type HostPort } from "../util/net/address.ts";
 
 /** Default bound on the whole probe; well under Docker's default healthcheck timeout (30 s). */
 export const HEALTHCHECK_TIMEOUT_MS = 3_000;

@@ -14,17 +14,17 @@ import {
   warmTimers,
   watchLauncher,
   writeStderr,
-} from "../util/host.ts";
-import { parseArgs } from "../util/parse_args.ts";
+} from "../util/host/host.ts";
+import { parseArgs } from "../util/parse/parse_args.ts";
 import { type ConfigFlags, formatConfigReport, loadConfig } from "./config/mod.ts";
 import { Daemon, listenerLines } from "./daemon.ts";
 import type { AdminServer } from "./admin/start.ts";
 import { HEALTHCHECK_TIMEOUT_MS, probe, readyzUrl } from "./healthcheck.ts";
 import { Logger } from "../util/log.ts";
-import { argsErrorMessage } from "../util/args_error.ts";
-import { closest } from "../util/suggest.ts";
-import { watchFile } from "../util/watch_file.ts";
-import { collectWhenIdle } from "../util/idle_collector.ts";
+import { argsErrorMessage } from "../util/parse/args_error.ts";
+import { closest } from "../util/parse/suggest.ts";
+import { watchFile } from "../util/files/watch_file.ts";
+import { collectWhenIdle } from "../util/host/idle_collector.ts";
 
 const HELP = `tunnelmux daemon: a multiplexed tunnel server (yamux over TCP and WebSocket)
 
@@ -224,7 +224,7 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   await daemon.start();
   // Signals are handled from the moment the listeners are up (before they are announced), so a
   // process manager's SIGTERM right after the start drains instead of killing.
-  // A repeat within SIGNAL_REPEAT_MS is the same signal passed on by a launcher (util/host.ts).
+  // A repeat within SIGNAL_REPEAT_MS is the same signal passed on by a launcher (util/host/host.ts).
   let signals = 0;
   const shutdown = (signal: string) => {
     if (++signals > 1) {

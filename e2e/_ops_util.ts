@@ -16,7 +16,7 @@ import type { Stream } from "../protocol/stream.ts";
 import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { connectTcp, connectWebSocket } from "../transport/mod.ts";
-import { concat } from "../util/bytes.ts";
+import { concat } from "../util/bytes/bytes.ts";
 
 // ---- Raw yamux sessions to the daemon ----
 

@@ -27,7 +27,7 @@ import {
   withTimeout,
 } from "../testing/mod.ts";
 import type { Socket } from "node:net";
-import { SIGNAL_REPEAT_MS } from "../util/host.ts";
+import { SIGNAL_REPEAT_MS } from "../util/host/host.ts";
 
 const TOKEN = "launcher-test-token-0123456789";
 const dataDir = mkdtempSync(join(tmpdir(), "tunnelmux-launchers-"));

@@ -2,11 +2,11 @@
 // The start path of the daemon, of the client and of the one `tunnelmux` command (which is also
 // the single binary's entry) must not load the admin API (hono), the client's request inspector,
 // the cluster (NATS), the bench, an npm package or any `node:` module (on Deno the first `node:`
-// import makes every start pay about 40 ms for Node's compatibility layer; util/host.ts and small
-// util/ modules stand in, and code off the start path loads `node:` modules where it runs), and a
-// folder never imports one above it
-// (util → protocol → transport → tunnel → daemon / client → cli; daemon/ and client/ do not
-// import each other).
+// import makes every start pay about 40 ms for Node's compatibility layer; util/host/host.ts and
+// small util/ modules stand in, and code off the start path loads `node:` modules where it runs),
+// and a folder never imports one above it (util → protocol → transport → tunnel → daemon / client
+// → cli; daemon/ and client/ do not import each other; inside util/, host ← bytes ← crypto ←
+// files).
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -71,6 +71,27 @@ const FLOOR: Record<string, number> = {
 };
 
 /**
+ * util/'s sub-folders by floor: a folder imports only from lower ones; those on the same floor
+ * import nothing of each other. A module at util/'s root (log, lifecycle) imports none of them.
+ */
+const UTIL_FLOOR: Record<string, number> = {
+  host: 0,
+  net: 0,
+  parse: 0,
+  timing: 0,
+  bytes: 1,
+  crypto: 2,
+  files: 3,
+};
+
+/** The util/ sub-folder a module lies in (`""` for util/'s root), or undefined outside util/. */
+function utilFolder(module: string): string | undefined {
+  const parts = module.split("/");
+  if (parts[0] !== "util") return undefined;
+  return parts.length > 2 ? parts[1] : "";
+}
+
+/**
  * The single binary's entry: the `.ts` file that deno.json's `compile` task builds, so that a
  * change of entry there is followed here.
  */
@@ -102,6 +123,25 @@ describe("module graph", () => {
       assert.deepEqual(unwanted, []);
     });
   }
+
+  it("util/'s sub-folders import only the ones below them", async () => {
+    const wrong: string[] = [];
+    for (const entry of ["cli/main.ts", "daemon/main.ts", "client/main.ts", "client/mod.ts"]) {
+      for (const module of (await graphOf(entry)).modules) {
+        const from = name(module.specifier);
+        const fromFolder = utilFolder(from);
+        if (fromFolder === undefined) continue;
+        for (const dependency of module.dependencies ?? []) {
+          if (!dependency.code) continue;
+          const to = name(dependency.code.specifier);
+          const toFolder = utilFolder(to);
+          if (toFolder === undefined || toFolder === fromFolder) continue;
+          if (!(UTIL_FLOOR[toFolder] < UTIL_FLOOR[fromFolder])) wrong.push(`${from} -> ${to}`);
+        }
+      }
+    }
+    assert.deepEqual([...new Set(wrong)], []);
+  });
 
   it("no folder imports one above it, and daemon/ and client/ do not import each other", async () => {
     const wrong: string[] = [];

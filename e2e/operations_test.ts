@@ -14,7 +14,7 @@ import { type Client, connect } from "../client/mod.ts";
 import { ResetReason } from "../tunnel/reset_reasons.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { connectWebSocket } from "../transport/mod.ts";
-import { parseHostPort } from "../util/address.ts";
+import { parseHostPort } from "../util/net/address.ts";
 import {
   assertSameBytes,
   cleanup,
@@ -34,7 +34,7 @@ import {
   waitFor,
   withTimeout,
 } from "../testing/mod.ts";
-import { SIGNAL_REPEAT_MS } from "../util/host.ts";
+import { SIGNAL_REPEAT_MS } from "../util/host/host.ts";
 import {
   collectStream,
   openWithHeader,

@@ -36,7 +36,7 @@ import {
   type TestServer,
   waitFor,
 } from "../testing/mod.ts";
-import { prng } from "../util/prng.ts";
+import { prng } from "../util/crypto/prng.ts";
 
 const MiB = 1024 * 1024;
 

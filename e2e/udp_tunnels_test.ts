@@ -15,7 +15,7 @@ import { MAX_UDP_DATAGRAM } from "../tunnel/udp_framing.ts";
 import { runCommand } from "../testing/command.ts";
 import { cleanup, startClient } from "../testing/process.ts";
 import { waitFor } from "../testing/wait.ts";
-import { pattern } from "../util/bytes.ts";
+import { pattern } from "../util/bytes/bytes.ts";
 import { Logger } from "../util/log.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 

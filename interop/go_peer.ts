@@ -11,7 +11,7 @@
 import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildGoProgram } from "../util/go_build.ts";
+import { buildGoProgram } from "../util/host/go_build.ts";
 
 /** Name of a Go peer: the directory under `interop/` that holds it. */
 export type GoPeerName = "hashicorp" | "goyamux";

@@ -8,7 +8,7 @@ import { Session, type SessionOptions, type Stream, YamuxError } from "../protoc
 import { connectTcp, listenTcp, memoryPair } from "../transport/mod.ts";
 import { echoStream } from "../tunnel/echo.ts";
 import { checkEcho, pattern, roundTrip } from "../tools/echo_check.ts";
-import { prng } from "../util/prng.ts";
+import { prng } from "../util/crypto/prng.ts";
 import {
   connectLibp2pTcp,
   libp2pEcho,
@@ -18,7 +18,7 @@ import {
   listenLibp2pTcp,
   toBytes,
 } from "./libp2p_peer.ts";
-import { concat } from "../util/bytes.ts";
+import { concat } from "../util/bytes/bytes.ts";
 
 type Kind = "memory" | "tcp";
 const KINDS: readonly Kind[] = ["memory", "tcp"];

@@ -9,9 +9,9 @@
 
 import { HEADER_LENGTH } from "./constants.ts";
 import type { Transport, TransportHandlers } from "./transport.ts";
-import { prng } from "../util/prng.ts";
+import { prng } from "../util/crypto/prng.ts";
 import { EACH_TURN, waitFor } from "../testing/wait.ts";
-import { concat } from "../util/bytes.ts";
+import { concat } from "../util/bytes/bytes.ts";
 
 /** One frame as the session wrote it. */
 export interface RawFrame {

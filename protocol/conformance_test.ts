@@ -11,7 +11,7 @@ import { Session } from "./session.ts";
 import type { Stream } from "./stream.ts";
 import { StreamState } from "./stream_state.ts";
 import { frame, type RawFrame, RawPeer, tick } from "./_raw_peer.ts";
-import { concat } from "../util/bytes.ts";
+import { concat } from "../util/bytes/bytes.ts";
 import { EACH_TURN, waitFor } from "../testing/wait.ts";
 
 const { Data, WindowUpdate: WU, Ping, GoAway } = FrameType;

@@ -9,7 +9,7 @@
 
 import { FrameType, HEADER_LENGTH, PROTOCOL_VERSION } from "./constants.ts";
 import { readUint32 } from "./header.ts";
-import { offerFrontRoom, releaseBytes, retainBytes } from "../util/buffer_pool.ts";
+import { offerFrontRoom, releaseBytes, retainBytes } from "../util/bytes/buffer_pool.ts";
 
 /** A Data payload at least this large, right behind its header, is offered the header's room. */
 const OFFER_ROOM_FROM = 8 * 1024;
@@ -141,7 +141,7 @@ export class FrameDecoder {
         if (this.#headerInChunk) {
           this.#headerInChunk = false;
           // Its header, decoded, is dead: a relay may write its own frame header there and send
-          // the payload as it lies (`util/buffer_pool.ts`). Large payloads only: the offer costs
+          // the payload as it lies (`util/bytes/buffer_pool.ts`). Large payloads only: the offer costs
           // a WeakMap entry.
           if (n >= OFFER_ROOM_FROM) offerFrontRoom(view, HEADER_LENGTH);
         }
@@ -192,7 +192,7 @@ export class FrameDecoder {
   #keep(bytes: Uint8Array): void {
     if (this.#stopped || bytes.length === 0) return;
     if (this.#rest === undefined) {
-      // Kept past push(): a claim of its own on a pooled chunk (util/buffer_pool.ts).
+      // Kept past push(): a claim of its own on a pooled chunk (util/bytes/buffer_pool.ts).
       retainBytes(bytes);
       this.#rest = bytes;
       return;

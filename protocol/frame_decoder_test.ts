@@ -5,8 +5,8 @@ import { Flag, FrameType, HEADER_LENGTH, MAX_UINT32 } from "./constants.ts";
 import { FrameDecoder, type FrameSink } from "./frame_decoder.ts";
 import { writeHeader } from "./header.ts";
 import { frame } from "./_raw_peer.ts";
-import { concat } from "../util/bytes.ts";
-import { BufferPool, releaseBytes, takeFrontRoom } from "../util/buffer_pool.ts";
+import { concat } from "../util/bytes/bytes.ts";
+import { BufferPool, releaseBytes, takeFrontRoom } from "../util/bytes/buffer_pool.ts";
 
 interface Decoded {
   type: number;

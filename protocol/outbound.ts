@@ -9,14 +9,14 @@
  * @module
  */
 
-import { allocUnsafe } from "../util/alloc_unsafe.ts";
+import { allocUnsafe } from "../util/bytes/alloc_unsafe.ts";
 import { Flag, FrameType, HEADER_LENGTH } from "./constants.ts";
 import { writeHeader } from "./header.ts";
 import type { SessionConfig } from "./config.ts";
 import type { Transport } from "./transport.ts";
 import type { Stream } from "./stream.ts";
 import { countFrame, type SessionStats } from "./stats.ts";
-import { acquireAtLeast, releaseBytes } from "../util/buffer_pool.ts";
+import { acquireAtLeast, releaseBytes } from "../util/bytes/buffer_pool.ts";
 
 /**
  * Batches larger than this come from the relay pools when the transport gives written chunks
@@ -238,11 +238,11 @@ export class Outbound {
     const size = this.#batchSize();
     // Not zero-filled: every byte handed out (up to `at`) is written below, and zero-filling a
     // 256 KiB batch was a fifth of Bun's CPU time in S3 (see docs/performance.md). Small sizes come
-    // from a shared slab (util/alloc_unsafe.ts), which never hands a region out twice.
+    // from a shared slab (util/bytes/alloc_unsafe.ts), which never hands a region out twice.
     // With headroom, the batch starts that far into its own allocation, so the transport can put
     // its frame header in front without copying the batch (a WebSocket over our own framing).
     // A batch from the relay pool carries its claim to the transport, which gives it back once
-    // written (util/buffer_pool.ts): a bulk sender reuses a few buffers instead of leaving one
+    // written (util/bytes/buffer_pool.ts): a bulk sender reuses a few buffers instead of leaving one
     // behind per batch for the garbage collector.
     const h = this.#headroom;
     const pooled = this.#pooled && size > POOLED_BATCH ? acquireAtLeast(h + size) : undefined;
@@ -260,7 +260,7 @@ export class Outbound {
   /**
    * The batch when it is one stream's next chunk, whole, in one frame (its further chunks follow in
    * the next batches), and the chunk's buffer has room for the header in front of it (a socket
-   * read that left it free, `util/buffer_pool.ts`) and for the transport's headroom in front of
+   * read that left it free, `util/bytes/buffer_pool.ts`) and for the transport's headroom in front of
    * that: the header is written there and the chunk goes out as it lies, not copied into a batch.
    * A bulk relay's every read takes this way. Over a transport without headroom, control frames
    * and the stream's window update due now go first, in a small batch of their own, and the chunk

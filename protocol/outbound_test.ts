@@ -4,8 +4,8 @@ import { Buffer } from "node:buffer";
 import { Flag, FrameType } from "./constants.ts";
 import { Session } from "./session.ts";
 import { frame, KeepingPeer, RawPeer, tick } from "./_raw_peer.ts";
-import { concat } from "../util/bytes.ts";
-import { BufferPool, isPooled, offerFrontRoom, releaseBytes } from "../util/buffer_pool.ts";
+import { concat } from "../util/bytes/bytes.ts";
+import { BufferPool, isPooled, offerFrontRoom, releaseBytes } from "../util/bytes/buffer_pool.ts";
 
 /** `n` bytes of a pattern that differs per `seed`. */
 function bytes(n: number, seed: number): Uint8Array {

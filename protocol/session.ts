@@ -13,8 +13,8 @@ import { Flag, FrameType, GoAwayCode, MAX_UINT32 } from "./constants.ts";
 import { resolveSessionConfig, type SessionConfig } from "./config.ts";
 import { YamuxError, type YamuxErrorCode } from "./errors.ts";
 import { FrameDecoder, type FrameSink } from "./frame_decoder.ts";
-import { releaseBytes } from "../util/buffer_pool.ts";
-import { sharedDeadlines } from "../util/deadlines.ts";
+import { releaseBytes } from "../util/bytes/buffer_pool.ts";
+import { sharedDeadlines } from "../util/timing/deadlines.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import { Outbound } from "./outbound.ts";
 import {

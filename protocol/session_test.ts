@@ -9,7 +9,7 @@ import { memoryPair } from "../transport/memory.ts";
 import { echoStream } from "../tunnel/echo.ts";
 import { roundTrip } from "../tools/echo_check.ts";
 import { EACH_TURN, waitFor } from "../testing/wait.ts";
-import { concat, pattern } from "../util/bytes.ts";
+import { concat, pattern } from "../util/bytes/bytes.ts";
 import { Lifecycle } from "../util/lifecycle.ts";
 import { Flag, FrameType } from "./constants.ts";
 import { frame, type RawFrame, RawPeer } from "./_raw_peer.ts";

@@ -14,14 +14,14 @@ import { nextStreamState, type StreamEvent, StreamState } from "./stream_state.t
 import type { SessionConfig } from "./config.ts";
 import type { TransportHandlers } from "./transport.ts";
 import { toReadable, toWritable } from "./web_streams.ts";
-import { Fifo } from "../util/fifo.ts";
+import { Fifo } from "../util/bytes/fifo.ts";
 import {
   forgetBytes,
   hasFrontRoom,
   releaseBytes,
   retainBytes,
   takeFrontRoom,
-} from "../util/buffer_pool.ts";
+} from "../util/bytes/buffer_pool.ts";
 
 /** What a stream needs from its session. Implemented by `Session`; not for applications. */
 export interface StreamHost {
@@ -122,7 +122,7 @@ export class Stream {
   #remoteEnded = false;
   #endDelivered = false;
   #onData: DataHandler | null = null;
-  /** The data handler follows the claim rules of `util/buffer_pool.ts` (see `setOnData`). */
+  /** The data handler follows the claim rules of `util/bytes/buffer_pool.ts` (see `setOnData`). */
   #handlerReleases = false;
   #onEnd: (() => void) | null = null;
   #onDrain: (() => void) | null = null;
@@ -213,7 +213,7 @@ export class Stream {
 
   /**
    * Sets the data handler. With `releases`, the handler follows the claim rules of
-   * `util/buffer_pool.ts` (as `TransportHandlers.releases` says): a chunk may lie in a pooled
+   * `util/bytes/buffer_pool.ts` (as `TransportHandlers.releases` says): a chunk may lie in a pooled
    * buffer and carries a claim that the handler gives back, or passes on with a write, and it reads
    * no chunk afterwards. Relays such as `splice` do; any other handler is given memory taken out
    * of its pool and may keep views for as long as it likes.
@@ -303,7 +303,7 @@ export class Stream {
   /**
    * Queues `chunk` for sending and takes ownership of it (do not change it afterwards). A chunk in
    * a pooled buffer brings one claim with it, given back once its bytes are copied into a batch
-   * (`util/buffer_pool.ts`). Returns false once queued bytes reach the high-water mark: wait for `onDrain` before writing more.
+   * (`util/bytes/buffer_pool.ts`). Returns false once queued bytes reach the high-water mark: wait for `onDrain` before writing more.
    * Throws after `end()`; on a reset or closed stream the bytes are dropped and false returned.
    */
   write(chunk: Uint8Array): boolean {

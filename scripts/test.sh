@@ -52,7 +52,7 @@ if ! "$HADOLINT" --version 2>/dev/null | grep -q " $HADOLINT_VERSION\$"; then
 fi
 echo "== hadolint Dockerfile"; "$HADOLINT" Dockerfile || status=1
 
-# Pooled relay buffers are poisoned when given back (util/buffer_pool.ts): a view used after its
+# Pooled relay buffers are poisoned when given back (util/bytes/buffer_pool.ts): a view used after its
 # release then fails the tests that compare bytes, instead of passing by luck.
 export TUNNELMUX_POOL_POISON=1
 

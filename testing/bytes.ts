@@ -1,5 +1,5 @@
 /**
- * Test support: bytes to send and checks of what arrived. The generators are util/bytes.ts's
+ * Test support: bytes to send and checks of what arrived. The generators are util/bytes/bytes.ts's
  * (tools use them too); {@linkcode assertSameBytes} fails naming the first difference instead of
  * printing megabytes.
  *
@@ -8,7 +8,7 @@
 
 import { Buffer } from "node:buffer";
 
-export { concat, pattern, sameBytes } from "../util/bytes.ts";
+export { concat, pattern, sameBytes } from "../util/bytes/bytes.ts";
 
 /** Throws if `actual` differs from `expected`, naming the length or the first differing byte. */
 export function assertSameBytes(actual: Uint8Array, expected: Uint8Array, what = "bytes"): void {

@@ -12,7 +12,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import { createServer as createNetServer, type Server, type Socket } from "node:net";
-import { pattern } from "../util/bytes.ts";
+import { pattern } from "../util/bytes/bytes.ts";
 import { register } from "./cleanup.ts";
 import { DEFAULT_TIMEOUT_MS, withTimeout } from "./wait.ts";
 

@@ -21,7 +21,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { installGoTool } from "../util/go_build.ts";
+import { installGoTool } from "../util/host/go_build.ts";
 import { register } from "./cleanup.ts";
 import { closedPort } from "./fake_servers.ts";
 import { ROOT } from "./process.ts";

@@ -24,7 +24,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { makeTestIdentity } from "../transport/_test_certificate.ts";
-import { installGoTool } from "../util/go_build.ts";
+import { installGoTool } from "../util/host/go_build.ts";
 import { register } from "./cleanup.ts";
 import { closedPorts } from "./fake_servers.ts";
 import { ROOT } from "./process.ts";

@@ -39,7 +39,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
-import { currentRuntime, type RuntimeName } from "../util/runtime.ts";
+import { currentRuntime, type RuntimeName } from "../util/host/runtime.ts";
 import { register } from "./cleanup.ts";
 import { DEFAULT_TIMEOUT_MS, withTimeout } from "./wait.ts";
 

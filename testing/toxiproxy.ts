@@ -18,7 +18,7 @@
 
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { installGoTool } from "../util/go_build.ts";
+import { installGoTool } from "../util/host/go_build.ts";
 import { register } from "./cleanup.ts";
 import { closedPort } from "./fake_servers.ts";
 import { ROOT } from "./process.ts";

@@ -13,7 +13,7 @@ import { Session } from "../protocol/mod.ts";
 import { connectTcp, listenTcp, runtimeName } from "../transport/mod.ts";
 import { checkEcho } from "./echo_check.ts";
 import { echoStream } from "../tunnel/echo.ts";
-import { formatHostPort, parseHostPort } from "../util/address.ts";
+import { formatHostPort, parseHostPort } from "../util/net/address.ts";
 
 const HELP = `tunnelmux echo: a strict, fast yamux echo peer
 

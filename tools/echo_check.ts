@@ -6,8 +6,8 @@
  */
 
 import type { Session, Stream } from "../protocol/mod.ts";
-import { pattern } from "../util/bytes.ts";
-import { prng } from "../util/prng.ts";
+import { pattern } from "../util/bytes/bytes.ts";
+import { prng } from "../util/crypto/prng.ts";
 
 /** What {@linkcode checkEcho} should do. */
 export interface EchoCheckOptions {

@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { launchChromium } from "../testing/browser.ts";
 import { startInspectorDemo } from "../testing/inspector_demo.ts";
-import { hostArgs } from "../util/host.ts";
+import { hostArgs } from "../util/host/host.ts";
 
 /** Where the screenshots go unless told otherwise. */
 export const DEFAULT_DIR = fileURLToPath(new URL("../docs/inspector/", import.meta.url));

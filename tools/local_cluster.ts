@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
-import { installGoTool } from "../util/go_build.ts";
+import { installGoTool } from "../util/host/go_build.ts";
 
 const HELP = `npm run cluster: a local three-node tunnelmux cluster on one NATS server
 
@@ -151,7 +151,7 @@ async function main(): Promise<void> {
         TUNNELMUX_TOKEN: token,
         TUNNELMUX_ADMIN_TOKEN: adminToken,
         TUNNELMUX_CLUSTER_KEY: key,
-        // If this tool is SIGKILLed, the nodes stop too (util/host.ts, watchLauncher).
+        // If this tool is SIGKILLed, the nodes stop too (util/host/host.ts, watchLauncher).
         TUNNELMUX_LAUNCHER_PID: String(process.pid),
       },
     });

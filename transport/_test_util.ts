@@ -6,9 +6,9 @@
 
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
 import { connectTcp } from "./mod.ts";
-import { concat } from "../util/bytes.ts";
+import { concat } from "../util/bytes/bytes.ts";
 
-export { pattern, sameBytes } from "../util/bytes.ts";
+export { pattern, sameBytes } from "../util/bytes/bytes.ts";
 
 /** True under Deno. */
 export const isDeno = "Deno" in globalThis;

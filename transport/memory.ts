@@ -9,8 +9,8 @@
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
 import { EventSink } from "./io/event_sink.ts";
 import { WriteGate } from "./io/write_gate.ts";
-import { prng } from "../util/prng.ts";
-import { releaseBytes, retainBytes } from "../util/buffer_pool.ts";
+import { prng } from "../util/crypto/prng.ts";
+import { releaseBytes, retainBytes } from "../util/bytes/buffer_pool.ts";
 
 /** Options for {@linkcode memoryPair}. */
 export interface MemoryPairOptions {
@@ -186,7 +186,7 @@ class MemoryTransport implements Transport {
     if (size <= first.length) {
       // Written chunks were handed over, so zero-copy views of them are safe to deliver; a chunk
       // in a pooled buffer brought its claim, which the last piece carries on, so an earlier
-      // piece takes one of its own (util/buffer_pool.ts).
+      // piece takes one of its own (util/bytes/buffer_pool.ts).
       if (size === first.length) {
         this.#inbound.shift();
         return first;

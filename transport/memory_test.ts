@@ -3,9 +3,9 @@ import { describe, it } from "node:test";
 import type { PairFactory } from "./_contract.ts";
 import { transportContract } from "./_contract.ts";
 import { pattern, Probe, sameBytes, tick } from "./_test_util.ts";
-import { concat } from "../util/bytes.ts";
+import { concat } from "../util/bytes/bytes.ts";
 import { memoryPair, type MemoryPairOptions } from "./memory.ts";
-import { poisonReleasedBuffers, relayBuffers, releaseBytes } from "../util/buffer_pool.ts";
+import { poisonReleasedBuffers, relayBuffers, releaseBytes } from "../util/bytes/buffer_pool.ts";
 
 function factory(extra: MemoryPairOptions = {}): PairFactory {
   return (options) => {
@@ -98,7 +98,7 @@ describe("memoryPair chunking", () => {
   });
 });
 
-describe("memory: pooled chunks (util/buffer_pool.ts)", () => {
+describe("memory: pooled chunks (util/bytes/buffer_pool.ts)", () => {
   for (const mode of ["split", "coalesce"] as const) {
     it(`a pooled chunk re-cut (${mode}) keeps its buffer until every piece is given back`, async () => {
       const was = poisonReleasedBuffers(true);

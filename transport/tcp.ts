@@ -6,7 +6,7 @@
  */
 
 import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { currentRuntime, readEnv, type RuntimeName } from "../util/runtime.ts";
+import { currentRuntime, readEnv, type RuntimeName } from "../util/host/runtime.ts";
 import type {
   TcpAddress,
   TcpTuning,

@@ -8,7 +8,7 @@
 import { connectTcp } from "../transport/tcp.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { ResetReason } from "./reset_reasons.ts";
-import { sharedDeadlines } from "../util/deadlines.ts";
+import { sharedDeadlines } from "../util/timing/deadlines.ts";
 
 /** Why a dial failed. */
 export type DialFailure = "refused" | "timeout" | "unreachable" | "failed";

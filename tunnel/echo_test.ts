@@ -5,9 +5,9 @@ import { Session } from "../protocol/session.ts";
 import { Flag, FrameType } from "../protocol/constants.ts";
 import { frame, KeepingPeer } from "../protocol/_raw_peer.ts";
 import { connectTcp, listenTcp } from "../transport/mod.ts";
-import { pattern, sameBytes } from "../util/bytes.ts";
+import { pattern, sameBytes } from "../util/bytes/bytes.ts";
 import { EACH_TURN, waitFor } from "../testing/wait.ts";
-import { BufferPool, poisonReleasedBuffers } from "../util/buffer_pool.ts";
+import { BufferPool, poisonReleasedBuffers } from "../util/bytes/buffer_pool.ts";
 
 const QUIET = { enableKeepAlive: false };
 

@@ -29,4 +29,4 @@ export * from "./splice.ts";
 export * from "./stream_header.ts";
 export * from "./policy/visitor_policy.ts";
 export * from "./policy/visitor_gate.ts";
-export type { IpAddress } from "../util/address.ts";
+export type { IpAddress } from "../util/net/address.ts";

@@ -1,5 +1,5 @@
 /**
- * The relay path with pooled buffers (util/buffer_pool.ts), as a tunnel runs it: a visitor's TCP
+ * The relay path with pooled buffers (util/bytes/buffer_pool.ts), as a tunnel runs it: a visitor's TCP
  * connection spliced onto a stream of a session over TCP, spliced on the other side onto a TCP
  * connection to an echo service that writes back what it reads, claims and all. Poisoning is on,
  * so a buffer given back while a view of it is still in use shows up as corrupted bytes, and one
@@ -12,8 +12,8 @@ import { splice, streamEnd, transportEnd } from "./splice.ts";
 import { Session } from "../protocol/session.ts";
 import { connectTcp, connectWebSocket, listenTcp, listenWebSocket } from "../transport/mod.ts";
 import type { Transport, TransportListener } from "../protocol/transport.ts";
-import { pattern, sameBytes } from "../util/bytes.ts";
-import { poisonReleasedBuffers, relayBuffers, releaseBytes } from "../util/buffer_pool.ts";
+import { pattern, sameBytes } from "../util/bytes/bytes.ts";
+import { poisonReleasedBuffers, relayBuffers, releaseBytes } from "../util/bytes/buffer_pool.ts";
 
 const QUIET = { enableKeepAlive: false };
 const LOCAL = { hostname: "127.0.0.1", port: 0 };

@@ -4,7 +4,7 @@
  * tunnel client's loopback one. Only TCP over IPv4/IPv6 is produced. (The decoder is
  * `proxy_protocol_decoder.ts`, beside it.)
  *
- * Addresses are `host:port` or `[v6]:port`, as the transports report them (`formatHostPort` in util/address.ts).
+ * Addresses are `host:port` or `[v6]:port`, as the transports report them (`formatHostPort` in util/net/address.ts).
  * Anything else (`unknown`, host names, IPv6 zones are kept out of the header) is handled as the
  * spec says for addresses the sender cannot express: `PROXY UNKNOWN` in v1, the LOCAL command in
  * v2 (which receivers must accept and treat as "use the real connection's endpoints", where
@@ -15,7 +15,7 @@
  * @module
  */
 
-import { formatIp, parseIPv4, parseIPv6, splitHostPort, unmapIPv4 } from "../util/address.ts";
+import { formatIp, parseIPv4, parseIPv6, splitHostPort, unmapIPv4 } from "../util/net/address.ts";
 
 /** The 12 bytes every v2 header starts with (spec §2.2). */
 export const PROXY_V2_SIGNATURE: Uint8Array = new Uint8Array([

@@ -7,7 +7,7 @@ import type { Stream } from "../protocol/stream.ts";
 import { memoryPair } from "../transport/memory.ts";
 import { cleanup, register } from "../testing/cleanup.ts";
 import { waitFor } from "../testing/wait.ts";
-import { concat } from "../util/bytes.ts";
+import { concat } from "../util/bytes/bytes.ts";
 import { onStreamHeader, readStreamHeader } from "./read_stream_header.ts";
 import { encodeStreamHeader, type StreamHeader, StreamHeaderError } from "./stream_header.ts";
 

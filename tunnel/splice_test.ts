@@ -6,7 +6,7 @@ import type { Stream } from "../protocol/stream.ts";
 import { memoryPair } from "../transport/memory.ts";
 import { connectTcp, listenTcp } from "../transport/mod.ts";
 import type { Transport, TransportHandlers } from "../protocol/transport.ts";
-import { pattern } from "../util/bytes.ts";
+import { pattern } from "../util/bytes/bytes.ts";
 
 const QUIET = { enableKeepAlive: false };
 

@@ -16,7 +16,7 @@ import type { Stream } from "../protocol/stream.ts";
 import { openUdp, type UdpSocket } from "../transport/udp.ts";
 import { DatagramDecoder, DatagramSender, UdpFramingError } from "./udp_framing.ts";
 import { ResetReason } from "./reset_reasons.ts";
-import { formatHostPort } from "../util/address.ts";
+import { formatHostPort } from "../util/net/address.ts";
 
 /** How long a flow lives without a datagram either way, by default. */
 export const UDP_FLOW_IDLE_MS = 60_000;

@@ -22,7 +22,7 @@ import process from "node:process";
 import { createInterface } from "node:readline";
 import { Session, type Stream } from "../../protocol/mod.ts";
 import { connectTcp, listenTcp } from "../../transport/mod.ts";
-import { parseHostPort } from "../../util/address.ts";
+import { parseHostPort } from "../../util/net/address.ts";
 
 /** Room for the largest step (100,000) with every default but the stream count. */
 const CONFIG = { maxStreams: 250_000, acceptBacklog: 4096 };

@@ -16,8 +16,8 @@ import { accessSync, constants, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import process from "node:process";
 import { daemonConfig, newToken, ROOT } from "../../testing/mod.ts";
-import { parseHostPort } from "../../util/address.ts";
-import { installGoTool } from "../../util/go_build.ts";
+import { parseHostPort } from "../../util/net/address.ts";
+import { installGoTool } from "../../util/host/go_build.ts";
 import { type JsRuntime, RUNTIME_BIN } from "../impls.ts";
 import { freePort, type LongProcess, startProcess, waitForPort, waitForUdpEcho } from "./procs.ts";
 

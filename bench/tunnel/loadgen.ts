@@ -9,7 +9,7 @@
 
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildGoProgram } from "../../util/go_build.ts";
+import { buildGoProgram } from "../../util/host/go_build.ts";
 
 const SOURCE = join(dirname(fileURLToPath(import.meta.url)), "loadgen");
 

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Tunnel, TunnelImpl } from "./impls.ts";
 import { cpuSeconds, freePort, type LongProcess, rssMiB, startProcess } from "./procs.ts";
-import { parseHostPort } from "../../util/address.ts";
+import { parseHostPort } from "../../util/net/address.ts";
 import { loadArgs, type TunnelScenario, type TunnelWorkload } from "./scenarios.ts";
 
 /** What one tunnel measurement produced. */

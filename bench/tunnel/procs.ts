@@ -10,7 +10,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import process from "node:process";
-import { parseHostPort } from "../../util/address.ts";
+import { parseHostPort } from "../../util/net/address.ts";
 import { openUdp } from "../../transport/udp.ts";
 
 /** A started program. */

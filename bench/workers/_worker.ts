@@ -13,7 +13,7 @@
 
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { parseHostPort } from "../../util/address.ts";
+import { parseHostPort } from "../../util/net/address.ts";
 import type { Opener } from "../duplex.ts";
 import { quantile, runRoundTrips, runStreams } from "../drive.ts";
 

@@ -20,7 +20,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { Session, type Stream } from "../../protocol/mod.ts";
 import { connectTcp } from "../../transport/mod.ts";
-import { parseHostPort } from "../../util/address.ts";
+import { parseHostPort } from "../../util/net/address.ts";
 import { BLOCK_LENGTH, segment, verify } from "../pattern.ts";
 import { snapshot } from "./memory_probe.ts";
 import { type Fields, serveCommands } from "./memory_rpc.ts";

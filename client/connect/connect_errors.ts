@@ -10,7 +10,7 @@
 
 import { WebSocketConnectError } from "../../transport/ws/connect_error.ts";
 import { ClientError } from "../errors.ts";
-import { unbracketHost } from "../../util/address.ts";
+import { unbracketHost } from "../../util/net/address.ts";
 
 /** How the runtimes report a TLS handshake answered by a plain (non-TLS) server. */
 const PLAIN_ANSWERED_TLS = /InvalidContentType|WRONG_VERSION_NUMBER|wrong version number/i;

@@ -12,7 +12,7 @@
 
 import type { Transport } from "../../protocol/transport.ts";
 import { connectTcp, connectTls, loadTcp } from "../../transport/tcp.ts";
-import { parseIp, unbracketHost } from "../../util/address.ts";
+import { parseIp, unbracketHost } from "../../util/net/address.ts";
 
 /** What {@linkcode dialServer} reached. */
 export interface Dialed {

@@ -15,7 +15,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { secureHeaders } from "hono/secure-headers";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 import INSPECTOR_HTML from "./page/index.html" with { type: "text" };
 import INSPECTOR_JS from "./page/inspector.js" with { type: "text" };
 import INSPECTOR_CSS from "./page/inspector.css" with { type: "text" };

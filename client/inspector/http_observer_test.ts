@@ -3,7 +3,12 @@ import fc from "fast-check";
 import assert from "node:assert/strict";
 import { HttpObserver, REDACTED } from "./http_observer.ts";
 import { bodyBytes, type Exchange, Recorder } from "./recorder.ts";
-import { BufferPool, POISON, poisonReleasedBuffers, releaseBytes } from "../../util/buffer_pool.ts";
+import {
+  BufferPool,
+  POISON,
+  poisonReleasedBuffers,
+  releaseBytes,
+} from "../../util/bytes/buffer_pool.ts";
 
 const text = new TextEncoder();
 const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);

@@ -9,7 +9,7 @@
 import type { Transport } from "../../protocol/transport.ts";
 import { dialTcp } from "../../tunnel/dial.ts";
 import type { VisitorInspector, VisitorObserver } from "../tunnels/visitors.ts";
-import { parseHostPort } from "../../util/address.ts";
+import { parseHostPort } from "../../util/net/address.ts";
 import { HttpObserver, REDACTED } from "./http_observer.ts";
 import { bodyBytes, type Exchange, Recorder, type RecorderLimits } from "./recorder.ts";
 

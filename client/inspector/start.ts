@@ -20,7 +20,7 @@
  * @module
  */
 
-import { formatHostPort, parseHostPort } from "../../util/address.ts";
+import { formatHostPort, parseHostPort } from "../../util/net/address.ts";
 import { isLoopbackName } from "../settings.ts";
 import { serveHttp } from "../../transport/http/serve.ts";
 import type { VisitorInspector, VisitorObserver } from "../tunnels/visitors.ts";

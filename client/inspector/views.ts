@@ -13,7 +13,7 @@ import {
   inflateRawSync,
   inflateSync,
 } from "node:zlib";
-import { VERSION } from "../../util/version.ts";
+import { VERSION } from "../../util/host/version.ts";
 import { bodyBytes, type CapturedBody, type Exchange } from "./recorder.ts";
 
 /** Most bytes a compressed body is decoded to for display. */

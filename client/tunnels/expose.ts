@@ -8,12 +8,12 @@
  */
 
 import type { DaemonMessage } from "../../tunnel/control.ts";
-import { parseHostPort } from "../../util/address.ts";
+import { parseHostPort } from "../../util/net/address.ts";
 import type { HealthMonitor, HealthOptions } from "./health_check.ts";
 import { parseVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { ControlRequest } from "../connect/requests.ts";
 import { newUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
-import { currentRuntime } from "../../util/runtime.ts";
+import { currentRuntime } from "../../util/host/runtime.ts";
 
 /** What `Client.expose` asks for. */
 export interface ExposeOptions {

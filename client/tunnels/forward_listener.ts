@@ -9,7 +9,7 @@
 import type { Stream } from "../../protocol/stream.ts";
 import { listenTcp } from "../../transport/tcp.ts";
 import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
-import { formatHostPort, parseHostPort } from "../../util/address.ts";
+import { formatHostPort, parseHostPort } from "../../util/net/address.ts";
 import { ClientError, describeStreamError } from "../errors.ts";
 
 /** A local listener forwarding through the daemon. */

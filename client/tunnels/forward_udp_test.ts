@@ -6,7 +6,7 @@ import { validateConfig } from "../../daemon/config/mod.ts";
 import { Logger } from "../../util/log.ts";
 import { openUdp, type UdpSocket } from "../../transport/udp.ts";
 import { waitFor } from "../../testing/wait.ts";
-import { pattern } from "../../util/bytes.ts";
+import { pattern } from "../../util/bytes/bytes.ts";
 
 const TOKEN = "forward-udp-test-token-0123456789ab";
 

@@ -15,8 +15,8 @@
  * @module
  */
 
-import { nodeBuiltin } from "../../util/host.ts";
-import { formatHostPort, parseHostPort } from "../../util/address.ts";
+import { nodeBuiltin } from "../../util/host/host.ts";
+import { formatHostPort, parseHostPort } from "../../util/net/address.ts";
 
 /** What is checked. */
 export type HealthCheck =

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { parseHostPort } from "../../util/address.ts";
+import { parseHostPort } from "../../util/net/address.ts";
 import type { HealthMonitor, HealthOptions } from "./health_check.ts";
 import type { ControlRequest } from "../connect/requests.ts";
 

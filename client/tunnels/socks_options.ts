@@ -12,7 +12,7 @@
  * @module
  */
 
-import { isLoopbackHost, parseHostPort } from "../../util/address.ts";
+import { isLoopbackHost, parseHostPort } from "../../util/net/address.ts";
 
 /** Where the SOCKS front listens unless told otherwise. */
 export const DEFAULT_SOCKS_LISTEN = "127.0.0.1:1080";

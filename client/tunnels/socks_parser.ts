@@ -20,7 +20,7 @@
  * @module
  */
 
-import { formatIp, parseIp } from "../../util/address.ts";
+import { formatIp, parseIp } from "../../util/net/address.ts";
 
 /** SOCKS5 reply codes (RFC 1928, section 6). */
 export const SocksReply = {

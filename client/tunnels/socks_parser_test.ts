@@ -10,8 +10,8 @@ import {
   socksReply,
   type SocksTarget,
 } from "./socks_parser.ts";
-import { concat } from "../../util/bytes.ts";
-import { prng } from "../../util/prng.ts";
+import { concat } from "../../util/bytes/bytes.ts";
+import { prng } from "../../util/crypto/prng.ts";
 
 const text = (s: string) => new TextEncoder().encode(s);
 const port = (n: number) => [n >> 8, n & 0xff];

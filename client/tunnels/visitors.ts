@@ -16,7 +16,7 @@ import { onStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { type SpliceObserver, spliceThen, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import type { StreamHeader } from "../../tunnel/stream_header.ts";
-import { type HostPort, parseHostPort } from "../../util/address.ts";
+import { type HostPort, parseHostPort } from "../../util/net/address.ts";
 import { ClientError } from "../errors.ts";
 import { serveUdpFlow, type UdpCounters } from "../../tunnel/udp_flow.ts";
 

@@ -18,7 +18,7 @@ import type { TransportListener } from "../../protocol/transport.ts";
 import { decodeProxyHeader } from "../../tunnel/proxy_protocol_decoder.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
-import { concat } from "../../util/bytes.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 
 const QUIET = { enableKeepAlive: false };
 const text = new TextEncoder();

@@ -28,7 +28,7 @@ import { eventsApi } from "./api/events.ts";
 import { dashboardPages } from "./dashboard/pages.ts";
 import { clusterApi } from "./api/cluster.ts";
 import { openapiApi } from "./openapi.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 
 /** Largest request body accepted; the biggest real one (a drain request) is a few bytes. */
 export const MAX_BODY_BYTES = 8 * 1024;

@@ -8,7 +8,7 @@
 import type { MiddlewareHandler } from "hono";
 import { TokenVerifier } from "../tokens/verifier.ts";
 import { errorResponse } from "./api/errors.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 
 /** Formats `hostname:port` as it appears in a `Host` header (IPv6 in brackets), lower case. */
 function hostHeader(hostname: string, port: number): string {

@@ -15,7 +15,7 @@
  */
 
 import { Hono } from "hono";
-import { VERSION } from "../../util/version.ts";
+import { VERSION } from "../../util/host/version.ts";
 
 /** A JSON Schema (the subset this document uses), or any OpenAPI object: plain JSON. */
 type Json = Record<string, unknown>;

@@ -6,7 +6,7 @@
  */
 
 import type { AdminDeps } from "./api/deps.ts";
-import { formatHostPort, type HostPort } from "../../util/address.ts";
+import { formatHostPort, type HostPort } from "../../util/net/address.ts";
 import type { Logger } from "../../util/log.ts";
 import { createAdminApp } from "./app.ts";
 import { daemonTotals, RECENT_SAMPLE_MS, RecentHistory } from "./api/recent.ts";

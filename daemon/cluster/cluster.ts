@@ -32,7 +32,7 @@ import { RelayRoute } from "./relay_route.ts";
 import { UdpRelayRoute } from "./udp_relay_route.ts";
 import { RereadTimer } from "./reread.ts";
 import { addUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
-import { VERSION } from "../../util/version.ts";
+import { VERSION } from "../../util/host/version.ts";
 import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { KvAcmeStorage } from "./kv_acme.ts";
 

@@ -20,13 +20,13 @@ import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
 import { connectTcp, connectTls, listenTcp, listenTls } from "../../transport/mod.ts";
-import { bindNamed } from "../../util/bind_named.ts";
+import { bindNamed } from "../../util/net/bind_named.ts";
 import { ControlChannel } from "../../tunnel/control_channel.ts";
 import { onStreamHeader, readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { TUNNEL_ACK_DELAY_MS } from "../../tunnel/ack_delay.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
-import { formatHostPort, type HostPort, parseHostPort } from "../../util/address.ts";
+import { formatHostPort, type HostPort, parseHostPort } from "../../util/net/address.ts";
 import type { Logger } from "../../util/log.ts";
 import { anyProofMatches, newNonce, peerProofs } from "./peer_auth.ts";
 

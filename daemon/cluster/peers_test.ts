@@ -12,7 +12,7 @@ import { startTcpServer } from "../../testing/fake_servers.ts";
 import { waitFor } from "../../testing/wait.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
-import { concat } from "../../util/bytes.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 import { Logger } from "../../util/log.ts";
 import { advertisedAddress, PeerLinks, relaySessionConfig } from "./peers.ts";
 import { resolveSessionConfig } from "../../protocol/config.ts";

@@ -20,7 +20,7 @@ import {
   type UdpFlowWay,
 } from "../../tunnel/udp_flow.ts";
 import { VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 import type { UdpRoute } from "../tunnels/udp_port.ts";
 import type { StreamOpener } from "./peers.ts";
 

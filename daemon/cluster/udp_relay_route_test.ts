@@ -4,7 +4,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { openUdp, type UdpSocket } from "../../transport/udp.ts";
 import { waitFor } from "../../testing/wait.ts";
-import { pattern } from "../../util/bytes.ts";
+import { pattern } from "../../util/bytes/bytes.ts";
 import { echoClient } from "../tunnels/_echo_client.ts";
 import { UdpPort } from "../tunnels/udp_port.ts";
 import type { PortClaim } from "../registry/registry.ts";

@@ -6,14 +6,14 @@
  * @module
  */
 
-import { readHostTextFile } from "../../util/host.ts";
-import { formatHostPort, type HostPort } from "../../util/address.ts";
+import { readHostTextFile } from "../../util/host/host.ts";
+import { formatHostPort, type HostPort } from "../../util/net/address.ts";
 import type { Issue, ValidationResult } from "./types.ts";
 import { embeddedDefaults } from "./defaults.ts";
 import { mergeLayers, setOwn, suggest } from "./merge.ts";
-import { isObject } from "../../util/is_object.ts";
+import { isObject } from "../../util/parse/is_object.ts";
 import { validateConfig } from "./validate.ts";
-import { type JsoncResult, parseJsonc } from "../../util/jsonc.ts";
+import { type JsoncResult, parseJsonc } from "../../util/parse/jsonc.ts";
 import { generateToken } from "./token_hash.ts";
 
 /** Command-line settings, already parsed by the CLI. Tokens are deliberately absent: argv is visible to every user in `ps`. */

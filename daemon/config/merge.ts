@@ -4,7 +4,7 @@
  * @module
  */
 
-import { isObject } from "../../util/is_object.ts";
+import { isObject } from "../../util/parse/is_object.ts";
 
 /** Sets an own property, even for `__proto__`, so a hostile key is reported, never applied. */
 export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
@@ -26,4 +26,4 @@ export function mergeLayers(base: unknown, over: unknown): unknown {
 }
 
 /** A " (did you mean …?)" hint naming the closest known word, or "" (shared with the client). */
-export { suggest } from "../../util/suggest.ts";
+export { suggest } from "../../util/parse/suggest.ts";

@@ -8,8 +8,8 @@
  */
 
 export type * from "./types.ts";
-export { parseJsonc, stripJsonc } from "../../util/jsonc.ts";
-export type { JsoncResult } from "../../util/jsonc.ts";
+export { parseJsonc, stripJsonc } from "../../util/parse/jsonc.ts";
+export type { JsoncResult } from "../../util/parse/jsonc.ts";
 export { mergeLayers } from "./merge.ts";
 export { validateConfig } from "./validate.ts";
 export { embeddedDefaults } from "./defaults.ts";

@@ -14,8 +14,8 @@
  * @module
  */
 
-import { randomBase64Url } from "../../util/random.ts";
-import { sha256Hex } from "../../util/sha256.ts";
+import { randomBase64Url } from "../../util/crypto/random.ts";
+import { sha256Hex } from "../../util/crypto/sha256.ts";
 
 /** Prefix of a stored token hash; the rest is 64 lowercase hex digits. */
 export const TOKEN_HASH_PREFIX = "sha256:";

@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { HostPort } from "../../util/address.ts";
+import type { HostPort } from "../../util/net/address.ts";
 import type { ClientPolicy } from "../policy/policy.ts";
 import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 

@@ -12,9 +12,9 @@ import {
   type IpAddress,
   parseHostPort,
   parseIp,
-} from "../../util/address.ts";
+} from "../../util/net/address.ts";
 import { classify, parseHost } from "../policy/ip_ranges.ts";
-import { hostName } from "../../util/host.ts";
+import { hostName } from "../../util/host/host.ts";
 import type {
   AcmeConfig,
   ClientConfig,
@@ -30,7 +30,7 @@ import type {
 } from "./types.ts";
 import { embeddedDefaults } from "./defaults.ts";
 import { mergeLayers, setOwn, suggest } from "./merge.ts";
-import { isObject } from "../../util/is_object.ts";
+import { isObject } from "../../util/parse/is_object.ts";
 import {
   type ClientPolicy,
   type ForwardRule,
@@ -47,7 +47,7 @@ import {
   parseVisitorPolicy,
   type VisitorPolicy,
 } from "../../tunnel/policy/visitor_policy.ts";
-import { formatCidr, parseCidr } from "../../util/cidr.ts";
+import { formatCidr, parseCidr } from "../../util/net/cidr.ts";
 import { parseIdentityProvider } from "../policy/identity_providers.ts";
 
 const TOP_KEYS = [

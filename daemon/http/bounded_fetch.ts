@@ -7,7 +7,7 @@
  * @module
  */
 
-import { concat } from "../../util/bytes.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 
 /** Limits of {@linkcode boundedFetch}. */
 export interface FetchBounds {

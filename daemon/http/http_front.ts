@@ -38,8 +38,8 @@ import {
 } from "../../transport/http/framing.ts";
 import type { BodyFraming } from "../../transport/http/framing.ts";
 import { requestHost } from "../policy/host_names.ts";
-import { concat } from "../../util/bytes.ts";
-import { formatIp, splitHostPort } from "../../util/address.ts";
+import { concat } from "../../util/bytes/bytes.ts";
+import { formatIp, splitHostPort } from "../../util/net/address.ts";
 import { type Entry, visitorIp } from "../../tunnel/policy/visitor_gate.ts";
 import type { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";

@@ -12,8 +12,8 @@
  * @module
  */
 
-import { fromBase64, toBase64 } from "../../util/base64.ts";
-import { sha256 } from "../../util/sha256.ts";
+import { fromBase64, toBase64 } from "../../util/bytes/base64.ts";
+import { sha256 } from "../../util/crypto/sha256.ts";
 import { boundedFetch } from "./bounded_fetch.ts";
 import type { JWTVerifyGetKey } from "jose";
 import type { HeaderRules, HttpPolicy } from "../../tunnel/policy/http_policy.ts";

@@ -6,9 +6,9 @@
  * @module
  */
 
-import { fromBase64Url, toBase64Url } from "../../util/base64.ts";
-import { nodeBuiltin } from "../../util/host.ts";
-import { randomBytes } from "../../util/random.ts";
+import { fromBase64Url, toBase64Url } from "../../util/bytes/base64.ts";
+import { nodeBuiltin } from "../../util/host/host.ts";
+import { randomBytes } from "../../util/crypto/random.ts";
 
 let sessionKey: Uint8Array | undefined;
 let sessionKeySource: (() => Uint8Array) | undefined;

@@ -9,13 +9,13 @@
  * @module
  */
 
-import { readHostTextFile } from "../../util/host.ts";
+import { readHostTextFile } from "../../util/host/host.ts";
 import { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
 import type { TransportListener } from "../../protocol/transport.ts";
 import { listenTcp } from "../../transport/tcp.ts";
-import type { HostPort } from "../../util/address.ts";
+import type { HostPort } from "../../util/net/address.ts";
 import type { Logger } from "../../util/log.ts";
-import { currentRuntime } from "../../util/runtime.ts";
+import { currentRuntime } from "../../util/host/runtime.ts";
 import type { Config } from "../config/mod.ts";
 import type { DaemonEvent, DaemonEventType } from "../events.ts";
 import type { HostRoute } from "../registry/registry.ts";
@@ -24,7 +24,7 @@ import type { AcmeStorage } from "../tls/acme_storage.ts";
 import type { CertificateStore } from "../tls/certificates.ts";
 import type { HttpFrontOptions } from "./http_front.ts";
 import { loadSessionKey, setSessionKeySource } from "./session_key.ts";
-import { hostEnv } from "../../util/host.ts";
+import { hostEnv } from "../../util/host/host.ts";
 import type { HttpStats } from "./http_stats.ts";
 
 /** What the web fronts need from their daemon. */

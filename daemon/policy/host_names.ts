@@ -13,7 +13,7 @@
  * @module
  */
 
-import { splitHostPort } from "../../util/address.ts";
+import { splitHostPort } from "../../util/net/address.ts";
 /** Why a name was refused. */
 export type HostNameRefusal = "bad_name" | "no_domain" | "not_allowed";
 

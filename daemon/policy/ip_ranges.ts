@@ -3,16 +3,22 @@
  * metadata, …), the IPv4 forms hidden inside IPv6 addresses, the `inet_aton` spellings, and host
  * names as a client writes them. The forward policy decides on bytes, never on strings, so every
  * spelling of an address (compressed IPv6, IPv4-mapped IPv6, `2130706433`, `0x7f.1`, `0177.0.0.1`,
- * `127.1`) lands on the same classification. Parsing and formatting literals is util/address.ts;
- * networks (CIDR) are util/cidr.ts, re-exported here.
+ * `127.1`) lands on the same classification. Parsing and formatting literals is util/net/address.ts;
+ * networks (CIDR) are util/net/cidr.ts, re-exported here.
  *
  * @module
  */
 
-import { type IpAddress, parseIPv6, unbracketHost } from "../../util/address.ts";
-import { cidrContains, parseCidr } from "../../util/cidr.ts";
+import { type IpAddress, parseIPv6, unbracketHost } from "../../util/net/address.ts";
+import { cidrContains, parseCidr } from "../../util/net/cidr.ts";
 
-export { type Cidr, cidrContains, cidrLast, type CidrResult, parseCidr } from "../../util/cidr.ts";
+export {
+  type Cidr,
+  cidrContains,
+  cidrLast,
+  type CidrResult,
+  parseCidr,
+} from "../../util/net/cidr.ts";
 
 /**
  * Parses IPv4 the way `inet_aton` (and so `getaddrinfo`, `ping`, many HTTP clients) does: one to

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { formatIp, type IpAddress, parseIp } from "../../util/address.ts";
+import { formatIp, type IpAddress, parseIp } from "../../util/net/address.ts";
 import {
   cidrContains,
   cidrLast,

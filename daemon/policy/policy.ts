@@ -23,7 +23,7 @@ import {
   parseIp,
   splitHostPort,
   unbracketHost,
-} from "../../util/address.ts";
+} from "../../util/net/address.ts";
 
 /** An inclusive port range; a single port has `from === to`. */
 export interface PortRange {

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { formatIp, type IpAddress, parseIp, unmapIPv4 } from "../../util/address.ts";
+import { formatIp, type IpAddress, parseIp, unmapIPv4 } from "../../util/net/address.ts";
 import {
   checkResolvedTarget,
   type ClientPolicy,

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { parseIp } from "../../util/address.ts";
+import { parseIp } from "../../util/net/address.ts";
 import { type ClientPolicy, parseForwardRule } from "./policy.ts";
 import { type LookupAddress, type LookupFn, resolveTarget } from "./resolve.ts";
 

@@ -15,7 +15,7 @@ import type { SessionHandle } from "./registry.ts";
 import type { TunnelHandle } from "./registry.ts";
 import type { Registry, ServiceOffer } from "./registry.ts";
 import type { Stream } from "../../protocol/stream.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 import type { UdpCounters } from "../../tunnel/udp_flow.ts";
 
 /** What a client is told when an operator closes its tunnel, from this node or another. */

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { parseHostPort } from "../../util/address.ts";
+import { parseHostPort } from "../../util/net/address.ts";
 
 /** What the admission needs of a pending connection. */
 export interface PendingConnection {

@@ -11,7 +11,7 @@
 
 import type { Session } from "../../protocol/session.ts";
 import type { ClientMessage } from "../../tunnel/control.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { canExpose } from "../policy/policy.ts";
 import { openTunnel } from "../tunnels/open_tunnel.ts";

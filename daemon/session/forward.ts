@@ -14,7 +14,7 @@ import { dialFailureOf, dialTcp, resetReasonForDial } from "../../tunnel/dial.ts
 import { splice, type SpliceResult, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import type { ClientPolicy, DenyCode } from "../policy/policy.ts";
 import { type LookupFn, resolveTarget } from "../policy/resolve.ts";
-import { unbracketHost } from "../../util/address.ts";
+import { unbracketHost } from "../../util/net/address.ts";
 import type { Logger } from "../../util/log.ts";
 
 /** What a forward needs from the daemon. */

@@ -11,7 +11,7 @@ import type { Stream } from "../../protocol/stream.ts";
 import { ResetReason } from "../../tunnel/reset_reasons.ts";
 import { serveUdpFlow, type UdpCounters } from "../../tunnel/udp_flow.ts";
 import { resolveTarget } from "../policy/resolve.ts";
-import { unbracketHost } from "../../util/address.ts";
+import { unbracketHost } from "../../util/net/address.ts";
 import { type ForwardContext, resetReasonForDenial } from "./forward.ts";
 
 /** What a UDP forward needs: a forward's context, and the counters its flows add to. */

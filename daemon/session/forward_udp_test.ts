@@ -8,7 +8,7 @@ import { openUdp } from "../../transport/udp.ts";
 import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
 import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
 import { newUdpCounters, UdpFlowTable } from "../../tunnel/udp_flow.ts";
-import { parseIp } from "../../util/address.ts";
+import { parseIp } from "../../util/net/address.ts";
 import { Logger } from "../../util/log.ts";
 import { runCommand } from "../../testing/command.ts";
 import { waitFor } from "../../testing/wait.ts";

@@ -17,7 +17,7 @@ import { mkdir, readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { TlsIdentity } from "../../transport/tls/front.ts";
 import type { Logger } from "../../util/log.ts";
-import { writeFileAtomic } from "../../util/write_file_atomic.ts";
+import { writeFileAtomic } from "../../util/files/write_file_atomic.ts";
 import type { AcmeChallenge, AcmeLease, AcmeStorage } from "./acme_storage.ts";
 
 /** A file name for a host name (host names are [a-z0-9.-] after validation; `*` just in case). */

@@ -15,7 +15,7 @@
  * @module
  */
 
-import { nodeBuiltin } from "../../util/host.ts";
+import { nodeBuiltin } from "../../util/host/host.ts";
 import type { TlsIdentity } from "../../transport/tls/front.ts";
 
 /** Where a certificate came from. */

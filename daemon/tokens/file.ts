@@ -1,15 +1,15 @@
 /**
  * The minted-token file, `<dataDir>/tokens.json`: its format, and reading it. Only token hashes
- * are stored. The store writes it atomically (`util/write_file_atomic.ts`: a new file, synced,
+ * are stored. The store writes it atomically (`util/files/write_file_atomic.ts`: a new file, synced,
  * renamed over the old one), so a crash mid-write leaves the previous file intact rather than a
  * truncated one that would lose every token, or worse, a revocation.
  *
  * @module
  */
 
-import { randomHex } from "../../util/random.ts";
-import { joinHostPath, readHostTextFile } from "../../util/host.ts";
-import { isObject } from "../../util/is_object.ts";
+import { randomHex } from "../../util/crypto/random.ts";
+import { joinHostPath, readHostTextFile } from "../../util/host/host.ts";
+import { isObject } from "../../util/parse/is_object.ts";
 import { isTokenHash } from "../config/token_hash.ts";
 import type { TokenScopes } from "./scopes.ts";
 

@@ -9,7 +9,7 @@
 
 import type { ClientConfig, Limits } from "../config/mod.ts";
 import { validateConfig } from "../config/validate.ts";
-import { isObject } from "../../util/is_object.ts";
+import { isObject } from "../../util/parse/is_object.ts";
 
 /** A minted token's permissions as given (config-client shapes); kept raw so it can be re-parsed. */
 export interface TokenScopes {

@@ -16,7 +16,7 @@ import {
   tokenFilePath,
   type TokenRecord,
 } from "./file.ts";
-import { writeFileAtomic } from "../../util/write_file_atomic.ts";
+import { writeFileAtomic } from "../../util/files/write_file_atomic.ts";
 import { scopedClient, type TokenScopes } from "./scopes.ts";
 import { generateToken, hashToken } from "../config/token_hash.ts";
 

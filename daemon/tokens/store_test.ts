@@ -9,7 +9,7 @@ import process from "node:process";
 import { validateConfig } from "../config/mod.ts";
 import { Logger } from "../../util/log.ts";
 import { decodeTokenFile, encodeTokenFile } from "./file.ts";
-import { writeFileAtomic } from "../../util/write_file_atomic.ts";
+import { writeFileAtomic } from "../../util/files/write_file_atomic.ts";
 import { TokenNameConflict, TokenStore } from "./store.ts";
 
 const config = validateConfig({

@@ -5,8 +5,8 @@
  * @module
  */
 
-import { constantTimeEqual } from "../../util/constant_time.ts";
-import { sha256 } from "../../util/sha256.ts";
+import { constantTimeEqual } from "../../util/crypto/constant_time.ts";
+import { sha256 } from "../../util/crypto/sha256.ts";
 import { hashToken, isTokenHash, TOKEN_HASH_PREFIX } from "../config/token_hash.ts";
 
 /** Longer presented tokens are refused without hashing, so a client cannot make us hash megabytes. */

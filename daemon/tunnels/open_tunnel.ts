@@ -7,7 +7,7 @@
  * @module
  */
 
-import { randomHex, randomUint32 } from "../../util/random.ts";
+import { randomHex, randomUint32 } from "../../util/crypto/random.ts";
 import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { Session } from "../../protocol/session.ts";
 import type { ClientConfig } from "../config/mod.ts";

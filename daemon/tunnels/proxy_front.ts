@@ -17,7 +17,7 @@ import {
 } from "../../tunnel/proxy_protocol_decoder.ts";
 import { visitorIp } from "../../tunnel/policy/visitor_gate.ts";
 import type { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
-import { concat } from "../../util/bytes.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 import type { Preamble } from "../../transport/tls/front.ts";
 
 /** The longest header read: a v2 header with TLVs of a usual size (HAProxy reads 536 at most). */

@@ -9,7 +9,7 @@
 
 import type { Front } from "./port_listener.ts";
 import type { Logger } from "../../util/log.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 import { type Balance, PortListener, type Route } from "./port_listener.ts";
 import { UdpPort, type UdpRoute } from "./udp_port.ts";
 

@@ -4,7 +4,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { openUdp, type UdpSocket } from "../../transport/udp.ts";
 import { waitFor } from "../../testing/wait.ts";
-import { pattern } from "../../util/bytes.ts";
+import { pattern } from "../../util/bytes/bytes.ts";
 import { Logger } from "../../util/log.ts";
 import { echoClient } from "./_echo_client.ts";
 import { UdpPort } from "./udp_port.ts";

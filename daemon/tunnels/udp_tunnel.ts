@@ -25,7 +25,7 @@ import {
   type UdpFlowWay,
   udpPolicer,
 } from "../../tunnel/udp_flow.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 import { ReverseTunnel, type ReverseTunnelOptions } from "./reverse_tunnel.ts";
 import { UdpPort, type UdpRoute } from "./udp_port.ts";
 

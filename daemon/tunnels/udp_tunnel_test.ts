@@ -4,7 +4,7 @@ import { memoryPair } from "../../transport/memory.ts";
 import { openUdp, type UdpSocket } from "../../transport/udp.ts";
 import { newUdpCounters } from "../../tunnel/udp_flow.ts";
 import { waitFor } from "../../testing/wait.ts";
-import { pattern } from "../../util/bytes.ts";
+import { pattern } from "../../util/bytes/bytes.ts";
 import { Logger } from "../../util/log.ts";
 import { echoClient, QUIET } from "./_echo_client.ts";
 import { Session } from "../../protocol/session.ts";

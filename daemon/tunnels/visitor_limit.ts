@@ -20,7 +20,7 @@
  */
 
 import type { PolicyRefusal } from "../../tunnel/policy/visitor_gate.ts";
-import { type Clock, TokenBucket } from "../../util/token_bucket.ts";
+import { type Clock, TokenBucket } from "../../util/timing/token_bucket.ts";
 
 /** Why a visitor was refused: the counter it is counted under. */
 export type VisitorRefusal = "tunnel_visitor_limit" | "client_visitor_limit" | PolicyRefusal;

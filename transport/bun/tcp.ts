@@ -13,7 +13,7 @@
  * - The buffer passed to `data` is freshly allocated per call (each has its own ArrayBuffer at
  *   offset 0, and earlier buffers keep their bytes; checked on Bun 1.4.4 by retaining every chunk
  *   of a multi-MiB transfer and comparing them afterwards, see bun/tcp_test.ts), so it is handed
- *   on without a copy, and reads cannot come from `util/buffer_pool.ts`; a large one is adopted
+ *   on without a copy, and reads cannot come from `util/bytes/buffer_pool.ts`; a large one is adopted
  *   into its claim accounting instead (`adoptedReads`), so it is freed once read. The session's
  *   write batches can: `write` keeps nothing, so a batch is given back as soon as the kernel has
  *   it and the next one reuses it (`releasesWrites`).
@@ -40,7 +40,7 @@
 
 import process from "node:process";
 import type { Transport, TransportHandlers, TransportListener } from "../../protocol/transport.ts";
-import { formatHostPort, formatIp, parseIp, unbracketHost } from "../../util/address.ts";
+import { formatHostPort, formatIp, parseIp, unbracketHost } from "../../util/net/address.ts";
 import { EventSink, toError } from "../io/event_sink.ts";
 import { ChunkQueue, MAX_BATCH } from "../io/chunk_queue.ts";
 import { bunApi, type BunListener, type BunSocket, type BunSocketHandler } from "./types.ts";
@@ -54,7 +54,7 @@ import {
   type TlsListenOptions,
 } from "../io/tcp_options.ts";
 import { WriteGate } from "../io/write_gate.ts";
-import { adoptedReads, releaseBytes } from "../../util/buffer_pool.ts";
+import { adoptedReads, releaseBytes } from "../../util/bytes/buffer_pool.ts";
 
 /**
  * Reads at least this long are adopted by {@linkcode adoptedReads}; smaller ones (requests, ACKs)

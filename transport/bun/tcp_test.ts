@@ -4,7 +4,7 @@ import type { Transport } from "../../protocol/transport.ts";
 import { firstReadContract, tcpContract, tcpPairFactory, transportContract } from "../_contract.ts";
 import { isBun } from "../_test_util.ts";
 import { BunTcpTransport, connectBunTcp, listenBunTcp } from "./tcp.ts";
-import { isPooled, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { isPooled, releaseBytes, retainBytes } from "../../util/bytes/buffer_pool.ts";
 
 // The native Bun adapter exists only under Bun; elsewhere these suites are reported as skipped.
 // The contract's echo test retains every chunk Bun hands to `data` and compares them at the end:

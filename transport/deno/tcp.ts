@@ -22,7 +22,7 @@
  */
 
 import type { Transport, TransportHandlers, TransportListener } from "../../protocol/transport.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 import { EventSink, toError } from "../io/event_sink.ts";
 import { ChunkQueue, MAX_BATCH } from "../io/chunk_queue.ts";
 import {
@@ -35,8 +35,13 @@ import {
   type TlsListenOptions,
 } from "../io/tcp_options.ts";
 import { WriteGate } from "../io/write_gate.ts";
-import { bulkBuffers, offerFrontRoom, relayBuffers, releaseBytes } from "../../util/buffer_pool.ts";
-import { allocUnsafe } from "../../util/alloc_unsafe.ts";
+import {
+  bulkBuffers,
+  offerFrontRoom,
+  relayBuffers,
+  releaseBytes,
+} from "../../util/bytes/buffer_pool.ts";
+import { allocUnsafe } from "../../util/bytes/alloc_unsafe.ts";
 
 /**
  * Largest buffer of its own a connection reads into: it grows to it while its reads keep filling
@@ -209,7 +214,7 @@ export class DenoTcpTransport implements Transport {
    * filled the buffer says more is waiting, so the next buffer is twice as large, up to
    * {@linkcode READ_SIZE}; from then on reads go into pooled buffers (see `#readTarget`), so a
    * chunk handed over carries our claim on it to the receiver, which gives it back once it is done
-   * (`util/buffer_pool.ts`; a receiver that does not is handed memory taken out of the pool).
+   * (`util/bytes/buffer_pool.ts`; a receiver that does not is handed memory taken out of the pool).
    * Such a read lies {@linkcode READ_FRONT_ROOM} bytes into its buffer, the room offered to a
    * writer that frames it whole.
    */

@@ -2,7 +2,12 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { tcpContract, tcpPairFactory, transportContract } from "../_contract.ts";
 import { isDeno } from "../_test_util.ts";
-import { bulkBuffers, relayBuffers, releaseBytes, takeFrontRoom } from "../../util/buffer_pool.ts";
+import {
+  bulkBuffers,
+  relayBuffers,
+  releaseBytes,
+  takeFrontRoom,
+} from "../../util/bytes/buffer_pool.ts";
 import { connectDenoTcp, listenDenoTcp, READ_FRONT_ROOM } from "./tcp.ts";
 
 // The native Deno adapter exists only under Deno; elsewhere these suites are reported as skipped.

@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { HostPort } from "../../util/address.ts";
+import type { HostPort } from "../../util/net/address.ts";
 import { serveHttp1 } from "./server.ts";
 
 /** A bound HTTP server. */

@@ -27,8 +27,8 @@
  */
 
 import type { Transport, TransportHandlers } from "../../protocol/transport.ts";
-import type { HostPort } from "../../util/address.ts";
-import { concat } from "../../util/bytes.ts";
+import type { HostPort } from "../../util/net/address.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 import { listenTcp } from "../tcp.ts";
 import {
   headEnd,

@@ -1,13 +1,13 @@
 /**
  * The outgoing queue of the transports that buffer for themselves (Deno and Bun TCP, WebSocket).
- * It keeps the claims of pooled chunks (`util/buffer_pool.ts`) as they pass: a chunk copied into a
+ * It keeps the claims of pooled chunks (`util/bytes/buffer_pool.ts`) as they pass: a chunk copied into a
  * joined piece is given back at once, and a piece handed out as a view of a chunk that stays
  * queued gets a claim of its own.
  *
  * @module
  */
 
-import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/bytes/buffer_pool.ts";
 
 /** Joined pieces larger than this come from the relay pools (see `ChunkQueue.takeJoined`). */
 const POOLED_JOIN = 4 * 1024;

@@ -7,8 +7,8 @@
  */
 
 import type { TransportHandlers } from "../../protocol/transport.ts";
-import { forgetBytes } from "../../util/buffer_pool.ts";
-import { Fifo } from "../../util/fifo.ts";
+import { forgetBytes } from "../../util/bytes/buffer_pool.ts";
+import { Fifo } from "../../util/bytes/fifo.ts";
 
 /** What the owning adapter must do when delivery reaches certain points. */
 export interface SinkHooks {

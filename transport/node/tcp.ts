@@ -10,7 +10,7 @@
 import * as net from "node:net";
 import * as tls from "node:tls";
 import type { Transport, TransportHandlers, TransportListener } from "../../protocol/transport.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 import { EventSink, toError } from "../io/event_sink.ts";
 import {
   handOver,

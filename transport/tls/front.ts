@@ -25,7 +25,7 @@
 import * as net from "node:net";
 import * as tls from "node:tls";
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
-import { formatHostPort } from "../../util/address.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 import { listenOn, NodeTcpTransport } from "../node/tcp.ts";
 import { type TcpAddress, type TcpTuning, TLS_HANDSHAKE_TIMEOUT_MS } from "../io/tcp_options.ts";
 import { type ClientHelloInfo, MAX_CLIENT_HELLO, parseClientHello } from "./client_hello.ts";

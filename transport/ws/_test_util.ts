@@ -8,7 +8,7 @@
 
 import type { Transport } from "../../protocol/transport.ts";
 import { Probe } from "../_test_util.ts";
-import { concat } from "../../util/bytes.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 import { connectTcp } from "../mod.ts";
 
 /** One message (or control frame) the server sent. */

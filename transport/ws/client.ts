@@ -23,8 +23,8 @@
  */
 
 import type { Transport } from "../../protocol/transport.ts";
-import { formatHostPort, unbracketHost } from "../../util/address.ts";
-import { concat } from "../../util/bytes.ts";
+import { formatHostPort, unbracketHost } from "../../util/net/address.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 import { headEnd } from "../http/head.ts";
 import {
   MAX_RESPONSE_HEAD,

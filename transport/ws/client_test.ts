@@ -10,7 +10,7 @@ import { Session, type Stream } from "../../protocol/mod.ts";
 import type { Transport } from "../../protocol/transport.ts";
 import { hasOpenssl, makeTestIdentity } from "../_test_certificate.ts";
 import { echo, pattern, Probe, sameBytes, writeAll } from "../_test_util.ts";
-import { concat } from "../../util/bytes.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 import { acceptFor } from "./handshake.ts";
 import { headEnd } from "../http/head.ts";
 import { listenTcp } from "../mod.ts";

@@ -32,7 +32,7 @@ import {
   Opcode,
   randomMask,
 } from "./frame.ts";
-import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/bytes/buffer_pool.ts";
 
 /** Routes a TCP transport's events to whoever handles the current phase (handshake, frames). */
 export class Relay implements TransportHandlers {
@@ -100,7 +100,7 @@ export class RawSocketDriver implements SocketDriver {
 
   /**
    * The handlers for the TCP transport's events (a separate object: both have a `close`). They
-   * follow the claim rules of `util/buffer_pool.ts`: the decoder runs in pooled mode, a binary
+   * follow the claim rules of `util/bytes/buffer_pool.ts`: the decoder runs in pooled mode, a binary
    * message handed on takes a claim of its own, and the chunk's claim ends once it is decoded.
    */
   readonly tcpHandlers: TransportHandlers = {

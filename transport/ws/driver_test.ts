@@ -9,8 +9,8 @@ import { RawSocketDriver } from "./driver.ts";
 import { WebSocketTransport } from "./transport.ts";
 import { MessageDecoder } from "./frame.ts";
 import { pattern, sameBytes } from "../_test_util.ts";
-import { concat } from "../../util/bytes.ts";
-import { BufferPool, isPooled, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { concat } from "../../util/bytes/bytes.ts";
+import { BufferPool, isPooled, releaseBytes, retainBytes } from "../../util/bytes/buffer_pool.ts";
 
 /** A TCP transport that keeps what it is given: each write's bytes and where they lay. */
 class RecordingTcp implements Transport {

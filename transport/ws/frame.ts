@@ -9,9 +9,9 @@
  * @module
  */
 
-import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
-import { allocUnsafe } from "../../util/alloc_unsafe.ts";
-import { currentRuntime } from "../../util/runtime.ts";
+import { acquireAtLeast, releaseBytes, retainBytes } from "../../util/bytes/buffer_pool.ts";
+import { allocUnsafe } from "../../util/bytes/alloc_unsafe.ts";
+import { currentRuntime } from "../../util/host/runtime.ts";
 
 /** Frame opcodes (RFC 6455 §5.2). */
 export const Opcode = {
@@ -314,7 +314,7 @@ export interface MessageDecoderOptions {
   /** True to require masked frames (a server reading a client), false to forbid them. */
   masked: boolean;
   /**
-   * The caller owns the chunks it pushes and follows the claim rules of `util/buffer_pool.ts`: a
+   * The caller owns the chunks it pushes and follows the claim rules of `util/bytes/buffer_pool.ts`: a
    * masked payload is unmasked where it lies in the pushed chunk instead of in a copy, a payload
    * that spans chunks is gathered in a pooled buffer, and `onMessage` takes a claim
    * (`retainBytes`) on a payload it keeps past the call. Default false: the chunk is not changed

@@ -19,8 +19,8 @@ import {
   randomMask,
 } from "./frame.ts";
 import { pattern, sameBytes } from "../_test_util.ts";
-import { concat } from "../../util/bytes.ts";
-import { isPooled, releaseBytes, retainBytes } from "../../util/buffer_pool.ts";
+import { concat } from "../../util/bytes/bytes.ts";
+import { isPooled, releaseBytes, retainBytes } from "../../util/bytes/buffer_pool.ts";
 
 /** Decodes `bytes` fed in the given piece sizes (cycled); returns what came out. */
 function decode(

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { sha1 } from "../../util/sha1.ts";
+import { sha1 } from "../../util/crypto/sha1.ts";
 
 /** The GUID the server appends to our key before hashing (§1.3). */
 const WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";

@@ -7,7 +7,7 @@
  */
 
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
-import { currentRuntime } from "../../util/runtime.ts";
+import { currentRuntime } from "../../util/host/runtime.ts";
 import { connectRawWebSocket } from "./client.ts";
 import { listenRawWebSocket } from "./server.ts";
 import type { WebSocketConnectOptions, WebSocketListenOptions } from "./transport.ts";

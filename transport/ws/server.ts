@@ -18,8 +18,8 @@
  */
 
 import type { Transport, TransportListener } from "../../protocol/transport.ts";
-import { formatHostPort } from "../../util/address.ts";
-import { concat } from "../../util/bytes.ts";
+import { formatHostPort } from "../../util/net/address.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 import { DEFAULT_HIGH_WATER_MARK } from "../io/chunk_queue.ts";
 import { listenTcp, listenTls } from "../tcp.ts";
 import { acceptFor } from "./handshake.ts";

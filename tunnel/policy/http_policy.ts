@@ -17,7 +17,7 @@
  * @module
  */
 
-import { isObject } from "../../util/is_object.ts";
+import { isObject } from "../../util/parse/is_object.ts";
 import { parsePasswordHash } from "./password_hash.ts";
 
 /** One user of basic auth: the name and its `scrypt:` hash (never the password). */

@@ -15,10 +15,10 @@
  * @module
  */
 
-import { fromBase64Url, toBase64Url } from "../../util/base64.ts";
-import { constantTimeEqual } from "../../util/constant_time.ts";
-import { nodeBuiltin } from "../../util/host.ts";
-import { randomBytes } from "../../util/random.ts";
+import { fromBase64Url, toBase64Url } from "../../util/bytes/base64.ts";
+import { constantTimeEqual } from "../../util/crypto/constant_time.ts";
+import { nodeBuiltin } from "../../util/host/host.ts";
+import { randomBytes } from "../../util/crypto/random.ts";
 
 /** The prefix of a password hash. */
 export const PASSWORD_HASH_PREFIX = "scrypt:";

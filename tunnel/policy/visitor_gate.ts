@@ -25,8 +25,8 @@ import {
   splitHostPort,
   unbracketHost,
   unmapIPv4,
-} from "../../util/address.ts";
-import { type Clock, monotonicClock, TokenBucket } from "../../util/token_bucket.ts";
+} from "../../util/net/address.ts";
+import { type Clock, monotonicClock, TokenBucket } from "../../util/timing/token_bucket.ts";
 import { AddressRules, type VisitorPolicy } from "./visitor_policy.ts";
 
 /** Why a visitor was refused: the counter it is counted under. */

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { VisitorGate, visitorIp } from "./visitor_gate.ts";
-import { formatIp } from "../../util/address.ts";
+import { formatIp } from "../../util/net/address.ts";
 
 const reasons = (gate: VisitorGate, ...remotes: string[]) =>
   remotes.map((r) => {

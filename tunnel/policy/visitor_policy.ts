@@ -23,9 +23,15 @@
  * @module
  */
 
-import { type IpAddress, unmapIPv4 } from "../../util/address.ts";
-import { type Cidr, cidrContains, formatCidr, intersectCidrs, parseCidr } from "../../util/cidr.ts";
-import { suggest } from "../../util/suggest.ts";
+import { type IpAddress, unmapIPv4 } from "../../util/net/address.ts";
+import {
+  type Cidr,
+  cidrContains,
+  formatCidr,
+  intersectCidrs,
+  parseCidr,
+} from "../../util/net/cidr.ts";
+import { suggest } from "../../util/parse/suggest.ts";
 import { type HttpPolicy, narrowHttpPolicy, parseHttpPolicy } from "./http_policy.ts";
 
 /** Bytes per second each way; `in` is visitor → service, `out` service → visitor. */

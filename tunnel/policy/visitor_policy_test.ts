@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { formatIp, parseIp } from "../../util/address.ts";
-import { cidrContains, parseCidr } from "../../util/cidr.ts";
+import { formatIp, parseIp } from "../../util/net/address.ts";
+import { cidrContains, parseCidr } from "../../util/net/cidr.ts";
 import {
   AddressRules,
   narrowVisitorPolicy,

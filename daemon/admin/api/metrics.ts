@@ -21,7 +21,7 @@ import type { SessionHandle, TransportKind } from "../../registry/registry.ts";
 import type { DaemonState, MetricsApiDeps } from "./deps.ts";
 import type { FrameCounts } from "../../../protocol/stats.ts";
 import { PROMETHEUS_CONTENT_TYPE, PrometheusWriter, type Sample } from "./prometheus.ts";
-import { bulkBuffers, relayBuffers } from "../../../util/buffer_pool.ts";
+import { bulkBuffers, relayBuffers } from "../../../util/bytes/buffer_pool.ts";
 import {
   addUdpCounters,
   newUdpCounters,

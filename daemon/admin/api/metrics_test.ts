@@ -21,7 +21,7 @@ import { fakeSession, fakeTunnel, memoryRegistry } from "../../registry/_fake_ha
 import { fakeCluster, served } from "./_fake_deps.ts";
 import type { MetricsApiDeps } from "./deps.ts";
 import { newUdpCounters } from "../../../tunnel/udp_flow.ts";
-import { relayBuffers, releaseBytes } from "../../../util/buffer_pool.ts";
+import { relayBuffers, releaseBytes } from "../../../util/bytes/buffer_pool.ts";
 
 const TOKEN = "metrics-test-token-0123456789abcdef";
 

@@ -8,8 +8,8 @@ import { Hono } from "hono";
 import { ApiError, errorResponse } from "./errors.ts";
 import { drainRequest } from "./params.ts";
 import type { SystemApiDeps } from "./deps.ts";
-import { runtimeVersion } from "../../../util/runtime.ts";
-import { VERSION } from "../../../util/version.ts";
+import { runtimeVersion } from "../../../util/host/runtime.ts";
+import { VERSION } from "../../../util/host/version.ts";
 
 /** What `/v1/info` reports about the admin listener itself. */
 export interface InfoOptions {

@@ -3,7 +3,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { fakeSession, fakeTunnel, memoryRegistry } from "../../registry/_fake_handles.ts";
-import { VERSION } from "../../../util/version.ts";
+import { VERSION } from "../../../util/host/version.ts";
 import { ALICE_TOKEN, assertError, call, json, served, testConfig } from "./_fake_deps.ts";
 import type { DaemonState, SystemApiDeps } from "./deps.ts";
 import { systemApi } from "./system.ts";

@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { fromBase64, fromBase64Url, toBase64, toBase64Url } from "./base64.ts";
-import { prng } from "./prng.ts";
+import { prng } from "../crypto/prng.ts";
 
 describe("base64", () => {
   it("agrees with Buffer both ways, for every length up to 100 and a large input", () => {

@@ -14,7 +14,7 @@
  * @module
  */
 
-import { toBase64Url } from "./base64.ts";
+import { toBase64Url } from "../bytes/base64.ts";
 import { toHex } from "./sha256.ts";
 
 /** `count` random bytes. */

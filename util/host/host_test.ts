@@ -14,12 +14,12 @@ import {
   SIGNAL_REPEAT_MS,
   stderrIsTerminal,
 } from "./host.ts";
-import { runtimeArgs } from "../testing/process.ts";
-import { sleep, waitFor } from "../testing/wait.ts";
+import { runtimeArgs } from "../../testing/process.ts";
+import { sleep, waitFor } from "../../testing/wait.ts";
 
-/** Starts util/_host_signals.ts with `env` added; its stdout lines so far. */
+/** Starts util/host/_host_signals.ts with `env` added; its stdout lines so far. */
 async function signalsProgram(env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, runtimeArgs("util/_host_signals.ts"), {
+  const child = spawn(process.execPath, runtimeArgs("util/host/_host_signals.ts"), {
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, ...env },
   });

@@ -12,7 +12,7 @@
  * @module
  */
 
-import { nodeBuiltin } from "./host.ts";
+import { nodeBuiltin } from "../host/host.ts";
 
 /** Events closer together than this are one change (an editor's save is several). */
 const SETTLE_MS = 100;

@@ -20,7 +20,7 @@ function outcome(parse: () => { values: object; positionals: string[] }) {
     return { values: { ...values }, positionals };
   } catch (error) {
     const { code } = error as { code?: string };
-    // The first quoted part is what util/args_error.ts reads from a message.
+    // The first quoted part is what util/parse/args_error.ts reads from a message.
     return { code, quoted: /'([^']+)'/.exec((error as Error).message)?.[1] };
   }
 }

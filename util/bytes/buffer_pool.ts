@@ -38,7 +38,7 @@
  * @module
  */
 
-import { readEnv } from "./runtime.ts";
+import { readEnv } from "../host/runtime.ts";
 
 /** The byte a returned buffer is filled with when poisoning is on. */
 export const POISON = 0xdb;

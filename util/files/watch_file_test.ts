@@ -4,7 +4,7 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { watchFile } from "./watch_file.ts";
-import { waitFor } from "../testing/wait.ts";
+import { waitFor } from "../../testing/wait.ts";
 
 describe("watchFile", () => {
   const dir = mkdtempSync(join(tmpdir(), "tunnelmux-watch-"));

@@ -13,8 +13,8 @@
  * @module
  */
 
-import { randomHex } from "./random.ts";
-import { nodeBuiltin } from "./host.ts";
+import { randomHex } from "../crypto/random.ts";
+import { nodeBuiltin } from "../host/host.ts";
 
 /**
  * Writes `text` to `path` atomically with mode 0600 (it holds credential hashes): a temporary
