@@ -14,7 +14,7 @@ import { Logger } from "../util/log.ts";
 import { listenTcp } from "../transport/mod.ts";
 import type { TransportListener } from "../protocol/transport.ts";
 import { pattern, roundTrip } from "../tools/echo_check.ts";
-import { decodeProxyHeader } from "../tunnel/proxy_protocol_decoder.ts";
+import { decodeProxyHeader } from "../tunnel/proxy_protocol/proxy_protocol_decoder.ts";
 import { hasOpenssl, makeTestIdentity } from "../transport/_test_certificate.ts";
 import { tcpExchange } from "../transport/_test_util.ts";
 import { withTimeout } from "../testing/wait.ts";

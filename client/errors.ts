@@ -4,9 +4,9 @@
  * @module
  */
 
-import type { ControlErrorCode } from "../tunnel/control.ts";
+import type { ControlErrorCode } from "../tunnel/control/control.ts";
 import { YamuxError } from "../protocol/errors.ts";
-import { describeResetReason, ResetReason } from "../tunnel/reset_reasons.ts";
+import { describeResetReason, ResetReason } from "../tunnel/stream/reset_reasons.ts";
 
 /** Why something failed on the client side; daemon error codes pass through unchanged. */
 export type ClientErrorCode =
@@ -42,7 +42,7 @@ export type StreamResetCode =
   | "idle_timeout"
   | "network_unreachable";
 
-/** Reset reason codes (`tunnel/reset_reasons.ts`) → error codes. */
+/** Reset reason codes (`tunnel/stream/reset_reasons.ts`) → error codes. */
 const RESET_CODES: Record<number, ClientErrorCode> = {
   [ResetReason.None]: "stream_reset",
   [ResetReason.NotAllowed]: "not_allowed",
@@ -77,7 +77,7 @@ const FATAL = new Set<ClientErrorCode>([
 export class ClientError extends Error {
   /** Stable reason. */
   readonly code: ClientErrorCode;
-  /** For a stream reset: the reset reason code it carried (`tunnel/reset_reasons.ts`). */
+  /** For a stream reset: the reset reason code it carried (`tunnel/stream/reset_reasons.ts`). */
   readonly resetCode: number | undefined;
 
   /** Creates the error. */

@@ -31,7 +31,7 @@ export type {
   Tunnel,
 } from "./client.ts";
 export type { UdpForward } from "./tunnels/forward_udp.ts";
-export type { UdpCounters, UdpDrop } from "../tunnel/udp_flow.ts";
+export type { UdpCounters, UdpDrop } from "../tunnel/udp/udp_flow.ts";
 export { connectHa, HaClient } from "./ha_client.ts";
 export { HealthMonitor, probe } from "./tunnels/health_check.ts";
 export { hashPassword } from "../tunnel/policy/password_hash.ts";

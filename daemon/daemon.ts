@@ -24,7 +24,7 @@ import {
   type DaemonUdp,
   type TransportKind,
 } from "./session/client_session.ts";
-import { newUdpCounters } from "../tunnel/udp_flow.ts";
+import { newUdpCounters } from "../tunnel/udp/udp_flow.ts";
 import type { Config } from "./config/mod.ts";
 import type { Logger } from "../util/log.ts";
 import type { LookupFn } from "./policy/resolve.ts";

@@ -6,9 +6,9 @@ import { Daemon, listenerLines } from "./daemon.ts";
 import { validateConfig } from "./config/mod.ts";
 import { Logger } from "../util/log.ts";
 import { Session } from "../protocol/session.ts";
-import { ControlChannel } from "../tunnel/control_channel.ts";
-import { encodeStreamHeader } from "../tunnel/stream_header.ts";
-import { ResetReason } from "../tunnel/reset_reasons.ts";
+import { ControlChannel } from "../tunnel/control/control_channel.ts";
+import { encodeStreamHeader } from "../tunnel/stream/stream_header.ts";
+import { ResetReason } from "../tunnel/stream/reset_reasons.ts";
 import type { YamuxError } from "../protocol/errors.ts";
 import { connectTcp, listenTcp } from "../transport/mod.ts";
 import { connect as netConnect } from "node:net";
@@ -18,7 +18,7 @@ import { writeHeader } from "../protocol/header.ts";
 import { concat } from "../util/bytes/bytes.ts";
 import { waitFor } from "../testing/wait.ts";
 import { openUdp, type UdpSocket } from "../transport/udp.ts";
-import { DatagramDecoder, encodeDatagram } from "../tunnel/udp_framing.ts";
+import { DatagramDecoder, encodeDatagram } from "../tunnel/udp/udp_framing.ts";
 
 const TOKEN = "daemon-test-token-0123456789abcdef";
 

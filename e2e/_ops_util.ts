@@ -10,10 +10,10 @@
 import { createServer, type Socket } from "node:net";
 import process from "node:process";
 import { pattern, runCommand, runtimeArgs, tcpConnect, withTimeout } from "../testing/mod.ts";
-import { ControlChannel } from "../tunnel/control_channel.ts";
+import { ControlChannel } from "../tunnel/control/control_channel.ts";
 import { Session } from "../protocol/session.ts";
 import type { Stream } from "../protocol/stream.ts";
-import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream_header.ts";
+import { encodeStreamHeader, type StreamHeader } from "../tunnel/stream/stream_header.ts";
 import type { Transport } from "../protocol/transport.ts";
 import { connectTcp, connectWebSocket } from "../transport/mod.ts";
 import { concat } from "../util/bytes/bytes.ts";

@@ -15,7 +15,7 @@ import type { Daemon } from "../daemon/daemon.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import { tcpConnect } from "../testing/visitors.ts";
 import { DEFAULT_TIMEOUT_MS, withTimeout } from "../testing/wait.ts";
-import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
+import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol/proxy_protocol.ts";
 import { hasOpenssl, makeTestIdentity, type TestIdentity } from "../transport/_test_certificate.ts";
 
 const TOKEN = "https-proxy-test-0123456789abcdef";

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { afterEach, describe, it } from "node:test";
 import { type Client, connect } from "../client/mod.ts";
-import { ResetReason } from "../tunnel/reset_reasons.ts";
+import { ResetReason } from "../tunnel/stream/reset_reasons.ts";
 import type { Stream } from "../protocol/stream.ts";
 import { connectWebSocket } from "../transport/mod.ts";
 import { parseHostPort } from "../util/net/address.ts";

@@ -11,7 +11,7 @@ import { createAdminApp } from "../daemon/admin/app.ts";
 import { renderMetrics } from "../daemon/admin/api/metrics.ts";
 import { hashToken } from "../daemon/config/token_hash.ts";
 import { openUdp, type UdpSocket } from "../transport/udp.ts";
-import { MAX_UDP_DATAGRAM } from "../tunnel/udp_framing.ts";
+import { MAX_UDP_DATAGRAM } from "../tunnel/udp/udp_framing.ts";
 import { runCommand } from "../testing/command.ts";
 import { cleanup, startClient } from "../testing/process.ts";
 import { waitFor } from "../testing/wait.ts";

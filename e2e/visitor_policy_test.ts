@@ -14,7 +14,7 @@ import { tcpConnect } from "../testing/visitors.ts";
 import { DEFAULT_TIMEOUT_MS, waitFor, withTimeout } from "../testing/wait.ts";
 import { portOf, startDaemonInProcess } from "./_in_process_daemon.ts";
 import { concat, pattern } from "../util/bytes/bytes.ts";
-import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol.ts";
+import { encodeProxyV1, encodeProxyV2 } from "../tunnel/proxy_protocol/proxy_protocol.ts";
 
 const TOKEN = "visitor-policy-token-0123456789abcdef";
 const BOB = "visitor-policy-bob-0123456789abcdefgh";

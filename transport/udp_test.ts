@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { openUdp, type UdpSocket } from "./udp.ts";
 import { waitFor } from "../testing/wait.ts";
 import { pattern } from "../util/bytes/bytes.ts";
-import { MAX_UDP_DATAGRAM } from "../tunnel/udp_framing.ts";
+import { MAX_UDP_DATAGRAM } from "../tunnel/udp/udp_framing.ts";
 import process from "node:process";
 import { runCommand } from "../testing/command.ts";
 import { runtimeArgs } from "../testing/process.ts";

@@ -7,7 +7,7 @@
 
 import { connectTcp } from "../transport/tcp.ts";
 import type { Transport } from "../protocol/transport.ts";
-import { ResetReason } from "./reset_reasons.ts";
+import { ResetReason } from "./stream/reset_reasons.ts";
 import { sharedDeadlines } from "../util/timing/deadlines.ts";
 
 /** Why a dial failed. */
@@ -46,7 +46,7 @@ const DIAL_RESET = {
  * @example
  * ```ts
  * import { DialError, resetReasonForDial } from "./dial.ts";
- * import { ResetReason } from "./reset_reasons.ts";
+ * import { ResetReason } from "./stream/reset_reasons.ts";
  * console.assert(resetReasonForDial(new DialError("refused", "no")) === ResetReason.DialRefused);
  * ```
  */

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { DialError, dialFailureOf, dialTcp, resetReasonForDial } from "./dial.ts";
-import { ResetReason } from "./reset_reasons.ts";
+import { ResetReason } from "./stream/reset_reasons.ts";
 import { listenTcp, memoryPair } from "../transport/mod.ts";
 import type { Transport } from "../protocol/transport.ts";
 

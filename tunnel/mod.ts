@@ -18,15 +18,19 @@
  */
 
 export * from "./ack_delay.ts";
-export * from "./control.ts";
-export * from "./control_channel.ts";
+export * from "./control/control.ts";
+export * from "./control/control_channel.ts";
 export * from "./dial.ts";
 export * from "./echo.ts";
-export { encodeProxyV1, encodeProxyV2, PROXY_V2_SIGNATURE } from "./proxy_protocol.ts";
-export * from "./read_stream_header.ts";
-export * from "./reset_reasons.ts";
+export {
+  encodeProxyV1,
+  encodeProxyV2,
+  PROXY_V2_SIGNATURE,
+} from "./proxy_protocol/proxy_protocol.ts";
+export * from "./stream/read_stream_header.ts";
+export * from "./stream/reset_reasons.ts";
 export * from "./splice.ts";
-export * from "./stream_header.ts";
+export * from "./stream/stream_header.ts";
 export * from "./policy/visitor_policy.ts";
 export * from "./policy/visitor_gate.ts";
 export type { IpAddress } from "../util/net/address.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { ClientMessage, DaemonMessage } from "../../tunnel/control.ts";
+import type { ClientMessage, DaemonMessage } from "../../tunnel/control/control.ts";
 import { ClientError } from "../errors.ts";
 
 /** A control message the daemon answers, without its `id` (the table numbers it). */

@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { PendingRequests } from "./requests.ts";
 import { ClientError } from "../errors.ts";
-import type { DaemonMessage } from "../../tunnel/control.ts";
+import type { DaemonMessage } from "../../tunnel/control/control.ts";
 
 /** A control channel that keeps what is sent. */
 function fakeChannel() {

@@ -7,12 +7,12 @@
  * @module
  */
 
-import type { DaemonMessage } from "../../tunnel/control.ts";
+import type { DaemonMessage } from "../../tunnel/control/control.ts";
 import { parseHostPort } from "../../util/net/address.ts";
 import type { HealthMonitor, HealthOptions } from "./health_check.ts";
 import { parseVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { ControlRequest } from "../connect/requests.ts";
-import { newUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
+import { newUdpCounters, type UdpCounters } from "../../tunnel/udp/udp_flow.ts";
 import { currentRuntime } from "../../util/host/runtime.ts";
 
 /** What `Client.expose` asks for. */

@@ -6,7 +6,7 @@
  */
 
 import type { Stream } from "../../protocol/stream.ts";
-import { type UdpCounters, UdpFlowTable } from "../../tunnel/udp_flow.ts";
+import { type UdpCounters, UdpFlowTable } from "../../tunnel/udp/udp_flow.ts";
 import { formatHostPort, parseHostPort } from "../../util/net/address.ts";
 import type { ClientError } from "../errors.ts";
 

@@ -19,7 +19,7 @@ import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
 import { listenTcp } from "../../transport/tcp.ts";
 import { type PipeEnd, type PipeHandlers, splice, streamEnd } from "../../tunnel/splice.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import { formatHostPort, parseHostPort, splitHostPort } from "../../util/net/address.ts";
 import { releaseBytes } from "../../util/bytes/buffer_pool.ts";
 import { type Deadline, sharedDeadlines } from "../../util/timing/deadlines.ts";

@@ -15,7 +15,7 @@ import type { LookupFn } from "../../daemon/policy/resolve.ts";
 import { Logger } from "../../util/log.ts";
 import { SocksReply, socksReply } from "./socks_parser.ts";
 import { socksOptionsProblem, socksReplyForReset } from "./socks.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import {
   closedPort,
   concat,

@@ -16,8 +16,8 @@
 
 import type { Stream } from "../../protocol/stream.ts";
 import { openUdp, type UdpSocket } from "../../transport/udp.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { DatagramDecoder, DatagramSender, UdpFramingError } from "../../tunnel/udp_framing.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
+import { DatagramDecoder, DatagramSender, UdpFramingError } from "../../tunnel/udp/udp_framing.ts";
 import { formatIp, parseIp, unmapIPv4 } from "../../util/net/address.ts";
 import { ClientError, describeStreamError } from "../errors.ts";
 import { encodeSocksUdp, parseSocksUdp, type SocksTarget } from "./socks_parser.ts";

@@ -11,14 +11,14 @@
 
 import type { Stream } from "../../protocol/stream.ts";
 import { dialTcpThen, resetReasonForDial } from "../../tunnel/dial.ts";
-import { encodeProxyV1, encodeProxyV2 } from "../../tunnel/proxy_protocol.ts";
-import { onStreamHeader } from "../../tunnel/read_stream_header.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { encodeProxyV1, encodeProxyV2 } from "../../tunnel/proxy_protocol/proxy_protocol.ts";
+import { onStreamHeader } from "../../tunnel/stream/read_stream_header.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import { type SpliceObserver, spliceThen, streamEnd, transportEnd } from "../../tunnel/splice.ts";
-import type { StreamHeader } from "../../tunnel/stream_header.ts";
+import type { StreamHeader } from "../../tunnel/stream/stream_header.ts";
 import { type HostPort, parseHostPort } from "../../util/net/address.ts";
 import { ClientError } from "../errors.ts";
-import { serveUdpFlow, type UdpCounters } from "../../tunnel/udp_flow.ts";
+import { serveUdpFlow, type UdpCounters } from "../../tunnel/udp/udp_flow.ts";
 
 /** Where incoming streams go, and what to do when their local service cannot be reached. */
 export interface VisitorRoutes {

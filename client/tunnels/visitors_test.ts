@@ -15,9 +15,9 @@ import { YamuxError } from "../../protocol/errors.ts";
 import { memoryPair } from "../../transport/memory.ts";
 import { listenTcp } from "../../transport/mod.ts";
 import type { TransportListener } from "../../protocol/transport.ts";
-import { decodeProxyHeader } from "../../tunnel/proxy_protocol_decoder.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream_header.ts";
+import { decodeProxyHeader } from "../../tunnel/proxy_protocol/proxy_protocol_decoder.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
+import { encodeStreamHeader, type StreamHeader } from "../../tunnel/stream/stream_header.ts";
 import { concat } from "../../util/bytes/bytes.ts";
 
 const QUIET = { enableKeepAlive: false };

@@ -1,7 +1,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { memoryPair } from "../../transport/memory.ts";
-import type { StreamHeader } from "../../tunnel/stream_header.ts";
+import type { StreamHeader } from "../../tunnel/stream/stream_header.ts";
 import { Logger } from "../../util/log.ts";
 import { chooseRoute } from "../registry/route_choice.ts";
 import { RelayRoute } from "./relay_route.ts";

@@ -11,14 +11,14 @@
 
 import type { PortClaim } from "../registry/registry.ts";
 import type { Stream } from "../../protocol/stream.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
+import { encodeStreamHeader } from "../../tunnel/stream/stream_header.ts";
 import {
   newUdpCounters,
   UDP_MAX_FLOWS,
   type UdpCounters,
   type UdpFlowWay,
-} from "../../tunnel/udp_flow.ts";
+} from "../../tunnel/udp/udp_flow.ts";
 import { VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
 import { formatHostPort } from "../../util/net/address.ts";
 import type { UdpRoute } from "../tunnels/udp_port.ts";

@@ -42,7 +42,7 @@ import { concat } from "../../util/bytes/bytes.ts";
 import { formatIp, splitHostPort } from "../../util/net/address.ts";
 import { type Entry, visitorIp } from "../../tunnel/policy/visitor_gate.ts";
 import type { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import type { GateVerdict, HttpGate } from "./http_gate.ts";
 
 /** How a request reaches the client holding its host. */

@@ -13,7 +13,7 @@ import { Agent, createServer, request, type Server } from "node:http";
 import { connect as netConnect, type Socket } from "node:net";
 import { Session } from "../../protocol/session.ts";
 import { connectTcp, listenTcp, memoryPair, type TransportListener } from "../../transport/mod.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import { splice, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import { DEFAULT_TIMEOUT_MS, waitFor, withTimeout } from "../../testing/wait.ts";
 import { tcpConnect } from "../../testing/visitors.ts";

@@ -30,7 +30,7 @@ import type { Balance } from "./route_choice.ts";
 import type { TokenRegistry } from "../tokens/store.ts";
 import type { HttpGate } from "../http/http_gate.ts";
 import type { HttpPolicy } from "../../tunnel/policy/http_policy.ts";
-import type { UdpCounters } from "../../tunnel/udp_flow.ts";
+import type { UdpCounters } from "../../tunnel/udp/udp_flow.ts";
 
 /** How a client reached the daemon. */
 export type TransportKind = "tcp" | "tls" | "ws" | "wss";

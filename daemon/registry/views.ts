@@ -16,7 +16,7 @@ import type { TunnelHandle } from "./registry.ts";
 import type { Registry, ServiceOffer } from "./registry.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { formatHostPort } from "../../util/net/address.ts";
-import type { UdpCounters } from "../../tunnel/udp_flow.ts";
+import type { UdpCounters } from "../../tunnel/udp/udp_flow.ts";
 
 /** What a client is told when an operator closes its tunnel, from this node or another. */
 export const OPERATOR_CLOSE = "closed by an operator";

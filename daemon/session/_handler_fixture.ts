@@ -11,7 +11,7 @@
 import { memoryPair } from "../../transport/memory.ts";
 import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
-import type { DaemonMessage } from "../../tunnel/control.ts";
+import type { DaemonMessage } from "../../tunnel/control/control.ts";
 import { Logger } from "../../util/log.ts";
 import { type ClientConfig, type Config, validateConfig } from "../config/mod.ts";
 import type { DaemonEventType } from "../events.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { DaemonMessage } from "../../tunnel/control.ts";
+import type { DaemonMessage } from "../../tunnel/control/control.ts";
 import type { Logger } from "../../util/log.ts";
 
 /** The error codes a control handler refuses a request with (the rest are the session's own). */

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import type { DaemonMessage } from "../../tunnel/control.ts";
+import type { DaemonMessage } from "../../tunnel/control/control.ts";
 import { Logger } from "../../util/log.ts";
 import { answerTo } from "./answer.ts";
 

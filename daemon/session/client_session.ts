@@ -9,12 +9,16 @@
  * @module
  */
 
-import { type ClientMessage, CONTROL_VERSION, parseClientMessage } from "../../tunnel/control.ts";
+import {
+  type ClientMessage,
+  CONTROL_VERSION,
+  parseClientMessage,
+} from "../../tunnel/control/control.ts";
 import { TUNNEL_ACK_DELAY_MS } from "../../tunnel/ack_delay.ts";
-import { ControlChannel } from "../../tunnel/control_channel.ts";
+import { ControlChannel } from "../../tunnel/control/control_channel.ts";
 import { Lifecycle } from "../../util/lifecycle.ts";
-import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { readStreamHeader } from "../../tunnel/stream/read_stream_header.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import { Session } from "../../protocol/session.ts";
 import { type SessionConfig, streamWindowConfig } from "../../protocol/config.ts";
 import type { SessionStats } from "../../protocol/stats.ts";
@@ -24,7 +28,7 @@ import { echoStream } from "../../tunnel/echo.ts";
 import type { ClientConfig, Config, Limits } from "../config/mod.ts";
 import { serveForward } from "./forward.ts";
 import { serveUdpForward } from "./forward_udp.ts";
-import { newUdpCounters, teeUdpCounters, type UdpCounters } from "../../tunnel/udp_flow.ts";
+import { newUdpCounters, teeUdpCounters, type UdpCounters } from "../../tunnel/udp/udp_flow.ts";
 import type { Logger } from "../../util/log.ts";
 import { canUseService } from "../policy/policy.ts";
 import type { LookupFn } from "../policy/resolve.ts";

@@ -10,7 +10,7 @@
  */
 
 import type { Session } from "../../protocol/session.ts";
-import type { ClientMessage } from "../../tunnel/control.ts";
+import type { ClientMessage } from "../../tunnel/control/control.ts";
 import { formatHostPort } from "../../util/net/address.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { canExpose } from "../policy/policy.ts";
@@ -22,7 +22,7 @@ import { joinGroup } from "./join_group.ts";
 import { checkIdentityProviders } from "../policy/identity_providers.ts";
 import { narrowVisitorPolicy, type VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
 import type { SessionTunnels } from "./session_tunnels.ts";
-import type { UdpCounters } from "../../tunnel/udp_flow.ts";
+import type { UdpCounters } from "../../tunnel/udp/udp_flow.ts";
 
 export type { ExposeMessage };
 

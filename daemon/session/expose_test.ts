@@ -1,8 +1,8 @@
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import type { ClientMessage } from "../../tunnel/control.ts";
+import type { ClientMessage } from "../../tunnel/control/control.ts";
 import { echoStream } from "../../tunnel/echo.ts";
-import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
+import { readStreamHeader } from "../../tunnel/stream/read_stream_header.ts";
 import { cleanup, startTcpServer, tcpRoundTrip, waitFor } from "../../testing/mod.ts";
 import { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import { UdpTunnel } from "../tunnels/udp_tunnel.ts";

@@ -9,7 +9,7 @@
  */
 
 import type { Stream } from "../../protocol/stream.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import { dialFailureOf, dialTcp, resetReasonForDial } from "../../tunnel/dial.ts";
 import { splice, type SpliceResult, streamEnd, transportEnd } from "../../tunnel/splice.ts";
 import type { ClientPolicy, DenyCode } from "../policy/policy.ts";

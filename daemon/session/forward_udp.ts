@@ -8,8 +8,8 @@
  */
 
 import type { Stream } from "../../protocol/stream.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { serveUdpFlow, type UdpCounters } from "../../tunnel/udp_flow.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
+import { serveUdpFlow, type UdpCounters } from "../../tunnel/udp/udp_flow.ts";
 import { resolveTarget } from "../policy/resolve.ts";
 import { unbracketHost } from "../../util/net/address.ts";
 import { type ForwardContext, resetReasonForDenial } from "./forward.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { ClientMessage } from "../../tunnel/control.ts";
+import type { ClientMessage } from "../../tunnel/control/control.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ClientConfig } from "../config/mod.ts";
 import type { DaemonEventType } from "../events.ts";

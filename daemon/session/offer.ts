@@ -7,7 +7,7 @@
  */
 
 import type { Session } from "../../protocol/session.ts";
-import type { ClientMessage } from "../../tunnel/control.ts";
+import type { ClientMessage } from "../../tunnel/control/control.ts";
 import type { Logger } from "../../util/log.ts";
 import type { ClientConfig, Config } from "../config/mod.ts";
 import { canOfferService } from "../policy/policy.ts";

@@ -11,8 +11,8 @@
 
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
-import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { encodeStreamHeader } from "../../tunnel/stream/stream_header.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import { splice, streamEnd } from "../../tunnel/splice.ts";
 import type { ServiceOffer, ServiceRecord } from "../registry/registry.ts";
 

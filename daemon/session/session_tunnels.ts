@@ -11,7 +11,7 @@ import type { DaemonEventType } from "../events.ts";
 import type { HostClaim, PortClaim, Registry } from "../registry/registry.ts";
 import type { ReverseTunnel } from "../tunnels/reverse_tunnel.ts";
 import type { TunnelPorts } from "../tunnels/tunnel_ports.ts";
-import type { UdpCounters } from "../../tunnel/udp_flow.ts";
+import type { UdpCounters } from "../../tunnel/udp/udp_flow.ts";
 
 /** A UDP tunnel's final counts, as its `tunnel_down` event carries them. */
 function udpFields(udp: Readonly<UdpCounters>): Record<string, string | number> {

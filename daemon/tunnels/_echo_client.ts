@@ -9,8 +9,8 @@
 import { Session } from "../../protocol/session.ts";
 import type { Transport } from "../../protocol/transport.ts";
 import { memoryPair } from "../../transport/memory.ts";
-import { readStreamHeader } from "../../tunnel/read_stream_header.ts";
-import type { StreamHeader } from "../../tunnel/stream_header.ts";
+import { readStreamHeader } from "../../tunnel/stream/read_stream_header.ts";
+import type { StreamHeader } from "../../tunnel/stream/stream_header.ts";
 
 /** Sessions without keepalive pings, which a short test never needs. */
 export const QUIET = { enableKeepAlive: false };

@@ -14,7 +14,7 @@ import {
   decodeProxyHeader,
   type ProxyHeader,
   ProxyProtocolError,
-} from "../../tunnel/proxy_protocol_decoder.ts";
+} from "../../tunnel/proxy_protocol/proxy_protocol_decoder.ts";
 import { visitorIp } from "../../tunnel/policy/visitor_gate.ts";
 import type { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
 import { concat } from "../../util/bytes/bytes.ts";

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import type { Socket } from "node:net";
 import { listenTcp } from "../../transport/mod.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import { encodeProxyV1, encodeProxyV2 } from "../../tunnel/proxy_protocol.ts";
+import { encodeProxyV1, encodeProxyV2 } from "../../tunnel/proxy_protocol/proxy_protocol.ts";
 import { AddressRules } from "../../tunnel/policy/visitor_policy.ts";
 import { tcpConnect } from "../../testing/visitors.ts";
 import { DEFAULT_TIMEOUT_MS, withTimeout } from "../../testing/wait.ts";

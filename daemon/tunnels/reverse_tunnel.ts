@@ -19,7 +19,7 @@ import type { VisitorLimit } from "./visitor_limit.ts";
 import { LiveThrottle, type SpliceThrottle } from "../../tunnel/splice.ts";
 import { type Entry, VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
 import type { VisitorPolicy } from "../../tunnel/policy/visitor_policy.ts";
-import type { UdpCounters } from "../../tunnel/udp_flow.ts";
+import type { UdpCounters } from "../../tunnel/udp/udp_flow.ts";
 
 export type { TunnelStats };
 

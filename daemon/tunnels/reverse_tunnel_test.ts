@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import { memoryPair } from "../../transport/memory.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import { VisitorGate } from "../../tunnel/policy/visitor_gate.ts";
 import { Logger } from "../../util/log.ts";
 import { echoClient, QUIET, received } from "./_echo_client.ts";

@@ -11,7 +11,7 @@
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
 import {
   type SpliceResult,
   spliceThen,
@@ -19,7 +19,7 @@ import {
   streamEnd,
   transportEnd,
 } from "../../tunnel/splice.ts";
-import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
+import { encodeStreamHeader } from "../../tunnel/stream/stream_header.ts";
 import type { Logger } from "../../util/log.ts";
 import type { TunnelStats } from "../registry/registry.ts";
 

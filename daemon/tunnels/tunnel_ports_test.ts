@@ -8,7 +8,7 @@ import { Logger } from "../../util/log.ts";
 import type { Route } from "./port_listener.ts";
 import { TunnelPorts } from "./tunnel_ports.ts";
 import type { UdpRoute } from "./udp_port.ts";
-import { newUdpCounters } from "../../tunnel/udp_flow.ts";
+import { newUdpCounters } from "../../tunnel/udp/udp_flow.ts";
 import { openUdp } from "../../transport/udp.ts";
 
 const log = new Logger({ level: "error", format: "json", sink: () => {} });

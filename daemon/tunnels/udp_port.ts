@@ -9,8 +9,8 @@
  * @module
  */
 
-import type { UdpCounters, UdpFlowWay } from "../../tunnel/udp_flow.ts";
-import { UdpFlowTable } from "../../tunnel/udp_flow.ts";
+import type { UdpCounters, UdpFlowWay } from "../../tunnel/udp/udp_flow.ts";
+import { UdpFlowTable } from "../../tunnel/udp/udp_flow.ts";
 import { type Balance, chooseRoute, type RouteCandidate } from "../registry/route_choice.ts";
 
 /** One way to a client that serves a UDP port. */

@@ -14,8 +14,8 @@
 import type { Session } from "../../protocol/session.ts";
 import type { Stream } from "../../protocol/stream.ts";
 import type { Transport } from "../../protocol/transport.ts";
-import { ResetReason } from "../../tunnel/reset_reasons.ts";
-import { encodeStreamHeader } from "../../tunnel/stream_header.ts";
+import { ResetReason } from "../../tunnel/stream/reset_reasons.ts";
+import { encodeStreamHeader } from "../../tunnel/stream/stream_header.ts";
 import { splice, streamEnd } from "../../tunnel/splice.ts";
 import {
   addUdpCounters,
@@ -24,7 +24,7 @@ import {
   type UdpCounters,
   type UdpFlowWay,
   udpPolicer,
-} from "../../tunnel/udp_flow.ts";
+} from "../../tunnel/udp/udp_flow.ts";
 import { formatHostPort } from "../../util/net/address.ts";
 import { ReverseTunnel, type ReverseTunnelOptions } from "./reverse_tunnel.ts";
 import { UdpPort, type UdpRoute } from "./udp_port.ts";

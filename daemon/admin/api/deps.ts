@@ -21,7 +21,7 @@ import type { EventFeed } from "../../events.ts";
 import type { HttpStats } from "../../http/http_stats.ts";
 import type { PortClaim, Registry } from "../../registry/registry.ts";
 import type { CertificateStore } from "../../tls/certificates.ts";
-import type { UdpCounters } from "../../../tunnel/udp_flow.ts";
+import type { UdpCounters } from "../../../tunnel/udp/udp_flow.ts";
 
 /**
  * The daemon's lifecycle states, as `daemon.ts` names them. A state added there and not here

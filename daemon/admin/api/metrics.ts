@@ -27,7 +27,7 @@ import {
   newUdpCounters,
   UDP_DROPS,
   type UdpCounters,
-} from "../../../tunnel/udp_flow.ts";
+} from "../../../tunnel/udp/udp_flow.ts";
 
 /** The session counters that are summed across sessions (everything monotonic). */
 export interface SessionCounterTotals {

@@ -20,7 +20,7 @@ import { HttpStats } from "../../http/http_stats.ts";
 import { fakeSession, fakeTunnel, memoryRegistry } from "../../registry/_fake_handles.ts";
 import { fakeCluster, served } from "./_fake_deps.ts";
 import type { MetricsApiDeps } from "./deps.ts";
-import { newUdpCounters } from "../../../tunnel/udp_flow.ts";
+import { newUdpCounters } from "../../../tunnel/udp/udp_flow.ts";
 import { relayBuffers, releaseBytes } from "../../../util/bytes/buffer_pool.ts";
 
 const TOKEN = "metrics-test-token-0123456789abcdef";

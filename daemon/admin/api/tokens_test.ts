@@ -11,7 +11,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { Client } from "../../../client/client.ts";
 import type { ClientError } from "../../../client/errors.ts";
-import { ResetReason } from "../../../tunnel/reset_reasons.ts";
+import { ResetReason } from "../../../tunnel/stream/reset_reasons.ts";
 import type { YamuxError } from "../../../protocol/errors.ts";
 import type { TransportListener } from "../../../protocol/transport.ts";
 import { pattern, roundTrip } from "../../../tools/echo_check.ts";

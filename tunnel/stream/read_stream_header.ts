@@ -5,8 +5,8 @@
  */
 
 import { decodeStreamHeader, type StreamHeader, StreamHeaderError } from "./stream_header.ts";
-import type { Stream } from "../protocol/stream.ts";
-import { sharedDeadlines } from "../util/timing/deadlines.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { sharedDeadlines } from "../../util/timing/deadlines.ts";
 
 /**
  * Resolves with the stream's header and whatever payload arrived with it (possibly empty). The

@@ -15,7 +15,7 @@
  * @module
  */
 
-import { encodeUtf8 } from "../util/bytes/utf8.ts";
+import { encodeUtf8 } from "../../util/bytes/utf8.ts";
 
 /** The header version this code writes and reads. */
 export const STREAM_HEADER_VERSION = 1;

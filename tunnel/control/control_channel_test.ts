@@ -1,11 +1,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ControlChannel, MAX_CONTROL_MESSAGE } from "./control_channel.ts";
-import { readStreamHeader } from "./read_stream_header.ts";
-import { encodeStreamHeader, StreamHeaderError } from "./stream_header.ts";
-import { Session } from "../protocol/session.ts";
-import type { Stream } from "../protocol/stream.ts";
-import { memoryPair } from "../transport/memory.ts";
+import { readStreamHeader } from "../stream/read_stream_header.ts";
+import { encodeStreamHeader, StreamHeaderError } from "../stream/stream_header.ts";
+import { Session } from "../../protocol/session.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { memoryPair } from "../../transport/memory.ts";
 
 function sessions(onStream: (stream: Stream) => void) {
   const [a, b] = memoryPair({ split: { seed: 3, maxChunk: 5 } });

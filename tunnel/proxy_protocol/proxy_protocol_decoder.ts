@@ -7,7 +7,7 @@
  * @module
  */
 
-import { formatHostPort, parseIPv4, parseIPv6 } from "../util/net/address.ts";
+import { formatHostPort, parseIPv4, parseIPv6 } from "../../util/net/address.ts";
 import {
   formatProxyIp,
   parseDecimal,

@@ -7,11 +7,11 @@ import {
   MAX_UDP_DATAGRAM,
   UdpFramingError,
 } from "./udp_framing.ts";
-import { Session } from "../protocol/session.ts";
-import type { Stream } from "../protocol/stream.ts";
-import { memoryPair } from "../transport/memory.ts";
-import { waitFor } from "../testing/wait.ts";
-import { pattern } from "../util/bytes/bytes.ts";
+import { Session } from "../../protocol/session.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { memoryPair } from "../../transport/memory.ts";
+import { waitFor } from "../../testing/wait.ts";
+import { pattern } from "../../util/bytes/bytes.ts";
 
 const SIZES = [0, 1, 2, 255, 256, 1200, 1472, 9000, 65_535 - 28, MAX_UDP_DATAGRAM];
 

@@ -2,12 +2,12 @@
 // the header on in the turn its last bytes arrive, and the stream carries on from there in order.
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Session } from "../protocol/session.ts";
-import type { Stream } from "../protocol/stream.ts";
-import { memoryPair } from "../transport/memory.ts";
-import { cleanup, register } from "../testing/cleanup.ts";
-import { waitFor } from "../testing/wait.ts";
-import { concat } from "../util/bytes/bytes.ts";
+import { Session } from "../../protocol/session.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { memoryPair } from "../../transport/memory.ts";
+import { cleanup, register } from "../../testing/cleanup.ts";
+import { waitFor } from "../../testing/wait.ts";
+import { concat } from "../../util/bytes/bytes.ts";
 import { onStreamHeader, readStreamHeader } from "./read_stream_header.ts";
 import { encodeStreamHeader, type StreamHeader, StreamHeaderError } from "./stream_header.ts";
 

@@ -8,14 +8,14 @@ import {
   UdpFlowTable,
   udpPolicer,
 } from "./udp_flow.ts";
-import { TokenBucket } from "../util/timing/token_bucket.ts";
-import { encodeStreamHeader } from "./stream_header.ts";
-import { readStreamHeader } from "./read_stream_header.ts";
-import { Session } from "../protocol/session.ts";
-import { memoryPair } from "../transport/memory.ts";
-import { openUdp, type UdpSocket } from "../transport/udp.ts";
-import { waitFor } from "../testing/wait.ts";
-import { pattern } from "../util/bytes/bytes.ts";
+import { TokenBucket } from "../../util/timing/token_bucket.ts";
+import { encodeStreamHeader } from "../stream/stream_header.ts";
+import { readStreamHeader } from "../stream/read_stream_header.ts";
+import { Session } from "../../protocol/session.ts";
+import { memoryPair } from "../../transport/memory.ts";
+import { openUdp, type UdpSocket } from "../../transport/udp.ts";
+import { waitFor } from "../../testing/wait.ts";
+import { pattern } from "../../util/bytes/bytes.ts";
 
 /**
  * A tunnel in one process: a flow table (the daemon's exposed port) whose flows cross a yamux

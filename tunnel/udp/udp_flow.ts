@@ -12,11 +12,11 @@
  * @module
  */
 
-import type { Stream } from "../protocol/stream.ts";
-import { openUdp, type UdpSocket } from "../transport/udp.ts";
+import type { Stream } from "../../protocol/stream.ts";
+import { openUdp, type UdpSocket } from "../../transport/udp.ts";
 import { DatagramDecoder, DatagramSender, UdpFramingError } from "./udp_framing.ts";
-import { ResetReason } from "./reset_reasons.ts";
-import { formatHostPort } from "../util/net/address.ts";
+import { ResetReason } from "../stream/reset_reasons.ts";
+import { formatHostPort } from "../../util/net/address.ts";
 
 /** How long a flow lives without a datagram either way, by default. */
 export const UDP_FLOW_IDLE_MS = 60_000;

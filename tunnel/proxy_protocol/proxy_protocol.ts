@@ -15,7 +15,13 @@
  * @module
  */
 
-import { formatIp, parseIPv4, parseIPv6, splitHostPort, unmapIPv4 } from "../util/net/address.ts";
+import {
+  formatIp,
+  parseIPv4,
+  parseIPv6,
+  splitHostPort,
+  unmapIPv4,
+} from "../../util/net/address.ts";
 
 /** The 12 bytes every v2 header starts with (spec §2.2). */
 export const PROXY_V2_SIGNATURE: Uint8Array = new Uint8Array([

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Stream } from "../protocol/stream.ts";
+import type { Stream } from "../../protocol/stream.ts";
 
 /** Largest control message either side accepts; a bigger declared length ends the channel. */
 export const MAX_CONTROL_MESSAGE = 64 * 1024;

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { parseVisitorPolicy, type VisitorPolicy } from "./policy/visitor_policy.ts";
+import { parseVisitorPolicy, type VisitorPolicy } from "../policy/visitor_policy.ts";
 
 /** The control protocol version this code speaks. */
 export const CONTROL_VERSION = 1;
