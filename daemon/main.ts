@@ -224,7 +224,8 @@ export async function main(args: string[] = hostArgs()): Promise<number> {
   await daemon.start();
   // Signals are handled from the moment the listeners are up (before they are announced), so a
   // process manager's SIGTERM right after the start drains instead of killing.
-  // A repeat within SIGNAL_REPEAT_MS is the same signal passed on by a launcher (util/host/host.ts).
+  // A repeat within SIGNAL_REPEAT_MS is the same signal passed on by a launcher
+  // (util/host/host.ts).
   let signals = 0;
   const shutdown = (signal: string) => {
     if (++signals > 1) {

@@ -141,8 +141,8 @@ export class FrameDecoder {
         if (this.#headerInChunk) {
           this.#headerInChunk = false;
           // Its header, decoded, is dead: a relay may write its own frame header there and send
-          // the payload as it lies (`util/bytes/buffer_pool.ts`). Large payloads only: the offer costs
-          // a WeakMap entry.
+          // the payload as it lies (`util/bytes/buffer_pool.ts`). Large payloads only: the offer
+          // costs a WeakMap entry.
           if (n >= OFFER_ROOM_FROM) offerFrontRoom(view, HEADER_LENGTH);
         }
         sink.payload(view);

@@ -20,8 +20,8 @@ import { acquireAtLeast, releaseBytes } from "../util/bytes/buffer_pool.ts";
 
 /**
  * Batches larger than this come from the relay pools when the transport gives written chunks
- * back: smaller ones are cheap from a shared slab (`allocUnsafe`), and a pooled buffer is 65 KiB (or 260
- * KiB) whatever part of it a batch fills.
+ * back: smaller ones are cheap from a shared slab (`allocUnsafe`), and a pooled buffer is 65 KiB
+ * (or 260 KiB) whatever part of it a batch fills.
  */
 const POOLED_BATCH = 4 * 1024;
 
@@ -46,9 +46,9 @@ const BATCH_FRAME = 64 * 1024;
  * on a transport that writes large chunks as they are (`Transport.writesLargeAsIs`: Bun's TCP, and
  * our WebSocket over it): two system calls instead of a copy of the chunk, and frames up to
  * `maxDataFrameSize` rather than {@linkcode BATCH_FRAME}, so the receiver relays them in fewer
- * writes. Not for chunks of 64 KiB: a batch carries four of them in one write, where apart they take
- * eight (on Bun an echo of 64 KiB writes ran a tenth slower apart, and as fast as copied from 96 KiB
- * on).
+ * writes. Not for chunks of 64 KiB: a batch carries four of them in one write, where apart they
+ * take eight (on Bun an echo of 64 KiB writes ran a tenth slower apart, and as fast as copied from
+ * 96 KiB on).
  */
 const APART_FROM = 96 * 1024;
 
@@ -242,8 +242,8 @@ export class Outbound {
     // With headroom, the batch starts that far into its own allocation, so the transport can put
     // its frame header in front without copying the batch (a WebSocket over our own framing).
     // A batch from the relay pool carries its claim to the transport, which gives it back once
-    // written (util/bytes/buffer_pool.ts): a bulk sender reuses a few buffers instead of leaving one
-    // behind per batch for the garbage collector.
+    // written (util/bytes/buffer_pool.ts): a bulk sender reuses a few buffers instead of leaving
+    // one behind per batch for the garbage collector.
     const h = this.#headroom;
     const pooled = this.#pooled && size > POOLED_BATCH ? acquireAtLeast(h + size) : undefined;
     const out: Uint8Array = pooled !== undefined
@@ -260,11 +260,11 @@ export class Outbound {
   /**
    * The batch when it is one stream's next chunk, whole, in one frame (its further chunks follow in
    * the next batches), and the chunk's buffer has room for the header in front of it (a socket
-   * read that left it free, `util/bytes/buffer_pool.ts`) and for the transport's headroom in front of
-   * that: the header is written there and the chunk goes out as it lies, not copied into a batch.
-   * A bulk relay's every read takes this way. Over a transport without headroom, control frames
-   * and the stream's window update due now go first, in a small batch of their own, and the chunk
-   * follows it ({@linkcode #apartView}), rather than everything copied into one batch.
+   * read that left it free, `util/bytes/buffer_pool.ts`) and for the transport's headroom in front
+   * of that: the header is written there and the chunk goes out as it lies, not copied into a
+   * batch. A bulk relay's every read takes this way. Over a transport without headroom, control
+   * frames and the stream's window update due now go first, in a small batch of their own, and the
+   * chunk follows it ({@linkcode #apartView}), rather than everything copied into one batch.
    * Undefined when it does not apply.
    */
   #framedInPlace(): Uint8Array | undefined {

@@ -303,8 +303,9 @@ export class Stream {
   /**
    * Queues `chunk` for sending and takes ownership of it (do not change it afterwards). A chunk in
    * a pooled buffer brings one claim with it, given back once its bytes are copied into a batch
-   * (`util/bytes/buffer_pool.ts`). Returns false once queued bytes reach the high-water mark: wait for `onDrain` before writing more.
-   * Throws after `end()`; on a reset or closed stream the bytes are dropped and false returned.
+   * (`util/bytes/buffer_pool.ts`). Returns false once queued bytes reach the high-water mark: wait
+   * for `onDrain` before writing more. Throws after `end()`; on a reset or closed stream the bytes
+   * are dropped and false returned.
    */
   write(chunk: Uint8Array): boolean {
     if (this.#endRequested) {

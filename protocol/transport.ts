@@ -11,14 +11,14 @@ export interface TransportHandlers {
   /**
    * Bytes arrived. The chunk is handed over: the transport never reuses or mutates its memory after
    * the call, so the receiver may keep zero-copy views of it. With {@linkcode releases} set, the
-   * chunk may lie in a pooled buffer and carries one claim on it (`util/bytes/buffer_pool.ts`), and it
-   * may offer the free bytes in front of it to a writer that frames it whole (`offerFrontRoom`:
+   * chunk may lie in a pooled buffer and carries one claim on it (`util/bytes/buffer_pool.ts`), and
+   * it may offer the free bytes in front of it to a writer that frames it whole (`offerFrontRoom`:
    * a session sending it on writes its header there instead of copying the chunk).
    */
   data(chunk: Uint8Array): void;
   /**
-   * The handler follows the claim rules of `util/bytes/buffer_pool.ts`: it gives a chunk's claim back
-   * with `releaseBytes` once it keeps no view of it, or passes it on with the chunk to a
+   * The handler follows the claim rules of `util/bytes/buffer_pool.ts`: it gives a chunk's claim
+   * back with `releaseBytes` once it keeps no view of it, or passes it on with the chunk to a
    * {@linkcode Transport.write} or `Stream.write`, and never reads a chunk after either. Without
    * it, pooled chunks are taken out of their pool before the handler sees them, and it may keep
    * views for as long as it likes.
@@ -49,14 +49,15 @@ export interface Transport {
   /**
    * Queues bytes for sending and takes ownership of `chunk` (the caller must not change it later).
    * A chunk in a pooled buffer brings one claim with it, which the transport gives back once the
-   * bytes are written or dropped, if it keeps that accounting (`util/bytes/buffer_pool.ts`). Returns false once the queued bytes reach the high-water mark; keep queueing only small control
+   * bytes are written or dropped, if it keeps that accounting (`util/bytes/buffer_pool.ts`).
+   * Returns false once the queued bytes reach the high-water mark; keep queueing only small control
    * data until `drain`. Writes after close are dropped.
    */
   write(chunk: Uint8Array): boolean;
   /**
-   * The transport gives back the claim of a pooled chunk once it is written (see {@linkcode write}),
-   * so a writer may build its chunks in pooled buffers and see them reused. Absent: pooled memory
-   * written here is never reused, and writers use plain allocations instead.
+   * The transport gives back the claim of a pooled chunk once it is written (see
+   * {@linkcode write}), so a writer may build its chunks in pooled buffers and see them reused.
+   * Absent: pooled memory written here is never reused, and writers use plain allocations instead.
    */
   readonly releasesWrites?: boolean;
   /**

@@ -1,8 +1,8 @@
 /**
- * The relay path with pooled buffers (util/bytes/buffer_pool.ts), as a tunnel runs it: a visitor's TCP
- * connection spliced onto a stream of a session over TCP, spliced on the other side onto a TCP
- * connection to an echo service that writes back what it reads, claims and all. Poisoning is on,
- * so a buffer given back while a view of it is still in use shows up as corrupted bytes, and one
+ * The relay path with pooled buffers (util/bytes/buffer_pool.ts), as a tunnel runs it: a visitor's
+ * TCP connection spliced onto a stream of a session over TCP, spliced on the other side onto a TCP
+ * connection to an echo service that writes back what it reads, claims and all. Poisoning is on, so
+ * a buffer given back while a view of it is still in use shows up as corrupted bytes, and one
  * written after its return as an error. On Deno every hop's reads and the batches come from the
  * pool; on Bun, whose sockets allocate each read themselves, only the batches do.
  */

@@ -17,8 +17,8 @@ export interface PipeHandlers {
   /** How many bytes the next read should take (see `TransportHandlers.readLimit`). */
   readLimit?(preferred: number, capacity: number): number;
   /**
-   * `data` follows the claim rules of `util/bytes/buffer_pool.ts`: each chunk is written to the other
-   * end once, with its claim, and not read afterwards (see `TransportHandlers.releases`).
+   * `data` follows the claim rules of `util/bytes/buffer_pool.ts`: each chunk is written to the
+   * other end once, with its claim, and not read afterwards (see `TransportHandlers.releases`).
    */
   readonly releases?: boolean;
   /** The peer half-closed. */

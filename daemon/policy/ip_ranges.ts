@@ -3,8 +3,8 @@
  * metadata, …), the IPv4 forms hidden inside IPv6 addresses, the `inet_aton` spellings, and host
  * names as a client writes them. The forward policy decides on bytes, never on strings, so every
  * spelling of an address (compressed IPv6, IPv4-mapped IPv6, `2130706433`, `0x7f.1`, `0177.0.0.1`,
- * `127.1`) lands on the same classification. Parsing and formatting literals is util/net/address.ts;
- * networks (CIDR) are util/net/cidr.ts, re-exported here.
+ * `127.1`) lands on the same classification. Parsing and formatting literals is
+ * util/net/address.ts; networks (CIDR) are util/net/cidr.ts, re-exported here.
  *
  * @module
  */

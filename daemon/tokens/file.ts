@@ -1,8 +1,8 @@
 /**
  * The minted-token file, `<dataDir>/tokens.json`: its format, and reading it. Only token hashes
- * are stored. The store writes it atomically (`util/files/write_file_atomic.ts`: a new file, synced,
- * renamed over the old one), so a crash mid-write leaves the previous file intact rather than a
- * truncated one that would lose every token, or worse, a revocation.
+ * are stored. The store writes it atomically (`util/files/write_file_atomic.ts`: a new file,
+ * synced, renamed over the old one), so a crash mid-write leaves the previous file intact rather
+ * than a truncated one that would lose every token, or worse, a revocation.
  *
  * @module
  */

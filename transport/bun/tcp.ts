@@ -13,10 +13,10 @@
  * - The buffer passed to `data` is freshly allocated per call (each has its own ArrayBuffer at
  *   offset 0, and earlier buffers keep their bytes; checked on Bun 1.4.4 by retaining every chunk
  *   of a multi-MiB transfer and comparing them afterwards, see bun/tcp_test.ts), so it is handed
- *   on without a copy, and reads cannot come from `util/bytes/buffer_pool.ts`; a large one is adopted
- *   into its claim accounting instead (`adoptedReads`), so it is freed once read. The session's
- *   write batches can: `write` keeps nothing, so a batch is given back as soon as the kernel has
- *   it and the next one reuses it (`releasesWrites`).
+ *   on without a copy, and reads cannot come from `util/bytes/buffer_pool.ts`; a large one is
+ *   adopted into its claim accounting instead (`adoptedReads`), so it is freed once read. The
+ *   session's write batches can: `write` keeps nothing, so a batch is given back as soon as the
+ *   kernel has it and the next one reuses it (`releasesWrites`).
  *
  * Bun's types are declared locally (no `@types/bun`), so `deno check` stays clean.
  *

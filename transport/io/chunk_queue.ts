@@ -1,7 +1,7 @@
 /**
  * The outgoing queue of the transports that buffer for themselves (Deno and Bun TCP, WebSocket).
- * It keeps the claims of pooled chunks (`util/bytes/buffer_pool.ts`) as they pass: a chunk copied into a
- * joined piece is given back at once, and a piece handed out as a view of a chunk that stays
+ * It keeps the claims of pooled chunks (`util/bytes/buffer_pool.ts`) as they pass: a chunk copied
+ * into a joined piece is given back at once, and a piece handed out as a view of a chunk that stays
  * queued gets a claim of its own.
  *
  * @module

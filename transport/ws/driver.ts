@@ -100,8 +100,9 @@ export class RawSocketDriver implements SocketDriver {
 
   /**
    * The handlers for the TCP transport's events (a separate object: both have a `close`). They
-   * follow the claim rules of `util/bytes/buffer_pool.ts`: the decoder runs in pooled mode, a binary
-   * message handed on takes a claim of its own, and the chunk's claim ends once it is decoded.
+   * follow the claim rules of `util/bytes/buffer_pool.ts`: the decoder runs in pooled mode, a
+   * binary message handed on takes a claim of its own, and the chunk's claim ends once it is
+   * decoded.
    */
   readonly tcpHandlers: TransportHandlers = {
     releases: true,

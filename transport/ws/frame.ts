@@ -314,11 +314,11 @@ export interface MessageDecoderOptions {
   /** True to require masked frames (a server reading a client), false to forbid them. */
   masked: boolean;
   /**
-   * The caller owns the chunks it pushes and follows the claim rules of `util/bytes/buffer_pool.ts`: a
-   * masked payload is unmasked where it lies in the pushed chunk instead of in a copy, a payload
-   * that spans chunks is gathered in a pooled buffer, and `onMessage` takes a claim
-   * (`retainBytes`) on a payload it keeps past the call. Default false: the chunk is not changed
-   * and every payload is the callee's to keep.
+   * The caller owns the chunks it pushes and follows the claim rules of
+   * `util/bytes/buffer_pool.ts`: a masked payload is unmasked where it lies in the pushed chunk
+   * instead of in a copy, a payload that spans chunks is gathered in a pooled buffer, and
+   * `onMessage` takes a claim (`retainBytes`) on a payload it keeps past the call. Default false:
+   * the chunk is not changed and every payload is the callee's to keep.
    */
   pooled?: boolean;
 }

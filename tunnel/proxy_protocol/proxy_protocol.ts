@@ -4,11 +4,11 @@
  * tunnel client's loopback one. Only TCP over IPv4/IPv6 is produced. (The decoder is
  * `proxy_protocol_decoder.ts`, beside it.)
  *
- * Addresses are `host:port` or `[v6]:port`, as the transports report them (`formatHostPort` in util/net/address.ts).
- * Anything else (`unknown`, host names, IPv6 zones are kept out of the header) is handled as the
- * spec says for addresses the sender cannot express: `PROXY UNKNOWN` in v1, the LOCAL command in
- * v2 (which receivers must accept and treat as "use the real connection's endpoints", where
- * PROXY + AF_UNSPEC may be rejected).
+ * Addresses are `host:port` or `[v6]:port`, as the transports report them (`formatHostPort` in
+ * util/net/address.ts). Anything else (`unknown`, host names, IPv6 zones are kept out of the
+ * header) is handled as the spec says for addresses the sender cannot express: `PROXY UNKNOWN` in
+ * v1, the LOCAL command in v2 (which receivers must accept and treat as "use the real connection's
+ * endpoints", where PROXY + AF_UNSPEC may be rejected).
  *
  * Spec: https://www.haproxy.org/download/2.9/doc/proxy-protocol.txt
  *

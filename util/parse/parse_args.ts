@@ -3,9 +3,9 @@
  * surface the daemon, the client and the `tunnelmux` command use: string and boolean flags,
  * `--flag value`, `--flag=value`, short letters (`-h`, grouped `-hv`), repeated flags, `--` and
  * positionals. It throws the same error codes with the same leading messages, so
- * `util/parse/args_error.ts` explains either. Why not `node:util` itself: on Deno, importing any `node:`
- * module loads the Node compatibility layer, about 40 ms of each start of the daemon and of the
- * client before the first tunnel opens.
+ * `util/parse/args_error.ts` explains either. Why not `node:util` itself: on Deno, importing any
+ * `node:` module loads the Node compatibility layer, about 40 ms of each start of the daemon and of
+ * the client before the first tunnel opens.
  *
  * @example
  * ```ts
